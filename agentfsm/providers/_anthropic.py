@@ -1,0 +1,186 @@
+"""Anthropic Messages API: body and stream events.
+
+`server_tool_use` (and `mcp_tool_use`) blocks ran on Anthropic's side: they are
+counted in `server_tool_calls`, never put in `tool_calls`. `pause_turn` means
+"call again", `refusal` is a refusal, `max_tokens` a cut. In a stream, a
+`tool_use` block with no `content_block_stop` is an incomplete call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm._types import FinishReason, ModelTurn
+from agentfsm.providers._common import (
+    Draft,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    broken,
+    call_from_object,
+    call_from_string,
+    make_usage,
+)
+
+__all__ = ["TABLE", "MessagesStream", "is_event", "is_message", "read_body"]
+
+TABLE: dict[str, FinishReason] = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "max_tokens": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
+    "pause_turn": FinishReason.PAUSE,
+    "refusal": FinishReason.REFUSAL,
+}
+_SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
+_EVENTS = frozenset(
+    {
+        "message_start",
+        "message_delta",
+        "message_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "ping",
+    }
+)
+_CUT = "the stream ended before the tool_use block was complete"
+
+
+def is_message(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a Messages API body."""
+    return payload.get("type") == "message" or (
+        "stop_reason" in payload and type(payload.get("content")) is list
+    )
+
+
+def is_event(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a Messages API stream event (an `error` event included)."""
+    kind = as_str(payload.get("type"))
+    return kind in _EVENTS or (kind == "error" and type(payload.get("error")) is dict)
+
+
+def _usage(usage: dict[str, Any], into: dict[str, int]) -> None:
+    for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        if key in usage:
+            into[key] = as_int(usage[key])
+    if "output_tokens" in usage:
+        into["output_tokens"] = as_int(usage["output_tokens"])
+
+
+def _set_usage(draft: Draft, counts: dict[str, int]) -> None:
+    if counts:
+        inputs = sum(v for k, v in counts.items() if k != "output_tokens")
+        draft.usage = make_usage(inputs, counts.get("output_tokens", 0))
+
+
+def _block(draft: Draft, block: dict[str, Any]) -> None:
+    kind = as_str(block.get("type"))
+    if kind == "text":
+        draft.text += as_str(block.get("text"))
+    elif kind == "thinking":
+        draft.reasoning = (draft.reasoning or "") + as_str(block.get("thinking"))
+    elif kind == "tool_use":
+        draft.calls.append(call_from_object(block.get("id"), block.get("name"), block.get("input")))
+    elif kind in _SERVER_BLOCKS:
+        draft.server_tool_calls += 1
+
+
+def _refusal(draft: Draft, details: object) -> None:
+    if draft.finish is FinishReason.REFUSAL:
+        explanation = as_str(as_dict(details).get("explanation"))
+        draft.refusal = explanation or draft.text or "the model refused (stop_reason refusal)"
+
+
+def read_body(payload: dict[str, Any], provider: str = "anthropic") -> Draft:
+    """Read a Messages API body."""
+    draft = Draft(provider, model=as_str(payload.get("model")))
+    for block in as_list(payload.get("content")):
+        _block(draft, as_dict(block))
+    draft.set_finish(payload.get("stop_reason"), TABLE)
+    _refusal(draft, payload.get("stop_details"))
+    counts: dict[str, int] = {}
+    _usage(as_dict(payload.get("usage")), counts)
+    _set_usage(draft, counts)
+    return draft
+
+
+class MessagesStream:
+    """Accumulate Messages stream events into one turn."""
+
+    def __init__(self, provider: str = "anthropic") -> None:
+        self._provider = provider
+        self._model = ""
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}
+        self._open: set[int] = set()
+        self._stop: dict[str, Any] = {}
+        self._counts: dict[str, int] = {}
+        self._error: str | None = None
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Fold one event into the turn."""
+        kind = event.get("type")
+        index = as_int(event.get("index"))
+        if kind == "content_block_start":
+            self._blocks[index] = dict(as_dict(event.get("content_block")))
+            self._open.add(index)
+        elif kind == "content_block_delta":
+            self._delta(index, as_dict(event.get("delta")))
+        elif kind == "content_block_stop":
+            self._open.discard(index)
+        elif kind == "message_start":
+            message = as_dict(event.get("message"))
+            self._model = as_str(message.get("model"))
+            _usage(as_dict(message.get("usage")), self._counts)
+        elif kind == "message_delta":
+            self._stop.update(as_dict(event.get("delta")))
+            _usage(as_dict(event.get("usage")), self._counts)
+        elif kind == "error":
+            error = as_dict(event.get("error"))
+            self._error = as_str(error.get("message")) or as_str(error.get("type")) or "error"
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self._blocks.setdefault(index, {"type": "text"})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = as_str(block.get("text")) + as_str(delta.get("text"))
+        elif kind == "thinking_delta":
+            block["thinking"] = as_str(block.get("thinking")) + as_str(delta.get("thinking"))
+        elif kind == "input_json_delta":
+            self._json.setdefault(index, []).append(as_str(delta.get("partial_json")))
+
+    def _tool_block(self, draft: Draft, index: int, block: dict[str, Any]) -> None:
+        parts = self._json.get(index)
+        if parts is None or not "".join(parts):
+            call = call_from_object(block.get("id"), block.get("name"), block.get("input"))
+        else:
+            call = call_from_string(block.get("id"), block.get("name"), "".join(parts))
+        if index in self._open:
+            call = broken(call, _CUT)
+        draft.calls.append(call)
+
+    def draft(self) -> Draft:
+        """The turn so far; an open block or a missing stop reason makes it truncated."""
+        draft = Draft(self._provider, model=self._model)
+        for index, block in self._blocks.items():
+            if block.get("type") == "tool_use":
+                self._tool_block(draft, index, block)
+            else:
+                _block(draft, block)
+        draft.set_finish(self._stop.get("stop_reason"), TABLE)
+        _refusal(draft, self._stop.get("stop_details"))
+        _set_usage(draft, self._counts)
+        if self._open or draft.raw_finish is None:
+            draft.truncated = True
+        if self._error is not None:
+            draft.error, draft.truncated = self._error, True
+            if draft.raw_finish is None:
+                draft.finish = FinishReason.ERROR
+        return draft
+
+    def turn(self) -> ModelTurn:
+        """The turn so far."""
+        return self.draft().build()

@@ -1,0 +1,147 @@
+"""Amazon Bedrock Converse: body and ConverseStream events.
+
+`guardrail_intervened` and `content_filtered` are CONTENT_FILTER; `max_tokens`
+and `model_context_window_exceeded` are a cut. A stream's exception events
+(`throttlingException`, `modelStreamErrorException`, ...) set the turn's error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm._types import FinishReason, ModelTurn, ToolCall
+from agentfsm.providers._common import (
+    Draft,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    broken,
+    call_from_object,
+    call_from_string,
+    make_usage,
+)
+
+__all__ = ["TABLE", "ConverseStream", "is_converse", "is_event", "read_body"]
+
+TABLE: dict[str, FinishReason] = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "max_tokens": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
+    "guardrail_intervened": FinishReason.CONTENT_FILTER,
+    "content_filtered": FinishReason.CONTENT_FILTER,
+}
+_EVENTS = frozenset(
+    {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop"}
+)
+_CUT = "the stream ended before the toolUse block was complete"
+
+
+def is_converse(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a Converse body."""
+    return "stopReason" in payload or "message" in as_dict(payload.get("output"))
+
+
+def is_event(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a ConverseStream event (exception events included)."""
+    return any(type(key) is str and (key in _EVENTS or key.endswith("Exception")) for key in payload)
+
+
+def _usage(draft: Draft, usage: object) -> None:
+    if type(usage) is dict:
+        cached = as_int(usage.get("cacheReadInputTokens")) + as_int(usage.get("cacheWriteInputTokens"))
+        draft.usage = make_usage(as_int(usage.get("inputTokens")) + cached, usage.get("outputTokens"))
+
+
+def _block(draft: Draft, block: dict[str, Any]) -> None:
+    if "text" in block:
+        draft.text += as_str(block["text"])
+    elif "toolUse" in block:
+        use = as_dict(block["toolUse"])
+        draft.calls.append(call_from_object(use.get("toolUseId"), use.get("name"), use.get("input")))
+    elif "reasoningContent" in block:
+        text = as_dict(as_dict(block["reasoningContent"]).get("reasoningText")).get("text")
+        draft.reasoning = (draft.reasoning or "") + as_str(text)
+
+
+def read_body(payload: dict[str, Any], provider: str = "bedrock") -> Draft:
+    """Read a Converse body."""
+    draft = Draft(provider)
+    message = as_dict(as_dict(payload.get("output")).get("message"))
+    for block in as_list(message.get("content")):
+        _block(draft, as_dict(block))
+    draft.set_finish(payload.get("stopReason"), TABLE)
+    _usage(draft, payload.get("usage"))
+    return draft
+
+
+class ConverseStream:
+    """Accumulate ConverseStream events into one turn."""
+
+    def __init__(self, provider: str = "bedrock") -> None:
+        self._draft = Draft(provider)
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._open: set[int] = set()
+        self._stopped = False
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Fold one event into the turn."""
+        if "contentBlockStart" in event:
+            start = as_dict(event["contentBlockStart"])
+            index = as_int(start.get("contentBlockIndex"))
+            self._blocks[index] = {"tool": as_dict(as_dict(start.get("start")).get("toolUse"))}
+            self._open.add(index)
+        elif "contentBlockDelta" in event:
+            self._delta(as_dict(event["contentBlockDelta"]))
+        elif "contentBlockStop" in event:
+            self._open.discard(as_int(as_dict(event["contentBlockStop"]).get("contentBlockIndex")))
+        elif "messageStop" in event:
+            self._draft.set_finish(as_dict(event["messageStop"]).get("stopReason"), TABLE)
+            self._stopped = True
+        elif "metadata" in event:
+            _usage(self._draft, as_dict(event["metadata"]).get("usage"))
+        else:
+            self._exception(event)
+
+    def _exception(self, event: dict[str, Any]) -> None:
+        for key, value in event.items():
+            if type(key) is str and key.endswith("Exception"):
+                message = as_str(as_dict(value).get("message"))
+                self._draft.error = f"{key}: {message}" if message else key
+
+    def _delta(self, delta_event: dict[str, Any]) -> None:
+        index = as_int(delta_event.get("contentBlockIndex"))
+        block = self._blocks.setdefault(index, {})
+        delta = as_dict(delta_event.get("delta"))
+        if "text" in delta:
+            block["text"] = as_str(block.get("text")) + as_str(delta["text"])
+        elif "toolUse" in delta:
+            piece = as_str(as_dict(delta["toolUse"]).get("input"))
+            block["input"] = as_str(block.get("input")) + piece
+        elif "reasoningContent" in delta:
+            piece = as_str(as_dict(delta["reasoningContent"]).get("text"))
+            block["reasoning"] = as_str(block.get("reasoning")) + piece
+
+    def _call(self, index: int, block: dict[str, Any]) -> ToolCall:
+        tool = as_dict(block.get("tool"))
+        call = call_from_string(tool.get("toolUseId"), tool.get("name"), as_str(block.get("input")))
+        return broken(call, _CUT) if index in self._open else call
+
+    def draft(self) -> Draft:
+        """The turn so far; an open block or a missing messageStop makes it truncated."""
+        draft = self._draft
+        blocks = [(index, self._blocks[index]) for index in sorted(self._blocks)]
+        draft.text = "".join(as_str(block.get("text")) for _, block in blocks)
+        draft.reasoning = "".join(as_str(block.get("reasoning")) for _, block in blocks)
+        draft.calls = [self._call(index, block) for index, block in blocks if block.get("tool")]
+        if self._open or not self._stopped or draft.error is not None:
+            draft.truncated = True
+        if draft.error is not None and draft.raw_finish is None:
+            draft.finish = FinishReason.ERROR
+        return draft
+
+    def turn(self) -> ModelTurn:
+        """The turn so far."""
+        return self.draft().build()

@@ -1,0 +1,215 @@
+"""Building blocks every wire-format normalizer shares.
+
+The normalizers read untrusted JSON, so every access goes through the small
+coercions here (`as_dict`, `as_list`, `as_str`, `as_int`): a value of the wrong
+type reads as empty instead of raising. Turns and calls are assembled in a
+mutable `Draft` and frozen once, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from agentfsm._types import FinishReason, ModelTurn, ToolCall, Usage
+
+__all__ = [
+    "Draft",
+    "as_dict",
+    "as_int",
+    "as_list",
+    "as_str",
+    "broken",
+    "call_from_object",
+    "call_from_string",
+    "construct",
+    "make_usage",
+]
+
+_M = TypeVar("_M", bound=BaseModel)
+_EMPTY: dict[str, Any] = {}
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """Read a value as a JSON object; anything else reads as an empty one."""
+    return value if type(value) is dict else _EMPTY
+
+
+def as_list(value: object) -> list[Any]:
+    """Read a value as a JSON array; anything else reads as an empty one."""
+    return value if type(value) is list else []
+
+
+def as_str(value: object) -> str:
+    """Read a value as a string; anything else reads as `""`."""
+    return value if type(value) is str else ""
+
+
+def as_int(value: object) -> int:
+    """Read a value as a token count; booleans and non-numbers read as 0."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value == value and abs(value) < 1e18:
+        return int(value)
+    return 0
+
+
+def construct(cls: type[_M], values: dict[str, Any]) -> _M:
+    """Build a model from values already known to have the field types, without validation.
+
+    `model_construct` costs more than validation in pydantic 2.x, and a
+    normalizer builds three models per turn; this sets the instance state the
+    way `model_construct` does. `values` must name every field.
+    `tests/providers/test_common.py` checks the result equals a validated model.
+    """
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+def make_usage(input_tokens: object, output_tokens: object, cost: object = None) -> Usage:
+    """Make a `Usage` from raw counts; a cost that is not a number is dropped."""
+    real_cost = float(cost) if type(cost) in (int, float) else None
+    return construct(
+        Usage,
+        {
+            "input_tokens": as_int(input_tokens),
+            "output_tokens": as_int(output_tokens),
+            "cost": real_cost,
+        },
+    )
+
+
+def _call(
+    call_id: object,
+    name: object,
+    arguments: dict[str, Any] | None,
+    raw: str | None,
+    error: str | None,
+) -> ToolCall:
+    tool = as_str(name)
+    if not tool and error is None:
+        arguments, error = None, "the call has no tool name"
+    return construct(
+        ToolCall,
+        {
+            "id": as_str(call_id),
+            "name": tool,
+            "arguments": arguments,
+            "raw_arguments": raw,
+            "error": error,
+        },
+    )
+
+
+def _parse(raw: str) -> tuple[dict[str, Any] | None, str | None]:
+    if not raw or raw.isspace():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return None, f"arguments are not valid JSON ({exc})"
+    return _as_arguments(value)
+
+
+def _as_arguments(value: object) -> tuple[dict[str, Any] | None, str | None]:
+    if type(value) is dict:
+        return value, None
+    if value is None:
+        return {}, None
+    kind = type(value).__name__
+    return None, f"arguments are a JSON {kind}, not an object"
+
+
+def call_from_string(call_id: object, name: object, raw: object) -> ToolCall:
+    """Make a call whose arguments arrived as a JSON string; empty or `null` means `{}`.
+
+    Args:
+        call_id: The provider's id; anything but a string becomes `""`.
+        name: The tool's name.
+        raw: The argument string as received.
+    """
+    if type(raw) is str:
+        arguments, error = _parse(raw)
+        return _call(call_id, name, arguments, raw, error)
+    if raw is None:
+        return _call(call_id, name, {}, None, None)
+    return call_from_object(call_id, name, raw)
+
+
+def call_from_object(call_id: object, name: object, value: object) -> ToolCall:
+    """Make a call whose arguments arrived as a JSON value; `null` means `{}`.
+
+    A string is read as JSON text (some servers send either form).
+    """
+    if type(value) is str:
+        return call_from_string(call_id, name, value)
+    arguments, error = _as_arguments(value)
+    return _call(call_id, name, arguments, None, error)
+
+
+def broken(call: ToolCall, why: str) -> ToolCall:
+    """Mark a call as not executable, keeping what was received of it."""
+    if call.error is not None:
+        return call
+    values = dict(call.__dict__)
+    values["arguments"] = None
+    values["error"] = why
+    return construct(ToolCall, values)
+
+
+@dataclass(slots=True)
+class Draft:
+    """A turn being assembled; `build` freezes it into a `ModelTurn`."""
+
+    provider: str
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    finish: FinishReason = FinishReason.UNKNOWN
+    raw_finish: str | None = None
+    truncated: bool = False
+    usage: Usage | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
+    error: str | None = None
+    model: str | None = None
+    server_tool_calls: int = 0
+
+    def set_finish(self, raw: object, table: dict[str, FinishReason]) -> None:
+        """Record the provider's finish claim; an unrecognised one maps to UNKNOWN."""
+        if type(raw) is not str:
+            return
+        self.raw_finish = raw
+        self.finish = table.get(raw, FinishReason.UNKNOWN)
+        if self.finish is FinishReason.LENGTH:
+            self.truncated = True
+
+    def break_calls(self, why: str) -> None:
+        """Mark every call not executable (the provider said the calls are broken)."""
+        self.calls = [broken(call, why) for call in self.calls]
+
+    def build(self) -> ModelTurn:
+        """Freeze the draft into a `ModelTurn`."""
+        return construct(
+            ModelTurn,
+            {
+                "text": self.text,
+                "tool_calls": self.calls,
+                "finish_reason": self.finish,
+                "raw_finish_reason": self.raw_finish,
+                "truncated": self.truncated,
+                "usage": self.usage,
+                "refusal": self.refusal or None,
+                "reasoning": self.reasoning or None,
+                "error": self.error,
+                "provider": self.provider,
+                "model": self.model or None,
+                "server_tool_calls": self.server_tool_calls,
+            },
+        )

@@ -1,0 +1,67 @@
+"""litellm `ModelResponse` / `ModelResponseStream` objects and their dicts.
+
+litellm reshapes every provider into chat completions and maps finish reasons
+onto OpenAI's few: Gemini `MALFORMED_FUNCTION_CALL`, `UNEXPECTED_TOOL_CALL` and
+any unrecognised reason become `"stop"`, Anthropic `pause_turn` becomes
+`"length"` and `refusal` `"content_filter"`. When the mapped value differs,
+litellm (1.110) keeps the provider's own string in
+`choices[i].provider_specific_fields["native_finish_reason"]`; that string is
+the provider's real claim, so it wins here. litellm is never imported: objects
+are recognised by their class's module and read through `model_dump()`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm._types import FinishReason
+from agentfsm.providers import _anthropic, _bedrock, _cohere, _gemini, _ollama, _openai_chat
+from agentfsm.providers._common import Draft, as_dict, as_list
+
+__all__ = ["NATIVE", "is_litellm_dict", "is_litellm_object", "read_body"]
+
+NATIVE: dict[str, FinishReason] = {
+    **_ollama.TABLE,
+    **_cohere.TABLE,
+    **_bedrock.TABLE,
+    **_gemini.TABLE,
+    **_anthropic.TABLE,
+    **_openai_chat.TABLE,
+}
+"""Every provider's own finish reasons; the tables do not disagree on any string."""
+
+_MARKERS = ("_hidden_params", "vertex_ai_grounding_metadata", "vertex_ai_safety_results")
+
+
+def is_litellm_object(payload: object) -> bool:
+    """Whether an object is one of litellm's response types (by its class's module)."""
+    return type(payload).__module__.startswith("litellm.")
+
+
+def is_litellm_dict(payload: dict[str, Any]) -> bool:
+    """Whether a chat completion dict came from litellm (it carries litellm-only keys)."""
+    if any(key in payload for key in _MARKERS):
+        return True
+    return any("provider_specific_fields" in as_dict(c) for c in as_list(payload.get("choices")))
+
+
+def _native(payload: dict[str, Any]) -> object:
+    choices = as_list(payload.get("choices"))
+    fields = as_dict(as_dict(choices[0]).get("provider_specific_fields")) if choices else {}
+    return fields.get("native_finish_reason")
+
+
+def read_body(payload: dict[str, Any], provider: str = "litellm") -> Draft:
+    """Read a litellm response dict, restoring the provider's own finish reason."""
+    draft = _openai_chat.read_body(payload, provider)
+    native = _native(payload)
+    if type(native) is not str or native == draft.raw_finish:
+        return draft
+    draft.truncated = False  # litellm's own "length" (e.g. for pause_turn) no longer applies
+    draft.set_finish(native, NATIVE)
+    if draft.finish is FinishReason.ERROR and draft.error is None:
+        draft.error = f"the provider stopped with {native}"
+    if native in _gemini.BROKEN:
+        draft.truncated = True
+        draft.break_calls(f"the provider reported {native}")
+    return draft

@@ -1,0 +1,205 @@
+"""OpenAI Chat Completions, and every server that speaks it, body and stream chunks.
+
+The same reader serves DeepSeek, Qwen/DashScope, Groq, xAI, Mistral, Cerebras,
+OpenRouter, Snowflake Cortex, Moonshot, vLLM-style servers and litellm's dumps.
+Their quirks handled here: no `content` key, `finish_reason: ""`, empty call
+ids, `reasoning_content` or `reasoning`, the legacy `function_call`, stream
+tool-call indexes that start at 1, a later delta repeating `name: ""`, and an
+error chunk after the finish.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm._types import FinishReason, ModelTurn, ToolCall
+from agentfsm.providers._common import (
+    Draft,
+    as_dict,
+    as_list,
+    as_str,
+    broken,
+    call_from_string,
+    make_usage,
+)
+
+__all__ = ["TABLE", "ChatStream", "is_chat", "read_body"]
+
+TABLE: dict[str, FinishReason] = {
+    "stop": FinishReason.STOP,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,
+    "length": FinishReason.LENGTH,
+    "content_filter": FinishReason.CONTENT_FILTER,
+    "error": FinishReason.ERROR,
+}
+_CUT = "the stream ended before the call was complete"
+
+
+def is_chat(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a chat completion body or chunk."""
+    return type(payload.get("choices")) is list
+
+
+def _first_choice(payload: dict[str, Any]) -> dict[str, Any]:
+    choices = payload.get("choices")
+    if type(choices) is list and choices:
+        return as_dict(choices[0])
+    return as_dict(None)
+
+
+def _content_text(content: object) -> str:
+    if type(content) is str:
+        return content
+    parts = [as_str(as_dict(part).get("text")) for part in as_list(content)]
+    return "".join(parts)
+
+
+def _reasoning(message: dict[str, Any]) -> str:
+    return as_str(message.get("reasoning_content")) or as_str(message.get("reasoning"))
+
+
+def _usage(draft: Draft, usage: object) -> None:
+    if type(usage) is dict:
+        draft.usage = make_usage(
+            usage.get("prompt_tokens"), usage.get("completion_tokens"), usage.get("cost")
+        )
+
+
+def _error_text(error: object) -> str:
+    if type(error) is dict:
+        message = as_str(error.get("message")) or "provider error"
+        code = error.get("code")
+        return f"{code}: {message}" if code is not None else message
+    return str(error)
+
+
+def _body_calls(message: dict[str, Any]) -> list[ToolCall]:
+    calls = []
+    for item in as_list(message.get("tool_calls")):
+        entry = as_dict(item)
+        function = as_dict(entry.get("function"))
+        calls.append(call_from_string(entry.get("id"), function.get("name"), function.get("arguments")))
+    legacy = as_dict(message.get("function_call"))
+    if as_str(legacy.get("name")):
+        calls.append(call_from_string("", legacy.get("name"), legacy.get("arguments")))
+    return calls
+
+
+def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
+    """Read a non-streamed chat completion; a lone chunk is read as a one-chunk stream."""
+    choice = _first_choice(payload)
+    if "message" not in choice and "delta" in choice:
+        stream = ChatStream(provider)
+        stream.add(payload)
+        return stream.draft()
+    message = as_dict(choice.get("message"))
+    draft = Draft(provider, model=as_str(payload.get("model")))
+    draft.text = _content_text(message.get("content"))
+    draft.calls = _body_calls(message)
+    draft.set_finish(choice.get("finish_reason"), TABLE)
+    draft.refusal = as_str(message.get("refusal"))
+    draft.reasoning = _reasoning(message)
+    _usage(draft, payload.get("usage"))
+    if "error" in payload and payload["error"]:
+        draft.error = _error_text(payload["error"])
+    return draft
+
+
+class _Pending:
+    """A streamed call being assembled from deltas."""
+
+    __slots__ = ("id", "name", "parts")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.parts: list[str] = []
+
+    def merge(self, call_id: object, function: dict[str, Any]) -> None:
+        if not self.id and type(call_id) is str:
+            self.id = call_id
+        name = function.get("name")
+        if not self.name and type(name) is str:
+            self.name = name
+        arguments = function.get("arguments")
+        if type(arguments) is str:
+            self.parts.append(arguments)
+
+    def call(self) -> ToolCall:
+        return call_from_string(self.id, self.name, "".join(self.parts))
+
+
+class ChatStream:
+    """Accumulate chat completion chunks, in order, into one turn."""
+
+    def __init__(self, provider: str = "openai") -> None:
+        self._draft = Draft(provider)
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._refusal: list[str] = []
+        self._calls: dict[object, _Pending] = {}
+        self._finished = False
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Fold one chunk into the turn."""
+        draft = self._draft
+        if "error" in chunk and chunk["error"]:
+            draft.error = _error_text(chunk["error"])
+            draft.truncated = True
+        if not draft.model:
+            draft.model = as_str(chunk.get("model"))
+        _usage(draft, chunk.get("usage"))
+        choice = _first_choice(chunk)
+        if choice:
+            self._delta(as_dict(choice.get("delta")))
+            reason = choice.get("finish_reason")
+            if type(reason) is str:
+                draft.set_finish(reason, TABLE)
+                self._finished = self._finished or bool(reason)
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        content = delta.get("content")
+        if content:
+            self._text.append(_content_text(content))
+        reasoning = _reasoning(delta)
+        if reasoning:
+            self._reasoning.append(reasoning)
+        refusal = delta.get("refusal")
+        if refusal and type(refusal) is str:
+            self._refusal.append(refusal)
+        for item in as_list(delta.get("tool_calls")):
+            self._tool_delta(as_dict(item))
+        legacy = delta.get("function_call")
+        if type(legacy) is dict:
+            self._calls.setdefault("function_call", _Pending()).merge("", legacy)
+
+    def _tool_delta(self, item: dict[str, Any]) -> None:
+        index = item.get("index")
+        if type(index) is not int:
+            # No index: a delta naming a new call starts one, others continue the last.
+            fresh = item.get("id") or as_dict(item.get("function")).get("name")
+            index = len(self._calls) if fresh or not self._calls else list(self._calls)[-1]
+        pending = self._calls.get(index)
+        if pending is None:
+            pending = self._calls[index] = _Pending()
+        pending.merge(item.get("id"), as_dict(item.get("function")))
+
+    def draft(self) -> Draft:
+        """The turn so far, as a draft; a stream with no finish claim is truncated."""
+        draft = self._draft
+        draft.text = "".join(self._text)
+        draft.reasoning = "".join(self._reasoning)
+        draft.refusal = "".join(self._refusal)
+        draft.calls = [pending.call() for pending in self._calls.values()]
+        if not self._finished and draft.raw_finish is None:
+            draft.truncated = True
+            if draft.calls:
+                draft.calls[-1] = broken(draft.calls[-1], _CUT)
+            if draft.error is not None:
+                draft.finish = FinishReason.ERROR
+        return draft
+
+    def turn(self) -> ModelTurn:
+        """The turn so far."""
+        return self.draft().build()

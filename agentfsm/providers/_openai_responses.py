@@ -1,0 +1,206 @@
+"""OpenAI Responses API (and Responses-compatible servers): body and stream events.
+
+The Responses API has no finish reason, only a `status`: `completed` maps to
+TOOL_CALLS when function calls are present and STOP otherwise; `incomplete`
+maps from `incomplete_details.reason` and is always truncated. A
+`multi_tool_use.parallel` call is unwrapped into the calls it wraps.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentfsm._types import FinishReason, ModelTurn, ToolCall
+from agentfsm.providers._common import (
+    Draft,
+    as_dict,
+    as_list,
+    as_str,
+    broken,
+    call_from_object,
+    call_from_string,
+    make_usage,
+)
+
+__all__ = ["ResponsesStream", "is_event", "is_response", "read_body"]
+
+_INCOMPLETE: dict[str, FinishReason] = {
+    "max_output_tokens": FinishReason.LENGTH,
+    "content_filter": FinishReason.CONTENT_FILTER,
+}
+_STATUS: dict[str, FinishReason] = {
+    "completed": FinishReason.STOP,
+    "failed": FinishReason.ERROR,
+}
+_SERVER_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+    }
+)
+_WRAPPERS = frozenset({"multi_tool_use.parallel", "parallel"})
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def is_response(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a Responses API body."""
+    return payload.get("object") == "response" or (
+        type(payload.get("output")) is list and "status" in payload
+    )
+
+
+def is_event(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a Responses API stream event."""
+    kind = payload.get("type")
+    return type(kind) is str and kind.startswith("response.")
+
+
+def _unwrap(call: ToolCall) -> list[ToolCall] | None:
+    """The calls a `multi_tool_use.parallel` wrapper carries, or None if it is not one."""
+    uses = as_list((call.arguments or {}).get("tool_uses"))
+    if call.name not in _WRAPPERS or not uses:
+        return None
+    calls = []
+    for number, use in enumerate(uses):
+        entry = as_dict(use)
+        recipient = as_str(entry.get("recipient_name"))
+        if not recipient.startswith("functions."):
+            return None
+        call_id = f"{call.id}_{number}" if call.id else ""
+        calls.append(call_from_object(call_id, recipient[10:], entry.get("parameters")))
+    return calls
+
+
+def _function_call(item: dict[str, Any]) -> list[ToolCall]:
+    call_id = item.get("call_id") or item.get("id")
+    call = call_from_string(call_id, item.get("name"), item.get("arguments"))
+    status = as_str(item.get("status"))
+    if status in ("in_progress", "incomplete"):
+        return [broken(call, f"the call is {status}")]
+    return _unwrap(call) or [call]
+
+
+def _message(draft: Draft, item: dict[str, Any]) -> None:
+    for part in as_list(item.get("content")):
+        entry = as_dict(part)
+        if entry.get("type") == "refusal":
+            draft.refusal = (draft.refusal or "") + as_str(entry.get("refusal"))
+        else:
+            draft.text += as_str(entry.get("text"))
+
+
+def _reasoning(item: dict[str, Any]) -> str:
+    texts = [as_str(as_dict(p).get("text")) for p in as_list(item.get("content"))]
+    texts += [as_str(as_dict(p).get("text")) for p in as_list(item.get("summary"))]
+    return "".join(texts)
+
+
+def _item(draft: Draft, item: dict[str, Any]) -> None:
+    kind = as_str(item.get("type"))
+    if kind == "function_call":
+        draft.calls.extend(_function_call(item))
+    elif kind == "message":
+        _message(draft, item)
+    elif kind == "reasoning":
+        draft.reasoning = (draft.reasoning or "") + _reasoning(item)
+    elif kind in _SERVER_ITEMS:
+        draft.server_tool_calls += 1
+
+
+def _status(draft: Draft, payload: dict[str, Any]) -> None:
+    status = payload.get("status")
+    reason = as_dict(payload.get("incomplete_details")).get("reason")
+    if status == "incomplete":
+        draft.set_finish(reason if type(reason) is str else status, _INCOMPLETE)
+        draft.truncated = True
+    else:
+        draft.set_finish(status, _STATUS)
+    if draft.finish is FinishReason.STOP and draft.calls:
+        draft.finish = FinishReason.TOOL_CALLS
+    error = payload.get("error")
+    if error:
+        draft.error = as_str(as_dict(error).get("message")) or json.dumps(error, default=str)
+
+
+def read_body(payload: dict[str, Any], provider: str = "openai_responses") -> Draft:
+    """Read a Responses API body."""
+    draft = Draft(provider, model=as_str(payload.get("model")))
+    for item in as_list(payload.get("output")):
+        _item(draft, as_dict(item))
+    _status(draft, payload)
+    usage = payload.get("usage")
+    if type(usage) is dict:
+        draft.usage = make_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+    return draft
+
+
+class ResponsesStream:
+    """Accumulate Responses stream events into one turn.
+
+    Items are rebuilt from `output_item.added`/`.done` and the text and argument
+    deltas; the terminal event's response gives the status and usage. Without a
+    terminal event the turn is truncated and unfinished calls are broken.
+    """
+
+    def __init__(self, provider: str = "openai_responses") -> None:
+        self._provider = provider
+        self._items: dict[int, dict[str, Any]] = {}
+        self._final: dict[str, Any] | None = None
+        self._error: str | None = None
+
+    def _slot(self, event: dict[str, Any]) -> dict[str, Any]:
+        index = event.get("output_index")
+        key = index if type(index) is int else len(self._items)
+        return self._items.setdefault(key, {"type": "message", "status": "in_progress"})
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Fold one event into the turn."""
+        kind = as_str(event.get("type"))
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            item = as_dict(event.get("item"))
+            slot = self._slot(event)
+            slot.clear()
+            slot.update(item)
+        elif kind == "response.function_call_arguments.delta":
+            slot = self._slot(event)
+            slot["arguments"] = as_str(slot.get("arguments")) + as_str(event.get("delta"))
+        elif kind == "response.function_call_arguments.done":
+            self._slot(event)["arguments"] = as_str(event.get("arguments"))
+        elif kind == "response.output_text.delta":
+            self._append(event, "text", "output_text")
+        elif kind == "response.refusal.delta":
+            self._append(event, "refusal", "refusal")
+        elif kind in _TERMINAL:
+            self._final = as_dict(event.get("response"))
+        elif kind in ("error", "response.error"):
+            self._error = as_str(event.get("message")) or "error event in the stream"
+
+    def _append(self, event: dict[str, Any], key: str, part_type: str) -> None:
+        slot = self._slot(event)
+        parts = slot.setdefault("content", [])
+        if type(parts) is not list:
+            return
+        if not parts or as_dict(parts[-1]).get("type") != part_type:
+            parts.append({"type": part_type, key: ""})
+        last = parts[-1]
+        last[key] = as_str(last.get(key)) + as_str(event.get("delta"))
+
+    def draft(self) -> Draft:
+        """The turn so far, as a draft."""
+        final = self._final or {}
+        if not as_list(final.get("output")):
+            final = {**final, "output": [self._items[k] for k in sorted(self._items)]}
+        draft = read_body(final, self._provider)
+        if self._final is None:
+            draft.truncated = True
+        if self._error is not None:
+            draft.error, draft.truncated = self._error, True
+        return draft
+
+    def turn(self) -> ModelTurn:
+        """The turn so far."""
+        return self.draft().build()
