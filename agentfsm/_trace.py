@@ -1,0 +1,202 @@
+"""The agentfsm trace file: one JSON object per line, written as the run goes.
+
+The first line is a header naming the schema version; every later line is
+one controller event (`run_started`, `model_output`, `transition`,
+`decision`, `tool_results`, `human_reply`, `user_message`). The writer
+flushes after every event, so a crash loses nothing already decided, and
+redacts values whose key is named like a secret before they reach the disk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack
+from types import TracebackType
+from typing import IO, Any
+
+from agentfsm.exceptions import TraceError
+
+__all__ = ["REDACTED", "TRACE_SCHEMA", "TraceWriter", "read_trace", "redact"]
+
+TRACE_SCHEMA = 1
+"""The version of the trace format this module writes and reads."""
+HEADER_EVENT = "trace"
+"""The `event` name of the header line."""
+REDACTED = "[REDACTED]"
+"""What a secret value is replaced with."""
+
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_SECRET_WORDS = frozenset(
+    {"apikey", "authorization", "token", "secret", "secrets", "password", "passwd", "cookie"}
+)
+_SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")})
+_JSON_STRING_KEYS = frozenset({"raw_arguments", "arguments"})
+
+
+def is_secret_key(key: str) -> bool:
+    """Treat a key as secret when one of its words names a credential.
+
+    Words are split on `_`, `-`, `.` and camelCase, so `api_key`, `X-Api-Key`,
+    `accessToken` and `client_secret` are secret while `max_tokens` and
+    `input_tokens` (counts, plural) are not.
+    """
+    words = [w.lower() for w in _WORDS.findall(key)]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+
+
+def redact(value: Any) -> Any:
+    """Return a copy of `value` with every secret-named key's value replaced by `REDACTED`.
+
+    Nested mappings and lists are walked. A string under `raw_arguments` or
+    `arguments` that holds a JSON object is redacted inside and re-encoded,
+    because it carries the same arguments as the parsed form.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): _redact_item(str(k), v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def _redact_item(key: str, value: Any) -> Any:
+    if is_secret_key(key):
+        return REDACTED
+    if key in _JSON_STRING_KEYS and isinstance(value, str):
+        return _redact_json_string(value)
+    return redact(value)
+
+
+def _redact_json_string(text: str) -> str:
+    if "{" not in text:
+        return text
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    cleaned = redact(parsed)
+    return text if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
+
+
+class TraceWriter:
+    """Write every event it is called with as one redacted JSON line, flushed at once.
+
+    Use it as a Controller observer: `Controller(policy, observers=[TraceWriter(path)])`.
+    The header line is written when the writer is created. A writer given a
+    path owns the file and closes it on `close()`; one given an open text file
+    leaves closing to the caller.
+
+    Args:
+        path_or_file: Where to write: a path (created or truncated) or an open text file.
+        fsync: Also ask the OS to put each line on disk (slower; survives power loss).
+    """
+
+    def __init__(
+        self, path_or_file: str | os.PathLike[str] | IO[str], *, fsync: bool = False
+    ) -> None:
+        self._closer = ExitStack()
+        if isinstance(path_or_file, str | os.PathLike):
+            # The writer holds the file for its whole life; close() releases it.
+            file = open(path_or_file, "w", encoding="utf-8")  # noqa: SIM115
+            self._file: IO[str] = self._closer.enter_context(file)
+            self.path: str | None = os.fspath(path_or_file)
+        else:
+            self._file = path_or_file
+            self.path = getattr(path_or_file, "name", None)
+        self._fsync = fsync
+        self.events = 0
+        self._write({"event": HEADER_EVENT, "schema": TRACE_SCHEMA, "producer": "agentfsm"})
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        """Write one event as a JSON line and flush it."""
+        self._write(redact(event))
+        self.events += 1
+
+    def _write(self, obj: Any) -> None:
+        self._file.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        self._file.flush()
+        if self._fsync:
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Close the file when this writer opened it."""
+        self._closer.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def read_trace(
+    path: str | os.PathLike[str], *, errors: list[TraceError] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Yield the events of a trace file one line at a time, after checking its header.
+
+    Memory stays flat in the file's size. A malformed line raises `TraceError`
+    naming the file, the line number and what was wrong; when `errors` is a
+    list, the error is appended there instead and the line skipped.
+    """
+    for _, event in read_numbered(path, errors=errors):
+        yield event
+
+
+def read_numbered(
+    path: str | os.PathLike[str], *, errors: list[TraceError] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield `(line number, event)` for every event line of a trace, header checked."""
+    name = os.fspath(path)
+    with open(name, "rb") as raw:
+        lines = iter(enumerate(raw, start=1))
+        _check_header(name, lines)
+        for number, line in lines:
+            if not line.strip():
+                continue
+            try:
+                yield number, parse_event(name, number, line)
+            except TraceError as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+
+
+def _check_header(name: str, lines: Iterator[tuple[int, bytes]]) -> None:
+    for number, line in lines:
+        if not line.strip():
+            continue
+        header = parse_event(name, number, line)
+        if header.get("event") != HEADER_EVENT:
+            raise _error(name, number, f"expected the header {{'event': '{HEADER_EVENT}', ...}}")
+        if header.get("schema") != TRACE_SCHEMA:
+            got = header.get("schema")
+            raise _error(name, number, f"schema {got!r} is not supported (expected {TRACE_SCHEMA})")
+        return
+    raise _error(name, 0, "empty trace: no header line")
+
+
+def parse_event(name: str, number: int, line: bytes | str) -> dict[str, Any]:
+    """Parse one trace line into an event dict, or raise `TraceError` saying why not."""
+    try:
+        event = json.loads(line)
+    except ValueError as exc:
+        raise _error(name, number, f"not valid JSON ({exc})") from exc
+    if not isinstance(event, dict):
+        raise _error(name, number, f"expected a JSON object, got {type(event).__name__}")
+    if not isinstance(event.get("event"), str):
+        raise _error(name, number, "the object has no string 'event' key")
+    return event
+
+
+def _error(name: str, number: int, what: str) -> TraceError:
+    return TraceError(f"{name}:{number}: {what}", path=name, line=number)
