@@ -1,0 +1,168 @@
+"""Declared tools: a name, an OpenAI-style function spec, or a Python callable.
+
+A `ToolSpec` knows the tool's JSON schema and checks a call's arguments
+against it, so the validate state can refuse a call before the host runs it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from agentfsm.exceptions import ToolDefinitionError
+
+__all__ = ["ToolSpec", "tool_specs"]
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list, tuple),
+    "object": (dict,),
+    "null": (type(None),),
+}
+
+
+class ToolSpec(BaseModel):
+    """One tool the model may call, with the schema its arguments must follow."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    """The name the model calls the tool by."""
+    description: str = ""
+    """What the tool does, shown to the model."""
+    parameters: dict[str, Any] | None = None
+    """JSON schema of the arguments object; `None` accepts any object."""
+    fn: Callable[..., Any] | None = None
+    """The Python callable that runs the tool, when agentfsm runs it itself."""
+    args_model: type[BaseModel] | None = None
+    """A pydantic model of the callable's parameters, used to validate arguments."""
+
+    @classmethod
+    def from_declaration(cls, item: Any) -> ToolSpec:
+        """Build a spec from a name, a function spec dict, a callable, or a ToolSpec."""
+        if isinstance(item, ToolSpec):
+            return item
+        if isinstance(item, str):
+            if not item:
+                raise ToolDefinitionError("a tool name must not be empty")
+            return cls(name=item)
+        if isinstance(item, Mapping):
+            return cls._from_mapping(item)
+        if callable(item):
+            return cls._from_callable(item)
+        raise ToolDefinitionError(
+            f"cannot declare a tool from {type(item).__name__}: expected a name, "
+            "an OpenAI-style function spec {'name', 'description', 'parameters'} or a callable"
+        )
+
+    @classmethod
+    def _from_mapping(cls, item: Mapping[str, Any]) -> ToolSpec:
+        spec = item.get("function", item) if item.get("type") == "function" else item
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            raise ToolDefinitionError(f"a function spec needs a 'name'; got keys {sorted(spec)}")
+        params = spec.get("parameters", spec.get("input_schema"))
+        if params is not None and not isinstance(params, dict):
+            raise ToolDefinitionError(f"tool {name!r}: 'parameters' must be a JSON schema object")
+        return cls(name=name, description=str(spec.get("description") or ""), parameters=params)
+
+    @classmethod
+    def _from_callable(cls, fn: Callable[..., Any]) -> ToolSpec:
+        name = getattr(fn, "__name__", "")
+        if not name or name == "<lambda>":
+            raise ToolDefinitionError("a callable tool needs a __name__ (lambdas have none)")
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            annotation = Any if param.annotation is param.empty else param.annotation
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (annotation, default)
+        try:
+            model = create_model(f"{name}_args", **fields)
+            schema = model.model_json_schema()
+        except Exception as exc:  # pydantic raises several types for unusable hints
+            raise ToolDefinitionError(f"tool {name!r}: cannot build a schema: {exc}") from exc
+        schema.pop("title", None)
+        doc = inspect.getdoc(fn) or ""
+        return cls(
+            name=name,
+            description=doc.split("\n\n")[0],
+            parameters=schema,
+            fn=fn,
+            args_model=model,
+        )
+
+    def to_openai(self) -> dict[str, Any]:
+        """Return the spec in OpenAI's `tools=[...]` format."""
+        params = self.parameters or {"type": "object", "properties": {}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": params},
+        }
+
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> str | None:
+        """Return why `arguments` do not fit the tool's schema, or None when they do."""
+        if self.args_model is not None:
+            try:
+                self.args_model.model_validate(dict(arguments))
+            except ValidationError as exc:
+                return "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+                    for e in exc.errors()
+                )
+            return None
+        if self.parameters is None:
+            return None
+        return _check_object(self.parameters, arguments)
+
+
+def _check_object(schema: Mapping[str, Any], value: Mapping[str, Any]) -> str | None:
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    for key in schema.get("required") or ():
+        if key not in value:
+            return f"missing required argument {key!r}"
+    if schema.get("additionalProperties") is False:
+        extra = sorted(set(value) - set(props))
+        if extra:
+            return f"unexpected argument(s) {extra}"
+    for key, sub in props.items():
+        if key in value:
+            problem = _check_value(sub, value[key])
+            if problem:
+                return f"{key}: {problem}"
+    return None
+
+
+def _check_value(schema: Mapping[str, Any], value: Any) -> str | None:
+    expected = schema.get("type")
+    if isinstance(expected, str) and expected in _JSON_TYPES:
+        ok = isinstance(value, _JSON_TYPES[expected])
+        if expected in ("integer", "number") and isinstance(value, bool):
+            ok = False
+        if not ok:
+            return f"expected {expected}, got {type(value).__name__}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{value!r} is not one of {schema['enum']}"
+    if expected == "object" and isinstance(value, dict):
+        return _check_object(schema, value)
+    return None
+
+
+def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
+    """Index declared tools by name; `None` means any tool name is accepted."""
+    if tools is None:
+        return None
+    specs: dict[str, ToolSpec] = {}
+    for item in tools:
+        spec = ToolSpec.from_declaration(item)
+        if spec.name in specs:
+            raise ToolDefinitionError(f"tool {spec.name!r} is declared twice")
+        specs[spec.name] = spec
+    return specs

@@ -1,0 +1,105 @@
+"""Guards: the conditions on the machine's transitions, grouped by layer.
+
+Layer 1 structure (`structure`), 2 tool results (`results`), 3 completion
+(`completion`), 4 loop risk (`loop`), 5 boundaries (`boundaries`). Compose
+them with `|`, `&` and `~`; `parse_guard` reads a repr back into a guard.
+"""
+
+from __future__ import annotations
+
+from agentfsm.guards._base import AllOf, AnyOf, FunctionGuard, Guard, Hit, Not, Otherwise, as_guard
+from agentfsm.guards._parse import parse_guard as _parse
+from agentfsm.guards._routes import Route, RouteTable, boundary_guards, build_routes
+from agentfsm.guards.boundaries import (
+    ContentFiltered,
+    ContextLimit,
+    CostBudget,
+    Deadline,
+    HumanApproved,
+    HumanDeclined,
+    MaxToolCalls,
+    MaxTurns,
+    NeedsApproval,
+    PermissionDenied,
+    Refused,
+    TokenBudget,
+)
+from agentfsm.guards.completion import (
+    AnswerComplete,
+    AnswerIncomplete,
+    Paused,
+    Verifier,
+    non_empty_answer,
+)
+from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
+from agentfsm.guards.results import ResultsReady, ToolErrorLimit, ToolFailed
+from agentfsm.guards.structure import (
+    HandoffRequested,
+    HasToolCalls,
+    MalformedToolCall,
+    OutputTruncated,
+    ProviderFailed,
+    SignalConflict,
+)
+
+__all__ = [
+    "AllOf",
+    "AnswerComplete",
+    "AnswerIncomplete",
+    "AnyOf",
+    "ContentFiltered",
+    "ContextLimit",
+    "CostBudget",
+    "Deadline",
+    "FunctionGuard",
+    "Guard",
+    "HandoffRequested",
+    "HasToolCalls",
+    "Hit",
+    "HumanApproved",
+    "HumanDeclined",
+    "MalformedToolCall",
+    "MaxToolCalls",
+    "MaxTurns",
+    "NeedsApproval",
+    "NoProgress",
+    "Not",
+    "Otherwise",
+    "OutputTruncated",
+    "Paused",
+    "PermissionDenied",
+    "ProviderFailed",
+    "Refused",
+    "RepeatedCall",
+    "ResultsReady",
+    "RetriesExhausted",
+    "Route",
+    "RouteTable",
+    "SignalConflict",
+    "TokenBudget",
+    "ToolErrorLimit",
+    "ToolFailed",
+    "Verifier",
+    "as_guard",
+    "boundary_guards",
+    "build_routes",
+    "non_empty_answer",
+    "parse_guard",
+]
+
+REGISTRY: dict[str, type[Guard]] = {
+    cls.__name__: cls
+    for cls in (
+        AnswerComplete, AnswerIncomplete, ContentFiltered, ContextLimit, CostBudget, Deadline,
+        HandoffRequested, HasToolCalls, HumanApproved, HumanDeclined, MalformedToolCall,
+        MaxToolCalls, MaxTurns, NeedsApproval, NoProgress, Otherwise, OutputTruncated, Paused,
+        PermissionDenied, ProviderFailed, Refused, RepeatedCall, ResultsReady, RetriesExhausted,
+        SignalConflict, TokenBudget, ToolErrorLimit, ToolFailed,
+    )
+}
+"""Guard classes a policy file may name."""
+
+
+def parse_guard(text: str) -> Guard:
+    """Build a guard from code such as `"TokenBudget(200_000) | MaxTurns(50)"`."""
+    return _parse(text, REGISTRY)

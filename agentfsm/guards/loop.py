@@ -1,0 +1,65 @@
+"""Layer 4 guards: loop risk (repetition, no progress, endless retries)."""
+
+from __future__ import annotations
+
+from agentfsm._snapshot import RunSnapshot
+from agentfsm._types import ExitReason, Priority
+from agentfsm.guards._base import Guard
+
+__all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
+
+
+class _Threshold(Guard):
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"{type(self).__name__} needs a threshold >= 1, got {n}")
+        self.n = n
+
+    def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        return (self.n,), {}
+
+
+class RepeatedCall(_Threshold):
+    """Stop (or ask) at the `n`-th identical consecutive tool call; a user message resets it."""
+
+    layer = 4
+    priority = Priority.P6
+    exit_reason = ExitReason.DOOM_LOOP
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if snap.repeat_streak < self.n:
+            return None
+        return f"{snap.repeated} would be the {_nth(snap.repeat_streak)} identical call in a row"
+
+
+class NoProgress(_Threshold):
+    """Stop when `n` rounds in a row changed nothing: identical results or incomplete answers."""
+
+    layer = 4
+    priority = Priority.P6
+    exit_reason = ExitReason.NO_PROGRESS
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if snap.same_results_in_a_row >= self.n:
+            return f"{snap.same_results_in_a_row} rounds in a row returned identical results"
+        if snap.incomplete_in_a_row >= self.n:
+            return f"{snap.incomplete_in_a_row} answers in a row failed the completion checks"
+        return None
+
+
+class RetriesExhausted(_Threshold):
+    """Give up when `n` recoveries in a row did not produce a usable output."""
+
+    layer = 4
+    priority = Priority.P0
+    exit_reason = ExitReason.UNRECOVERABLE_OUTPUT
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if snap.retries_in_a_row < self.n:
+            return None
+        return f"{snap.retries_in_a_row} retries in a row did not give a usable output"
+
+
+def _nth(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

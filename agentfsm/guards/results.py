@@ -1,0 +1,60 @@
+"""Layer 2 guards: what the tool results say."""
+
+from __future__ import annotations
+
+from agentfsm._snapshot import RunSnapshot
+from agentfsm._types import ExitReason, Priority
+from agentfsm.guards._base import Guard
+
+__all__ = ["ResultsReady", "ToolErrorLimit", "ToolFailed"]
+
+
+class ToolErrorLimit(Guard):
+    """Stop when `n` tool results in a row were errors: repairs are bounded."""
+
+    layer = 2
+    priority = Priority.P5
+    exit_reason = ExitReason.TOOL_ERRORS
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        return (self.n,), {}
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if snap.tool_errors_in_a_row < self.n:
+            return None
+        return f"{snap.tool_errors_in_a_row} tool errors in a row (limit {self.n})"
+
+
+class ToolFailed(Guard):
+    """Feed the errors back to the model when a call failed or was refused."""
+
+    layer = 2
+    priority = Priority.P5
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        failed = [r for r in (*snap.rejected, *snap.results) if r.is_error]
+        if not failed:
+            return None
+        why = "; ".join(f"{r.call_id}: {_short(r.content)}" for r in failed[:3])
+        more = f" (+{len(failed) - 3} more)" if len(failed) > 3 else ""
+        return f"{len(failed)} tool call(s) failed, errors go back to the model: {why}{more}"
+
+
+class ResultsReady(Guard):
+    """Call the model again when every call has its result."""
+
+    layer = 2
+    priority = Priority.P1
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if snap.phase != "tool_results":
+            return None
+        return f"{len(snap.results)} result(s) ready for the model"
+
+
+def _short(content: object, limit: int = 80) -> str:
+    text = content if isinstance(content, str) else repr(content)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,112 @@
+"""Layer 1 guards: what the model's output structurally asks for."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from agentfsm._snapshot import RunSnapshot
+from agentfsm._types import ExitReason, FinishReason, Priority
+from agentfsm.guards._base import Guard
+
+__all__ = [
+    "HandoffRequested",
+    "HasToolCalls",
+    "MalformedToolCall",
+    "OutputTruncated",
+    "ProviderFailed",
+    "SignalConflict",
+]
+
+
+class OutputTruncated(Guard):
+    """Recover when the output was cut (length limit or a stream cut mid-block); never run it."""
+
+    layer = 1
+    priority = Priority.P0
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        out = snap.output
+        if out is None or not (out.truncated or out.finish_reason is FinishReason.LENGTH):
+            return None
+        raw = out.raw_finish_reason or out.finish_reason.value
+        if out.tool_calls:
+            return f"output cut ({raw}) inside {len(out.tool_calls)} tool call(s): none is executed"
+        return f"output cut ({raw}): the answer is incomplete"
+
+
+class MalformedToolCall(Guard):
+    """Recover when a tool call's arguments are incomplete or not a JSON object."""
+
+    layer = 1
+    priority = Priority.P0
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if snap.output is None:
+            return None
+        for call in snap.output.tool_calls:
+            if call.error is not None or call.arguments is None:
+                return f"tool call {call.name!r} ({call.id}) is unusable: {call.error}"
+        return None
+
+
+class ProviderFailed(Guard):
+    """Stop when the provider reports an error and the output holds no tool call."""
+
+    layer = 5
+    priority = Priority.P6
+    exit_reason = ExitReason.PROVIDER_ERROR
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        out = snap.output
+        if out is None or out.tool_calls:
+            return None
+        if out.error:
+            return f"provider error: {out.error}"
+        if out.finish_reason is FinishReason.ERROR and not out.text:
+            return f"provider ended with {out.raw_finish_reason!r} and no output"
+        return None
+
+
+class SignalConflict(Guard):
+    """Note where the provider's finish reason disagrees with the output; structure wins."""
+
+    layer = 1
+    priority = Priority.P7
+
+    _agrees: ClassVar[frozenset[FinishReason]] = frozenset({FinishReason.TOOL_CALLS})
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        out = snap.output
+        if out is None:
+            return None
+        claim = out.raw_finish_reason if out.raw_finish_reason is not None else "no finish reason"
+        if out.tool_calls and out.finish_reason not in self._agrees:
+            return f"provider said {claim!r} but the output has {len(out.tool_calls)} tool call(s)"
+        if not out.tool_calls and out.finish_reason is FinishReason.TOOL_CALLS:
+            return f"provider said {claim!r} but the output has no tool call"
+        return None
+
+
+class HasToolCalls(Guard):
+    """Execute when the output has valid tool calls that may run."""
+
+    layer = 1
+    priority = Priority.P1
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if not snap.executable:
+            return None
+        names = ", ".join(c.name for c in snap.executable)
+        return f"{len(snap.executable)} valid tool call(s): {names}"
+
+
+class HandoffRequested(Guard):
+    """Delegate when the model hands the task to another agent."""
+
+    layer = 1
+    priority = Priority.P2
+
+    def check(self, snap: RunSnapshot) -> str | None:
+        if not snap.handoffs:
+            return None
+        return f"handoff to {snap.handoffs[0].name!r}"

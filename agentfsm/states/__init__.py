@@ -1,0 +1,39 @@
+"""The named states of the loop: one module each, one `enter(run, step)` function.
+
+`ENTRY` maps every state to the work done on entering it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentfsm._run import Run, Step
+from agentfsm._types import State
+from agentfsm.states import (
+    await_human,
+    await_model,
+    budget_check,
+    end,
+    execute,
+    handoff,
+    parse,
+    recover,
+    validate,
+    verify,
+)
+
+__all__ = ["ENTRY", "State"]
+
+ENTRY: dict[State, Callable[[Run, Step], None]] = {
+    State.AWAIT_MODEL: await_model.enter,
+    State.PARSE: parse.enter,
+    State.VALIDATE: validate.enter,
+    State.EXECUTE: execute.enter,
+    State.VERIFY: verify.enter,
+    State.BUDGET_CHECK: budget_check.enter,
+    State.RECOVER: recover.enter,
+    State.HANDOFF: handoff.enter,
+    State.AWAIT_HUMAN: await_human.enter,
+    State.END: end.enter,
+}
+"""The entry function of every state."""

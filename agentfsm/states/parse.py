@@ -1,0 +1,70 @@
+"""parse: turn the provider payload into one ModelTurn and give every call a usable id.
+
+Layer 1. A payload no normalizer recognises raises PayloadError before the run
+changes, so the host can carry on. Missing ids and ids repeated within the
+turn are (re)issued deterministically; the snapshot's notes say so.
+"""
+
+from __future__ import annotations
+
+import time
+
+from agentfsm._run import Run, Step
+from agentfsm._types import ModelTurn, ToolCall
+
+__all__ = ["enter"]
+
+
+def enter(run: Run, step: Step) -> None:
+    """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
+    turn = step.payload if isinstance(step.payload, ModelTurn) else _normalize(step.payload)
+    next_turn = run.turn + 1
+    calls, notes = _issue_ids(turn.tool_calls, next_turn)
+    if notes:
+        turn = turn.model_copy(update={"tool_calls": calls})
+    run.turn = next_turn
+    usage = turn.usage
+    if usage is not None:
+        run.tokens += usage.input_tokens + usage.output_tokens
+        run.cost += usage.cost or 0.0
+        run.context_tokens = usage.input_tokens + usage.output_tokens
+    step.output = turn
+    step.snap = step.snap.model_copy(
+        update={
+            "turn": next_turn,
+            "output": turn,
+            "notes": tuple(notes),
+            "tokens_used": run.tokens,
+            "cost_used": run.cost,
+            "context_tokens": run.context_tokens,
+            "elapsed": time.monotonic() - run.started,
+            "retries_in_a_row": run.retries,
+        }
+    )
+
+
+def _normalize(payload: object) -> ModelTurn:
+    from agentfsm.providers import normalize
+
+    return normalize(payload)
+
+
+def _issue_ids(calls: list[ToolCall], turn: int) -> tuple[list[ToolCall], list[str]]:
+    if not calls:
+        return calls, []
+    seen: set[str] = set()
+    fixed: list[ToolCall] = []
+    notes: list[str] = []
+    for index, call in enumerate(calls):
+        if call.id and call.id not in seen:
+            seen.add(call.id)
+            fixed.append(call)
+            continue
+        new_id = f"afsm_{turn}_{index}"
+        while new_id in seen:
+            new_id += "_"
+        seen.add(new_id)
+        why = "had no id" if not call.id else f"repeated id {call.id!r}"
+        notes.append(f"issued id {new_id!r} to call #{index} ({call.name}), which {why}")
+        fixed.append(call.model_copy(update={"id": new_id}))
+    return fixed, notes

@@ -1,0 +1,109 @@
+"""validate: decide, call by call, which tool calls may run.
+
+Layers 1, 4 and 5. A call to an undeclared tool, or with arguments that do not
+fit the tool's schema, is not run: the model gets an error result instead. The
+permission hook says allow, ask or deny. A handoff must be the only call of
+its turn. The repetition streak counts identical consecutive calls.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agentfsm._run import Run, Step
+from agentfsm._types import ToolCall, ToolResult
+
+__all__ = ["enter", "signature"]
+
+
+class _Plan:
+    __slots__ = ("approval", "denied", "executable", "handoffs", "rejected")
+
+    def __init__(self) -> None:
+        self.executable: list[ToolCall] = []
+        self.approval: list[ToolCall] = []
+        self.denied: list[ToolCall] = []
+        self.handoffs: list[ToolCall] = []
+        self.rejected: list[ToolResult] = []
+
+    def reject(self, call: ToolCall, why: str) -> None:
+        self.rejected.append(ToolResult(call_id=call.id, name=call.name, content=why, is_error=True))
+
+
+def enter(run: Run, step: Step) -> None:
+    """Split the turn's calls into runnable, refused, denied, to-approve and handoffs."""
+    calls = step.output.tool_calls if step.output is not None else []
+    run.retries = 0
+    if not calls:
+        step.snap = step.snap.model_copy(update={"incomplete_in_a_row": run.incomplete + 1})
+        return
+    plan = _plan(run, calls)
+    streak, repeated = _streak(run, [*plan.executable, *plan.approval])
+    step.snap = step.snap.model_copy(
+        update={
+            "executable": tuple(plan.executable),
+            "needs_approval": tuple(plan.approval),
+            "denied": tuple(plan.denied),
+            "handoffs": tuple(plan.handoffs),
+            "rejected": tuple(plan.rejected),
+            "repeat_streak": streak,
+            "repeated": repeated,
+            "tool_errors_in_a_row": run.tool_errors + len(plan.rejected),
+        }
+    )
+
+
+def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
+    plan = _Plan()
+    handoff_names = run.policy.handoffs
+    alone = len(calls) == 1
+    for call in calls:
+        if call.name in handoff_names:
+            if alone:
+                plan.handoffs.append(call)
+            else:
+                plan.reject(call, f"handoff {call.name!r} must be the only call of its turn")
+            continue
+        problem = _check(run, call)
+        if problem is not None:
+            plan.reject(call, problem)
+            continue
+        permission = run.policy.permission_for(call)
+        if permission == "deny":
+            plan.denied.append(call)
+            plan.reject(call, f"permission denied: {call.name!r} may not run")
+        elif permission == "ask":
+            plan.approval.append(call)
+        else:
+            plan.executable.append(call)
+    return plan
+
+
+def _check(run: Run, call: ToolCall) -> str | None:
+    specs = run.specs
+    if specs is None:
+        return None
+    spec = specs.get(call.name)
+    if spec is None:
+        known = ", ".join(sorted(specs)) or "none"
+        return f"unknown tool {call.name!r}; declared tools: {known}"
+    problem = spec.validate_arguments(call.arguments or {})
+    return None if problem is None else f"invalid arguments for {call.name!r}: {problem}"
+
+
+def signature(call: ToolCall) -> str:
+    """The call as `name(canonical JSON arguments)`: equal for identical calls."""
+    args = json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{call.name}({args})"
+
+
+def _streak(run: Run, calls: list[ToolCall]) -> tuple[int, str]:
+    last, streak = run.last_call, run.streak
+    worst, repeated = 0, ""
+    for call in calls:
+        sig = signature(call)
+        streak = streak + 1 if sig == last else 1
+        last = sig
+        if streak > worst:
+            worst, repeated = streak, sig
+    return worst, repeated
