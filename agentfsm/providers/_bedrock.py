@@ -46,13 +46,19 @@ def is_converse(payload: dict[str, Any]) -> bool:
 
 def is_event(payload: dict[str, Any]) -> bool:
     """Whether a JSON object is a ConverseStream event (exception events included)."""
-    return any(type(key) is str and (key in _EVENTS or key.endswith("Exception")) for key in payload)
+    return any(
+        type(key) is str and (key in _EVENTS or key.endswith("Exception")) for key in payload
+    )
 
 
 def _usage(draft: Draft, usage: object) -> None:
     if type(usage) is dict:
-        cached = as_int(usage.get("cacheReadInputTokens")) + as_int(usage.get("cacheWriteInputTokens"))
-        draft.usage = make_usage(as_int(usage.get("inputTokens")) + cached, usage.get("outputTokens"))
+        cached = as_int(usage.get("cacheReadInputTokens")) + as_int(
+            usage.get("cacheWriteInputTokens")
+        )
+        draft.usage = make_usage(
+            as_int(usage.get("inputTokens")) + cached, usage.get("outputTokens")
+        )
 
 
 def _block(draft: Draft, block: dict[str, Any]) -> None:
@@ -60,7 +66,9 @@ def _block(draft: Draft, block: dict[str, Any]) -> None:
         draft.text += as_str(block["text"])
     elif "toolUse" in block:
         use = as_dict(block["toolUse"])
-        draft.calls.append(call_from_object(use.get("toolUseId"), use.get("name"), use.get("input")))
+        draft.calls.append(
+            call_from_object(use.get("toolUseId"), use.get("name"), use.get("input"))
+        )
     elif "reasoningContent" in block:
         text = as_dict(as_dict(block["reasoningContent"]).get("reasoningText")).get("text")
         draft.reasoning = (draft.reasoning or "") + as_str(text)

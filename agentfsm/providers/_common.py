@@ -75,7 +75,9 @@ def construct(cls: type[_M], values: dict[str, Any]) -> _M:
 
 def make_usage(input_tokens: object, output_tokens: object, cost: object = None) -> Usage:
     """Make a `Usage` from raw counts; a cost that is not a number is dropped."""
-    real_cost = float(cost) if type(cost) in (int, float) else None
+    real_cost = (
+        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+    )
     return construct(
         Usage,
         {

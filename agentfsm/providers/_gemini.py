@@ -108,7 +108,9 @@ class GeminiStream:
         usage = chunk.get("usageMetadata")
         if type(usage) is dict and "promptTokenCount" in usage:
             output = as_int(usage.get("candidatesTokenCount"))
-            draft.usage = make_usage(usage["promptTokenCount"], output + as_int(usage.get("thoughtsTokenCount")))
+            draft.usage = make_usage(
+                usage["promptTokenCount"], output + as_int(usage.get("thoughtsTokenCount"))
+            )
         blocked = as_dict(chunk.get("promptFeedback")).get("blockReason")
         if type(blocked) is str:
             draft.set_finish(blocked, {blocked: FinishReason.CONTENT_FILTER})
@@ -143,7 +145,7 @@ class GeminiStream:
             return
         if streamed is not None:
             self._streamed = None
-            args = call["args"] if "args" in call else streamed.args
+            args = call.get("args", streamed.args)
             name = call.get("name") or streamed.name
             self._calls.append(call_from_object(call.get("id") or streamed.id, name, args))
             return

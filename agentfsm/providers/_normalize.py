@@ -71,7 +71,9 @@ def _dump(value: object) -> tuple[Any, str | None]:
 def _events(items: Iterable[Any]) -> Iterator[tuple[Any, str | None]]:
     for item in items:
         if isinstance(item, str | bytes):
-            for value in _lines(item.decode("utf-8", "replace") if isinstance(item, bytes) else item):
+            for value in _lines(
+                item.decode("utf-8", "replace") if isinstance(item, bytes) else item
+            ):
                 yield value, None
         else:
             yield _dump(item)
@@ -90,7 +92,9 @@ class StreamAccumulator:
 
     def __init__(self, provider: str | None = None) -> None:
         if provider is not None and provider not in FORMATS:
-            raise PayloadError(f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}")
+            raise PayloadError(
+                f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"
+            )
         self._provider = provider
         self._reader: Reader | None = None
         self._first: object = None
@@ -144,7 +148,9 @@ def _read_dict(payload: dict[str, Any], provider: str | None) -> ModelTurn:
         reader = fmt.stream(name)
         reader.add(payload)
         return reader.turn()
-    raise PayloadError(f"this payload is not a {name} body or event; top-level keys seen: {_keys(payload)}")
+    raise PayloadError(
+        f"this payload is not a {name} body or event; top-level keys seen: {_keys(payload)}"
+    )
 
 
 def normalize(payload: object, provider: str | None = None) -> ModelTurn:
@@ -162,7 +168,9 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
     """
     if type(payload) is dict:
         if provider is not None and provider not in FORMATS:
-            raise PayloadError(f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}")
+            raise PayloadError(
+                f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"
+            )
         return _read_dict(payload, provider)
     if isinstance(payload, str | bytes):
         return normalize(_text_payload(payload), provider)

@@ -53,9 +53,11 @@ class OllamaStream:
         for item in as_list(message.get("tool_calls")):
             entry = as_dict(item)
             function = as_dict(entry.get("function"))
-            call = call_from_object(entry.get("id"), function.get("name"), function.get("arguments"))
+            call = call_from_object(
+                entry.get("id"), function.get("name"), function.get("arguments")
+            )
             self._calls.append(call)
-        if "error" in chunk and chunk["error"]:
+        if chunk.get("error"):
             draft.error = as_str(chunk["error"]) or str(chunk["error"])
         if chunk.get("done") is True:
             self._done = True

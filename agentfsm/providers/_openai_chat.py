@@ -79,7 +79,9 @@ def _body_calls(message: dict[str, Any]) -> list[ToolCall]:
     for item in as_list(message.get("tool_calls")):
         entry = as_dict(item)
         function = as_dict(entry.get("function"))
-        calls.append(call_from_string(entry.get("id"), function.get("name"), function.get("arguments")))
+        calls.append(
+            call_from_string(entry.get("id"), function.get("name"), function.get("arguments"))
+        )
     legacy = as_dict(message.get("function_call"))
     if as_str(legacy.get("name")):
         calls.append(call_from_string("", legacy.get("name"), legacy.get("arguments")))
@@ -101,7 +103,7 @@ def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
     draft.refusal = as_str(message.get("refusal"))
     draft.reasoning = _reasoning(message)
     _usage(draft, payload.get("usage"))
-    if "error" in payload and payload["error"]:
+    if payload.get("error"):
         draft.error = _error_text(payload["error"])
     return draft
 
@@ -144,7 +146,7 @@ class ChatStream:
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk into the turn."""
         draft = self._draft
-        if "error" in chunk and chunk["error"]:
+        if chunk.get("error"):
             draft.error = _error_text(chunk["error"])
             draft.truncated = True
         if not draft.model:

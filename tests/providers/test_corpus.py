@@ -122,7 +122,9 @@ TABLE: dict[str, Row] = {
         "gemini", 0, 0, F.CONTENT_FILTER, False, A.STOP
     ),
     # mistral
-    "mistral/mistral-chat-tool-call.json": Row("openai", 1, 1, F.TOOL_CALLS, False, A.EXECUTE_TOOLS),
+    "mistral/mistral-chat-tool-call.json": Row(
+        "openai", 1, 1, F.TOOL_CALLS, False, A.EXECUTE_TOOLS
+    ),
     # ollama
     "ollama/api-chat-stream-tool_calls-then-done.jsonl": Row(
         "ollama", 1, 1, F.STOP, False, A.EXECUTE_TOOLS
@@ -213,9 +215,9 @@ TABLE: dict[str, Row] = {
     "openai_compatible/snowflake-cortex-claude-finish_reason-empty-string-text.json": Row(
         "openai", 0, 0, F.UNKNOWN, False, A.FINAL
     ),
-    "openai_compatible/snowflake-cortex-claude-finish_reason-empty-string-with-tool_calls.json": Row(
-        "openai", 1, 1, F.UNKNOWN, False, A.EXECUTE_TOOLS
-    ),
+    (
+        "openai_compatible/snowflake-cortex-claude-finish_reason-empty-string-with-tool_calls.json"
+    ): Row("openai", 1, 1, F.UNKNOWN, False, A.EXECUTE_TOOLS),
     "openai_compatible/xai-grok3mini-chat-tool-call-with-reasoning_content.json": Row(
         "openai", 1, 1, F.TOOL_CALLS, False, A.EXECUTE_TOOLS
     ),
