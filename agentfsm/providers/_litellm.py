@@ -6,8 +6,11 @@ any unrecognised reason become `"stop"`, Anthropic `pause_turn` becomes
 `"length"` and `refusal` `"content_filter"`. When the mapped value differs,
 litellm (1.110) keeps the provider's own string in
 `choices[i].provider_specific_fields["native_finish_reason"]`; that string is
-the provider's real claim, so it wins here. litellm is never imported: objects
-are recognised by their class's module and read through `model_dump()`.
+the provider's real claim, so it wins here. For Anthropic, litellm instead keeps
+`refusal` and `pause_turn` in `choices[i].message.provider_specific_fields
+["stop_reason"]` (and the refusal explanation in `message.refusal`). litellm is
+never imported: objects are recognised by their class's module and read through
+`model_dump()`.
 """
 
 from __future__ import annotations
@@ -42,13 +45,23 @@ def is_litellm_dict(payload: dict[str, Any]) -> bool:
     """Whether a chat completion dict came from litellm (it carries litellm-only keys)."""
     if any(key in payload for key in _MARKERS):
         return True
-    return any("provider_specific_fields" in as_dict(c) for c in as_list(payload.get("choices")))
+    for choice in as_list(payload.get("choices")):
+        entry = as_dict(choice)
+        if "provider_specific_fields" in entry or "provider_specific_fields" in as_dict(
+            entry.get("message")
+        ):
+            return True
+    return False
 
 
 def _native(payload: dict[str, Any]) -> object:
     choices = as_list(payload.get("choices"))
-    fields = as_dict(as_dict(choices[0]).get("provider_specific_fields")) if choices else {}
-    return fields.get("native_finish_reason")
+    choice = as_dict(choices[0]) if choices else as_dict(None)
+    native = as_dict(choice.get("provider_specific_fields")).get("native_finish_reason")
+    if native is None:
+        message = as_dict(choice.get("message"))
+        native = as_dict(message.get("provider_specific_fields")).get("stop_reason")
+    return native
 
 
 def read_body(payload: dict[str, Any], provider: str = "litellm") -> Draft:
@@ -61,6 +74,8 @@ def read_body(payload: dict[str, Any], provider: str = "litellm") -> Draft:
     draft.set_finish(native, NATIVE)
     if draft.finish is FinishReason.ERROR and draft.error is None:
         draft.error = f"the provider stopped with {native}"
+    if draft.finish is FinishReason.REFUSAL and not draft.refusal:
+        draft.refusal = draft.text or f"the model refused ({native})"
     if native in _gemini.BROKEN:
         draft.truncated = True
         draft.break_calls(f"the provider reported {native}")
