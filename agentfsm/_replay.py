@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm._controller import Controller
+from agentfsm._policy import Policy
 from agentfsm._trajectories import (
     HumanReply,
     ModelOutput,
@@ -39,7 +41,13 @@ from agentfsm._types import Action, Decision, ModelTurn, ToolCall, ToolResult
 __all__ = ["Comparison", "DecisionRecord", "ReplayResult", "compare", "replay_run"]
 
 Observer = Callable[[dict[str, Any]], None]
-_AWAIT_RESULTS = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF})
+_AWAITS = {
+    "end": "nothing",
+    "execute": "results",
+    "handoff": "results",
+    "await_human": "human",
+}
+"""What a controller in each resting state waits for; anything else awaits the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,9 +231,6 @@ class _Replayer:
     def __init__(
         self, run: RecordedRun, policy: Any, observers: tuple[Observer, ...], keep: bool
     ) -> None:
-        from agentfsm import Controller, Policy
-
-        self._controller_type = Controller
         self.policy = Policy() if policy is None else policy
         self.run = run
         self.observers = observers
@@ -239,18 +244,12 @@ class _Replayer:
 
     def _new_controller(self) -> Any:
         run_id = f"{self.run.id}#{self.result.episodes}"
-        return self._controller_type(self.policy, run_id=run_id, observers=self.observers)
+        return Controller(self.policy, run_id=run_id, observers=self.observers)
 
     # -- what the controller waits for -----------------------------------------------------
 
     def _awaits(self) -> str:
-        if self.ctl.done:
-            return "nothing"
-        if self.last is None:
-            return "model"
-        if self.last.action in _AWAIT_RESULTS:
-            return "results"
-        return "human" if self.last.action is Action.ASK_HUMAN else "model"
+        return _AWAITS.get(self.ctl.state, "model")
 
     def _record(self, decision: Decision, kind: str) -> Decision:
         self.last = decision
