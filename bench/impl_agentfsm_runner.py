@@ -15,20 +15,27 @@ from _harness import FINAL_TEXT, Builder, Run, UnavailableError, call_args, main
 def _scripted_run(af: Any, n: int, echo: Callable[..., Any]) -> Callable[[], str]:
     """One run of `agentfsm.run` with a scripted model (N-1 echo calls, then FINAL_TEXT).
 
-    The call below is the expected shape of the runner's API; adjust it when the
-    runner lands. Any mismatch is reported as unavailable, not as a crash.
+    `agentfsm.run(model, messages, *, tools, policy)` drives litellm; the bench needs an
+    in-process scripted model for it (no HTTP, like the peers' fake models). Until the
+    runner offers one, `_scripted_model` raises and the runner is reported unavailable.
     """
-    from agentfsm import testing
-
-    script = [testing.tool_call("echo", call_args(k), id=f"call_{k}") for k in range(1, n)]
-    script.append(testing.say(FINAL_TEXT))
+    model = _scripted_model(af, n)
+    messages = [{"role": "user", "content": "go"}]
     policy = af.Policy(max_turns=n + 5)
 
     def run() -> str:
-        result = af.run("go", model=testing.scripted(script), tools=[echo], policy=policy)
-        return result.text
+        return af.run(model, messages, tools=[echo], policy=policy).text
 
     return run
+
+
+def _scripted_model(af: Any, n: int) -> Any:
+    """The runner's scripted-model option: N-1 `echo({"i": k})` calls, then FINAL_TEXT."""
+    scripted = getattr(getattr(af, "testing", None), "scripted_model", None)
+    if scripted is None:
+        raise AttributeError("the runner has no in-process scripted model yet")
+    calls = [{"name": "echo", "arguments": call_args(k), "id": f"call_{k}"} for k in range(1, n)]
+    return scripted([*([c] for c in calls), FINAL_TEXT])
 
 
 def builders() -> dict[str, Builder]:
