@@ -29,7 +29,9 @@ PermissionHook = Callable[[ToolCall], Permission]
 class Policy(BaseModel):
     """How a run is bounded and routed; every field becomes a guard or a route choice."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
 
     max_turns: int = Field(50, ge=1)
     """Model outputs a run may use, retries included."""

@@ -7,6 +7,7 @@ never see it, they see the frozen `RunSnapshot` built from it.
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from agentfsm._snapshot import RunSnapshot
@@ -17,7 +18,10 @@ if TYPE_CHECKING:
     from agentfsm._tools import ToolSpec
     from agentfsm.guards import Hit, Route
 
-__all__ = ["Run", "Step"]
+__all__ = ["RECENT_ROUNDS", "Run", "Step"]
+
+RECENT_ROUNDS = 8
+"""How many recent tool rounds the no-progress check remembers."""
 
 
 class Run:
@@ -62,7 +66,7 @@ class Run:
         self.incomplete = 0
         self.tool_errors = 0
         self.same_results = 0
-        self.last_results: tuple[Any, ...] | None = None
+        self.last_results: deque[tuple[Any, ...]] = deque(maxlen=RECENT_ROUNDS)
         self.last_call: str | None = None
         self.streak = 0
         self.pending: dict[str, ToolCall] = {}

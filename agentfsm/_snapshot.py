@@ -8,13 +8,13 @@ one with `agentfsm.testing.snapshot(...)` and call the guard.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from agentfsm._types import ModelTurn, ToolCall, ToolResult
+from agentfsm._types import ModelTurn, ToolCall, ToolResult, build
 
-__all__ = ["Phase", "RunSnapshot"]
+__all__ = ["Phase", "RunSnapshot", "evolve"]
 
 Phase = Literal["model_output", "tool_results", "human_reply"]
 
@@ -22,7 +22,7 @@ Phase = Literal["model_output", "tool_results", "human_reply"]
 class RunSnapshot(BaseModel):
     """What a run looks like at the moment a guard is asked."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     run_id: str = "run"
     """The run's id."""
@@ -55,7 +55,7 @@ class RunSnapshot(BaseModel):
     tool_errors_in_a_row: int = 0
     """Consecutive error results, this input's included."""
     same_results_in_a_row: int = 0
-    """Consecutive inputs whose results were identical to the previous ones."""
+    """Tool rounds in a row that repeated a recent round: same calls, same results."""
     incomplete_in_a_row: int = 0
     """Consecutive answers that failed verification, this one included."""
     retries_in_a_row: int = 0
@@ -74,3 +74,8 @@ class RunSnapshot(BaseModel):
     """The human's answer (phase `human_reply`)."""
     human_message: str | None = None
     """What the human said, if anything."""
+
+
+def evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
+    """Return a copy of `snap` with `changes`, unvalidated: the routing path's own data."""
+    return build(RunSnapshot, {**snap.__dict__, **changes})

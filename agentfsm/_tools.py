@@ -30,7 +30,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 class ToolSpec(BaseModel):
     """One tool the model may call, with the schema its arguments must follow."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     name: str
     """The name the model calls the tool by."""

@@ -114,7 +114,7 @@ class UnknownCallIdError(RunError):
 
 
 class InvalidInputError(RunError):
-    """The controller's current state cannot take this input (e.g. results while awaiting the model)."""
+    """The controller's current state cannot take this input (results while awaiting the model)."""
 
 
 class ProviderError(RunError):

@@ -16,6 +16,7 @@ from agentfsm._types import ExitReason, Priority
 
 __all__ = ["AllOf", "AnyOf", "FunctionGuard", "Guard", "Hit", "Not", "Otherwise", "as_guard"]
 
+
 class Hit:
     """A guard that applied: which leaf fired, and why."""
 
@@ -63,6 +64,13 @@ class Guard:
         return (), {}
 
     def __repr__(self) -> str:
+        cached: str | None = self.__dict__.get("_repr")
+        if cached is None:
+            # Guards do not change after construction; the repr labels every decision.
+            cached = self.__dict__["_repr"] = self._code()
+        return cached
+
+    def _code(self) -> str:
         args, kwargs = self._args()
         parts = [_literal(a) for a in args]
         parts += [f"{k}={_literal(v)}" for k, v in kwargs.items()]
@@ -129,7 +137,7 @@ class _Composite(Guard):
         text = repr(child)
         return f"({text})" if isinstance(child, AnyOf) and not isinstance(self, AnyOf) else text
 
-    def __repr__(self) -> str:
+    def _code(self) -> str:
         return f" {self.symbol} ".join(self._child_repr(c) for c in self.children)
 
 
@@ -195,7 +203,7 @@ class Not(Guard):
     def __invert__(self) -> Guard:
         return self.child
 
-    def __repr__(self) -> str:
+    def _code(self) -> str:
         inner = repr(self.child)
         return f"~({inner})" if isinstance(self.child, _Composite) else f"~{inner}"
 
@@ -239,7 +247,7 @@ class FunctionGuard(Guard):
     def _key(self) -> tuple[Any, ...]:
         return (FunctionGuard, self.fn)
 
-    def __repr__(self) -> str:
+    def _code(self) -> str:
         return getattr(self.fn, "__qualname__", None) or repr(self.fn)
 
 

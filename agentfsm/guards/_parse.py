@@ -41,9 +41,7 @@ def _build(node: ast.expr, text: str, registry: dict[str, type[Guard]]) -> Guard
             return cls(*args, **kwargs)
         except (TypeError, ValueError) as exc:
             raise PolicyError(f"cannot build {node.func.id} in {text!r}: {exc}") from exc
-    raise PolicyError(
-        f"unsupported syntax in guard {text!r}: use Guard(args), |, & and ~ only"
-    )
+    raise PolicyError(f"unsupported syntax in guard {text!r}: use Guard(args), |, & and ~ only")
 
 
 def _literal(node: ast.expr, text: str) -> Any:

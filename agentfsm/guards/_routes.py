@@ -10,7 +10,7 @@ can be verified locally first (structure, P0, P7), then boundaries and safety
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -49,9 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["INITIAL", "WAITING", "Route", "RouteTable", "build_routes"]
 
 INITIAL = State.AWAIT_MODEL
-WAITING = frozenset(
-    {State.AWAIT_MODEL, State.EXECUTE, State.HANDOFF, State.AWAIT_HUMAN, State.END}
-)
+WAITING = frozenset({State.AWAIT_MODEL, State.EXECUTE, State.HANDOFF, State.AWAIT_HUMAN, State.END})
 """States where a step stops until the next input (model output, results, reply)."""
 
 
@@ -83,7 +81,7 @@ class RouteTable:
         }
         _validate(self)
 
-    def __iter__(self) -> Iterable[Route]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Route]:
         return iter(self.routes)
 
     def __len__(self) -> int:
@@ -100,9 +98,9 @@ def _validate(table: RouteTable) -> None:
     """Raise MachineDefinitionError naming the states that make the table unsound."""
     rows = table.by_source
     if rows[State.END]:
-        raise MachineDefinitionError("no edge may leave 'end'; found edges to " + _names(
-            r.dest for r in rows[State.END]
-        ))
+        raise MachineDefinitionError(
+            "no edge may leave 'end'; found edges to " + _names(r.dest for r in rows[State.END])
+        )
     no_fallback = [s for s in State if s is not State.END and not _ends_in_fallback(rows[s])]
     if no_fallback:
         raise MachineDefinitionError(
@@ -122,7 +120,9 @@ def _ends_in_fallback(rows: tuple[Route, ...]) -> bool:
     return bool(rows) and isinstance(rows[-1].guard, Otherwise)
 
 
-def _reach(rows: Mapping[State, tuple[Route, ...]], start: list[State], forward: bool) -> set[State]:
+def _reach(
+    rows: Mapping[State, tuple[Route, ...]], start: list[State], forward: bool
+) -> set[State]:
     edges: dict[State, set[State]] = {s: set() for s in State}
     for source, out in rows.items():
         for route in out:
@@ -138,7 +138,9 @@ def _reach(rows: Mapping[State, tuple[Route, ...]], start: list[State], forward:
 
 def _check_no_spin(rows: Mapping[State, tuple[Route, ...]]) -> None:
     """A step must reach a waiting state: no cycle may avoid every waiting state."""
-    inner = {s: {r.dest for r in rows[s] if r.dest not in WAITING} for s in State if s not in WAITING}
+    inner = {
+        s: {r.dest for r in rows[s] if r.dest not in WAITING} for s in State if s not in WAITING
+    }
     visiting: set[State] = set()
     done: set[State] = set()
 
@@ -146,7 +148,7 @@ def _check_no_spin(rows: Mapping[State, tuple[Route, ...]]) -> None:
         if state in done:
             return
         if state in visiting:
-            cycle = trail[trail.index(state):] + [state]
+            cycle = [*trail[trail.index(state) :], state]
             raise MachineDefinitionError(
                 "a step could loop forever between " + " -> ".join(s.value for s in cycle)
             )
@@ -183,7 +185,7 @@ def boundary_guards(policy: Policy) -> list[Guard]:
 
 def build_routes(policy: Policy) -> RouteTable:
     """Build the route table a policy describes."""
-    S = State
+    S = State  # noqa: N806 - the table reads as a table with a one-letter alias
     bounds = boundary_guards(policy)
     verifiers = tuple(policy.verifiers)
     on_repeat = S.AWAIT_HUMAN if policy.on_repeat == "ask" else S.END

@@ -44,7 +44,7 @@ class _Verifying(Guard):
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (), {}
 
-    def __repr__(self) -> str:
+    def _code(self) -> str:
         names = ", ".join(getattr(v, "__qualname__", repr(v)) for v in self.verifiers)
         return f"{type(self).__name__}({names})"
 

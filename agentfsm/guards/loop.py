@@ -33,7 +33,13 @@ class RepeatedCall(_Threshold):
 
 
 class NoProgress(_Threshold):
-    """Stop when `n` rounds in a row changed nothing: identical results or incomplete answers."""
+    """Stop when `n` rounds in a row learned nothing new.
+
+    A tool round learns nothing when the same calls already gave the same
+    results in one of the last 8 rounds (this catches A, B, A, B ping-pong that
+    `RepeatedCall` misses); an answer learns nothing when it fails the
+    completion checks.
+    """
 
     layer = 4
     priority = Priority.P6
@@ -41,7 +47,10 @@ class NoProgress(_Threshold):
 
     def check(self, snap: RunSnapshot) -> str | None:
         if snap.same_results_in_a_row >= self.n:
-            return f"{snap.same_results_in_a_row} rounds in a row returned identical results"
+            return (
+                f"{snap.same_results_in_a_row} tool rounds in a row repeated recent calls "
+                "with identical results"
+            )
         if snap.incomplete_in_a_row >= self.n:
             return f"{snap.incomplete_in_a_row} answers in a row failed the completion checks"
         return None

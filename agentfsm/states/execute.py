@@ -8,10 +8,14 @@ exactly one result per call.
 
 from __future__ import annotations
 
+import json
+
 from agentfsm._run import Run, Step
+from agentfsm._types import ToolResult
+from agentfsm.exceptions import UnknownCallIdError
 from agentfsm.states.validate import signature
 
-__all__ = ["enter"]
+__all__ = ["collect", "enter"]
 
 
 def enter(run: Run, step: Step) -> None:
@@ -25,3 +29,61 @@ def enter(run: Run, step: Step) -> None:
         sig = signature(call)
         run.streak = run.streak + 1 if sig == run.last_call else 1
         run.last_call = sig
+
+
+def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
+    """Pair results with pending calls; synthesize an error result for each missing id.
+
+    Returns the snapshot fields for the results: results in call order, the
+    missing ids, error results in a row, and rounds in a row that only repeated a
+    recent round (same calls, same results: nothing new was learned).
+    Raises UnknownCallIdError (before changing anything) for a result whose id
+    was never asked for, or a second result for the same id.
+    """
+    by_id: dict[str, ToolResult] = {}
+    for result in results:
+        if result.call_id not in run.pending:
+            pending = ", ".join(repr(i) for i in run.pending) or "none"
+            raise UnknownCallIdError(
+                f"a result for call id {result.call_id!r}, which was never asked for; "
+                f"pending call ids: {pending}",
+                state=run.state.value,
+                turn=run.turn,
+            )
+        if result.call_id in by_id:
+            raise UnknownCallIdError(
+                f"two results for call id {result.call_id!r}", state=run.state.value, turn=run.turn
+            )
+        by_id[result.call_id] = result
+    ordered: list[ToolResult] = []
+    missing: list[str] = []
+    for call_id, call in run.pending.items():
+        found = by_id.get(call_id)
+        if found is None:
+            missing.append(call_id)
+            found = ToolResult(
+                call_id=call_id,
+                name=call.name,
+                content=f"no result was returned for call {call_id} ({call.name})",
+                is_error=True,
+            )
+        ordered.append(found)
+    errors = run.tool_errors
+    for result in ordered:
+        errors = errors + 1 if result.is_error else 0
+    sig = tuple((signature(run.pending[r.call_id]), _content_key(r)) for r in ordered)
+    stale = run.same_results + 1 if sig in run.last_results else 0
+    run.last_results.append(sig)
+    return {
+        "results": tuple(ordered),
+        "missing": tuple(missing),
+        "tool_errors_in_a_row": errors,
+        "same_results_in_a_row": stale,
+    }
+
+
+def _content_key(result: ToolResult) -> str:
+    content = result.content
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, sort_keys=True, default=str)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from agentfsm._run import Run, Step
+from agentfsm._snapshot import evolve
 from agentfsm._types import ModelTurn, ToolCall
 
 __all__ = ["enter"]
@@ -29,17 +30,16 @@ def enter(run: Run, step: Step) -> None:
         run.cost += usage.cost or 0.0
         run.context_tokens = usage.input_tokens + usage.output_tokens
     step.output = turn
-    step.snap = step.snap.model_copy(
-        update={
-            "turn": next_turn,
-            "output": turn,
-            "notes": tuple(notes),
-            "tokens_used": run.tokens,
-            "cost_used": run.cost,
-            "context_tokens": run.context_tokens,
-            "elapsed": time.monotonic() - run.started,
-            "retries_in_a_row": run.retries,
-        }
+    step.snap = evolve(
+        step.snap,
+        turn=next_turn,
+        output=turn,
+        notes=tuple(notes),
+        tokens_used=run.tokens,
+        cost_used=run.cost,
+        context_tokens=run.context_tokens,
+        elapsed=time.monotonic() - run.started,
+        retries_in_a_row=run.retries,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from agentfsm._run import Run, Step
+from agentfsm._snapshot import evolve
 from agentfsm._types import ToolCall, ToolResult
 
 __all__ = ["enter", "signature"]
@@ -27,7 +28,9 @@ class _Plan:
         self.rejected: list[ToolResult] = []
 
     def reject(self, call: ToolCall, why: str) -> None:
-        self.rejected.append(ToolResult(call_id=call.id, name=call.name, content=why, is_error=True))
+        self.rejected.append(
+            ToolResult(call_id=call.id, name=call.name, content=why, is_error=True)
+        )
 
 
 def enter(run: Run, step: Step) -> None:
@@ -35,21 +38,20 @@ def enter(run: Run, step: Step) -> None:
     calls = step.output.tool_calls if step.output is not None else []
     run.retries = 0
     if not calls:
-        step.snap = step.snap.model_copy(update={"incomplete_in_a_row": run.incomplete + 1})
+        step.snap = evolve(step.snap, incomplete_in_a_row=run.incomplete + 1)
         return
     plan = _plan(run, calls)
     streak, repeated = _streak(run, [*plan.executable, *plan.approval])
-    step.snap = step.snap.model_copy(
-        update={
-            "executable": tuple(plan.executable),
-            "needs_approval": tuple(plan.approval),
-            "denied": tuple(plan.denied),
-            "handoffs": tuple(plan.handoffs),
-            "rejected": tuple(plan.rejected),
-            "repeat_streak": streak,
-            "repeated": repeated,
-            "tool_errors_in_a_row": run.tool_errors + len(plan.rejected),
-        }
+    step.snap = evolve(
+        step.snap,
+        executable=tuple(plan.executable),
+        needs_approval=tuple(plan.approval),
+        denied=tuple(plan.denied),
+        handoffs=tuple(plan.handoffs),
+        rejected=tuple(plan.rejected),
+        repeat_streak=streak,
+        repeated=repeated,
+        tool_errors_in_a_row=run.tool_errors + len(plan.rejected),
     )
 
 

@@ -1,0 +1,352 @@
+"""The Controller: embed the loop's decisions in an agent you already have.
+
+The host calls the model and runs the tools; the controller says what to do
+next and why. It does no I/O: every decision is a walk over the compiled
+route table, evaluating pure guards on one frozen snapshot per input.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agentfsm._events import Emitter, Observer
+from agentfsm._machine import shared_machine
+from agentfsm._policy import Policy
+from agentfsm._run import Run, Step
+from agentfsm._snapshot import Phase, RunSnapshot, evolve
+from agentfsm._tools import ToolSpec, tool_specs
+from agentfsm._types import (
+    Action,
+    Decision,
+    ExitReason,
+    FinishReason,
+    ModelTurn,
+    Priority,
+    State,
+    ToolCall,
+    ToolResult,
+    build,
+)
+from agentfsm.exceptions import InvalidInputError
+from agentfsm.guards import Hit, Route, SignalConflict
+from agentfsm.guards._routes import WAITING
+from agentfsm.states import ENTRY
+from agentfsm.states.execute import collect
+
+__all__ = ["Controller"]
+
+_INTENT = frozenset({Priority.P1, Priority.P2, Priority.P3, Priority.P4})
+_ACTION_AT = {
+    State.EXECUTE: Action.EXECUTE_TOOLS,
+    State.HANDOFF: Action.HANDOFF,
+    State.AWAIT_HUMAN: Action.ASK_HUMAN,
+}
+
+
+class Controller:
+    """Decide what an agent does after each model output, tool result or human reply.
+
+    Args:
+        policy: Limits and routing choices; `Policy()` when omitted.
+        tools: `None` accepts any tool name; otherwise the declared tools (names,
+            OpenAI-style function specs, or Python callables).
+        run_id: An id for events and traces; a random one when omitted.
+        observers: Callables that receive every event, in order.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        tools: Iterable[Any] | None = None,
+        *,
+        run_id: str | None = None,
+        observers: Iterable[Observer] = (),
+    ) -> None:
+        self.policy = policy if policy is not None else Policy()
+        self._routes = self.policy.routes.by_source
+        shared_machine(self.policy.routes)  # validated and shared: built once per route table
+        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
+        self._base = RunSnapshot(run_id=self._run.run_id)
+        self._events = Emitter(observers)
+        if self._events.active:
+            self._events.emit(
+                {
+                    "event": "run_started",
+                    "run_id": self._run.run_id,
+                    "schema": 1,
+                    "policy": self.policy.to_json(),
+                }
+            )
+
+    # -- what the host can read -------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """The name of the current state."""
+        return self._run.state.value
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._run.run_id
+
+    @property
+    def turn(self) -> int:
+        """Model outputs seen so far, retries included."""
+        return self._run.turn
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended."""
+        return self._run.state is State.END
+
+    @property
+    def exit_reason(self) -> ExitReason | None:
+        """Why the run ended, once it has."""
+        return self._run.exit_reason
+
+    @property
+    def pending_calls(self) -> list[ToolCall]:
+        """Calls awaiting results (or a human's approval)."""
+        run = self._run
+        return list(run.pending.values()) or list(run.pending_approval)
+
+    @property
+    def tools(self) -> dict[str, ToolSpec] | None:
+        """The declared tools by name, or None when any name is accepted."""
+        return self._run.specs
+
+    def add_observer(self, observer: Observer) -> None:
+        """Send every later event to `observer` too."""
+        self._events.observers.append(observer)
+
+    # -- inputs -------------------------------------------------------------------
+
+    def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
+        """Route one model output: a ModelTurn, or any payload `normalize` reads."""
+        self._expect((State.AWAIT_MODEL,), "a model output")
+        step = Step(self._snapshot("model_output"), output)
+        return self._route(step)
+
+    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
+        """Route the results of the calls the last decision asked for."""
+        self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+        items = [r if isinstance(r, ToolResult) else ToolResult.model_validate(r) for r in results]
+        fields = collect(self._run, items)
+        step = Step(evolve(self._snapshot("tool_results"), **fields))
+        if self._events.active:
+            self._events.emit(self._record("tool_results", results=_dump(step.snap.results)))
+        return self._route(step)
+
+    def on_human_reply(self, approved: bool, message: str | None = None) -> Decision:
+        """Route a human's answer to an ASK_HUMAN decision."""
+        self._expect((State.AWAIT_HUMAN,), "a human reply")
+        run = self._run
+        calls = run.pending_approval
+        rejected = list(run.pending_rejected)
+        if not approved and message:
+            rejected += [
+                ToolResult(
+                    call_id=c.id,
+                    name=c.name,
+                    is_error=True,
+                    content=f"declined by the human: {message}",
+                )
+                for c in calls
+            ]
+        if message:
+            run.last_call, run.streak = None, 0
+        snap = evolve(
+            self._snapshot("human_reply"),
+            executable=calls if approved else (),
+            rejected=tuple(rejected),
+            human_approved=approved,
+            human_message=message,
+        )
+        if self._events.active:
+            self._events.emit(self._record("human_reply", approved=approved, message=message))
+        return self._route(Step(snap))
+
+    def on_user_message(self, text: str) -> Decision | None:
+        """Record a user message; it resets the repeated-call streak.
+
+        While awaiting the model nothing is decided (None). While awaiting a
+        human, the message is the human's reply: it approves a clarification
+        and declines pending calls with that message.
+        """
+        self._expect((State.AWAIT_MODEL, State.AWAIT_HUMAN), "a user message")
+        run = self._run
+        if run.state is State.AWAIT_HUMAN:
+            return self.on_human_reply(approved=not run.pending_approval, message=text)
+        run.last_call, run.streak = None, 0
+        if self._events.active:
+            self._events.emit(self._record("user_message", text=text))
+        return None
+
+    # -- routing ------------------------------------------------------------------
+
+    def _expect(self, states: tuple[State, ...], what: str) -> None:
+        run = self._run
+        if run.state not in states:
+            wanted = " or ".join(s.value for s in states)
+            raise InvalidInputError(
+                f"cannot take {what} in state {run.state.value!r}; it is taken in {wanted}",
+                state=run.state.value,
+                turn=run.turn,
+            )
+
+    def _snapshot(self, phase: Phase) -> RunSnapshot:
+        run = self._run
+        return evolve(
+            self._base,
+            phase=phase,
+            turn=run.turn,
+            tool_calls_used=run.tool_calls_used,
+            tokens_used=run.tokens,
+            cost_used=run.cost,
+            context_tokens=run.context_tokens,
+            elapsed=time.monotonic() - run.started,
+            tool_errors_in_a_row=run.tool_errors,
+            same_results_in_a_row=run.same_results,
+            retries_in_a_row=run.retries,
+            incomplete_in_a_row=run.incomplete,
+        )
+
+    def _route(self, step: Step) -> Decision:
+        """Walk the route table from the current state to the next waiting state."""
+        run = self._run
+        state = run.state
+        path = [state]
+        fired: list[tuple[Route, Hit]] = []
+        while True:
+            route, hit = _first(self._routes[state], step)
+            fired.append((route, hit))
+            state = route.dest
+            path.append(state)
+            step.route, step.hit = route, hit
+            ENTRY[state](run, step)
+            if state in WAITING:
+                break
+        run.state = state
+        decision = self._decide(step, tuple(path), fired)
+        if self._events.active:
+            self._emit_step(step, fired, decision)
+        return decision
+
+    def _decide(
+        self, step: Step, path: tuple[State, ...], fired: list[tuple[Route, Hit]]
+    ) -> Decision:
+        route, hit = fired[-1]
+        run, snap = self._run, step.snap
+        dest = route.dest
+        priority, layer = hit.guard.leaf_priority(), hit.guard.leaf_layer()
+        guard, reason = repr(route.guard), hit.reason
+        conflict = next((h for _, h in fired if isinstance(h.guard, SignalConflict)), None)
+        if conflict is not None and priority in _INTENT:
+            reason = f"{conflict.reason}; structure wins: {reason}"
+            guard, priority, layer = repr(conflict.guard), Priority.P7, 1
+        notes = [
+            *snap.notes,
+            *(f"no result for call {i}: sent an error result" for i in snap.missing),
+        ]
+        if notes:
+            reason = f"{reason} ({'; '.join(notes)})"
+        calls: tuple[ToolCall, ...] = ()
+        results = snap.rejected
+        if dest is State.END:
+            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
+            results = ()
+        elif dest is State.AWAIT_MODEL:
+            action = Action.RETRY if route.source is State.RECOVER else Action.CONTINUE
+            results = (*snap.rejected, *(r for r in snap.results if r.call_id in snap.missing))
+        else:
+            action = _ACTION_AT[dest]
+            calls = _calls_for(dest, snap, run)
+        return build(
+            Decision,
+            {
+                "action": action,
+                "priority": priority,
+                "layer": layer,
+                "reason": reason,
+                "guard": guard,
+                "fired": repr(hit.guard),
+                "tool_calls": list(calls),
+                "results": list(results),
+                "exit_reason": run.exit_reason if dest is State.END else None,
+                "turn": run.turn,
+                "state": dest,
+                "path": path,
+                "adjust": _adjust(route, step),
+            },
+        )
+
+    # -- events -------------------------------------------------------------------
+
+    def _record(self, name: str, **fields: Any) -> dict[str, Any]:
+        return {"event": name, "run_id": self._run.run_id, "turn": self._run.turn, **fields}
+
+    def _emit_step(self, step: Step, fired: list[tuple[Route, Hit]], decision: Decision) -> None:
+        emit = self._events.emit
+        if step.output is not None:
+            emit(self._record("model_output", output=step.output.model_dump(mode="json")))
+        for route, hit in fired:
+            emit(
+                self._record(
+                    "transition",
+                    src=route.source.value,
+                    dst=route.dest.value,
+                    guard=repr(route.guard),
+                    priority=hit.guard.leaf_priority().value,
+                    layer=hit.guard.leaf_layer(),
+                    reason=hit.reason,
+                )
+            )
+        emit(
+            self._record(
+                "decision",
+                action=decision.action.value,
+                priority=decision.priority.value,
+                layer=decision.layer,
+                guard=decision.guard,
+                fired=decision.fired,
+                reason=decision.reason,
+                exit_reason=None if decision.exit_reason is None else decision.exit_reason.value,
+                state=decision.state.value,
+                tool_calls=_dump(decision.tool_calls),
+                results=_dump(decision.results),
+            )
+        )
+
+
+def _first(routes: tuple[Route, ...], step: Step) -> tuple[Route, Hit]:
+    snap = step.snap
+    for route in routes:
+        hit = route.guard(snap)
+        if hit is not None:
+            return route, hit
+    # Unreachable: every non-terminal state ends in an Otherwise() row (checked when built).
+    raise AssertionError(f"no route out of {routes[0].source if routes else '?'}")
+
+
+def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]:
+    if dest is State.EXECUTE:
+        return snap.executable
+    if dest is State.HANDOFF:
+        return snap.handoffs
+    return run.pending_approval
+
+
+def _adjust(route: Route, step: Step) -> dict[str, Any]:
+    out = step.output
+    if route.source is not State.RECOVER or route.dest is not State.AWAIT_MODEL or out is None:
+        return {}
+    cut = out.truncated or out.finish_reason is FinishReason.LENGTH
+    return {"max_tokens_factor": 2} if cut else {}
+
+
+def _dump(items: Iterable[ToolCall | ToolResult]) -> list[dict[str, Any]]:
+    return [item.model_dump(mode="json") for item in items]
