@@ -125,7 +125,7 @@ def version(name: str) -> str:
         return "from the working tree" if name == "agentfsm" else "not installed"
 
 
-def header() -> list[str]:
+def header(load_before: tuple[float, ...]) -> list[str]:
     commit = (
         subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
@@ -134,6 +134,7 @@ def header() -> list[str]:
     )
     versions = ", ".join(f"{name} {version(name)}" for name in PACKAGES)
     now = dt.datetime.now().astimezone()
+    load_after = os.getloadavg()[0]
     return [
         "# Benchmark results",
         "",
@@ -141,6 +142,7 @@ def header() -> list[str]:
         "",
         f"- Machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs",
         f"- Python: {platform.python_implementation()} {platform.python_version()}",
+        f"- Load average (1 min) before / after: {load_before[0]:.2f} / {load_after:.2f}",
         f"- Packages: {versions}",
         "",
         WORKLOAD,
@@ -301,9 +303,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=BENCH / "RESULTS.md")
     args = parser.parse_args()
     impls = [impl for impl in IMPLS if not args.only or impl.key in args.only]
+    load_before = os.getloadavg()
     timings, memory, imports = collect(impls, args.quick)
     text = [
-        *header(),
+        *header(load_before),
         *per_step_table(impls, timings),
         *ratio_table(impls, timings),
         *memory_table(impls, memory),
