@@ -7,6 +7,7 @@ and `model_context_window_exceeded` are a cut. A stream's exception events
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agentfsm._types import FinishReason, ModelTurn, ToolCall
@@ -139,7 +140,7 @@ class ConverseStream:
 
     def draft(self) -> Draft:
         """The turn so far; an open block or a missing messageStop makes it truncated."""
-        draft = self._draft
+        draft = replace(self._draft)  # reading mid-stream must not change the stream
         blocks = [(index, self._blocks[index]) for index in sorted(self._blocks)]
         draft.text = "".join(as_str(block.get("text")) for _, block in blocks)
         draft.reasoning = "".join(as_str(block.get("reasoning")) for _, block in blocks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from agentfsm._types import FinishReason, ModelTurn, ToolCall
@@ -153,7 +154,7 @@ class GeminiStream:
 
     def draft(self) -> Draft:
         """The turn so far; see the module docstring for the rules."""
-        draft = self._draft
+        draft = replace(self._draft)  # reading mid-stream must not change the stream
         draft.calls = list(self._calls)
         streamed = self._streamed
         if streamed is not None:

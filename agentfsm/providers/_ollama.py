@@ -7,6 +7,7 @@ cut. A stream that never sends `done: true` is truncated.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agentfsm._types import FinishReason, ModelTurn, ToolCall
@@ -66,7 +67,7 @@ class OllamaStream:
 
     def draft(self) -> Draft:
         """The turn so far; a stream without `done: true` is truncated."""
-        draft = self._draft
+        draft = replace(self._draft)  # reading mid-stream must not change the stream
         draft.text = "".join(self._text)
         draft.reasoning = "".join(self._thinking)
         draft.calls = list(self._calls)

@@ -10,6 +10,7 @@ error chunk after the finish.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agentfsm._types import FinishReason, ModelTurn, ToolCall
@@ -189,7 +190,7 @@ class ChatStream:
 
     def draft(self) -> Draft:
         """The turn so far, as a draft; a stream with no finish claim is truncated."""
-        draft = self._draft
+        draft = replace(self._draft)  # reading mid-stream must not change the stream
         draft.text = "".join(self._text)
         draft.reasoning = "".join(self._reasoning)
         draft.refusal = "".join(self._refusal)

@@ -31,7 +31,8 @@ class TestMessagesBody:
     def test_pause_turn(self) -> None:
         """`pause_turn` is PAUSE and not truncated."""
         turn = normalize(message([{"type": "text", "text": "wait"}], "pause_turn"))
-        assert turn.finish_reason is FinishReason.PAUSE and not turn.truncated
+        assert turn.finish_reason is FinishReason.PAUSE
+        assert not turn.truncated
 
     def test_refusal_text(self) -> None:
         """`refusal` is REFUSAL with the explanation as the refusal text."""
@@ -46,7 +47,8 @@ class TestMessagesBody:
     def test_max_tokens(self) -> None:
         """`max_tokens` is LENGTH and truncated."""
         turn = normalize(message([{"type": "text", "text": "a"}], "max_tokens"))
-        assert turn.finish_reason is FinishReason.LENGTH and turn.truncated
+        assert turn.finish_reason is FinishReason.LENGTH
+        assert turn.truncated
 
     def test_stop_sequence_is_stop(self) -> None:
         """`stop_sequence` is STOP."""
@@ -71,7 +73,8 @@ class TestMessagesBody:
             "output_tokens": 5,
         }
         turn = normalize(message([], "end_turn", usage=usage))
-        assert turn.usage is not None and (turn.usage.input_tokens, turn.usage.output_tokens) == (
+        assert turn.usage is not None
+        assert (turn.usage.input_tokens, turn.usage.output_tokens) == (
             111,
             5,
         )
@@ -125,7 +128,8 @@ class TestMessagesStream:
     def test_missing_stop_reason(self) -> None:
         """A stream that never says why it stopped is truncated."""
         turn = normalize(stream(stop=False))
-        assert turn.truncated and turn.finish_reason is FinishReason.UNKNOWN
+        assert turn.truncated
+        assert turn.finish_reason is FinishReason.UNKNOWN
 
     def test_error_event(self) -> None:
         """An error event sets the error; with no stop reason the finish is ERROR."""

@@ -26,7 +26,8 @@ class TestConverseBody:
     def test_max_tokens(self) -> None:
         """`max_tokens` is LENGTH and truncated."""
         turn = normalize(converse([{"text": "a"}], "max_tokens"))
-        assert turn.finish_reason is FinishReason.LENGTH and turn.truncated
+        assert turn.finish_reason is FinishReason.LENGTH
+        assert turn.truncated
 
     def test_tool_use(self) -> None:
         """A toolUse block is a call with object arguments."""
@@ -67,12 +68,14 @@ class TestConverseStream:
             {"messageStop": {"stopReason": "tool_use"}},
         ]
         turn = normalize(events)
-        assert turn.tool_calls[0].arguments == {"a": 1} and not turn.truncated
+        assert turn.tool_calls[0].arguments == {"a": 1}
+        assert not turn.truncated
 
     def test_open_block(self) -> None:
         """A toolUse block that never stops is broken and the turn truncated."""
         turn = normalize([START, piece('{"a":')])
-        assert turn.truncated and turn.tool_calls[0].raw_arguments == '{"a":'
+        assert turn.truncated
+        assert turn.tool_calls[0].raw_arguments == '{"a":'
         assert not turn.tool_calls[0].complete
 
     def test_exception_event(self) -> None:

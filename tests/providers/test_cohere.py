@@ -21,7 +21,8 @@ class TestCohere:
         call = {"id": "c", "function": {"name": "now", "arguments": "null"}}
         turn = normalize(chat("TOOL_CALL", tool_calls=[call], tool_plan="plan"))
         assert turn.finish_reason is FinishReason.TOOL_CALLS
-        assert turn.tool_calls[0].arguments == {} and turn.reasoning == "plan"
+        assert turn.tool_calls[0].arguments == {}
+        assert turn.reasoning == "plan"
 
     def test_max_tokens(self) -> None:
         """MAX_TOKENS is LENGTH and truncated."""

@@ -61,13 +61,15 @@ class TestCallFromString:
         for raw in ("[1, 2]", "3", '"x"', "true"):
             call = call_from_string("c", "f", raw)
             assert call.arguments is None
-            assert call.error is not None and "not an object" in call.error
+            assert call.error is not None
+            assert "not an object" in call.error
             assert call.raw_arguments == raw
 
     def test_invalid_json(self) -> None:
         """Unparseable arguments leave the call broken with the raw text kept."""
         call = call_from_string("c", "f", '{"a": ')
-        assert call.error is not None and "not valid JSON" in call.error
+        assert call.error is not None
+        assert "not valid JSON" in call.error
         assert call.raw_arguments == '{"a": '
 
     def test_missing_name(self) -> None:

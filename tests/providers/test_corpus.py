@@ -341,6 +341,6 @@ class TestCorpusController:
     @pytest.mark.parametrize("name", FILES)
     def test_action(self, name: str) -> None:
         """`Controller(Policy()).on_model_output(turn).action` matches the table."""
-        controller = af.Controller(af.Policy())  # type: ignore[attr-defined]
+        controller = af.Controller(af.Policy())
         decision = controller.on_model_output(turn_of(name))
         assert decision.action is TABLE[name].action

@@ -10,7 +10,9 @@ from agentfsm._types import FinishReason
 from agentfsm.providers import normalize
 
 
-def body(parts: list[dict[str, Any]] | None, reason: str | None, **candidate: Any) -> dict[str, Any]:
+def body(
+    parts: list[dict[str, Any]] | None, reason: str | None, **candidate: Any
+) -> dict[str, Any]:
     """A generateContent body with one candidate."""
     entry: dict[str, Any] = dict(candidate)
     if parts is not None:
@@ -46,7 +48,8 @@ class TestGeminiBody:
         """UNEXPECTED_TOOL_CALL is ERROR; the call itself is structurally complete."""
         turn = normalize(body([CALL], "UNEXPECTED_TOOL_CALL", finishMessage="undeclared"))
         assert (turn.finish_reason, turn.error) == (FinishReason.ERROR, "undeclared")
-        assert turn.tool_calls[0].complete and not turn.truncated
+        assert turn.tool_calls[0].complete
+        assert not turn.truncated
 
     @pytest.mark.parametrize(
         "reason",
@@ -65,7 +68,8 @@ class TestGeminiBody:
     def test_max_tokens(self) -> None:
         """MAX_TOKENS is LENGTH and truncated."""
         turn = normalize(body([{"text": "a"}], "MAX_TOKENS"))
-        assert turn.finish_reason is FinishReason.LENGTH and turn.truncated
+        assert turn.finish_reason is FinishReason.LENGTH
+        assert turn.truncated
 
     def test_thought_parts(self) -> None:
         """Thought parts go to `reasoning`."""
@@ -80,7 +84,8 @@ class TestGeminiBody:
         """Output tokens include thinking tokens."""
         meta = {"promptTokenCount": 3, "candidatesTokenCount": 2, "thoughtsTokenCount": 5}
         turn = normalize({**body([], "STOP"), "usageMetadata": meta})
-        assert turn.usage is not None and turn.usage.output_tokens == 7
+        assert turn.usage is not None
+        assert turn.usage.output_tokens == 7
 
 
 def partial(path: str, value: dict[str, Any], more: bool = True) -> dict[str, Any]:
@@ -91,7 +96,9 @@ def partial(path: str, value: dict[str, Any], more: bool = True) -> dict[str, An
     return {"candidates": [{"content": {"parts": [{"functionCall": call}]}}]}
 
 
-START = {"candidates": [{"content": {"parts": [{"functionCall": {"name": "w", "willContinue": True}}]}}]}
+START = {
+    "candidates": [{"content": {"parts": [{"functionCall": {"name": "w", "willContinue": True}}]}}]
+}
 END = body([{"text": ""}], "STOP")
 
 
@@ -118,12 +125,14 @@ class TestGeminiStream:
         turn = normalize(chunks)
         call = turn.tool_calls[0]
         assert (call.name, call.arguments, call.raw_arguments) == ("w", None, '{"a": true}')
-        assert call.error is not None and turn.truncated
+        assert call.error is not None
+        assert turn.truncated
 
     def test_stream_without_finish(self) -> None:
         """A stream that never sends a finishReason is truncated."""
         turn = normalize([body([{"text": "a"}], None)])
-        assert turn.truncated and turn.text == "a"
+        assert turn.truncated
+        assert turn.text == "a"
 
     def test_text_across_chunks(self) -> None:
         """Text parts across chunks are concatenated."""

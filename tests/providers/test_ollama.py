@@ -36,7 +36,8 @@ class TestOllama:
     def test_length(self) -> None:
         """`length` is LENGTH and truncated."""
         turn = normalize(chat(reason="length", content="a"))
-        assert turn.finish_reason is FinishReason.LENGTH and turn.truncated
+        assert turn.finish_reason is FinishReason.LENGTH
+        assert turn.truncated
 
     def test_string_arguments(self) -> None:
         """Arguments sent as a JSON string are parsed too."""
@@ -47,7 +48,8 @@ class TestOllama:
         """An NDJSON stream that never sends `done: true` is truncated."""
         lines = [json.dumps(chat(done=False, reason=None, content="a"))]
         turn = normalize(lines)
-        assert turn.truncated and turn.text == "a"
+        assert turn.truncated
+        assert turn.text == "a"
 
     def test_stream_error_line(self) -> None:
         """An error line in the stream sets the error."""

@@ -54,7 +54,8 @@ class TestChatBody:
     def test_length_is_truncated(self) -> None:
         """`length` is LENGTH and truncated."""
         turn = normalize(body({"content": '{"'}, "length"))
-        assert turn.finish_reason is FinishReason.LENGTH and turn.truncated
+        assert turn.finish_reason is FinishReason.LENGTH
+        assert turn.truncated
 
     def test_content_filter(self) -> None:
         """`content_filter` maps to CONTENT_FILTER."""
@@ -89,7 +90,8 @@ class TestChatBody:
     def test_non_object_arguments_broken(self) -> None:
         """Arguments that are a JSON list leave the call broken."""
         turn = normalize(body({"tool_calls": [call("f", "[1]")]}, "tool_calls"))
-        assert turn.tool_calls[0].arguments is None and turn.tool_calls[0].error
+        assert turn.tool_calls[0].arguments is None
+        assert turn.tool_calls[0].error
 
     def test_content_parts(self) -> None:
         """Content given as a list of text parts is concatenated."""
@@ -146,13 +148,16 @@ class TestChatStream:
             chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"x": '}}]}),
         ]
         turn = normalize(chunks)
-        assert turn.truncated and turn.finish_reason is FinishReason.UNKNOWN
+        assert turn.truncated
+        assert turn.finish_reason is FinishReason.UNKNOWN
         assert turn.tool_calls[0].raw_arguments == '{"x": '
         assert turn.tool_calls[0].error is not None
 
     def test_cut_with_parseable_arguments(self) -> None:
         """The last call of an unfinished stream is broken even if its arguments parse."""
-        chunks = [chunk({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]})]
+        chunks = [
+            chunk({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{}"}}]})
+        ]
         assert not normalize(chunks).tool_calls[0].complete
 
     def test_error_chunk_after_finish(self) -> None:
@@ -184,7 +189,8 @@ class TestChatStream:
         """The trailing usage chunk is read."""
         usage = {"prompt_tokens": 3, "completion_tokens": 1}
         turn = normalize([chunk({"content": "a"}, "stop"), {"choices": [], "usage": usage}])
-        assert turn.usage is not None and turn.usage.total_tokens == 4
+        assert turn.usage is not None
+        assert turn.usage.total_tokens == 4
 
     def test_lone_chunk(self) -> None:
         """A single chunk dict reads as a one-chunk stream."""

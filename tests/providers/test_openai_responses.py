@@ -9,7 +9,9 @@ from agentfsm._types import FinishReason
 from agentfsm.providers import normalize
 
 
-def response(output: list[dict[str, Any]], status: str = "completed", **extra: Any) -> dict[str, Any]:
+def response(
+    output: list[dict[str, Any]], status: str = "completed", **extra: Any
+) -> dict[str, Any]:
     """A Responses body."""
     return {"object": "response", "model": "m", "status": status, "output": output, **extra}
 
@@ -42,7 +44,8 @@ class TestResponsesBody:
         """`incomplete` for content_filter is CONTENT_FILTER and truncated."""
         details = {"reason": "content_filter"}
         turn = normalize(response([], "incomplete", incomplete_details=details))
-        assert turn.finish_reason is FinishReason.CONTENT_FILTER and turn.truncated
+        assert turn.finish_reason is FinishReason.CONTENT_FILTER
+        assert turn.truncated
 
     def test_failed(self) -> None:
         """`failed` is ERROR with the error message."""
@@ -114,7 +117,8 @@ class TestResponsesStream:
     def test_complete_stream(self) -> None:
         """A completed stream yields the call with its joined arguments."""
         turn = normalize(self.events(terminal=True))
-        assert turn.finish_reason is FinishReason.TOOL_CALLS and not turn.truncated
+        assert turn.finish_reason is FinishReason.TOOL_CALLS
+        assert not turn.truncated
         assert turn.tool_calls[0].arguments == {"a": 1}
 
     def test_cut_stream(self) -> None:
