@@ -21,7 +21,7 @@ The rules, in the order a reviewer asks about them:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,7 @@ from agentfsm._types import Action, Decision, ModelTurn, ToolCall, ToolResult
 
 __all__ = ["Comparison", "DecisionRecord", "ReplayResult", "compare", "replay_run"]
 
-Observer = Callable[[dict[str, Any]], None]
+Observer = Callable[[Mapping[str, Any]], None]
 _AWAITS = {
     "end": "nothing",
     "execute": "results",
@@ -305,6 +305,8 @@ class _Replayer:
         return True
 
     def _results(self, results: tuple[ToolResult, ...]) -> None:
+        if self.ctl.done:
+            return
         if self._awaits() == "human":
             self._record(self.ctl.on_human_reply(approved=True), "human_reply")
         if self._awaits() != "results" or self.last is None:

@@ -13,14 +13,14 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack
 from types import TracebackType
 from typing import IO, Any
 
 from agentfsm.exceptions import TraceError
 
-__all__ = ["REDACTED", "TRACE_SCHEMA", "TraceWriter", "read_trace", "redact"]
+__all__ = ["REDACTED", "TRACE_SCHEMA", "TraceWriter", "read_trace", "redact", "scrub"]
 
 TRACE_SCHEMA = 1
 """The version of the trace format this module writes and reads."""
@@ -35,6 +35,8 @@ _SECRET_WORDS = frozenset(
 )
 _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")})
 _JSON_STRING_KEYS = frozenset({"raw_arguments", "arguments"})
+_MIN_SECRET = 4
+_MAX_REMEMBERED = 1024
 
 
 def is_secret_key(key: str) -> bool:
@@ -50,37 +52,58 @@ def is_secret_key(key: str) -> bool:
     return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
 
-def redact(value: Any) -> Any:
+def redact(value: Any, found: set[str] | None = None) -> Any:
     """Return a copy of `value` with every secret-named key's value replaced by `REDACTED`.
 
     Nested mappings and lists are walked. A string under `raw_arguments` or
     `arguments` that holds a JSON object is redacted inside and re-encoded,
-    because it carries the same arguments as the parsed form.
+    because it carries the same arguments as the parsed form. When `found` is
+    a set, the secret strings removed are added to it.
     """
     if isinstance(value, Mapping):
-        return {str(k): _redact_item(str(k), v) for k, v in value.items()}
+        return {str(k): _redact_item(str(k), v, found) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        return [redact(v, found) for v in value]
     return value
 
 
-def _redact_item(key: str, value: Any) -> Any:
+def _redact_item(key: str, value: Any, found: set[str] | None) -> Any:
     if is_secret_key(key):
+        if found is not None and isinstance(value, str) and len(value) >= _MIN_SECRET:
+            found.add(value)
         return REDACTED
     if key in _JSON_STRING_KEYS and isinstance(value, str):
-        return _redact_json_string(value)
-    return redact(value)
+        return _redact_json_string(value, found)
+    return redact(value, found)
 
 
-def _redact_json_string(text: str) -> str:
+def _redact_json_string(text: str, found: set[str] | None) -> str:
     if "{" not in text:
         return text
     try:
         parsed = json.loads(text)
     except ValueError:
         return text
-    cleaned = redact(parsed)
+    cleaned = redact(parsed, found)
     return text if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
+
+
+def scrub(value: Any, secrets: Collection[str]) -> Any:
+    """Replace every occurrence of a known secret inside the strings of `value`.
+
+    Reasons and messages quote arguments (`weather({"api_key": "sk-..."})`),
+    so a secret removed under its key must also go wherever it was quoted.
+    """
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v, secrets) for v in value]
+    return value
 
 
 class TraceWriter:
@@ -109,12 +132,23 @@ class TraceWriter:
             self._file = path_or_file
             self.path = getattr(path_or_file, "name", None)
         self._fsync = fsync
+        self._secrets: set[str] = set()
         self.events = 0
         self._write({"event": HEADER_EVENT, "schema": TRACE_SCHEMA, "producer": "agentfsm"})
 
     def __call__(self, event: Mapping[str, Any]) -> None:
-        """Write one event as a JSON line and flush it."""
-        self._write(redact(event))
+        """Write one event as a JSON line, secrets removed, and flush it.
+
+        Secret values met under their keys are remembered (up to 1,024), so a
+        later event that only quotes one, in a reason, is scrubbed too.
+        """
+        found: set[str] = set()
+        cleaned = redact(event, found)
+        if found and len(self._secrets) < _MAX_REMEMBERED:
+            self._secrets.update(found)
+        if self._secrets:
+            cleaned = scrub(cleaned, self._secrets)
+        self._write(cleaned)
         self.events += 1
 
     def _write(self, obj: Any) -> None:

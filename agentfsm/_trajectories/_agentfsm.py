@@ -9,6 +9,7 @@ consumed before the next run is yielded, so memory stays flat.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,33 +58,63 @@ class _Lookahead:
 
 
 def read_file(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
-    """Yield the runs of a trace in file order; each must be iterated before the next."""
+    """Yield the runs of a trace in file order, streaming.
+
+    A run whose steps were not read by the time the next run is asked for is
+    read into memory first (one run, not the file), so it can still be replayed.
+    """
     events = _Lookahead(read_numbered(path, errors=errors))
     index = 0
     while (head := events.peek()) is not None:
-        run_id = str(head[1].get("run_id") or index)
-        run = RecordedRun(id=run_id, source=path, format=NAME, steps=())
-        steps = _run_steps(path, run, events, errors)
+        run = RecordedRun(
+            id=str(head[1].get("run_id") or index), source=path, format=NAME, steps=()
+        )
+        steps = _RunSteps(path, run, events, errors)
         run.steps = steps
         yield run
-        for _ in steps:  # the caller may have stopped early: skip the rest of this run
-            pass
+        steps.detach()
         index += 1
 
 
-def _run_steps(path: str, run: RecordedRun, events: _Lookahead, errors: Errors) -> Iterator[Step]:
-    first = True
-    while (head := events.peek()) is not None:
-        event = head[1]
-        if not first and _starts_run(event, run.id):
+class _RunSteps:
+    """The steps of one run, read from the shared event stream until the next run begins."""
+
+    def __init__(self, path: str, run: RecordedRun, events: _Lookahead, errors: Errors) -> None:
+        self._path = path
+        self._run = run
+        self._events = events
+        self._errors = errors
+        self._buffer: deque[Numbered] | None = None
+        self._first = True
+        self._done = False
+
+    def __iter__(self) -> Iterator[Step]:
+        while (item := self._next_event()) is not None:
+            number, event = item
+            if event.get("event") == "run_started":
+                self._run.info = {"policy": event.get("policy")}
+            step = _step(self._path, number, event, self._run, self._errors)
+            if step is not None:
+                yield step
+
+    def _next_event(self) -> Numbered | None:
+        if self._buffer is not None:
+            return self._buffer.popleft() if self._buffer else None
+        head = self._events.peek()
+        if self._done or head is None or (not self._first and _starts_run(head[1], self._run.id)):
+            self._done = True
+            return None
+        self._first = False
+        return self._events.take()
+
+    def detach(self) -> None:
+        """Read what is left of this run into memory so the shared stream can move on."""
+        if self._done or self._buffer is not None:
             return
-        first = False
-        number, event = events.take()
-        if event.get("event") == "run_started":
-            run.info = {"policy": event.get("policy")}
-        step = _step(path, number, event, run, errors)
-        if step is not None:
-            yield step
+        rest: deque[Numbered] = deque()
+        while (item := self._next_event()) is not None:
+            rest.append(item)
+        self._buffer = rest
 
 
 def _starts_run(event: dict[str, Any], run_id: str) -> bool:

@@ -58,7 +58,7 @@ class TestCorpus:
         assert (counts["results"], counts["errors"]) == (1164, 73)
 
     def test_tau_bench_recorded_ends(self, corpus: Path) -> None:
-        """147 runs end with ###STOP###, 48 on a transfer to a human, 3 on other tools, 2 on a user."""
+        """147 runs end with ###STOP###, 48 on a transfer to a human, 2 on a user message."""
         ends = Counter(r.end for r in read_runs(corpus / "tau-bench" / "gpt-4o-airline.json"))
         assert ends["###STOP###"] == 147
         assert ends["tool result: transfer_to_human_agents"] == 48
@@ -159,7 +159,7 @@ class TestMessageLists:
 
     @pytest.mark.parametrize("wrap", [lambda m: m, lambda m: {"messages": m}])
     def test_openai_json(self, tmp_path: Path, wrap: Any) -> None:
-        """A JSON list (bare or under `messages`) reads as one OpenAI run; results group per turn."""
+        """A JSON list, bare or under `messages`, is one OpenAI run; results group per turn."""
         (run,) = read_runs(_write(tmp_path / "c.json", wrap(OPENAI_CHAT)))
         assert run.format == "openai-messages"
         assert _kinds(run) == ["UserMessage", "ModelOutput", "ToolResults", "ModelOutput"]

@@ -1,0 +1,100 @@
+"""Replaying the real recorded runs through the default policy: healthy runs stay healthy."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agentfsm._replay import ReplayResult, replay_run
+from agentfsm._trajectories import ModelOutput, RecordedRun, UserMessage, expand_paths, read_runs
+
+LOOPING = {"doom_loop", "no_progress"}
+
+
+def _runs(directory: Path) -> list[RecordedRun]:
+    runs: list[RecordedRun] = []
+    for path, _ in expand_paths([str(directory)]):
+        if Path(path).name != "preds.json":
+            for run in read_runs(path):
+                run.steps = list(run.steps)
+                runs.append(run)
+    return runs
+
+
+def _replayed(directory: Path) -> list[ReplayResult]:
+    return [replay_run(run) for run in _runs(directory)]
+
+
+def _longest_identical_streak(run: RecordedRun) -> int:
+    """Longest run of identical consecutive calls, user messages ignored (SOURCES.md's rule)."""
+    best = streak = 0
+    previous = None
+    for step in run.steps:
+        if isinstance(step, ModelOutput):
+            for call in step.turn.tool_calls:
+                key = (call.name, json.dumps(call.arguments, sort_keys=True))
+                streak = streak + 1 if key == previous else 1
+                previous = key
+                best = max(best, streak)
+    return best
+
+
+class TestHealthyRuns:
+    """tau-bench and mini-swe-agent never stop for a loop under the default policy."""
+
+    def test_tau_bench_never_stops_for_a_loop(self, corpus: Path) -> None:
+        """No tau-bench run ends with DOOM_LOOP or NO_PROGRESS."""
+        results = _replayed(corpus / "tau-bench")
+        looping = {r.run: r.stops for r in results if r.exit_reason in LOOPING}
+        assert len(results) == 200
+        assert looping == {}
+
+    def test_mini_swe_agent_never_stops_for_a_loop(self, corpus: Path) -> None:
+        """No mini-swe-agent run ends with DOOM_LOOP or NO_PROGRESS."""
+        results = _replayed(corpus / "mini-swe-agent-deepseek")
+        looping = {r.run: r.stops for r in results if r.exit_reason in LOOPING}
+        assert len(results) == 38
+        assert looping == {}
+
+    def test_tau_bench_conversations_are_episodes(self, corpus: Path) -> None:
+        """A user message after a final answer opens a new episode; the summary counts them all."""
+        (run,) = [r for r in _runs(corpus / "tau-bench") if r.id == "task-0/trial-0"]
+        result = replay_run(run)
+        users_after_text = sum(isinstance(s, UserMessage) for s in run.steps)
+        assert 1 < len(result.episode_exits) <= users_after_text
+        assert result.steps == sum(isinstance(s, ModelOutput) for s in run.steps)
+
+
+class TestLoopingRuns:
+    """ToolBench's unvalidated search trees hold the only real doom loops of the corpus."""
+
+    def test_five_identical_calls_in_a_row_are_flagged(self, corpus: Path) -> None:
+        """Every ToolBench run with 5 identical consecutive calls ends with DOOM_LOOP."""
+        runs = _runs(corpus / "toolbench")
+        looping = [run for run in runs if _longest_identical_streak(run) >= 5]
+        assert looping, "the corpus should hold at least one 5-in-a-row run"
+        results = {run.id: replay_run(run) for run in looping}
+        assert {run_id: r.exit_reason for run_id, r in results.items()} == {
+            run_id: "doom_loop" for run_id in results
+        }
+
+
+class TestRecordedEnd:
+    """The recording's own end is reported beside the controller's."""
+
+    def test_mini_swe_submission_awaits_its_missing_result(self, corpus: Path) -> None:
+        """A run replayed to its `Submitted` exit has no exit reason: the controller awaits results."""
+        results = _replayed(corpus / "mini-swe-agent-deepseek")
+        ends = Counter((r.recorded_end, r.exit_reason) for r in results if r.not_replayed == 0)
+        assert all(end != "Submitted" or exit_reason is None for end, exit_reason in ends)
+
+    @pytest.mark.parametrize("name", ["basic.json", "wrong_initial_state.json"])
+    def test_openhands_finish_is_reported(self, corpus: Path, name: str) -> None:
+        """An OpenHands run ending on its finish tool reports `finish` as the recorded end."""
+        (run,) = read_runs(corpus / "openhands" / "tests" / "runtime" / "trajs" / name)
+        result = replay_run(run)
+        assert result.recorded_end == "finish"
+        assert result.steps == result.tool_calls
