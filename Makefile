@@ -1,0 +1,43 @@
+# agentfsm: every target creates .venv and installs what it needs on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo lint typecheck test check bench diagrams
+
+help: ## List the targets
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm]'
+	@touch $@
+
+install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev and litellm extras
+
+demo: install ## Run the weather agent end to end (local server, no key), then draw the machine
+	$(PY) -m agentfsm demo
+	$(PY) -m agentfsm diagram
+
+lint: install ## Lint and format check (ruff)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: install ## Type check, strict (mypy)
+	$(VENV)/bin/mypy
+
+test: install ## Run the test suite (pytest + hypothesis)
+	$(PY) -m pytest
+
+check: lint typecheck test ## Lint, type check and test
+
+bench: install ## Benchmarks against a bare loop and the peer frameworks; writes bench/RESULTS.md
+	$(PY) bench/run.py
+
+diagrams: install ## Regenerate the committed diagrams/ from the route table
+	$(PY) -m agentfsm diagram --format mermaid -o diagrams/machine.mmd
+	$(PY) -m agentfsm diagram --format dot -o diagrams/machine.dot
+	@if command -v dot >/dev/null; then $(PY) -m agentfsm diagram --format svg -o diagrams/machine.svg; \
+	else echo "Graphviz 'dot' not installed: skipped diagrams/machine.svg (apt-get install graphviz)"; fi

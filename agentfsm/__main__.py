@@ -1,0 +1,7 @@
+"""`python -m agentfsm` is the `agentfsm` command."""
+
+import sys
+
+from agentfsm._cli import main
+
+sys.exit(main())

@@ -1,0 +1,150 @@
+"""Diagrams of the machine, generated from the same route table the controller runs.
+
+`mermaid(table)` and `dot(table)` render the states and every guarded edge
+(labelled with priority and guard repr); given an `Overlay` (the path one or
+more runs took, counted from a trace) they highlight visited states and edges.
+`render(source, fmt)` turns DOT into SVG or PNG with the Graphviz `dot` program.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm._types import State
+from agentfsm.exceptions import AgentFSMError
+from agentfsm.guards import Otherwise, Route, RouteTable
+from agentfsm.guards._routes import INITIAL, WAITING
+
+__all__ = ["Overlay", "dot", "edge_label", "mermaid", "render"]
+
+
+@dataclass
+class Overlay:
+    """How often runs visited each state and took each edge (keyed by source, dest, guard)."""
+
+    states: Counter[str] = field(default_factory=Counter)
+    edges: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+
+    @classmethod
+    def from_events(cls, events: Iterable[Mapping[str, Any]]) -> Overlay:
+        """Count the `transition` events of a trace."""
+        overlay = cls()
+        for event in events:
+            if event.get("event") != "transition":
+                continue
+            src, dst, guard = str(event["src"]), str(event["dst"]), str(event["guard"])
+            if not overlay.states:
+                overlay.states[src] += 1
+            overlay.states[dst] += 1
+            overlay.edges[(src, dst, guard)] += 1
+        return overlay
+
+
+def edge_label(route: Route) -> str:
+    """A route's label: its priority and guard repr, or the reason of a fallback."""
+    guard = route.guard
+    if isinstance(guard, Otherwise):
+        return f"{guard.leaf_priority()} otherwise: {guard.reason}"
+    return route.label()
+
+
+def _groups(table: RouteTable) -> dict[tuple[State, State], list[Route]]:
+    groups: dict[tuple[State, State], list[Route]] = {}
+    for route in table.routes:
+        groups.setdefault((route.source, route.dest), []).append(route)
+    return groups
+
+
+def _count(overlay: Overlay | None, route: Route) -> int:
+    if overlay is None:
+        return 0
+    return overlay.edges[(route.source.value, route.dest.value, repr(route.guard))]
+
+
+def _labels(routes: list[Route], overlay: Overlay | None) -> list[str]:
+    labels = []
+    for route in routes:
+        text = edge_label(route)
+        hits = _count(overlay, route)
+        labels.append(f"{text} ×{hits}" if hits else text)
+    return labels
+
+
+def mermaid(table: RouteTable, overlay: Overlay | None = None) -> str:
+    """Render `table` as a Mermaid state diagram."""
+    lines = ["stateDiagram-v2"]
+    for state in State:
+        visits = overlay.states[state.value] if overlay else 0
+        name = f"{state.value} ×{visits}" if visits else state.value
+        lines.append(f'    state "{name}" as {state.name}')
+    lines.append(f"    [*] --> {INITIAL.name}")
+    for (src, dst), routes in _groups(table).items():
+        label = "<br/>".join(_mermaid_text(t) for t in _labels(routes, overlay))
+        lines.append(f"    {src.name} --> {dst.name}: {label}")
+    lines.append(f"    {State.END.name} --> [*]")
+    lines.append("    classDef waiting font-weight:bold")
+    lines.append("    class " + ",".join(s.name for s in State if s in WAITING) + " waiting")
+    if overlay and overlay.states:
+        lines.append("    classDef visited fill:#d7f0d7,stroke:#2e7d32")
+        visited = [s.name for s in State if overlay.states[s.value]]
+        lines.append("    class " + ",".join(visited) + " visited")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_text(text: str) -> str:
+    # ':' ends a Mermaid label's source and ';' a statement; '#' starts an entity.
+    return text.replace(":", " -").replace(";", ",").replace("#", "no.")
+
+
+def dot(table: RouteTable, overlay: Overlay | None = None) -> str:
+    """Render `table` as a Graphviz DOT digraph."""
+    lines = [
+        "digraph agentfsm {",
+        "  rankdir=TB;",
+        '  node [shape=box, style="rounded", fontname="Helvetica"];',
+        '  edge [fontname="Helvetica", fontsize=9];',
+        '  start [shape=point, label=""];',
+        f"  start -> {INITIAL.value};",
+    ]
+    for state in State:
+        visits = overlay.states[state.value] if overlay else 0
+        attrs = ["peripheries=2"] if state is State.END else []
+        if state in WAITING:
+            attrs.append('style="rounded,bold"')
+        if visits:
+            attrs += ['style="rounded,filled"', 'fillcolor="#d7f0d7"']
+            attrs.append(f'label="{state.value}\\n×{visits}"')
+        lines.append(f"  {state.value} [{', '.join(attrs)}];" if attrs else f"  {state.value};")
+    for (src, dst), routes in _groups(table).items():
+        label = "\\n".join(_dot_text(t) for t in _labels(routes, overlay))
+        used = sum(_count(overlay, r) for r in routes)
+        extra = ', color="#2e7d32", penwidth=2.5' if used else ""
+        lines.append(f'  {src.value} -> {dst.value} [label="{label}"{extra}];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def render(source: str, fmt: str) -> bytes:
+    """Turn DOT source into `fmt` (svg or png) with Graphviz's `dot` program."""
+    program = shutil.which("dot")
+    if program is None:
+        raise AgentFSMError(
+            f"rendering {fmt} needs the Graphviz 'dot' program, which is not installed: "
+            "install it (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz) "
+            "or use --format mermaid or --format dot"
+        )
+    done = subprocess.run(
+        [program, f"-T{fmt}"], input=source.encode(), capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        raise AgentFSMError(f"dot failed ({done.returncode}): {done.stderr.decode()[:500]}")
+    return done.stdout
