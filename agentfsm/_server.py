@@ -84,7 +84,10 @@ class ScriptedServer:
         """Start serving in a daemon thread; return self."""
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._httpd.serve_forever, name="agentfsm-scripted-server", daemon=True
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.02},  # shutdown() waits up to one poll interval
+                name="agentfsm-scripted-server",
+                daemon=True,
             )
             self._thread.start()
         return self
@@ -124,6 +127,7 @@ class ScriptedServer:
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "agentfsm-scripted/1"
+    disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output clean: requests are recorded, not logged."""
