@@ -40,19 +40,19 @@ def corpus_files() -> list[str]:
     return [p for p in files if Path(p).name != "preds.json"]
 
 
-def _runs_in_memory(files: list[str]) -> list[RecordedRun]:
-    runs = []
+def _runs_in_memory(files: list[str]) -> tuple[list[RecordedRun], int]:
+    runs, steps = [], 0
     for path in files:
         for run in read_runs(path):
-            run.steps = list(run.steps)
+            listed = list(run.steps)
+            run.steps, steps = listed, steps + len(listed)
             runs.append(run)
-    return runs
+    return runs, steps
 
 
 def throughput(files: list[str], repeat: int = 3) -> dict[str, Any]:
     """Time replay alone (steps read beforehand) and end to end (reading included); best of n."""
-    runs = _runs_in_memory(files)
-    steps = sum(len(run.steps) for run in runs)  # type: ignore[arg-type]
+    runs, steps = _runs_in_memory(files)
     outputs = sum(isinstance(s, ModelOutput) for run in runs for s in run.steps)
     replay_only = min(_timed(lambda: [replay_run(run) for run in runs]) for _ in range(repeat))
     end_to_end = min(_timed(lambda: _read_and_replay(files)) for _ in range(repeat))

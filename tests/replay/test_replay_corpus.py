@@ -86,7 +86,7 @@ class TestRecordedEnd:
     """The recording's own end is reported beside the controller's."""
 
     def test_mini_swe_submission_awaits_its_missing_result(self, corpus: Path) -> None:
-        """A run replayed to its `Submitted` exit has no exit reason: the controller awaits results."""
+        """A run replayed to its `Submitted` end has no exit reason: results are still awaited."""
         results = _replayed(corpus / "mini-swe-agent-deepseek")
         ends = Counter((r.recorded_end, r.exit_reason) for r in results if r.not_replayed == 0)
         assert all(end != "Submitted" or exit_reason is None for end, exit_reason in ends)
