@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +28,18 @@ def transform(provider: str, body: dict[str, Any]) -> Any:
     import httpx
     import litellm
     from litellm.litellm_core_utils.litellm_logging import Logging
+    from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+    from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import (
+        VertexGeminiConfig,
+    )
 
-    if provider == "gemini":
-        from litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini import (
-            VertexGeminiConfig as Config,
-        )
-    else:
-        from litellm.llms.anthropic.chat.transformation import AnthropicConfig as Config
+    config = VertexGeminiConfig() if provider == "gemini" else AnthropicConfig()
     logging = Logging(
         model="m",
         messages=[{"role": "user", "content": "hi"}],
         stream=False,
         call_type="completion",
-        start_time=time.time(),
+        start_time=datetime.now(),
         litellm_call_id="test",
         function_id="test",
     )
@@ -48,7 +47,7 @@ def transform(provider: str, body: dict[str, Any]) -> Any:
         model="m", user=None, optional_params={}, litellm_params={}, custom_llm_provider=provider
     )
     raw = httpx.Response(200, json=body, request=httpx.Request("POST", "https://example.invalid"))
-    return Config().transform_response(
+    return config.transform_response(
         model="m",
         raw_response=raw,
         model_response=litellm.ModelResponse(),
