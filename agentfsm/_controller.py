@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from agentfsm._events import Emitter, Observer
-from agentfsm._machine import shared_machine
+from agentfsm._machine import TransitionsEngine, shared_machine
 from agentfsm._policy import Policy
 from agentfsm._run import Run, Step
 from agentfsm._snapshot import Phase, RunSnapshot, evolve
@@ -31,7 +32,7 @@ from agentfsm._types import (
     build,
 )
 from agentfsm.exceptions import InvalidInputError
-from agentfsm.guards import Hit, Route, SignalConflict
+from agentfsm.guards import Hit, Otherwise, Route, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
 from agentfsm.states.execute import collect
@@ -55,6 +56,9 @@ class Controller:
             OpenAI-style function specs, or Python callables).
         run_id: An id for events and traces; a random one when omitted.
         observers: Callables that receive every event, in order.
+        engine: `"compiled"` walks the route table directly (the fast path);
+            `"transitions"` lets the shared `transitions` machine pick every
+            edge (the reference, for debugging; ~10x slower per step).
     """
 
     def __init__(
@@ -64,11 +68,18 @@ class Controller:
         *,
         run_id: str | None = None,
         observers: Iterable[Observer] = (),
+        engine: Literal["compiled", "transitions"] = "compiled",
     ) -> None:
         self.policy = policy if policy is not None else Policy()
         self._routes = self.policy.routes.by_source
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
+        self._engine: TransitionsEngine | None = None
+        if engine == "transitions":
+            self._engine = TransitionsEngine(self.policy.routes)
+            weakref.finalize(self, self._engine.close)
+        elif engine != "compiled":
+            raise ValueError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         self._base = RunSnapshot(run_id=self._run.run_id)
         self._events = Emitter(observers)
         if self._events.active:
@@ -221,8 +232,14 @@ class Controller:
         state = run.state
         path = [state]
         fired: list[tuple[Route, Hit]] = []
+        engine = self._engine
+        if engine is not None:
+            engine.set_state(state)
         while True:
-            route, hit = _first(self._routes[state], step)
+            if engine is None:
+                route, hit = _first(self._routes[state], step)
+            else:
+                route, hit = engine.advance(step.snap)
             fired.append((route, hit))
             state = route.dest
             path.append(state)
@@ -242,8 +259,15 @@ class Controller:
         route, hit = fired[-1]
         run, snap = self._run, step.snap
         dest = route.dest
-        priority, layer = hit.guard.leaf_priority(), hit.guard.leaf_layer()
-        guard, reason = repr(route.guard), hit.reason
+        # A fallback edge only says "nothing else applied": the decision belongs to the
+        # last guard on the path that did apply (e.g. OutputTruncated, not "retry").
+        cause_route, cause = next(
+            ((r, h) for r, h in reversed(fired) if not isinstance(r.guard, Otherwise)), fired[-1]
+        )
+        priority, layer = cause.guard.leaf_priority(), cause.guard.leaf_layer()
+        guard, reason = repr(cause_route.guard), cause.reason
+        if cause is not hit:
+            reason = f"{reason}; {hit.reason}"
         conflict = next((h for _, h in fired if isinstance(h.guard, SignalConflict)), None)
         if conflict is not None and priority in _INTENT:
             reason = f"{conflict.reason}; structure wins: {reason}"
@@ -273,7 +297,7 @@ class Controller:
                 "layer": layer,
                 "reason": reason,
                 "guard": guard,
-                "fired": repr(hit.guard),
+                "fired": repr(cause.guard),
                 "tool_calls": list(calls),
                 "results": list(results),
                 "exit_reason": run.exit_reason if dest is State.END else None,
