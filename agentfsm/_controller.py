@@ -139,7 +139,8 @@ class Controller:
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
         self._expect((State.AWAIT_MODEL,), "a model output")
-        step = Step(self._snapshot("model_output"), output)
+        # parse.enter fills in the counters; the edge out of await_model reads nothing.
+        step = Step(self._base, output)
         return self._route(step)
 
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
@@ -279,13 +280,12 @@ class Controller:
         if notes:
             reason = f"{reason} ({'; '.join(notes)})"
         calls: tuple[ToolCall, ...] = ()
-        results = snap.rejected
+        # Every call id gets exactly one result, even when the run stops here.
+        results = (*snap.rejected, *(r for r in snap.results if r.call_id in snap.missing))
         if dest is State.END:
             action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
-            results = ()
         elif dest is State.AWAIT_MODEL:
             action = Action.RETRY if route.source is State.RECOVER else Action.CONTINUE
-            results = (*snap.rejected, *(r for r in snap.results if r.call_id in snap.missing))
         else:
             action = _ACTION_AT[dest]
             calls = _calls_for(dest, snap, run)

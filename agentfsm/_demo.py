@@ -97,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `demo` on an argparse subparsers object; `args.handler(args)` runs it."""
-    parser = subparsers.add_parser(
+    parser: argparse.ArgumentParser = subparsers.add_parser(
         "demo", help="run the weather agent end to end through litellm, no key needed"
     )
     add_arguments(parser)

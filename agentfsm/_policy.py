@@ -45,8 +45,10 @@ class Policy(BaseModel):
     """Identical consecutive calls that trip the doom-loop guard."""
     on_repeat: Literal["ask", "stop"] = "stop"
     """What the doom-loop guard does: ask a human, or stop the run."""
-    no_progress_threshold: int | None = Field(4, ge=2)
-    """Rounds in a row without change (identical results, failed answers) before NO_PROGRESS."""
+    no_progress_threshold: int | None = Field(6, ge=2)
+    """Rounds in a row without change (repeated calls and results, failed answers) before
+    NO_PROGRESS. 6 by default: at 4 or 5, replaying the tau-bench sample stops task 9 trial 2,
+    which books the same failing reservation five times, and that sample counts as healthy."""
     max_tokens: int | None = Field(None, ge=0)
     """Token budget over the run (input plus output)."""
     max_cost: float | None = Field(None, ge=0)

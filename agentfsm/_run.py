@@ -37,6 +37,7 @@ class Run:
         "pending",
         "pending_approval",
         "pending_rejected",
+        "pending_sigs",
         "policy",
         "retries",
         "run_id",
@@ -72,13 +73,14 @@ class Run:
         self.pending: dict[str, ToolCall] = {}
         self.pending_approval: tuple[ToolCall, ...] = ()
         self.pending_rejected: tuple[ToolResult, ...] = ()
+        self.pending_sigs: dict[str, str] = {}
         self.exit_reason: ExitReason | None = None
 
 
 class Step:
     """The input being routed and what the states found out about it."""
 
-    __slots__ = ("hit", "output", "payload", "route", "snap")
+    __slots__ = ("hit", "output", "payload", "route", "sigs", "snap")
 
     def __init__(self, snap: RunSnapshot, payload: Any = None) -> None:
         self.snap = snap
@@ -86,3 +88,4 @@ class Step:
         self.output: ModelTurn | None = None
         self.hit: Hit | None = None
         self.route: Route | None = None
+        self.sigs: dict[str, str] = {}

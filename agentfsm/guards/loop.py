@@ -20,7 +20,11 @@ class _Threshold(Guard):
 
 
 class RepeatedCall(_Threshold):
-    """Stop (or ask) at the `n`-th identical consecutive tool call; a user message resets it."""
+    """Stop (or ask) at the `n`-th identical consecutive round of tool calls.
+
+    A round is the calls of one turn (identical parallel calls in one turn are
+    one round); a user message resets the count.
+    """
 
     layer = 4
     priority = Priority.P6

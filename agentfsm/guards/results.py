@@ -10,10 +10,14 @@ __all__ = ["ResultsReady", "ToolErrorLimit", "ToolFailed"]
 
 
 class ToolErrorLimit(Guard):
-    """Stop when `n` tool results in a row were errors: repairs are bounded."""
+    """Stop when `n` tool results in a row were errors: P5 repairs are bounded.
+
+    Past the bound the failure is no longer recoverable, so the stop is a P6
+    boundary, evaluated before the model's intent like every other limit.
+    """
 
     layer = 2
-    priority = Priority.P5
+    priority = Priority.P6
     exit_reason = ExitReason.TOOL_ERRORS
 
     def __init__(self, n: int) -> None:

@@ -13,7 +13,7 @@ import json
 from agentfsm._run import Run, Step
 from agentfsm._types import ToolResult
 from agentfsm.exceptions import UnknownCallIdError
-from agentfsm.states.validate import signature
+from agentfsm.states.validate import round_signature, signature
 
 __all__ = ["collect", "enter"]
 
@@ -25,10 +25,12 @@ def enter(run: Run, step: Step) -> None:
     run.tool_calls_used += len(calls)
     run.tool_errors = step.snap.tool_errors_in_a_row
     run.incomplete = 0
-    for call in calls:
-        sig = signature(call)
-        run.streak = run.streak + 1 if sig == run.last_call else 1
-        run.last_call = sig
+    known = step.sigs
+    run.pending_sigs = {call.id: known.get(call.id) or signature(call) for call in calls}
+    if calls:
+        key = round_signature(list(run.pending_sigs.values()))
+        run.streak = run.streak + 1 if key == run.last_call else 1
+        run.last_call = key
 
 
 def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
@@ -71,7 +73,8 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
     errors = run.tool_errors
     for result in ordered:
         errors = errors + 1 if result.is_error else 0
-    sig = tuple((signature(run.pending[r.call_id]), _content_key(r)) for r in ordered)
+    sigs = run.pending_sigs
+    sig = tuple((sigs.get(r.call_id, r.call_id), _content_key(r)) for r in ordered)
     stale = run.same_results + 1 if sig in run.last_results else 0
     run.last_results.append(sig)
     return {

@@ -32,6 +32,7 @@ def enter(run: Run, step: Step) -> None:
     step.output = turn
     step.snap = evolve(
         step.snap,
+        phase="model_output",
         turn=next_turn,
         output=turn,
         notes=tuple(notes),
@@ -40,6 +41,10 @@ def enter(run: Run, step: Step) -> None:
         context_tokens=run.context_tokens,
         elapsed=time.monotonic() - run.started,
         retries_in_a_row=run.retries,
+        tool_calls_used=run.tool_calls_used,
+        tool_errors_in_a_row=run.tool_errors,
+        same_results_in_a_row=run.same_results,
+        incomplete_in_a_row=run.incomplete,
     )
 
 

@@ -3,7 +3,7 @@
 Layers 1, 4 and 5. A call to an undeclared tool, or with arguments that do not
 fit the tool's schema, is not run: the model gets an error result instead. The
 permission hook says allow, ask or deny. A handoff must be the only call of
-its turn. The repetition streak counts identical consecutive calls.
+its turn. The repetition streak counts identical consecutive rounds of calls.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from agentfsm._run import Run, Step
 from agentfsm._snapshot import evolve
 from agentfsm._types import ToolCall, ToolResult
 
-__all__ = ["enter", "signature"]
+__all__ = ["enter", "round_signature", "signature"]
 
 
 class _Plan:
@@ -41,7 +41,8 @@ def enter(run: Run, step: Step) -> None:
         step.snap = evolve(step.snap, incomplete_in_a_row=run.incomplete + 1)
         return
     plan = _plan(run, calls)
-    streak, repeated = _streak(run, [*plan.executable, *plan.approval])
+    step.sigs = {call.id: signature(call) for call in calls}
+    streak, repeated = _streak(run, [step.sigs[c.id] for c in (*plan.executable, *plan.approval)])
     step.snap = evolve(
         step.snap,
         executable=tuple(plan.executable),
@@ -99,13 +100,17 @@ def signature(call: ToolCall) -> str:
     return f"{call.name}({args})"
 
 
-def _streak(run: Run, calls: list[ToolCall]) -> tuple[int, str]:
-    last, streak = run.last_call, run.streak
-    worst, repeated = 0, ""
-    for call in calls:
-        sig = signature(call)
-        streak = streak + 1 if sig == last else 1
-        last = sig
-        if streak > worst:
-            worst, repeated = streak, sig
-    return worst, repeated
+def round_signature(sigs: list[str]) -> str:
+    """The call signatures of one turn as one key: identical turns have identical keys.
+
+    Parallel identical calls inside one turn (Gemini sends them) are one round,
+    not a streak: repetition is counted across turns.
+    """
+    return " + ".join(sorted(set(sigs)))
+
+
+def _streak(run: Run, sigs: list[str]) -> tuple[int, str]:
+    if not sigs:
+        return 0, ""
+    key = round_signature(sigs)
+    return (run.streak + 1 if key == run.last_call else 1), key
