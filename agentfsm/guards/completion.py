@@ -80,7 +80,7 @@ class AnswerIncomplete(_Verifying):
             return None
         if out.tool_calls or snap.rejected or snap.executable:
             return None
-        return _first_problem(self.verifiers, snap) or "the answer is not complete"
+        return _first_problem(self.verifiers, snap)
 
 
 class Paused(Guard):
