@@ -1,25 +1,28 @@
 """agentfsm's Controller driven by a host loop: the host calls the model and runs the tools.
 
-Two variants: `turn` feeds prebuilt `ModelTurn`s, `openai` feeds OpenAI
-chat-completions bodies (dicts), so the second one also pays for normalizing.
+Variants: `turn` feeds prebuilt `ModelTurn`s; `openai` feeds OpenAI chat-completions
+bodies (dicts), so it also pays for normalizing; `observed` is `turn` with one observer
+(`deque.append`), so every event is built; `transitions` is `turn` on the reference engine
+where the shared `transitions` machine picks every edge.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from _harness import FINAL_TEXT, Builder, Run, UnavailableError, call_args, echo, main
 
 
-def _controller_loop(af: Any, n: int, script: list[Any]) -> Run:
+def _controller_loop(af: Any, n: int, script: list[Any], **options: Any) -> Run:
     """The host loop: model output in, decision out, tools run when told, until the end."""
     tools = {"echo": echo}
     execute, ends = af.Action.EXECUTE_TOOLS, (af.Action.FINAL, af.Action.STOP)
 
     def run() -> tuple[str, int]:
-        ctl = af.Controller(af.Policy(max_turns=n + 5), tools=["echo"])
+        ctl = af.Controller(af.Policy(max_turns=n + 5), tools=["echo"], **options)
         replies = iter(script)
         calls = 0
         while True:
@@ -90,10 +93,19 @@ def builders() -> dict[str, Builder]:
     except (ImportError, AttributeError) as exc:
         raise UnavailableError(f"agentfsm.Controller: {exc}") from exc
 
-    def variant(script_of: Callable[[int], list[Any]]) -> Builder:
-        return lambda n: _controller_loop(af, n, script_of(n))
+    def variant(script_of: Callable[[int], list[Any]], **options: Any) -> Builder:
+        return lambda n: _controller_loop(af, n, script_of(n), **options)
 
-    return {"turn": variant(lambda n: _turns(af, n)), "openai": variant(_openai_bodies)}
+    def turns(n: int) -> list[Any]:
+        return _turns(af, n)
+
+    events: deque[Any] = deque(maxlen=64)  # bounded: the repetitions must not pile up events
+    return {
+        "turn": variant(turns),
+        "openai": variant(_openai_bodies),
+        "observed": variant(turns, observers=[events.append]),
+        "transitions": variant(turns, engine="transitions"),
+    }
 
 
 if __name__ == "__main__":

@@ -60,6 +60,18 @@ IMPLS = (
         "impl_agentfsm_controller.py",
         "openai",
     ),
+    Impl(
+        "agentfsm-observed",
+        "agentfsm Controller, ModelTurn in, one observer",
+        "impl_agentfsm_controller.py",
+        "observed",
+    ),
+    Impl(
+        "agentfsm-transitions",
+        "agentfsm Controller, ModelTurn in, `transitions` engine",
+        "impl_agentfsm_controller.py",
+        "transitions",
+    ),
     Impl("agentfsm-runner", "agentfsm runner", "impl_agentfsm_runner.py"),
     Impl("langgraph", "LangGraph", "impl_langgraph.py"),
     Impl("openai-agents", "OpenAI Agents SDK", "impl_openai_agents.py"),
@@ -151,6 +163,8 @@ def header(load_before: tuple[float, ...]) -> list[str]:
 
 
 def fmt(value: float) -> str:
+    if value < 1:
+        return f"{value:.2g}"
     return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
