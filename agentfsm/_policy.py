@@ -102,6 +102,8 @@ class Policy(BaseModel):
         """Build a policy from plain data, naming `source` in errors."""
         try:
             return cls.model_validate(dict(data))
+        except PolicyError as exc:  # raised as-is by the guards validator
+            raise PolicyError(f"{source}: guards: {exc.message}") from exc
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()

@@ -7,8 +7,9 @@ against it, so the validate state can refuse a call before the host runs it.
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -77,15 +78,22 @@ class ToolSpec(BaseModel):
         name = getattr(fn, "__name__", "")
         if not name or name == "<lambda>":
             raise ToolDefinitionError("a callable tool needs a __name__ (lambdas have none)")
-        fields: dict[str, Any] = {}
-        for param in inspect.signature(fn).parameters.values():
-            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                continue
-            annotation = Any if param.annotation is param.empty else param.annotation
-            default = ... if param.default is param.empty else param.default
-            fields[param.name] = (annotation, default)
         try:
-            model = create_model(f"{name}_args", **fields)
+            # Resolves postponed (string) annotations from `from __future__ import annotations`.
+            hints = typing.get_type_hints(fn)
+            fields: dict[str, Any] = {}
+            extra: Literal["allow", "forbid"] = "forbid"
+            for param in inspect.signature(fn).parameters.values():
+                if param.kind is param.VAR_KEYWORD:
+                    extra = "allow"
+                if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                    continue
+                default = ... if param.default is param.empty else param.default
+                fields[param.name] = (hints.get(param.name, Any), default)
+            # Arguments arrive as JSON: no coercion ("1" is not 1, true is not 1), and no
+            # argument the function does not take unless it has **kwargs.
+            config = ConfigDict(strict=True, extra=extra)
+            model = create_model(f"{name}_args", __config__=config, **fields)
             schema = model.model_json_schema()
         except Exception as exc:  # pydantic raises several types for unusable hints
             raise ToolDefinitionError(f"tool {name!r}: cannot build a schema: {exc}") from exc

@@ -477,8 +477,11 @@ class TestEvents:
 
     def test_structlog_gets_the_events_once_the_application_configured_it(self) -> None:
         """With structlog configured by the application, transitions are logged."""
-        with structlog.testing.capture_logs() as logs:
-            af.Controller().on_model_output(turn("done"))
+        try:
+            with structlog.testing.capture_logs() as logs:
+                af.Controller().on_model_output(turn("done"))
+        finally:
+            structlog.reset_defaults()  # leave structlog unconfigured for the other tests
         events = [e for e in logs if e["event"] == "transition"]
         assert [(e["src"], e["dst"]) for e in events][-1] == ("verify", "end")
 

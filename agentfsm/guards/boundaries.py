@@ -6,6 +6,8 @@ complete final answer needs neither, so it still ends as COMPLETED.
 
 from __future__ import annotations
 
+import math
+
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, FinishReason, Priority
 from agentfsm.guards._base import Guard
@@ -31,8 +33,8 @@ class _Limit(Guard):
     priority = Priority.P6
 
     def __init__(self, limit: float) -> None:
-        if limit < 0:
-            raise ValueError(f"{type(self).__name__} needs a limit >= 0, got {limit}")
+        if not math.isfinite(limit) or limit < 0:
+            raise ValueError(f"{type(self).__name__} needs a finite limit >= 0, got {limit}")
         self.limit = limit
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:

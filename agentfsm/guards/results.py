@@ -21,6 +21,8 @@ class ToolErrorLimit(Guard):
     exit_reason = ExitReason.TOOL_ERRORS
 
     def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"ToolErrorLimit needs a limit >= 1, got {n}")
         self.n = n
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
