@@ -71,7 +71,7 @@ class Controller:
         engine: Literal["compiled", "transitions"] = "compiled",
     ) -> None:
         self.policy = policy if policy is not None else Policy()
-        self._routes = self.policy.routes.by_source
+        self._routes = self.policy.routes.by_phase
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
         self._engine: TransitionsEngine | None = None
@@ -147,8 +147,7 @@ class Controller:
         """Route the results of the calls the last decision asked for."""
         self._expect((State.EXECUTE, State.HANDOFF), "tool results")
         items = [r if isinstance(r, ToolResult) else ToolResult.model_validate(r) for r in results]
-        fields = collect(self._run, items)
-        step = Step(evolve(self._snapshot("tool_results"), **fields))
+        step = Step(self._snapshot("tool_results", **collect(self._run, items)))
         if self._events.active:
             self._events.emit(self._record("tool_results", results=_dump(step.snap.results)))
         return self._route(step)
@@ -171,8 +170,8 @@ class Controller:
             ]
         if message:
             run.last_call, run.streak = None, 0
-        snap = evolve(
-            self._snapshot("human_reply"),
+        snap = self._snapshot(
+            "human_reply",
             executable=calls if approved else (),
             rejected=tuple(rejected),
             human_approved=approved,
@@ -210,22 +209,22 @@ class Controller:
                 turn=run.turn,
             )
 
-    def _snapshot(self, phase: Phase) -> RunSnapshot:
+    def _snapshot(self, phase: Phase, **changes: Any) -> RunSnapshot:
         run = self._run
-        return evolve(
-            self._base,
-            phase=phase,
-            turn=run.turn,
-            tool_calls_used=run.tool_calls_used,
-            tokens_used=run.tokens,
-            cost_used=run.cost,
-            context_tokens=run.context_tokens,
-            elapsed=time.monotonic() - run.started,
-            tool_errors_in_a_row=run.tool_errors,
-            same_results_in_a_row=run.same_results,
-            retries_in_a_row=run.retries,
-            incomplete_in_a_row=run.incomplete,
-        )
+        counters = {
+            "phase": phase,
+            "turn": run.turn,
+            "tool_calls_used": run.tool_calls_used,
+            "tokens_used": run.tokens,
+            "cost_used": run.cost,
+            "context_tokens": run.context_tokens,
+            "elapsed": time.monotonic() - run.started,
+            "tool_errors_in_a_row": run.tool_errors,
+            "same_results_in_a_row": run.same_results,
+            "retries_in_a_row": run.retries,
+            "incomplete_in_a_row": run.incomplete,
+        }
+        return evolve(self._base, **{**counters, **changes})
 
     def _route(self, step: Step) -> Decision:
         """Walk the route table from the current state to the next waiting state."""
@@ -236,9 +235,15 @@ class Controller:
         engine = self._engine
         if engine is not None:
             engine.set_state(state)
+        table = self._routes[step.snap.phase]
         while True:
             if engine is None:
-                route, hit = _first(self._routes[state], step)
+                for route in table[state]:
+                    hit = route.guard(step.snap)
+                    if hit is not None:
+                        break
+                else:  # unreachable: every non-terminal state ends in an Otherwise() row
+                    raise AssertionError(f"no route out of {state}")
             else:
                 route, hit = engine.advance(step.snap)
             fired.append((route, hit))
@@ -262,26 +267,34 @@ class Controller:
         dest = route.dest
         # A fallback edge only says "nothing else applied": the decision belongs to the
         # last guard on the path that did apply (e.g. OutputTruncated, not "retry").
-        cause_route, cause = next(
-            ((r, h) for r, h in reversed(fired) if not isinstance(r.guard, Otherwise)), fired[-1]
-        )
+        cause_route, cause = route, hit
+        for earlier, earlier_hit in reversed(fired):
+            if not isinstance(earlier.guard, Otherwise):
+                cause_route, cause = earlier, earlier_hit
+                break
         priority, layer = cause.guard.leaf_priority(), cause.guard.leaf_layer()
-        guard, reason = repr(cause_route.guard), cause.reason
+        guard, reason = cause_route.code, cause.reason
+        leaf = guard if cause.guard is cause_route.guard else repr(cause.guard)
         if cause is not hit:
             reason = f"{reason}; {hit.reason}"
-        conflict = next((h for _, h in fired if isinstance(h.guard, SignalConflict)), None)
-        if conflict is not None and priority in _INTENT:
+        conflict = fired[1][1] if len(fired) > 1 else None
+        if (
+            conflict is not None
+            and isinstance(conflict.guard, SignalConflict)
+            and priority in _INTENT
+        ):
             reason = f"{conflict.reason}; structure wins: {reason}"
             guard, priority, layer = repr(conflict.guard), Priority.P7, 1
-        notes = [
-            *snap.notes,
-            *(f"no result for call {i}: sent an error result" for i in snap.missing),
-        ]
-        if notes:
+        results: list[ToolResult] = list(snap.rejected)
+        if snap.notes or snap.missing:
+            notes = [
+                *snap.notes,
+                *(f"no result for call {i}: sent an error result" for i in snap.missing),
+            ]
             reason = f"{reason} ({'; '.join(notes)})"
+            # Every call id gets exactly one result, even when the run stops here.
+            results += [r for r in snap.results if r.call_id in snap.missing]
         calls: tuple[ToolCall, ...] = ()
-        # Every call id gets exactly one result, even when the run stops here.
-        results = (*snap.rejected, *(r for r in snap.results if r.call_id in snap.missing))
         if dest is State.END:
             action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
         elif dest is State.AWAIT_MODEL:
@@ -297,9 +310,9 @@ class Controller:
                 "layer": layer,
                 "reason": reason,
                 "guard": guard,
-                "fired": repr(cause.guard),
+                "fired": leaf,
                 "tool_calls": list(calls),
-                "results": list(results),
+                "results": results,
                 "exit_reason": run.exit_reason if dest is State.END else None,
                 "turn": run.turn,
                 "state": dest,
@@ -344,16 +357,6 @@ class Controller:
                 results=_dump(decision.results),
             )
         )
-
-
-def _first(routes: tuple[Route, ...], step: Step) -> tuple[Route, Hit]:
-    snap = step.snap
-    for route in routes:
-        hit = route.guard(snap)
-        if hit is not None:
-            return route, hit
-    # Unreachable: every non-terminal state ends in an Otherwise() row (checked when built).
-    raise AssertionError(f"no route out of {routes[0].source if routes else '?'}")
 
 
 def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]:

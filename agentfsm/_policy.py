@@ -22,6 +22,9 @@ from agentfsm.guards import Guard, RouteTable, Verifier, as_guard, build_routes,
 
 __all__ = ["Permission", "Policy"]
 
+_TABLES: dict[tuple[Any, ...], RouteTable] = {}
+"""Route tables by policy content: a policy built per run reuses its table and machine."""
+
 Permission = Literal["allow", "ask", "deny"]
 PermissionHook = Callable[[ToolCall], Permission]
 
@@ -81,8 +84,21 @@ class Policy(BaseModel):
 
     @cached_property
     def routes(self) -> RouteTable:
-        """The route table this policy builds (built once per policy)."""
-        return build_routes(self)
+        """The route table this policy builds, shared by every equal policy."""
+        key = self._routing_key()
+        table = _TABLES.get(key)
+        if table is None:
+            if len(_TABLES) >= 256:  # bound the cache for programs that vary policies freely
+                _TABLES.clear()
+            table = _TABLES[key] = build_routes(self)
+        return table
+
+    def _routing_key(self) -> tuple[Any, ...]:
+        # Hooks, verifiers and guards count by identity or equality; dicts become sorted items.
+        return tuple(
+            tuple(sorted(v.items())) if isinstance(v, dict) else v
+            for v in (getattr(self, name) for name in type(self).model_fields)
+        )
 
     def permission_for(self, call: ToolCall) -> Permission:
         """Whether `call` may run, needs a human, or is denied."""

@@ -115,11 +115,19 @@ def build(cls: type[_M], values: dict[str, Any]) -> _M:
     microseconds each, this costs well under one. `values` must hold every field.
     """
     obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    _set(obj, "__dict__", values)
+    # One shared set per class: pydantic copies it before any change (model_copy).
+    fields = _ALL_FIELDS.get(cls)
+    if fields is None:
+        fields = _ALL_FIELDS[cls] = set(cls.model_fields)
+    _set(obj, "__pydantic_fields_set__", fields)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
     return obj
+
+
+_set = object.__setattr__
+_ALL_FIELDS: dict[type[BaseModel], set[str]] = {}
 
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)

@@ -11,10 +11,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from agentfsm._snapshot import RunSnapshot
+from agentfsm._snapshot import Phase, RunSnapshot
 from agentfsm._types import ExitReason, Priority
 
-__all__ = ["AllOf", "AnyOf", "FunctionGuard", "Guard", "Hit", "Not", "Otherwise", "as_guard"]
+__all__ = [
+    "ALL_PHASES",
+    "ON_OUTPUT",
+    "ON_REPLY",
+    "ON_RESULTS",
+    "AllOf",
+    "AnyOf",
+    "FunctionGuard",
+    "Guard",
+    "Hit",
+    "Not",
+    "Otherwise",
+    "as_guard",
+]
+
+ALL_PHASES: frozenset[Phase] = frozenset({"model_output", "tool_results", "human_reply"})
+ON_OUTPUT: frozenset[Phase] = frozenset({"model_output"})
+ON_RESULTS: frozenset[Phase] = frozenset({"tool_results"})
+ON_REPLY: frozenset[Phase] = frozenset({"human_reply"})
 
 
 class Hit:
@@ -41,6 +59,9 @@ class Guard:
     layer: ClassVar[int] = 1
     priority: ClassVar[Priority] = Priority.P0
     exit_reason: ClassVar[ExitReason | None] = None
+    phases: frozenset[Phase] = ALL_PHASES
+    """The inputs (snapshot phases) in which the guard can apply; it never applies in others,
+    so the compiled route table skips it there."""
 
     def check(self, snap: RunSnapshot) -> str | None:
         """Return why the guard applies to `snap`, or None."""
@@ -123,6 +144,11 @@ class _Composite(Guard):
         if not flat:
             raise ValueError(f"{type(self).__name__} needs at least one guard")
         self.children: tuple[Guard, ...] = tuple(flat)
+        self.phases = self._combine([c.phases for c in flat])
+
+    @staticmethod
+    def _combine(phases: list[frozenset[Phase]]) -> frozenset[Phase]:
+        return frozenset().union(*phases)
 
     def leaf_priority(self) -> Priority:
         return self.children[0].leaf_priority()
@@ -162,6 +188,10 @@ class AllOf(_Composite):
     """Apply when every child applies; the first child is the one reported."""
 
     symbol = "&"
+
+    @staticmethod
+    def _combine(phases: list[frozenset[Phase]]) -> frozenset[Phase]:
+        return frozenset.intersection(*phases)
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         hits = []
@@ -257,6 +287,10 @@ class Otherwise(Guard):
     def __init__(self, reason: str = "no other route applies", priority: str = "P4") -> None:
         self.reason = reason
         self._priority = Priority(priority)
+        self._hit = Hit(self, reason, None)
+
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
+        return self._hit
 
     def check(self, snap: RunSnapshot) -> str | None:
         return self.reason

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentfsm._snapshot import Phase
 from agentfsm._types import State
 from agentfsm.exceptions import MachineDefinitionError
-from agentfsm.guards._base import Guard, Otherwise
+from agentfsm.guards._base import ALL_PHASES, Guard, Otherwise
 from agentfsm.guards.boundaries import (
     ContentFiltered,
     ContextLimit,
@@ -60,6 +61,11 @@ class Route:
     source: State
     guard: Guard
     dest: State
+    code: str = field(init=False, compare=False)
+    """The guard's repr, computed once: every decision and event quotes it."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", repr(self.guard))
 
     def label(self) -> str:
         """The edge label used in diagrams: priority and guard."""
@@ -69,7 +75,7 @@ class Route:
 class RouteTable:
     """An ordered, validated route table, indexed by source state."""
 
-    __slots__ = ("by_source", "routes")
+    __slots__ = ("_hash", "by_phase", "by_source", "routes")
 
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes: tuple[Route, ...] = tuple(routes)
@@ -80,6 +86,15 @@ class RouteTable:
             s: tuple(rows) for s, rows in by_source.items()
         }
         _validate(self)
+        self._hash = hash(self.routes)
+        self.by_phase: Mapping[Phase, Mapping[State, tuple[Route, ...]]] = {
+            phase: {
+                s: tuple(r for r in rows if phase in r.guard.phases)
+                for s, rows in self.by_source.items()
+            }
+            for phase in ALL_PHASES
+        }
+        """Rows per input phase: a guard that cannot apply to an input is not even asked."""
 
     def __iter__(self) -> Iterator[Route]:
         return iter(self.routes)
@@ -91,7 +106,7 @@ class RouteTable:
         return isinstance(other, RouteTable) and self.routes == other.routes
 
     def __hash__(self) -> int:
-        return hash(self.routes)
+        return self._hash
 
 
 def _validate(table: RouteTable) -> None:

@@ -10,7 +10,7 @@ import math
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, FinishReason, Priority
-from agentfsm.guards._base import Guard
+from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard
 
 __all__ = [
     "ContentFiltered",
@@ -123,6 +123,7 @@ class ContextLimit(_Limit):
 class Refused(Guard):
     """Stop when the model refused; a refusal is never a completed task."""
 
+    phases = ON_OUTPUT
     layer = 5
     priority = Priority.P6
     exit_reason = ExitReason.REFUSAL
@@ -139,6 +140,7 @@ class Refused(Guard):
 class ContentFiltered(Guard):
     """Stop when the provider filtered the output (safety, guardrail, blocked prompt)."""
 
+    phases = ON_OUTPUT
     layer = 5
     priority = Priority.P6
     exit_reason = ExitReason.CONTENT_FILTER
@@ -153,6 +155,7 @@ class ContentFiltered(Guard):
 class NeedsApproval(Guard):
     """Ask a human before running calls the permission hook marks `ask`."""
 
+    phases = ON_OUTPUT
     layer = 5
     priority = Priority.P6
 
@@ -166,6 +169,7 @@ class NeedsApproval(Guard):
 class PermissionDenied(Guard):
     """Stop when the permission hook denied a call (policy `on_deny="stop"`)."""
 
+    phases = ON_OUTPUT
     layer = 5
     priority = Priority.P6
     exit_reason = ExitReason.PERMISSION_DENIED
@@ -179,6 +183,7 @@ class PermissionDenied(Guard):
 class HumanDeclined(Guard):
     """Stop when the human declined without a message for the model."""
 
+    phases = ON_REPLY
     layer = 5
     priority = Priority.P6
     exit_reason = ExitReason.HUMAN_DECLINED
@@ -192,6 +197,7 @@ class HumanDeclined(Guard):
 class HumanApproved(Guard):
     """Run the calls a human approved."""
 
+    phases = ON_REPLY
     layer = 5
     priority = Priority.P1
 

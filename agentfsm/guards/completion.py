@@ -12,7 +12,7 @@ from typing import Any
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, FinishReason, Priority
-from agentfsm.guards._base import Guard
+from agentfsm.guards._base import ON_OUTPUT, Guard
 
 __all__ = ["AnswerComplete", "AnswerIncomplete", "Paused", "Verifier", "non_empty_answer"]
 
@@ -55,6 +55,7 @@ class _Verifying(Guard):
 class AnswerComplete(_Verifying):
     """End the run as completed when the answer passes every completion check."""
 
+    phases = ON_OUTPUT
     layer = 3
     priority = Priority.P3
     exit_reason = ExitReason.COMPLETED
@@ -71,6 +72,7 @@ class AnswerComplete(_Verifying):
 class AnswerIncomplete(_Verifying):
     """Continue (or ask the user) when an answer without tool calls is not done."""
 
+    phases = ON_OUTPUT
     layer = 3
     priority = Priority.P4
 
@@ -86,6 +88,7 @@ class AnswerIncomplete(_Verifying):
 class Paused(Guard):
     """Call the model again when it paused a long turn (Anthropic `pause_turn`): not final."""
 
+    phases = ON_OUTPUT
     layer = 3
     priority = Priority.P4
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, Priority
-from agentfsm.guards._base import Guard
+from agentfsm.guards._base import ON_OUTPUT, Guard
 
 __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
 
@@ -26,6 +26,7 @@ class RepeatedCall(_Threshold):
     one round); a user message resets the count.
     """
 
+    phases = ON_OUTPUT
     layer = 4
     priority = Priority.P6
     exit_reason = ExitReason.DOOM_LOOP

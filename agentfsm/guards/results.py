@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, Priority
-from agentfsm.guards._base import Guard
+from agentfsm.guards._base import ON_RESULTS, Guard
 
 __all__ = ["ResultsReady", "ToolErrorLimit", "ToolFailed"]
 
@@ -41,9 +41,9 @@ class ToolFailed(Guard):
     priority = Priority.P5
 
     def check(self, snap: RunSnapshot) -> str | None:
-        failed = [r for r in (*snap.rejected, *snap.results) if r.is_error]
-        if not failed:
+        if not any(r.is_error for r in snap.results) and not snap.rejected:
             return None
+        failed = [r for r in (*snap.rejected, *snap.results) if r.is_error]
         why = "; ".join(f"{r.call_id}: {_short(r.content)}" for r in failed[:3])
         more = f" (+{len(failed) - 3} more)" if len(failed) > 3 else ""
         return f"{len(failed)} tool call(s) failed, errors go back to the model: {why}{more}"
@@ -52,6 +52,7 @@ class ToolFailed(Guard):
 class ResultsReady(Guard):
     """Call the model again when every call has its result."""
 
+    phases = ON_RESULTS
     layer = 2
     priority = Priority.P1
 

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, FinishReason, Priority
-from agentfsm.guards._base import Guard
+from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard
 
 __all__ = [
     "HandoffRequested",
@@ -21,6 +21,7 @@ __all__ = [
 class OutputTruncated(Guard):
     """Recover when the output was cut (length limit or a stream cut mid-block); never run it."""
 
+    phases = ON_OUTPUT
     layer = 1
     priority = Priority.P0
 
@@ -37,6 +38,7 @@ class OutputTruncated(Guard):
 class MalformedToolCall(Guard):
     """Recover when a tool call's arguments are incomplete or not a JSON object."""
 
+    phases = ON_OUTPUT
     layer = 1
     priority = Priority.P0
 
@@ -52,6 +54,7 @@ class MalformedToolCall(Guard):
 class ProviderFailed(Guard):
     """Stop when the provider reports an error and the output holds no tool call."""
 
+    phases = ON_OUTPUT
     layer = 5
     priority = Priority.P6
     exit_reason = ExitReason.PROVIDER_ERROR
@@ -70,6 +73,7 @@ class ProviderFailed(Guard):
 class SignalConflict(Guard):
     """Note where the provider's finish reason disagrees with the output; structure wins."""
 
+    phases = ON_OUTPUT
     layer = 1
     priority = Priority.P7
 
@@ -90,6 +94,7 @@ class SignalConflict(Guard):
 class HasToolCalls(Guard):
     """Execute when the output has valid tool calls that may run."""
 
+    phases = ON_OUTPUT | ON_REPLY
     layer = 1
     priority = Priority.P1
 
@@ -103,6 +108,7 @@ class HasToolCalls(Guard):
 class HandoffRequested(Guard):
     """Delegate when the model hands the task to another agent."""
 
+    phases = ON_OUTPUT
     layer = 1
     priority = Priority.P2
 

@@ -94,10 +94,16 @@ def _check(run: Run, call: ToolCall) -> str | None:
     return None if problem is None else f"invalid arguments for {call.name!r}: {problem}"
 
 
+_FLAT = (str, int, float, bool, type(None))
+
+
 def signature(call: ToolCall) -> str:
-    """The call as `name(canonical JSON arguments)`: equal for identical calls."""
-    args = json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=str)
-    return f"{call.name}({args})"
+    """The call as `name(canonical arguments)`: equal exactly for identical calls."""
+    args = call.arguments or {}
+    if all(type(v) in _FLAT for v in args.values()):
+        # Flat arguments (the common case) need no JSON encoder to compare: sorted items do.
+        return f"{call.name}{sorted(args.items())!r}"
+    return f"{call.name}({json.dumps(args, sort_keys=True, separators=(',', ':'), default=str)})"
 
 
 def round_signature(sigs: list[str]) -> str:
