@@ -104,7 +104,10 @@ class Policy(BaseModel):
         """Whether `call` may run, needs a human, or is denied."""
         if self.permission is not None:
             return self.permission(call)
-        return self.permissions.get(call.name, self.permissions.get("*", "allow"))
+        permissions = self.permissions
+        if not permissions:
+            return "allow"
+        return permissions.get(call.name, permissions.get("*", "allow"))
 
     def to_json(self) -> dict[str, Any]:
         """The policy as JSON-compatible data, guards as their reprs."""

@@ -57,6 +57,9 @@ def _normalize(payload: object) -> ModelTurn:
 def _issue_ids(calls: list[ToolCall], turn: int) -> tuple[list[ToolCall], list[str]]:
     if not calls:
         return calls, []
+    ids = {call.id for call in calls}
+    if len(ids) == len(calls) and "" not in ids:  # the common case: nothing to fix
+        return calls, []
     seen: set[str] = set()
     fixed: list[ToolCall] = []
     notes: list[str] = []
