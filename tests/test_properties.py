@@ -64,7 +64,8 @@ def payloads(draw: st.DrawFn) -> dict[str, Any]:
         "content": draw(st.sampled_from(["", None, "ok", "Done."])),
     }
     calls = draw(st.lists(tool_call_dicts(), max_size=3))
-    if calls or draw(st.booleans()):
+    keep_empty_list = draw(st.booleans())
+    if calls or keep_empty_list:
         message["tool_calls"] = calls
     body: dict[str, Any] = {
         "id": "chatcmpl-x",
