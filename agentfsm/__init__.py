@@ -7,6 +7,7 @@ with a named reason. See DESIGN.md for the states and the P0-P7 routing.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from agentfsm import exceptions, guards, states
@@ -38,17 +39,55 @@ __all__ = [
     "ModelTurn",
     "Policy",
     "Priority",
+    "ReplayResult",
+    "RunResult",
     "RunSnapshot",
     "State",
+    "StreamAccumulator",
     "ToolCall",
     "ToolResult",
     "ToolSpec",
+    "TraceWriter",
     "Usage",
+    "arun",
+    "compare",
+    "detect_provider",
     "exceptions",
     "guards",
     "normalize",
+    "read_trace",
+    "replay_run",
+    "run",
     "states",
 ]
+
+_LAZY = {
+    "ReplayResult": "agentfsm._replay",
+    "RunResult": "agentfsm._runner",
+    "StreamAccumulator": "agentfsm.providers",
+    "TraceWriter": "agentfsm._trace",
+    "arun": "agentfsm._runner",
+    "compare": "agentfsm._replay",
+    "detect_provider": "agentfsm.providers",
+    "read_trace": "agentfsm._trace",
+    "replay_run": "agentfsm._replay",
+    "run": "agentfsm._runner",
+}
+"""Names imported on first use: the runner (litellm), replay and the normalizers stay out of
+`import agentfsm`, which the per-step path and short-lived hosts pay for."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentfsm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __version__ = "0.1.0"
 

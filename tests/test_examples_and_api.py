@@ -34,9 +34,11 @@ class TestPublicSurface:
         """`agentfsm.__all__` is alphabetical and lists every public name the package defines."""
         assert list(af.__all__) == sorted(af.__all__)
         # Submodules other tests imported show up as attributes; they are not re-exports.
-        lazy = {"testing", "providers", "diagrams"}
-        public = {n for n in vars(af) if not n.startswith("_")} - {"annotations", "Any"} - lazy
-        assert set(af.__all__) == public
+        submodules = {"testing", "providers", "diagrams", "importlib"}
+        public = {n for n in vars(af) if not n.startswith("_")} - {"annotations", "Any"}
+        assert set(af.__all__) == (public - submodules) | set(af._LAZY)
+        for name in af._LAZY:
+            assert getattr(af, name) is not None
 
     @pytest.mark.parametrize("name", ["guards", "states", "exceptions", "testing", "providers"])
     def test_public_namespaces_declare_all(self, name: str) -> None:
