@@ -33,8 +33,17 @@ test: install ## Run the test suite (pytest + hypothesis)
 
 check: lint typecheck test ## Lint, type check and test
 
-bench: install ## Benchmarks against a bare loop and the peer frameworks; writes bench/RESULTS.md
-	$(PY) bench/run.py
+BENCH_VENV ?= .venv-bench
+
+$(BENCH_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench,litellm]'
+	@touch $@
+
+bench: $(BENCH_VENV)/.installed ## Benchmarks (own venv with the peer frameworks); writes bench/RESULTS.md
+	$(BENCH_VENV)/bin/python bench/run.py
+	$(BENCH_VENV)/bin/python bench/bench_normalize.py
+	$(BENCH_VENV)/bin/python bench/bench_replay.py
 
 diagrams: install ## Regenerate the committed diagrams/ from the route table
 	$(PY) -m agentfsm diagram --format mermaid -o diagrams/machine.mmd
