@@ -24,7 +24,7 @@ def _diagram(args: argparse.Namespace) -> int:
     from agentfsm.diagrams import dot, mermaid, render
 
     policy = Policy.from_file(args.policy) if args.policy else Policy()
-    overlay = _overlay(args.trace) if args.trace else None
+    overlay = _overlay(args.trace, policy) if args.trace else None
     if args.format == "mermaid":
         data: bytes = mermaid(policy.routes, overlay).encode()
     else:
@@ -37,11 +37,29 @@ def _diagram(args: argparse.Namespace) -> int:
     return 0
 
 
-def _overlay(path: str) -> Any:
-    from agentfsm._trace import read_trace
+def _overlay(path: str, policy: Policy) -> Any:
+    """Count the path runs took: the transitions an agentfsm trace recorded, or, for any
+    other recorded format, the transitions of replaying it through `policy`."""
     from agentfsm.diagrams import Overlay
 
-    return Overlay.from_events(read_trace(path))
+    events = _recorded_transitions(path)
+    if not events:
+        from agentfsm._replay import replay_run
+        from agentfsm._trajectories import read_runs
+
+        for run in read_runs(path):
+            replay_run(run, policy, observers=[events.append], keep_decisions=False)
+    return Overlay.from_events(events)
+
+
+def _recorded_transitions(path: str) -> list[Any]:
+    from agentfsm._trace import read_trace
+    from agentfsm.exceptions import TraceError
+
+    try:
+        return [e for e in read_trace(path) if e.get("event") == "transition"]
+    except TraceError:
+        return []
 
 
 def _load_tool(spec: str) -> Callable[..., Any]:

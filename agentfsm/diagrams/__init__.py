@@ -34,12 +34,15 @@ class Overlay:
     def from_events(cls, events: Iterable[Mapping[str, Any]]) -> Overlay:
         """Count the `transition` events of a trace."""
         overlay = cls()
+        last_dst: dict[Any, str] = {}
         for event in events:
             if event.get("event") != "transition":
                 continue
             src, dst, guard = str(event["src"]), str(event["dst"]), str(event["guard"])
-            if not overlay.states:
+            run = event.get("run_id")
+            if last_dst.get(run) != src:  # a run's first step: count the state it starts in
                 overlay.states[src] += 1
+            last_dst[run] = dst
             overlay.states[dst] += 1
             overlay.edges[(src, dst, guard)] += 1
         return overlay
