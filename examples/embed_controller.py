@@ -63,7 +63,9 @@ def main() -> af.Decision:
             decision = ctl.on_tool_results(results)
         else:
             decision = ctl.on_model_output(next(outputs))
-    print(f"{decision.action.value:14} {decision.priority} {decision.guard}: {decision.exit_reason}")
+    print(
+        f"{decision.action.value:14} {decision.priority} {decision.guard}: {decision.exit_reason}"
+    )
     return decision
 
 

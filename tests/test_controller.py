@@ -141,7 +141,7 @@ class TestResults:
         """A result for an id never asked for raises UnknownCallIdError; the state is unchanged."""
         ctl = af.Controller()
         ctl.on_model_output(turn(calls=[call("a", id="1")]))
-        with pytest.raises(UnknownCallIdError, match="'zzz'.*never asked for"):
+        with pytest.raises(UnknownCallIdError, match=r"'zzz'.*never asked for"):
             ctl.on_tool_results([af.ToolResult(call_id="zzz", content="?")])
         assert ctl.state == "execute"
         d = ctl.on_tool_results([af.ToolResult(call_id="1", content="ok")])
@@ -169,7 +169,8 @@ class TestAnswers:
         ctl = af.Controller()
         d = ctl.on_model_output(turn("It is sunny."))
         assert (d.action, d.priority, d.exit_reason) == (A.FINAL, "P3", X.COMPLETED)
-        assert ctl.done and ctl.exit_reason is X.COMPLETED
+        assert ctl.done
+        assert ctl.exit_reason is X.COMPLETED
 
     @pytest.mark.parametrize("finish", ["unknown", "", "weird_reason"])
     def test_unknown_finish_with_text_is_final_not_a_loop(self, finish: str) -> None:
@@ -308,9 +309,7 @@ class TestBudgets:
         self, policy: af.Policy, usage: tuple[int, int], cost: float | None, reason: af.ExitReason
     ) -> None:
         """Token, cost, context and wall-time budgets stop a run that wants to go on."""
-        d = af.Controller(policy).on_model_output(
-            turn(calls=[weather()], usage=usage, cost=cost)
-        )
+        d = af.Controller(policy).on_model_output(turn(calls=[weather()], usage=usage, cost=cost))
         assert (d.action, d.exit_reason) == (A.STOP, reason)
 
     def test_extra_guards_compose_with_the_policy(self) -> None:

@@ -61,6 +61,15 @@ class TestPublicSurface:
         for name in ["normalize", "Controller", "Policy", "ToolResult", "ToolCall", "ModelTurn"]:
             assert callable(getattr(af, name))
         assert {m.name for m in af.FinishReason} == {
-            "STOP", "TOOL_CALLS", "LENGTH", "CONTENT_FILTER", "REFUSAL", "PAUSE", "ERROR", "UNKNOWN"
+            "STOP",
+            "TOOL_CALLS",
+            "LENGTH",
+            "CONTENT_FILTER",
+            "REFUSAL",
+            "PAUSE",
+            "ERROR",
+            "UNKNOWN",
         }
-        assert {"COMPLETED", "MAX_TURNS", "DOOM_LOOP", "INTERRUPTED"} <= {m.name for m in af.ExitReason}
+        assert {"COMPLETED", "MAX_TURNS", "DOOM_LOOP", "INTERRUPTED"} <= {
+            m.name for m in af.ExitReason
+        }

@@ -97,7 +97,8 @@ def check(decision: af.Decision, turn: af.ModelTurn | None) -> None:
     if decision.action is A.FINAL:
         assert decision.exit_reason is af.ExitReason.COMPLETED
     for call in decision.tool_calls if decision.action is A.EXECUTE_TOOLS else []:
-        assert call.name in DECLARED and call.name != DENIED
+        assert call.name in DECLARED
+        assert call.name != DENIED
         assert call.complete
     if turn is None:
         return
