@@ -82,7 +82,7 @@ WORKLOAD = (
     "Workload, identical for all: a fake model whose turns 1..N-1 each return one tool call"
     ' `echo({"i": k})` and whose turn N returns text, and a no-op tool `echo` that returns'
     " its argument. Per-step cost = wall time of one whole run / N; each implementation runs"
-    " in its own subprocess, after warm-up runs, with `gc.collect()` before each timed run."
+    " in its own subprocess; timed runs follow warm-up runs and one `gc.collect()`."
 )
 
 IMPORTS = (
