@@ -21,10 +21,9 @@ from types import TracebackType
 from typing import Any
 
 from agentfsm._scripted import Reply, Responder
+from agentfsm._scripted_wire import anthropic_body, anthropic_events, openai_body, openai_chunks
 
 __all__ = ["RecordedRequest", "ScriptedServer"]
-
-_CHUNK = 12  # characters per streamed piece: small enough that arguments arrive in several
 
 
 @dataclass(frozen=True)
@@ -158,10 +157,10 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status != 200:
             self._error(reply, anthropic=anthropic)
         elif body.get("stream"):
-            events = _anthropic_events if anthropic else _openai_chunks
+            events = anthropic_events if anthropic else openai_chunks
             self._sse(events(reply, scripted, body))
         else:
-            render = _anthropic_body if anthropic else _openai_body
+            render = anthropic_body if anthropic else openai_body
             self._json(200, render(reply, scripted))
 
     def _json(
@@ -193,138 +192,3 @@ class _Handler(BaseHTTPRequestHandler):
         for event in events:
             self.wfile.write(event.encode())
             self.wfile.flush()
-
-
-def _pieces(text: str) -> list[str]:
-    return [text[i : i + _CHUNK] for i in range(0, len(text), _CHUNK)]
-
-
-def _call_ids(reply: Reply, scripted: ScriptedServer, prefix: str) -> list[str]:
-    return [c.id if c.id is not None else scripted.new_id(prefix) for c in reply.tool_calls]
-
-
-def _openai_usage(reply: Reply) -> dict[str, int]:
-    total = reply.input_tokens + reply.output_tokens
-    return {
-        "prompt_tokens": reply.input_tokens,
-        "completion_tokens": reply.output_tokens,
-        "total_tokens": total,
-    }
-
-
-def _openai_body(reply: Reply, scripted: ScriptedServer) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-    ids = _call_ids(reply, scripted, "call")
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": i,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.raw_arguments()},
-            }
-            for i, c in zip(ids, reply.tool_calls, strict=True)
-        ]
-    choice = {"index": 0, "message": message, "finish_reason": reply.openai_finish_reason()}
-    return {
-        "id": scripted.new_id("chatcmpl"),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": scripted.model,
-        "choices": [choice],
-        "usage": _openai_usage(reply),
-    }
-
-
-def _openai_chunks(
-    reply: Reply, scripted: ScriptedServer, body: Mapping[str, Any]
-) -> Iterator[str]:
-    head = {"id": scripted.new_id("chatcmpl"), "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": scripted.model}  # fmt: skip
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return f"data: {json.dumps({**head, 'choices': [choice]})}\n\n"
-
-    yield chunk({"role": "assistant", "content": ""})
-    for piece in _pieces(reply.text):
-        yield chunk({"content": piece})
-    ids = _call_ids(reply, scripted, "call")
-    for index, (call_id, c) in enumerate(zip(ids, reply.tool_calls, strict=True)):
-        fn = {"name": c.name, "arguments": ""}
-        yield chunk(
-            {"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": fn}]}
-        )
-        for piece in _pieces(c.raw_arguments()):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-    if not reply.end_stream:
-        return
-    finish = reply.openai_finish_reason()
-    if finish is not None:
-        yield chunk({}, finish)
-    if (body.get("stream_options") or {}).get("include_usage"):
-        yield f"data: {json.dumps({**head, 'choices': [], 'usage': _openai_usage(reply)})}\n\n"
-    yield "data: [DONE]\n\n"
-
-
-def _anthropic_blocks(reply: Reply, scripted: ScriptedServer) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
-    for call_id, c in zip(_call_ids(reply, scripted, "toolu"), reply.tool_calls, strict=True):
-        block = {"type": "tool_use", "id": call_id, "name": c.name, "input": c.arguments}
-        blocks.append(block)
-    return blocks
-
-
-def _anthropic_body(reply: Reply, scripted: ScriptedServer) -> dict[str, Any]:
-    blocks = _anthropic_blocks(reply, scripted)
-    for block in blocks:  # a cut argument text cannot be an object: send what parsed, nothing
-        if block["type"] == "tool_use" and isinstance(block["input"], str):
-            block["input"] = {}
-    usage = {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}
-    return {**_anthropic_message(scripted, blocks, reply.anthropic_stop_reason()), "usage": usage}
-
-
-def _anthropic_message(
-    scripted: ScriptedServer, blocks: list[dict[str, Any]], stop: str | None
-) -> dict[str, Any]:
-    return dict(id=scripted.new_id("msg"), type="message", role="assistant", model=scripted.model,
-                content=blocks, stop_reason=stop, stop_sequence=None)  # fmt: skip
-
-
-def _sse_event(name: str, data: Mapping[str, Any]) -> str:
-    return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
-
-
-def _anthropic_events(
-    reply: Reply, scripted: ScriptedServer, body: Mapping[str, Any]
-) -> Iterator[str]:
-    usage = {"input_tokens": reply.input_tokens, "output_tokens": 1}
-    message: dict[str, Any] = {**_anthropic_message(scripted, [], None), "usage": usage}
-    yield _sse_event("message_start", {"message": message})
-    for index, block in enumerate(_anthropic_blocks(reply, scripted)):
-        yield from _anthropic_block_events(index, block, reply)
-    if not reply.end_stream:
-        return
-    delta = {"stop_reason": reply.anthropic_stop_reason(), "stop_sequence": None}
-    yield _sse_event(
-        "message_delta", {"delta": delta, "usage": {"output_tokens": reply.output_tokens}}
-    )
-    yield _sse_event("message_stop", {})
-
-
-def _anthropic_block_events(index: int, block: dict[str, Any], reply: Reply) -> Iterator[str]:
-    if block["type"] == "text":
-        yield _sse_event(
-            "content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}
-        )
-        for piece in _pieces(block["text"]):
-            delta = {"type": "text_delta", "text": piece}
-            yield _sse_event("content_block_delta", {"index": index, "delta": delta})
-    else:
-        raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
-        start = {**block, "input": {}}
-        yield _sse_event("content_block_start", {"index": index, "content_block": start})
-        for piece in _pieces(raw):
-            delta = {"type": "input_json_delta", "partial_json": piece}
-            yield _sse_event("content_block_delta", {"index": index, "delta": delta})
-    if reply.end_stream:
-        yield _sse_event("content_block_stop", {"index": index})

@@ -60,7 +60,7 @@ def weather_script() -> list[Reply | Responder]:
     return [tool_calls(call("get_weather", SHANGHAI)), answer]
 
 
-def run_openai(server: ScriptedServer, tool: WeatherTool, **kwargs: Any) -> RunResult:
+def run_openai(server: ScriptedServer, tool: object, **kwargs: Any) -> RunResult:
     """Run the weather question against the server's OpenAI route."""
     kwargs.setdefault("api_key", "sk-test")
     return run("openai/scripted", QUESTION, tools=[tool], api_base=server.openai_base, **kwargs)
@@ -135,6 +135,25 @@ class TestRunOpenAI:
         assert weather_calls == [(31.23, 121.47)]
         assert len(server.requests[1].body["messages"]) == 1  # the cut turn is not replayed
         assert result.exit_reason is ExitReason.COMPLETED
+
+    def test_without_max_tokens_the_retry_doubles_what_was_used(
+        self, get_weather: WeatherTool
+    ) -> None:
+        """With no max_tokens set, the retry asks for twice the output tokens the cut turn used."""
+        script = [cut_tool_call("get_weather", '{"latitude": 3'), *weather_script()]
+        with ScriptedServer(script) as server:
+            run_openai(server, get_weather)
+        assert "max_tokens" not in server.requests[0].body
+        assert server.requests[1].body["max_tokens"] == 20
+
+    def test_tool_without_python_callable_gets_an_error_result(self) -> None:
+        """A tool declared by spec alone cannot run here: the model gets an error result."""
+        spec = {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+        with ScriptedServer(weather_script()) as server:
+            result = run_openai(server, spec)
+        tool_message = result.messages[2]
+        assert tool_message["role"] == "tool"
+        assert "no Python implementation" in tool_message["content"]
 
     def test_rate_limit_is_retried_after_the_providers_wait(
         self, get_weather: WeatherTool, fast_retry: ProviderRetry, slept: list[float]
