@@ -22,8 +22,11 @@ _PROBE = (
 
 
 def child_env() -> dict[str, str]:
-    """The environment of every child: the working tree's agentfsm first on the path."""
-    env = dict(os.environ)
+    """The environment of every child: the working tree's agentfsm first on the path.
+
+    litellm reads its price map from the package, not the network (see DESIGN.md).
+    """
+    env = dict(os.environ, LITELLM_LOCAL_MODEL_COST_MAP="True")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return env
 

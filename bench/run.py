@@ -30,6 +30,7 @@ MEMORY_N = 500
 TARGET_US, FLAT_RATIO, LANGGRAPH_FACTOR = 30.0, 1.3, 10.0
 PACKAGES = (
     "agentfsm",
+    "litellm",
     "pydantic",
     "transitions",
     "structlog",
@@ -72,7 +73,11 @@ IMPLS = (
         "impl_agentfsm_controller.py",
         "transitions",
     ),
-    Impl("agentfsm-runner", "agentfsm runner", "impl_agentfsm_runner.py"),
+    Impl(
+        "agentfsm-runner",
+        "agentfsm runner (litellm, in-process provider)",
+        "impl_agentfsm_runner.py",
+    ),
     Impl("langgraph", "LangGraph", "impl_langgraph.py"),
     Impl("openai-agents", "OpenAI Agents SDK", "impl_openai_agents.py"),
     Impl("pydantic-ai", "pydantic-ai", "impl_pydantic_ai.py"),
@@ -87,6 +92,7 @@ WORKLOAD = (
 
 IMPORTS = (
     ("agentfsm", "import agentfsm"),
+    ("agentfsm runner (with litellm)", "import agentfsm, litellm"),
     ("LangGraph", "import langgraph.graph, langgraph.prebuilt"),
     ("OpenAI Agents SDK", "import agents"),
     ("pydantic-ai", "import pydantic_ai, pydantic_ai.models.function"),
