@@ -39,6 +39,7 @@ __all__ = [
     "ModelTurn",
     "Policy",
     "Priority",
+    "ProviderRetry",
     "ReplayResult",
     "RunResult",
     "RunSnapshot",
@@ -62,6 +63,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ProviderRetry": "agentfsm._retry",
     "ReplayResult": "agentfsm._replay",
     "RunResult": "agentfsm._runner",
     "StreamAccumulator": "agentfsm.providers",

@@ -6,7 +6,8 @@
 - `EventCapture`: an observer that keeps every event.
 - `drive(controller, model, tools)`: the host loop, for tests.
 - `ScriptedServer` and the `Reply` helpers: a real OpenAI/Anthropic-compatible
-  HTTP server on 127.0.0.1 serving a scripted conversation (for litellm).
+  HTTP server on 127.0.0.1 serving a scripted conversation (for litellm);
+  `scripted_call` is a tool call in such a script.
 """
 
 from __future__ import annotations
@@ -17,20 +18,25 @@ from typing import Any
 from agentfsm._controller import Controller
 from agentfsm._scripted import (
     Reply,
+    Responder,
     ScriptedCall,
     cut_tool_call,
     fault,
+    last_tool_result,
     say,
     stop_with_tool_calls,
     tool_calls,
 )
-from agentfsm._server import ScriptedServer
+from agentfsm._scripted import call as scripted_call
+from agentfsm._server import RecordedRequest, ScriptedServer
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import Action, Decision, FinishReason, ModelTurn, ToolCall, ToolResult, Usage
 
 __all__ = [
     "EventCapture",
+    "RecordedRequest",
     "Reply",
+    "Responder",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedServer",
@@ -38,7 +44,9 @@ __all__ = [
     "cut_tool_call",
     "drive",
     "fault",
+    "last_tool_result",
     "say",
+    "scripted_call",
     "snapshot",
     "stop_with_tool_calls",
     "tool_calls",
