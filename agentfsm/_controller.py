@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from agentfsm._events import Emitter, Observer
+from agentfsm._events import Emitter, Observer, _structlog_configured
 from agentfsm._machine import TransitionsEngine, shared_machine
 from agentfsm._policy import Policy
 from agentfsm._run import Run, Step
@@ -32,7 +32,7 @@ from agentfsm._types import (
     build,
 )
 from agentfsm.exceptions import InvalidInputError
-from agentfsm.guards import Hit, Otherwise, Route, SignalConflict
+from agentfsm.guards import Hit, Route, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
 from agentfsm.states.execute import collect
@@ -138,14 +138,16 @@ class Controller:
 
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
-        self._expect((State.AWAIT_MODEL,), "a model output")
+        if self._run.state is not State.AWAIT_MODEL:
+            self._expect((State.AWAIT_MODEL,), "a model output")
         # parse.enter fills in the counters; the edge out of await_model reads nothing.
         step = Step(self._base, output)
         return self._route(step)
 
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
         """Route the results of the calls the last decision asked for."""
-        self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+        if self._run.state is not State.EXECUTE:
+            self._expect((State.EXECUTE, State.HANDOFF), "tool results")
         items = [r if isinstance(r, ToolResult) else ToolResult.model_validate(r) for r in results]
         step = Step(self._snapshot("tool_results", **collect(self._run, items)))
         if self._events.active:
@@ -250,12 +252,14 @@ class Controller:
             state = route.dest
             path.append(state)
             step.route, step.hit = route, hit
-            ENTRY[state](run, step)
+            entry = ENTRY.get(state)
+            if entry is not None:
+                entry(run, step)
             if state in WAITING:
                 break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
-        if self._events.active:
+        if self._events.observers or _structlog_configured():
             self._emit_step(step, fired, decision)
         return decision
 
@@ -269,12 +273,15 @@ class Controller:
         # last guard on the path that did apply (e.g. OutputTruncated, not "retry").
         cause_route, cause = route, hit
         for earlier, earlier_hit in reversed(fired):
-            if not isinstance(earlier.guard, Otherwise):
+            if not earlier.fallback:
                 cause_route, cause = earlier, earlier_hit
                 break
-        priority, layer = cause.guard.leaf_priority(), cause.guard.leaf_layer()
         guard, reason = cause_route.code, cause.reason
-        leaf = guard if cause.guard is cause_route.guard else repr(cause.guard)
+        if cause.guard is cause_route.guard:
+            priority, layer, leaf = cause_route.priority, cause_route.layer, guard
+        else:  # a composite: report the child that fired
+            priority, layer = cause.guard.leaf_priority(), cause.guard.leaf_layer()
+            leaf = repr(cause.guard)
         if cause is not hit:
             reason = f"{reason}; {hit.reason}"
         conflict = fired[1][1] if len(fired) > 1 else None
@@ -317,7 +324,7 @@ class Controller:
                 "turn": run.turn,
                 "state": dest,
                 "path": path,
-                "adjust": _adjust(route, step),
+                "adjust": _adjust(route, step) if route.source is State.RECOVER else {},
             },
         )
 

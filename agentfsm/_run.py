@@ -67,7 +67,9 @@ class Run:
         self.incomplete = 0
         self.tool_errors = 0
         self.same_results = 0
-        self.last_results: deque[tuple[Any, ...]] = deque(maxlen=RECENT_ROUNDS)
+        self.last_results: deque[tuple[tuple[str, ...], list[tuple[bool, Any]]]] = deque(
+            maxlen=RECENT_ROUNDS
+        )
         self.last_call: str | None = None
         self.streak = 0
         self.pending: dict[str, ToolCall] = {}

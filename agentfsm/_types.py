@@ -35,6 +35,8 @@ class FinishReason(StrEnum):
     tool calls present is kept as `STOP` and reconciled by the P7 guard.
     """
 
+    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
+
     STOP = "stop"
     TOOL_CALLS = "tool_calls"
     LENGTH = "length"
@@ -48,6 +50,8 @@ class FinishReason(StrEnum):
 class Action(StrEnum):
     """What the host should do next."""
 
+    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
+
     EXECUTE_TOOLS = "execute_tools"
     FINAL = "final"
     RETRY = "retry"
@@ -59,6 +63,8 @@ class Action(StrEnum):
 
 class ExitReason(StrEnum):
     """Why a run ended. Only `COMPLETED` is a normal end."""
+
+    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
 
     COMPLETED = "completed"
     MAX_TURNS = "max_turns"
@@ -82,6 +88,8 @@ class ExitReason(StrEnum):
 class Priority(StrEnum):
     """The routing priorities of DESIGN.md, P0 (structure) to P7 (signal conflicts)."""
 
+    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
+
     P0 = "P0"
     P1 = "P1"
     P2 = "P2"
@@ -94,6 +102,8 @@ class Priority(StrEnum):
 
 class State(StrEnum):
     """The named states of the loop; each is the work of one loop step."""
+
+    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
 
     AWAIT_MODEL = "await_model"
     PARSE = "parse"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentfsm._snapshot import Phase
-from agentfsm._types import State
+from agentfsm._types import Priority, State
 from agentfsm.exceptions import MachineDefinitionError
 from agentfsm.guards._base import ALL_PHASES, Guard, Otherwise
 from agentfsm.guards.boundaries import (
@@ -63,9 +63,19 @@ class Route:
     dest: State
     code: str = field(init=False, compare=False)
     """The guard's repr, computed once: every decision and event quotes it."""
+    priority: Priority = field(init=False, compare=False)
+    """The guard's priority, computed once."""
+    layer: int = field(init=False, compare=False)
+    """The guard's layer, computed once."""
+    fallback: bool = field(init=False, compare=False)
+    """Whether the guard is an Otherwise(): it only says that nothing else applied."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "code", repr(self.guard))
+        guard = self.guard
+        object.__setattr__(self, "code", repr(guard))
+        object.__setattr__(self, "priority", guard.leaf_priority())
+        object.__setattr__(self, "layer", guard.leaf_layer())
+        object.__setattr__(self, "fallback", isinstance(guard, Otherwise))
 
     def label(self) -> str:
         """The edge label used in diagrams: priority and guard."""

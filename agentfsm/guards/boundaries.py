@@ -10,7 +10,7 @@ import math
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, FinishReason, Priority
-from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard
+from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit
 
 __all__ = [
     "ContentFiltered",
@@ -49,10 +49,14 @@ class MaxTurns(_Limit):
     def __init__(self, limit: int) -> None:
         super().__init__(limit)
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.turn < self.limit:
             return None
-        return f"turn {snap.turn} of {self.limit}: no model call is left to read what comes next"
+        return Hit(
+            self,
+            f"turn {snap.turn} of {self.limit}: no model call is left to read what comes next",
+            self.exit_reason,
+        )
 
 
 class MaxToolCalls(_Limit):
@@ -63,11 +67,13 @@ class MaxToolCalls(_Limit):
     def __init__(self, limit: int) -> None:
         super().__init__(limit)
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         wanted = snap.tool_calls_used + len(snap.executable)
         if wanted <= self.limit:
             return None
-        return f"{wanted} tool calls would exceed the limit of {self.limit}"
+        return Hit(
+            self, f"{wanted} tool calls would exceed the limit of {self.limit}", self.exit_reason
+        )
 
 
 class TokenBudget(_Limit):
@@ -78,10 +84,12 @@ class TokenBudget(_Limit):
     def __init__(self, limit: int) -> None:
         super().__init__(limit)
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.tokens_used < self.limit:
             return None
-        return f"{snap.tokens_used} tokens used of a budget of {self.limit}"
+        return Hit(
+            self, f"{snap.tokens_used} tokens used of a budget of {self.limit}", self.exit_reason
+        )
 
 
 class CostBudget(_Limit):
@@ -89,10 +97,12 @@ class CostBudget(_Limit):
 
     exit_reason = ExitReason.COST_BUDGET
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.cost_used < self.limit:
             return None
-        return f"${snap.cost_used:.4f} spent of a budget of ${self.limit:.4f}"
+        return Hit(
+            self, f"${snap.cost_used:.4f} spent of a budget of ${self.limit:.4f}", self.exit_reason
+        )
 
 
 class Deadline(_Limit):
@@ -100,10 +110,10 @@ class Deadline(_Limit):
 
     exit_reason = ExitReason.DEADLINE
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.elapsed < self.limit:
             return None
-        return f"{snap.elapsed:.1f}s elapsed of {self.limit}s"
+        return Hit(self, f"{snap.elapsed:.1f}s elapsed of {self.limit}s", self.exit_reason)
 
 
 class ContextLimit(_Limit):
@@ -114,10 +124,14 @@ class ContextLimit(_Limit):
     def __init__(self, limit: int) -> None:
         super().__init__(limit)
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.context_tokens < self.limit:
             return None
-        return f"context holds {snap.context_tokens} tokens, limit {self.limit}"
+        return Hit(
+            self,
+            f"context holds {snap.context_tokens} tokens, limit {self.limit}",
+            self.exit_reason,
+        )
 
 
 class Refused(Guard):
@@ -128,12 +142,16 @@ class Refused(Guard):
     priority = Priority.P6
     exit_reason = ExitReason.REFUSAL
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None:
             return None
         if out.finish_reason is FinishReason.REFUSAL or out.refusal:
-            return f"the model refused: {(out.refusal or out.text or '')[:120]!r}"
+            return Hit(
+                self,
+                f"the model refused: {(out.refusal or out.text or '')[:120]!r}",
+                self.exit_reason,
+            )
         return None
 
 
@@ -145,11 +163,13 @@ class ContentFiltered(Guard):
     priority = Priority.P6
     exit_reason = ExitReason.CONTENT_FILTER
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None or out.finish_reason is not FinishReason.CONTENT_FILTER:
             return None
-        return f"the provider filtered the output ({out.raw_finish_reason})"
+        return Hit(
+            self, f"the provider filtered the output ({out.raw_finish_reason})", self.exit_reason
+        )
 
 
 class NeedsApproval(Guard):
@@ -159,11 +179,11 @@ class NeedsApproval(Guard):
     layer = 5
     priority = Priority.P6
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if not snap.needs_approval:
             return None
         names = ", ".join(c.name for c in snap.needs_approval)
-        return f"{names} need(s) a human's approval"
+        return Hit(self, f"{names} need(s) a human's approval", self.exit_reason)
 
 
 class PermissionDenied(Guard):
@@ -174,10 +194,14 @@ class PermissionDenied(Guard):
     priority = Priority.P6
     exit_reason = ExitReason.PERMISSION_DENIED
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if not snap.denied:
             return None
-        return f"permission denied for {', '.join(c.name for c in snap.denied)}"
+        return Hit(
+            self,
+            f"permission denied for {', '.join(c.name for c in snap.denied)}",
+            self.exit_reason,
+        )
 
 
 class HumanDeclined(Guard):
@@ -188,10 +212,10 @@ class HumanDeclined(Guard):
     priority = Priority.P6
     exit_reason = ExitReason.HUMAN_DECLINED
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.human_approved is not False or snap.human_message:
             return None
-        return "the human declined"
+        return Hit(self, "the human declined", self.exit_reason)
 
 
 class HumanApproved(Guard):
@@ -201,7 +225,7 @@ class HumanApproved(Guard):
     layer = 5
     priority = Priority.P1
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.human_approved is not True or not snap.executable:
             return None
-        return f"the human approved {len(snap.executable)} call(s)"
+        return Hit(self, f"the human approved {len(snap.executable)} call(s)", self.exit_reason)

@@ -12,7 +12,7 @@ from typing import Any
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, FinishReason, Priority
-from agentfsm.guards._base import ON_OUTPUT, Guard
+from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
 
 __all__ = ["AnswerComplete", "AnswerIncomplete", "Paused", "Verifier", "non_empty_answer"]
 
@@ -60,13 +60,13 @@ class AnswerComplete(_Verifying):
     priority = Priority.P3
     exit_reason = ExitReason.COMPLETED
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None or out.tool_calls or out.finish_reason is FinishReason.PAUSE:
             return None
         if _first_problem(self.verifiers, snap) is not None:
             return None
-        return "the answer passes the completion checks"
+        return Hit(self, "the answer passes the completion checks", self.exit_reason)
 
 
 class AnswerIncomplete(_Verifying):
@@ -76,13 +76,14 @@ class AnswerIncomplete(_Verifying):
     layer = 3
     priority = Priority.P4
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None or snap.phase != "model_output":
             return None
         if out.tool_calls or snap.rejected or snap.executable:
             return None
-        return _first_problem(self.verifiers, snap)
+        problem = _first_problem(self.verifiers, snap)
+        return None if problem is None else Hit(self, problem, self.exit_reason)
 
 
 class Paused(Guard):
@@ -92,8 +93,12 @@ class Paused(Guard):
     layer = 3
     priority = Priority.P4
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None or out.finish_reason is not FinishReason.PAUSE or out.tool_calls:
             return None
-        return f"the provider paused the turn ({out.raw_finish_reason}); it is not final"
+        return Hit(
+            self,
+            f"the provider paused the turn ({out.raw_finish_reason}); it is not final",
+            self.exit_reason,
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, Priority
-from agentfsm.guards._base import ON_OUTPUT, Guard
+from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
 
 __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
 
@@ -31,10 +31,14 @@ class RepeatedCall(_Threshold):
     priority = Priority.P6
     exit_reason = ExitReason.DOOM_LOOP
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.repeat_streak < self.n:
             return None
-        return f"{snap.repeated} would be the {_nth(snap.repeat_streak)} identical call in a row"
+        return Hit(
+            self,
+            f"{snap.repeated} would be the {_nth(snap.repeat_streak)} identical call in a row",
+            self.exit_reason,
+        )
 
 
 class NoProgress(_Threshold):
@@ -50,14 +54,22 @@ class NoProgress(_Threshold):
     priority = Priority.P6
     exit_reason = ExitReason.NO_PROGRESS
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.same_results_in_a_row >= self.n:
-            return (
-                f"{snap.same_results_in_a_row} tool rounds in a row repeated recent calls "
-                "with identical results"
+            return Hit(
+                self,
+                (
+                    f"{snap.same_results_in_a_row} tool rounds in a row repeated recent calls "
+                    "with identical results"
+                ),
+                self.exit_reason,
             )
         if snap.incomplete_in_a_row >= self.n:
-            return f"{snap.incomplete_in_a_row} answers in a row failed the completion checks"
+            return Hit(
+                self,
+                f"{snap.incomplete_in_a_row} answers in a row failed the completion checks",
+                self.exit_reason,
+            )
         return None
 
 
@@ -68,10 +80,14 @@ class RetriesExhausted(_Threshold):
     priority = Priority.P0
     exit_reason = ExitReason.UNRECOVERABLE_OUTPUT
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.retries_in_a_row < self.n:
             return None
-        return f"{snap.retries_in_a_row} retries in a row did not give a usable output"
+        return Hit(
+            self,
+            f"{snap.retries_in_a_row} retries in a row did not give a usable output",
+            self.exit_reason,
+        )
 
 
 def _nth(n: int) -> str:

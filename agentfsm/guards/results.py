@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, Priority
-from agentfsm.guards._base import ON_RESULTS, Guard
+from agentfsm.guards._base import ON_RESULTS, Guard, Hit
 
 __all__ = ["ResultsReady", "ToolErrorLimit", "ToolFailed"]
 
@@ -28,10 +28,14 @@ class ToolErrorLimit(Guard):
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
         return (self.n,), {}
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.tool_errors_in_a_row < self.n:
             return None
-        return f"{snap.tool_errors_in_a_row} tool errors in a row (limit {self.n})"
+        return Hit(
+            self,
+            f"{snap.tool_errors_in_a_row} tool errors in a row (limit {self.n})",
+            self.exit_reason,
+        )
 
 
 class ToolFailed(Guard):
@@ -40,13 +44,17 @@ class ToolFailed(Guard):
     layer = 2
     priority = Priority.P5
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if not any(r.is_error for r in snap.results) and not snap.rejected:
             return None
         failed = [r for r in (*snap.rejected, *snap.results) if r.is_error]
         why = "; ".join(f"{r.call_id}: {_short(r.content)}" for r in failed[:3])
         more = f" (+{len(failed) - 3} more)" if len(failed) > 3 else ""
-        return f"{len(failed)} tool call(s) failed, errors go back to the model: {why}{more}"
+        return Hit(
+            self,
+            f"{len(failed)} tool call(s) failed, errors go back to the model: {why}{more}",
+            self.exit_reason,
+        )
 
 
 class ResultsReady(Guard):
@@ -56,10 +64,10 @@ class ResultsReady(Guard):
     layer = 2
     priority = Priority.P1
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.phase != "tool_results":
             return None
-        return f"{len(snap.results)} result(s) ready for the model"
+        return Hit(self, f"{len(snap.results)} result(s) ready for the model", self.exit_reason)
 
 
 def _short(content: object, limit: int = 80) -> str:

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, FinishReason, Priority
-from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard
+from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit
 
 __all__ = [
     "HandoffRequested",
@@ -25,14 +25,18 @@ class OutputTruncated(Guard):
     layer = 1
     priority = Priority.P0
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None or not (out.truncated or out.finish_reason is FinishReason.LENGTH):
             return None
         raw = out.raw_finish_reason or out.finish_reason.value
         if out.tool_calls:
-            return f"output cut ({raw}) inside {len(out.tool_calls)} tool call(s): none is executed"
-        return f"output cut ({raw}): the answer is incomplete"
+            return Hit(
+                self,
+                f"output cut ({raw}) inside {len(out.tool_calls)} tool call(s): none is executed",
+                self.exit_reason,
+            )
+        return Hit(self, f"output cut ({raw}): the answer is incomplete", self.exit_reason)
 
 
 class MalformedToolCall(Guard):
@@ -42,12 +46,16 @@ class MalformedToolCall(Guard):
     layer = 1
     priority = Priority.P0
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.output is None:
             return None
         for call in snap.output.tool_calls:
             if call.error is not None or call.arguments is None:
-                return f"tool call {call.name!r} ({call.id}) is unusable: {call.error}"
+                return Hit(
+                    self,
+                    f"tool call {call.name!r} ({call.id}) is unusable: {call.error}",
+                    self.exit_reason,
+                )
         return None
 
 
@@ -59,14 +67,18 @@ class ProviderFailed(Guard):
     priority = Priority.P6
     exit_reason = ExitReason.PROVIDER_ERROR
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None or out.tool_calls:
             return None
         if out.error:
-            return f"provider error: {out.error}"
+            return Hit(self, f"provider error: {out.error}", self.exit_reason)
         if out.finish_reason is FinishReason.ERROR and not out.text:
-            return f"provider ended with {out.raw_finish_reason!r} and no output"
+            return Hit(
+                self,
+                f"provider ended with {out.raw_finish_reason!r} and no output",
+                self.exit_reason,
+            )
         return None
 
 
@@ -79,15 +91,21 @@ class SignalConflict(Guard):
 
     _agrees: ClassVar[frozenset[FinishReason]] = frozenset({FinishReason.TOOL_CALLS})
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
         if out is None:
             return None
         claim = out.raw_finish_reason if out.raw_finish_reason is not None else "no finish reason"
         if out.tool_calls and out.finish_reason not in self._agrees:
-            return f"provider said {claim!r} but the output has {len(out.tool_calls)} tool call(s)"
+            return Hit(
+                self,
+                f"provider said {claim!r} but the output has {len(out.tool_calls)} tool call(s)",
+                self.exit_reason,
+            )
         if not out.tool_calls and out.finish_reason is FinishReason.TOOL_CALLS:
-            return f"provider said {claim!r} but the output has no tool call"
+            return Hit(
+                self, f"provider said {claim!r} but the output has no tool call", self.exit_reason
+            )
         return None
 
 
@@ -98,11 +116,11 @@ class HasToolCalls(Guard):
     layer = 1
     priority = Priority.P1
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if not snap.executable:
             return None
-        names = ", ".join(c.name for c in snap.executable)
-        return f"{len(snap.executable)} valid tool call(s): {names}"
+        names = ", ".join([c.name for c in snap.executable])
+        return Hit(self, f"{len(snap.executable)} valid tool call(s): {names}", self.exit_reason)
 
 
 class HandoffRequested(Guard):
@@ -112,7 +130,7 @@ class HandoffRequested(Guard):
     layer = 1
     priority = Priority.P2
 
-    def check(self, snap: RunSnapshot) -> str | None:
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
         if not snap.handoffs:
             return None
-        return f"handoff to {snap.handoffs[0].name!r}"
+        return Hit(self, f"handoff to {snap.handoffs[0].name!r}", self.exit_reason)

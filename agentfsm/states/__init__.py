@@ -1,6 +1,7 @@
 """The named states of the loop: one module each, one `enter(run, step)` function.
 
-`ENTRY` maps every state to the work done on entering it.
+`ENTRY` maps each state that does work on entry to that work; `verify` and
+`budget_check` do theirs in their guards, so the walk does not call them.
 """
 
 from __future__ import annotations
@@ -22,18 +23,22 @@ from agentfsm.states import (
     verify,
 )
 
-__all__ = ["ENTRY", "State"]
+__all__ = ["ENTRY", "NO_WORK", "State"]
 
 ENTRY: dict[State, Callable[[Run, Step], None]] = {
     State.AWAIT_MODEL: await_model.enter,
     State.PARSE: parse.enter,
     State.VALIDATE: validate.enter,
     State.EXECUTE: execute.enter,
-    State.VERIFY: verify.enter,
-    State.BUDGET_CHECK: budget_check.enter,
     State.RECOVER: recover.enter,
     State.HANDOFF: handoff.enter,
     State.AWAIT_HUMAN: await_human.enter,
     State.END: end.enter,
 }
-"""The entry function of every state."""
+"""The entry function of every state that records something on entry."""
+
+NO_WORK: dict[State, Callable[[Run, Step], None]] = {
+    State.VERIFY: verify.enter,
+    State.BUDGET_CHECK: budget_check.enter,
+}
+"""States whose entry records nothing (kept for completeness and documentation)."""

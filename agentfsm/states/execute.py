@@ -8,8 +8,6 @@ exactly one result per call.
 
 from __future__ import annotations
 
-import json
-
 from agentfsm._run import Run, Step
 from agentfsm._types import ToolResult
 from agentfsm.exceptions import UnknownCallIdError
@@ -74,19 +72,18 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
     for result in ordered:
         errors = errors + 1 if result.is_error else 0
     sigs = run.pending_sigs
-    sig = tuple((sigs.get(r.call_id, r.call_id), _content_key(r)) for r in ordered)
-    stale = run.same_results + 1 if sig in run.last_results else 0
-    run.last_results.append(sig)
+    calls_key = tuple(sigs.get(r.call_id, r.call_id) for r in ordered)
+    contents = [(r.is_error, r.content) for r in ordered]
+    # Contents are compared (==) only against recent rounds that made the same calls.
+    stale = 0
+    for key, seen in run.last_results:
+        if key == calls_key and seen == contents:
+            stale = run.same_results + 1
+            break
+    run.last_results.append((calls_key, contents))
     return {
         "results": tuple(ordered),
         "missing": tuple(missing),
         "tool_errors_in_a_row": errors,
         "same_results_in_a_row": stale,
     }
-
-
-def _content_key(result: ToolResult) -> str:
-    content = result.content
-    if isinstance(content, str):
-        return content
-    return json.dumps(content, sort_keys=True, default=str)
