@@ -17,7 +17,7 @@ from agentfsm._events import Emitter, Observer, _structlog_configured
 from agentfsm._machine import TransitionsEngine, shared_machine
 from agentfsm._policy import Policy
 from agentfsm._run import Run, Step
-from agentfsm._snapshot import Phase, RunSnapshot, evolve
+from agentfsm._snapshot import Phase, RunSnapshot
 from agentfsm._tools import ToolSpec, tool_specs
 from agentfsm._types import (
     Action,
@@ -213,20 +213,20 @@ class Controller:
 
     def _snapshot(self, phase: Phase, **changes: Any) -> RunSnapshot:
         run = self._run
-        counters = {
-            "phase": phase,
-            "turn": run.turn,
-            "tool_calls_used": run.tool_calls_used,
-            "tokens_used": run.tokens,
-            "cost_used": run.cost,
-            "context_tokens": run.context_tokens,
-            "elapsed": time.monotonic() - run.started,
-            "tool_errors_in_a_row": run.tool_errors,
-            "same_results_in_a_row": run.same_results,
-            "retries_in_a_row": run.retries,
-            "incomplete_in_a_row": run.incomplete,
-        }
-        return evolve(self._base, **{**counters, **changes})
+        values = dict(self._base.__dict__)
+        values["phase"] = phase
+        values["turn"] = run.turn
+        values["tool_calls_used"] = run.tool_calls_used
+        values["tokens_used"] = run.tokens
+        values["cost_used"] = run.cost
+        values["context_tokens"] = run.context_tokens
+        values["elapsed"] = time.monotonic() - run.started
+        values["tool_errors_in_a_row"] = run.tool_errors
+        values["same_results_in_a_row"] = run.same_results
+        values["retries_in_a_row"] = run.retries
+        values["incomplete_in_a_row"] = run.incomplete
+        values.update(changes)
+        return build(RunSnapshot, values)
 
     def _route(self, step: Step) -> Decision:
         """Walk the route table from the current state to the next waiting state."""
@@ -237,17 +237,18 @@ class Controller:
         engine = self._engine
         if engine is not None:
             engine.set_state(state)
-        table = self._routes[step.snap.phase]
+        snap = step.snap
+        table = self._routes[snap.phase]
         while True:
             if engine is None:
                 for route in table[state]:
-                    hit = route.guard(step.snap)
+                    hit = route.guard(snap)
                     if hit is not None:
                         break
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
             else:
-                route, hit = engine.advance(step.snap)
+                route, hit = engine.advance(snap)
             fired.append((route, hit))
             state = route.dest
             path.append(state)
@@ -255,6 +256,7 @@ class Controller:
             entry = ENTRY.get(state)
             if entry is not None:
                 entry(run, step)
+                snap = step.snap
             if state in WAITING:
                 break
         run.state = state

@@ -117,10 +117,13 @@ class HasToolCalls(Guard):
     priority = Priority.P1
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
-        if not snap.executable:
+        calls = snap.executable
+        if not calls:
             return None
-        names = ", ".join([c.name for c in snap.executable])
-        return Hit(self, f"{len(snap.executable)} valid tool call(s): {names}", self.exit_reason)
+        if len(calls) == 1:
+            return Hit(self, f"1 valid tool call: {calls[0].name}", None)
+        names = ", ".join([c.name for c in calls])
+        return Hit(self, f"{len(calls)} valid tool calls: {names}", None)
 
 
 class HandoffRequested(Guard):

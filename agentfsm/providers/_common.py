@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel
-
-from agentfsm._types import FinishReason, ModelTurn, ToolCall, Usage
+from agentfsm._types import FinishReason, ModelTurn, ToolCall, Usage, build
 
 __all__ = [
     "Draft",
@@ -29,7 +27,6 @@ __all__ = [
     "make_usage",
 ]
 
-_M = TypeVar("_M", bound=BaseModel)
 _EMPTY: dict[str, Any] = {}
 
 
@@ -57,20 +54,9 @@ def as_int(value: object) -> int:
     return 0
 
 
-def construct(cls: type[_M], values: dict[str, Any]) -> _M:
-    """Build a model from values already known to have the field types, without validation.
-
-    `model_construct` costs more than validation in pydantic 2.x, and a
-    normalizer builds three models per turn; this sets the instance state the
-    way `model_construct` does. `values` must name every field.
-    `tests/providers/test_common.py` checks the result equals a validated model.
-    """
-    obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
-    return obj
+construct = build
+"""Build a model from values already known to have the field types, without validation
+(`agentfsm._types.build`; `tests/providers/test_common.py` checks it against validation)."""
 
 
 def make_usage(input_tokens: object, output_tokens: object, cost: object = None) -> Usage:

@@ -112,6 +112,8 @@ def round_signature(sigs: list[str]) -> str:
     Parallel identical calls inside one turn (Gemini sends them) are one round,
     not a streak: repetition is counted across turns.
     """
+    if len(sigs) == 1:
+        return sigs[0]
     return " + ".join(sorted(set(sigs)))
 
 

@@ -165,7 +165,7 @@ class TestHasToolCalls:
         """Valid calls that may run apply; the reason counts and names them."""
         hit = HasToolCalls()(snapshot(executable=(call("search"), call("get_weather"))))
         assert hit is not None
-        assert "2 valid tool call(s)" in hit.reason
+        assert "2 valid tool calls" in hit.reason
         assert "search, get_weather" in hit.reason
 
     def test_does_not_apply_to_calls_that_did_not_validate(self) -> None:
