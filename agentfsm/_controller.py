@@ -75,6 +75,7 @@ class Controller:
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
         self._engine: TransitionsEngine | None = None
+        self._last_output: ModelTurn | None = None
         if engine == "transitions":
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
@@ -126,6 +127,11 @@ class Controller:
         return list(run.pending.values()) or list(run.pending_approval)
 
     @property
+    def last_output(self) -> ModelTurn | None:
+        """The latest model output as routed: normalized, with every call id issued."""
+        return self._last_output
+
+    @property
     def tools(self) -> dict[str, ToolSpec] | None:
         """The declared tools by name, or None when any name is accepted."""
         return self._run.specs
@@ -142,7 +148,9 @@ class Controller:
             self._expect((State.AWAIT_MODEL,), "a model output")
         # parse.enter fills in the counters; the edge out of await_model reads nothing.
         step = Step(self._base, output)
-        return self._route(step)
+        decision = self._route(step)
+        self._last_output = step.output
+        return decision
 
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
         """Route the results of the calls the last decision asked for."""

@@ -117,12 +117,12 @@ class Session:
         return request
 
     def on_turn(self, turn: ModelTurn) -> Decision:
-        """Give one model output to the Controller (ids made unique first)."""
-        turn = _with_ids(turn, len(self.decisions))
-        self._pending = turn
+        """Give one model output to the Controller; the history keeps the ids it issued."""
+        decision = self.controller.on_model_output(turn)
+        self._pending = self.controller.last_output
         self._text = turn.text or self._text
         self._usage = _add_usage(self._usage, turn.usage)
-        return self._settle(self.controller.on_model_output(turn))
+        return self._settle(decision)
 
     def on_results(self, results: Sequence[ToolResult]) -> Decision:
         """Send tool results to the model (beside the controller's own) and the Controller."""
@@ -187,20 +187,6 @@ class Session:
         if turn.text or calls:
             self.messages.append(_assistant_message(turn.text, calls))
         self.messages.extend(_tool_message(answers[c.id]) for c in calls)
-
-
-def _with_ids(turn: ModelTurn, step: int) -> ModelTurn:
-    """Give every call a non-empty id unique in the turn (`call_<step>_<index>`)."""
-    seen: set[str] = set()
-    calls: list[ToolCall] = []
-    for index, call in enumerate(turn.tool_calls):
-        if not call.id or call.id in seen:
-            call = call.model_copy(update={"id": f"call_{step}_{index}"})
-        seen.add(call.id)
-        calls.append(call)
-    if calls == turn.tool_calls:
-        return turn
-    return turn.model_copy(update={"tool_calls": calls})
 
 
 def _add_usage(total: Usage, usage: Usage | None) -> Usage:
