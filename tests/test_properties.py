@@ -221,3 +221,41 @@ class ControllerMachine(RuleBasedStateMachine):
 
 TestControllerMachine = ControllerMachine.TestCase
 TestControllerMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+def _summary(decision: af.Decision) -> tuple[object, ...]:
+    return (decision.action, decision.priority, decision.guard, decision.reason, decision.path)
+
+
+class TestEnginesAgree:
+    @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @given(st.lists(payloads(), min_size=1, max_size=8), st.lists(st.booleans(), max_size=8))
+    def test_the_compiled_walk_decides_as_the_transitions_machine(
+        self, outputs: list[dict[str, Any]], errors: list[bool]
+    ) -> None:
+        """The per-phase compiled table and the shared transitions machine agree on every input."""
+        runs: list[list[tuple[object, ...]]] = []
+        for engine in ("compiled", "transitions"):
+            ctl = af.Controller(policy(), tools=DECLARED, engine=engine)
+            seen: list[tuple[object, ...]] = []
+            for i, payload in enumerate(outputs):
+                if ctl.done:
+                    break
+                decision = ctl.on_model_output(payload)
+                seen.append(_summary(decision))
+                while decision.action in (A.EXECUTE_TOOLS, A.ASK_HUMAN):
+                    if decision.action is A.ASK_HUMAN:
+                        decision = ctl.on_human_reply(approved=i % 2 == 0)
+                    else:
+                        flags = errors or [False]
+                        decision = ctl.on_tool_results(
+                            [
+                                af.ToolResult(
+                                    call_id=c.id, content="r", is_error=flags[k % len(flags)]
+                                )
+                                for k, c in enumerate(decision.tool_calls)
+                            ]
+                        )
+                    seen.append(_summary(decision))
+            runs.append(seen)
+        assert runs[0] == runs[1]
