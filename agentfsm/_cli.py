@@ -82,10 +82,12 @@ def _run(args: argparse.Namespace) -> int:
         tools=[_load_tool(t) for t in args.tool],
         policy=policy,
         api_base=args.api_base,
+        api_key=args.api_key,
         stream=args.stream,
         trace=args.trace,
     )
-    print(json.dumps({"exit_reason": result.exit_reason, "text": result.text}, default=str))
+    summary = {"exit_reason": result.exit_reason, "text": result.text, "error": result.error}
+    print(json.dumps(summary, default=str))
     return 0 if result.exit_reason == "completed" else 1
 
 
@@ -112,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     runner.add_argument("--model", required=True, help="litellm model name, e.g. openai/gpt-4o")
     runner.add_argument("--tool", action="append", default=[], metavar="MODULE:FUNCTION")
     runner.add_argument("--policy", metavar="FILE")
-    runner.add_argument("--api-base", metavar="URL")
+    runner.add_argument("--api-base", metavar="URL", help="the provider's base URL")
+    runner.add_argument("--api-key", metavar="KEY", help="else the provider's usual variable")
     runner.add_argument("--stream", action="store_true")
     runner.add_argument("--trace", metavar="FILE")
     runner.set_defaults(handler=_run)
