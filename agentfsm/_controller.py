@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from agentfsm._events import Emitter, Observer, _structlog_configured
+from agentfsm._events import Emitter, Observer, dump, structlog_configured
 from agentfsm._machine import TransitionsEngine, shared_machine
 from agentfsm._policy import Policy
 from agentfsm._run import Run, Step
@@ -82,16 +82,9 @@ class Controller:
         elif engine != "compiled":
             raise ValueError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         self._base = RunSnapshot(run_id=self._run.run_id)
-        self._events = Emitter(observers)
+        self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
-            self._events.emit(
-                {
-                    "event": "run_started",
-                    "run_id": self._run.run_id,
-                    "schema": 1,
-                    "policy": self.policy.to_json(),
-                }
-            )
+            self._events.started(self.policy.to_json())
 
     # -- what the host can read -------------------------------------------------
 
@@ -159,7 +152,7 @@ class Controller:
         items = [r if isinstance(r, ToolResult) else ToolResult.model_validate(r) for r in results]
         step = Step(self._snapshot("tool_results", **collect(self._run, items)))
         if self._events.active:
-            self._events.emit(self._record("tool_results", results=_dump(step.snap.results)))
+            self._events.record("tool_results", self._run.turn, results=dump(step.snap.results))
         return self._route(step)
 
     def on_human_reply(self, approved: bool, message: str | None = None) -> Decision:
@@ -188,7 +181,7 @@ class Controller:
             human_message=message,
         )
         if self._events.active:
-            self._events.emit(self._record("human_reply", approved=approved, message=message))
+            self._events.record("human_reply", run.turn, approved=approved, message=message)
         return self._route(Step(snap))
 
     def on_user_message(self, text: str) -> Decision | None:
@@ -204,7 +197,7 @@ class Controller:
             return self.on_human_reply(approved=not run.pending_approval, message=text)
         run.last_call, run.streak = None, 0
         if self._events.active:
-            self._events.emit(self._record("user_message", text=text))
+            self._events.record("user_message", run.turn, text=text)
         return None
 
     # -- routing ------------------------------------------------------------------
@@ -269,8 +262,8 @@ class Controller:
                 break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
-        if self._events.observers or _structlog_configured():
-            self._emit_step(step, fired, decision)
+        if self._events.observers or structlog_configured():
+            self._events.step(run.turn, step.output, fired, decision)
         return decision
 
     def _decide(
@@ -338,43 +331,6 @@ class Controller:
             },
         )
 
-    # -- events -------------------------------------------------------------------
-
-    def _record(self, name: str, **fields: Any) -> dict[str, Any]:
-        return {"event": name, "run_id": self._run.run_id, "turn": self._run.turn, **fields}
-
-    def _emit_step(self, step: Step, fired: list[tuple[Route, Hit]], decision: Decision) -> None:
-        emit = self._events.emit
-        if step.output is not None:
-            emit(self._record("model_output", output=step.output.model_dump(mode="json")))
-        for route, hit in fired:
-            emit(
-                self._record(
-                    "transition",
-                    src=route.source.value,
-                    dst=route.dest.value,
-                    guard=repr(route.guard),
-                    priority=hit.guard.leaf_priority().value,
-                    layer=hit.guard.leaf_layer(),
-                    reason=hit.reason,
-                )
-            )
-        emit(
-            self._record(
-                "decision",
-                action=decision.action.value,
-                priority=decision.priority.value,
-                layer=decision.layer,
-                guard=decision.guard,
-                fired=decision.fired,
-                reason=decision.reason,
-                exit_reason=None if decision.exit_reason is None else decision.exit_reason.value,
-                state=decision.state.value,
-                tool_calls=_dump(decision.tool_calls),
-                results=_dump(decision.results),
-            )
-        )
-
 
 def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]:
     if dest is State.EXECUTE:
@@ -390,7 +346,3 @@ def _adjust(route: Route, step: Step) -> dict[str, Any]:
         return {}
     cut = out.truncated or out.finish_reason is FinishReason.LENGTH
     return {"max_tokens_factor": 2} if cut else {}
-
-
-def _dump(items: Iterable[ToolCall | ToolResult]) -> list[dict[str, Any]]:
-    return [item.model_dump(mode="json") for item in items]
