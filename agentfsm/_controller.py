@@ -13,6 +13,8 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from agentfsm._events import Emitter, Observer, dump, structlog_configured
 from agentfsm._machine import TransitionsEngine, shared_machine
 from agentfsm._policy import Policy
@@ -149,11 +151,27 @@ class Controller:
         """Route the results of the calls the last decision asked for."""
         if self._run.state is not State.EXECUTE:
             self._expect((State.EXECUTE, State.HANDOFF), "tool results")
-        items = [r if isinstance(r, ToolResult) else ToolResult.model_validate(r) for r in results]
+        items = [
+            r if isinstance(r, ToolResult) else self._as_result(i, r) for i, r in enumerate(results)
+        ]
         step = Step(self._snapshot("tool_results", **collect(self._run, items)))
         if self._events.active:
             self._events.record("tool_results", self._run.turn, results=dump(step.snap.results))
         return self._route(step)
+
+    def _as_result(self, index: int, item: object) -> ToolResult:
+        try:
+            return ToolResult.model_validate(item)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+            )
+            raise InvalidInputError(
+                f"tool result #{index} is not a ToolResult (call_id, content, is_error): "
+                + problems,
+                state=self._run.state.value,
+                turn=self._run.turn,
+            ) from exc
 
     def on_human_reply(self, approved: bool, message: str | None = None) -> Decision:
         """Route a human's answer to an ASK_HUMAN decision."""

@@ -157,6 +157,15 @@ class TestResults:
         d = ctl.on_tool_results([af.ToolResult(call_id="2", content="boom", is_error=True)])
         assert (d.action, d.exit_reason) == (A.STOP, X.TOOL_ERRORS)
 
+    def test_a_malformed_result_names_what_was_expected(self) -> None:
+        """A result that is not a ToolResult raises InvalidInputError; the state is unchanged."""
+        ctl = af.Controller()
+        ctl.on_model_output(turn(calls=[call("a", id="1")]))
+        with pytest.raises(InvalidInputError, match=r"tool result #0 .*call_id"):
+            ctl.on_tool_results([{"content": "no id"}])
+        assert ctl.state == "execute"
+        assert ctl.on_tool_results([{"call_id": "1", "content": "ok"}]).action is A.CONTINUE
+
     def test_results_are_taken_only_while_executing(self) -> None:
         """Results while awaiting the model raise InvalidInputError naming both states."""
         with pytest.raises(InvalidInputError, match="await_model"):
