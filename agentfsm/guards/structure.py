@@ -30,13 +30,14 @@ class OutputTruncated(Guard):
         if out is None or not (out.truncated or out.finish_reason is FinishReason.LENGTH):
             return None
         raw = out.raw_finish_reason or out.finish_reason.value
+        if out.error:  # e.g. Gemini MALFORMED_FUNCTION_CALL, or an error chunk in a stream
+            why = f"output broken ({raw}: {out.error})"
+        else:
+            why = f"output cut ({raw})"
         if out.tool_calls:
-            return Hit(
-                self,
-                f"output cut ({raw}) inside {len(out.tool_calls)} tool call(s): none is executed",
-                self.exit_reason,
-            )
-        return Hit(self, f"output cut ({raw}): the answer is incomplete", self.exit_reason)
+            calls = len(out.tool_calls)
+            return Hit(self, f"{why} inside {calls} tool call(s): none is executed", None)
+        return Hit(self, f"{why}: the answer is incomplete", None)
 
 
 class MalformedToolCall(Guard):
