@@ -30,10 +30,8 @@ class OutputTruncated(Guard):
         if out is None or not (out.truncated or out.finish_reason is FinishReason.LENGTH):
             return None
         raw = out.raw_finish_reason or out.finish_reason.value
-        if out.error:  # e.g. Gemini MALFORMED_FUNCTION_CALL, or an error chunk in a stream
-            why = f"output broken ({raw}: {out.error})"
-        else:
-            why = f"output cut ({raw})"
+        # An error is e.g. Gemini's MALFORMED_FUNCTION_CALL, or an error chunk in a stream.
+        why = f"output broken ({raw}: {out.error})" if out.error else f"output cut ({raw})"
         if out.tool_calls:
             calls = len(out.tool_calls)
             return Hit(self, f"{why} inside {calls} tool call(s): none is executed", None)
