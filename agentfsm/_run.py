@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from agentfsm._snapshot import RunSnapshot
@@ -67,15 +68,15 @@ class Run:
         self.incomplete = 0
         self.tool_errors = 0
         self.same_results = 0
-        self.last_results: deque[tuple[tuple[str, ...], list[tuple[bool, Any]]]] = deque(
+        self.last_results: deque[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = deque(
             maxlen=RECENT_ROUNDS
         )
-        self.last_call: str | None = None
+        self.last_call: Hashable | None = None
         self.streak = 0
         self.pending: dict[str, ToolCall] = {}
         self.pending_approval: tuple[ToolCall, ...] = ()
         self.pending_rejected: tuple[ToolResult, ...] = ()
-        self.pending_sigs: dict[str, str] = {}
+        self.pending_sigs: dict[str, Hashable] = {}
         self.exit_reason: ExitReason | None = None
 
 
@@ -90,4 +91,4 @@ class Step:
         self.output: ModelTurn | None = None
         self.hit: Hit | None = None
         self.route: Route | None = None
-        self.sigs: dict[str, str] = {}
+        self.sigs: dict[str, Hashable] = {}

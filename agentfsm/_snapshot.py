@@ -45,7 +45,7 @@ class RunSnapshot(BaseModel):
     repeat_streak: int = 0
     """Identical consecutive calls, counting this turn's calls."""
     repeated: str = ""
-    """The call that repeats, as `name(args)`, for reasons."""
+    """The calls that repeat, as `name(args)`, for reasons (set once the streak passes 1)."""
     notes: tuple[str, ...] = ()
     """What the controller fixed on its own (issued ids, unwrapped calls)."""
     results: tuple[ToolResult, ...] = ()

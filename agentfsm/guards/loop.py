@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentfsm._calls import describe
 from agentfsm._snapshot import RunSnapshot
 from agentfsm._types import ExitReason, Priority
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
@@ -36,7 +37,8 @@ class RepeatedCall(_Threshold):
             return None
         return Hit(
             self,
-            f"{snap.repeated} would be the {_nth(snap.repeat_streak)} identical call in a row",
+            f"{snap.repeated or _calls(snap)} would be the {_nth(snap.repeat_streak)} identical "
+            "call in a row",
             self.exit_reason,
         )
 
@@ -93,3 +95,7 @@ class RetriesExhausted(_Threshold):
 def _nth(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def _calls(snap: RunSnapshot) -> str:
+    return describe((*snap.executable, *snap.needs_approval))

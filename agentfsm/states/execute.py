@@ -8,10 +8,10 @@ exactly one result per call.
 
 from __future__ import annotations
 
+from agentfsm._calls import round_signature, signature
 from agentfsm._run import Run, Step
 from agentfsm._types import ToolResult
 from agentfsm.exceptions import UnknownCallIdError
-from agentfsm.states.validate import round_signature, signature
 
 __all__ = ["collect", "enter"]
 

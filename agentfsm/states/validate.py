@@ -8,13 +8,12 @@ its turn. The repetition streak counts identical consecutive rounds of calls.
 
 from __future__ import annotations
 
-import json
-
+from agentfsm._calls import CallKey, describe, round_signature, signature
 from agentfsm._run import Run, Step
 from agentfsm._snapshot import evolve
 from agentfsm._types import ToolCall, ToolResult
 
-__all__ = ["enter", "round_signature", "signature"]
+__all__ = ["enter"]
 
 
 class _Plan:
@@ -42,7 +41,9 @@ def enter(run: Run, step: Step) -> None:
         return
     plan = _plan(run, calls)
     step.sigs = {call.id: signature(call) for call in calls}
-    streak, repeated = _streak(run, [step.sigs[c.id] for c in (*plan.executable, *plan.approval)])
+    runnable = (*plan.executable, *plan.approval)
+    streak = _streak(run, [step.sigs[c.id] for c in runnable])
+    repeated = describe(runnable) if streak > 1 else ""
     step.snap = evolve(
         step.snap,
         executable=tuple(plan.executable),
@@ -94,31 +95,7 @@ def _check(run: Run, call: ToolCall) -> str | None:
     return None if problem is None else f"invalid arguments for {call.name!r}: {problem}"
 
 
-_FLAT = (str, int, float, bool, type(None))
-
-
-def signature(call: ToolCall) -> str:
-    """The call as `name(canonical arguments)`: equal exactly for identical calls."""
-    args = call.arguments or {}
-    if all(type(v) in _FLAT for v in args.values()):
-        # Flat arguments (the common case) need no JSON encoder to compare: sorted items do.
-        return f"{call.name}{sorted(args.items())!r}"
-    return f"{call.name}({json.dumps(args, sort_keys=True, separators=(',', ':'), default=str)})"
-
-
-def round_signature(sigs: list[str]) -> str:
-    """The call signatures of one turn as one key: identical turns have identical keys.
-
-    Parallel identical calls inside one turn (Gemini sends them) are one round,
-    not a streak: repetition is counted across turns.
-    """
-    if len(sigs) == 1:
-        return sigs[0]
-    return " + ".join(sorted(set(sigs)))
-
-
-def _streak(run: Run, sigs: list[str]) -> tuple[int, str]:
-    if not sigs:
-        return 0, ""
-    key = round_signature(sigs)
-    return (run.streak + 1 if key == run.last_call else 1), key
+def _streak(run: Run, keys: list[CallKey]) -> int:
+    if not keys:
+        return 0
+    return run.streak + 1 if round_signature(keys) == run.last_call else 1
