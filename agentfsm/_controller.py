@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -34,7 +34,7 @@ from agentfsm._types import (
     build,
 )
 from agentfsm.exceptions import InvalidInputError
-from agentfsm.guards import Hit, Route, SignalConflict
+from agentfsm.guards import Guard, Hit, Route, RouteTable, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
 from agentfsm.states.execute import collect
@@ -73,7 +73,7 @@ class Controller:
         engine: Literal["compiled", "transitions"] = "compiled",
     ) -> None:
         self.policy = policy if policy is not None else Policy()
-        self._routes = self.policy.routes.by_phase
+        self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
         self._engine: TransitionsEngine | None = None
@@ -257,26 +257,27 @@ class Controller:
         if engine is not None:
             engine.set_state(state)
         snap = step.snap
-        table = self._routes[snap.phase]
+        rows = self._rows[snap.phase]
         while True:
             if engine is None:
-                for route in table[state]:
-                    hit = route.guard(snap)
+                for row in rows[state]:
+                    hit = row[0](snap)
                     if hit is not None:
                         break
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
+                _, route, entry, waits = row
             else:
                 route, hit = engine.advance(snap)
+                entry, waits = ENTRY.get(route.dest), route.dest in WAITING
             fired.append((route, hit))
             state = route.dest
             path.append(state)
             step.route, step.hit = route, hit
-            entry = ENTRY.get(state)
             if entry is not None:
                 entry(run, step)
                 snap = step.snap
-            if state in WAITING:
+            if waits:
                 break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
@@ -348,6 +349,26 @@ class Controller:
                 "adjust": _adjust(route, step) if route.source is State.RECOVER else {},
             },
         )
+
+
+_Row = tuple[Guard, Route, Callable[[Run, Step], None] | None, bool]
+_COMPILED: dict[RouteTable, dict[str, dict[State, tuple[_Row, ...]]]] = {}
+
+
+def _compiled(table: RouteTable) -> dict[str, dict[State, tuple[_Row, ...]]]:
+    """Rows per phase and state, with each destination's entry work and whether it waits."""
+    rows = _COMPILED.get(table)
+    if rows is None:
+        if len(_COMPILED) >= 256:
+            _COMPILED.clear()
+        rows = _COMPILED[table] = {
+            phase: {
+                state: tuple((r.guard, r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes)
+                for state, routes in by_state.items()
+            }
+            for phase, by_state in table.by_phase.items()
+        }
+    return rows
 
 
 def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]:
