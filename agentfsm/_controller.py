@@ -60,7 +60,7 @@ class Controller:
         observers: Callables that receive every event, in order.
         engine: `"compiled"` walks the route table directly (the fast path);
             `"transitions"` lets the shared `transitions` machine pick every
-            edge (the reference, for debugging; ~10x slower per step).
+            edge (the reference, for debugging; about 4x slower per step).
     """
 
     def __init__(
