@@ -15,35 +15,19 @@ from hypothesis import strategies as st
 
 from agentfsm import FinishReason, ModelTurn, RunSnapshot, ToolCall, ToolResult, Usage
 from agentfsm.guards import (
-    AnswerComplete,
-    AnswerIncomplete,
-    ContentFiltered,
+    REGISTRY,
     ContextLimit,
     CostBudget,
     Deadline,
     Guard,
-    HandoffRequested,
-    HasToolCalls,
-    HumanApproved,
-    HumanDeclined,
-    MalformedToolCall,
     MaxToolCalls,
     MaxTurns,
-    NeedsApproval,
     NoProgress,
     Otherwise,
-    OutputTruncated,
-    Paused,
-    PermissionDenied,
-    ProviderFailed,
-    Refused,
     RepeatedCall,
-    ResultsReady,
     RetriesExhausted,
-    SignalConflict,
     TokenBudget,
     ToolErrorLimit,
-    ToolFailed,
 )
 
 __all__ = [
@@ -246,49 +230,37 @@ def snapshots(draw: st.DrawFn) -> RunSnapshot:
     return RunSnapshot(**fields)
 
 
-_PLAIN: list[type[Guard]] = [
-    AnswerComplete,
-    AnswerIncomplete,
-    ContentFiltered,
-    HandoffRequested,
-    HasToolCalls,
-    HumanApproved,
-    HumanDeclined,
-    MalformedToolCall,
-    NeedsApproval,
-    OutputTruncated,
-    Paused,
-    PermissionDenied,
-    ProviderFailed,
-    Refused,
-    ResultsReady,
-    SignalConflict,
-    ToolFailed,
-]
 _INTS = st.integers(0, 10**7)
 _THRESHOLDS = st.integers(1, 10**6)
+_FLOATS = st.floats(0, 1e6, allow_nan=False, allow_infinity=False)
+_ARGUMENTS: dict[type[Guard], st.SearchStrategy[tuple[Any, ...]]] = {
+    MaxTurns: st.tuples(_INTS),
+    MaxToolCalls: st.tuples(_INTS),
+    TokenBudget: st.tuples(_INTS),
+    ContextLimit: st.tuples(_INTS),
+    CostBudget: st.tuples(_FLOATS),
+    Deadline: st.tuples(_FLOATS | _INTS),
+    RepeatedCall: st.tuples(_THRESHOLDS),
+    NoProgress: st.tuples(_THRESHOLDS),
+    RetriesExhausted: st.tuples(_THRESHOLDS),
+    ToolErrorLimit: st.tuples(_THRESHOLDS),
+    Otherwise: st.tuples(
+        st.text(string.printable, max_size=30), st.sampled_from([f"P{i}" for i in range(8)])
+    ),
+}
+"""Arguments of the guards that take some; every other class in REGISTRY takes none."""
+
+
+def _build(cls: type[Guard]) -> st.SearchStrategy[Guard]:
+    arguments = _ARGUMENTS.get(cls)
+    if arguments is None:
+        return st.just(cls())
+    return arguments.map(lambda args: cls(*args))
 
 
 def leaf_guards() -> st.SearchStrategy[Guard]:
-    """One built-in guard (a class a policy file may name) with valid parameters."""
-    return st.one_of(
-        st.sampled_from(_PLAIN).map(lambda cls: cls()),
-        st.builds(MaxTurns, _INTS),
-        st.builds(MaxToolCalls, _INTS),
-        st.builds(TokenBudget, _INTS),
-        st.builds(ContextLimit, _INTS),
-        st.builds(CostBudget, st.floats(0, 1e6, allow_nan=False, allow_infinity=False)),
-        st.builds(Deadline, st.floats(0, 1e9, allow_nan=False, allow_infinity=False) | _INTS),
-        st.builds(RepeatedCall, _THRESHOLDS),
-        st.builds(NoProgress, _THRESHOLDS),
-        st.builds(RetriesExhausted, _THRESHOLDS),
-        st.builds(ToolErrorLimit, _THRESHOLDS),
-        st.builds(
-            Otherwise,
-            st.text(string.printable, max_size=30),
-            st.sampled_from([f"P{i}" for i in range(8)]),
-        ),
-    )
+    """One built-in guard of every class a policy file may name, with valid parameters."""
+    return st.one_of([_build(cls) for cls in sorted(REGISTRY.values(), key=lambda c: c.__name__)])
 
 
 def guards(max_leaves: int = 6) -> st.SearchStrategy[Guard]:
