@@ -66,6 +66,14 @@ def run_openai(server: ScriptedServer, tool: object, **kwargs: Any) -> RunResult
     return run("openai/scripted", QUESTION, tools=[tool], api_base=server.openai_base, **kwargs)
 
 
+def arun_openai(server: ScriptedServer, tool: object, **kwargs: Any) -> RunResult:
+    """`run_openai` through `arun`, on a fresh event loop."""
+    kwargs.setdefault("api_key", "sk-test")
+    return asyncio.run(
+        arun("openai/scripted", QUESTION, tools=[tool], api_base=server.openai_base, **kwargs)
+    )
+
+
 class TestRunOpenAI:
     """`run` through litellm's OpenAI client."""
 
@@ -320,18 +328,8 @@ class TestArun:
             seen.append(latitude)
             return {"high_c": 24.0}
 
-        async def main(server: ScriptedServer) -> RunResult:
-            return await arun(
-                "openai/scripted",
-                QUESTION,
-                tools=[get_weather],
-                api_base=server.openai_base,
-                api_key="sk-test",
-                stream=stream,
-            )
-
         with ScriptedServer(weather_script()) as server:
-            result = asyncio.run(main(server))
+            result = arun_openai(server, get_weather, stream=stream)
         assert result.exit_reason is ExitReason.COMPLETED
         assert seen == [31.23]
         assert result.text == 'Forecast: {"high_c": 24.0}'
@@ -341,18 +339,8 @@ class TestArun:
     ) -> None:
         """A 429 is retried by the async loop after the provider's Retry-After."""
 
-        async def main(server: ScriptedServer) -> RunResult:
-            return await arun(
-                "openai/scripted",
-                QUESTION,
-                tools=[get_weather],
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=fast_retry,
-            )
-
         with ScriptedServer([fault(429, retry_after=1.5), *weather_script()]) as server:
-            result = asyncio.run(main(server))
+            result = arun_openai(server, get_weather, retry=fast_retry)
         assert result.exit_reason is ExitReason.COMPLETED
         assert slept == [1.5]
 
@@ -361,17 +349,7 @@ class TestArun:
     ) -> None:
         """503 on every attempt ends the async run with PROVIDER_ERROR, not an exception."""
 
-        async def main(server: ScriptedServer) -> RunResult:
-            return await arun(
-                "openai/scripted",
-                QUESTION,
-                tools=[get_weather],
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=fast_retry,
-            )
-
         with ScriptedServer([fault(503)] * 3) as server:
-            result = asyncio.run(main(server))
+            result = arun_openai(server, get_weather, retry=fast_retry)
         assert result.exit_reason is ExitReason.PROVIDER_ERROR
         assert len(server.requests) == 3
