@@ -346,7 +346,7 @@ class Controller:
                 "turn": run.turn,
                 "state": dest,
                 "path": path,
-                "adjust": _adjust(route, step) if route.source is State.RECOVER else {},
+                "adjust": _adjust(route, step.output),
             },
         )
 
@@ -379,8 +379,8 @@ def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]
     return run.pending_approval
 
 
-def _adjust(route: Route, step: Step) -> dict[str, Any]:
-    out = step.output
+def _adjust(route: Route, out: ModelTurn | None) -> dict[str, Any]:
+    """After a retry of a cut output, suggest doubling max_tokens for the next call."""
     if route.source is not State.RECOVER or route.dest is not State.AWAIT_MODEL or out is None:
         return {}
     cut = out.truncated or out.finish_reason is FinishReason.LENGTH
