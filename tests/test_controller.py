@@ -266,9 +266,10 @@ class TestRecovery:
     def test_retries_are_bounded(self) -> None:
         """After max_retries recoveries in a row the run ends as UNRECOVERABLE_OUTPUT."""
         ctl = af.Controller(af.Policy(max_retries=2))
-        actions = [ctl.on_model_output(turn("cut", finish="length")).action for _ in range(3)]
-        assert actions == [A.RETRY, A.RETRY, A.STOP]
+        decisions = [ctl.on_model_output(turn("cut", finish="length")) for _ in range(3)]
+        assert [d.action for d in decisions] == [A.RETRY, A.RETRY, A.STOP]
         assert ctl.exit_reason is X.UNRECOVERABLE_OUTPUT
+        assert [d.adjust for d in decisions] == [{"max_tokens_factor": 2}] * 2 + [{}]
 
     def test_a_good_output_resets_the_retry_count(self) -> None:
         """Retries count in a row: a usable output in between resets them."""
