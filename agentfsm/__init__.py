@@ -11,11 +11,11 @@ import importlib
 from typing import Any
 
 from agentfsm import exceptions, guards, states
-from agentfsm._controller import Controller
-from agentfsm._policy import Policy
-from agentfsm._snapshot import RunSnapshot
-from agentfsm._tools import ToolSpec
-from agentfsm._types import (
+from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.tools import ToolSpec
+from agentfsm.core.types import (
     Action,
     Decision,
     ExitReason,
@@ -63,17 +63,17 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ProviderRetry": "agentfsm._retry",
-    "ReplayResult": "agentfsm._replay",
-    "RunResult": "agentfsm._runner",
+    "ProviderRetry": "agentfsm.runner.retry",
+    "ReplayResult": "agentfsm.replay.engine",
+    "RunResult": "agentfsm.runner.loop",
     "StreamAccumulator": "agentfsm.providers",
-    "TraceWriter": "agentfsm._trace",
-    "arun": "agentfsm._runner",
-    "compare": "agentfsm._replay",
+    "TraceWriter": "agentfsm.replay.trace",
+    "arun": "agentfsm.runner.loop",
+    "compare": "agentfsm.replay.engine",
     "detect_provider": "agentfsm.providers",
-    "read_trace": "agentfsm._trace",
-    "replay_run": "agentfsm._replay",
-    "run": "agentfsm._runner",
+    "read_trace": "agentfsm.replay.trace",
+    "replay_run": "agentfsm.replay.engine",
+    "run": "agentfsm.runner.loop",
 }
 """Names imported on first use: the runner (litellm), replay and the normalizers stay out of
 `import agentfsm`, which the per-step path and short-lived hosts pay for."""

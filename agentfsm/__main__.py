@@ -2,6 +2,6 @@
 
 import sys
 
-from agentfsm._cli import main
+from agentfsm.cli.command import main
 
 sys.exit(main())

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm._types import State
+from agentfsm.core.types import State
 from agentfsm.exceptions import AgentFSMError
 from agentfsm.guards import Otherwise, Route, RouteTable
 from agentfsm.guards._routes import INITIAL, WAITING

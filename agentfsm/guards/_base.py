@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from agentfsm._snapshot import Phase, RunSnapshot
-from agentfsm._types import ExitReason, Priority
+from agentfsm.core.snapshot import Phase, RunSnapshot
+from agentfsm.core.types import ExitReason, Priority
 
 __all__ = [
     "ALL_PHASES",

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentfsm._snapshot import Phase
-from agentfsm._types import Priority, State
+from agentfsm.core.snapshot import Phase
+from agentfsm.core.types import Priority, State
 from agentfsm.exceptions import MachineDefinitionError
 from agentfsm.guards._base import ALL_PHASES, Guard, Otherwise
 from agentfsm.guards.boundaries import (
@@ -45,7 +45,7 @@ from agentfsm.guards.structure import (
 )
 
 if TYPE_CHECKING:
-    from agentfsm._policy import Policy
+    from agentfsm.core.policy import Policy
 
 __all__ = ["INITIAL", "WAITING", "Route", "RouteTable", "build_routes"]
 

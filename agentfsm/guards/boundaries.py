@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from agentfsm._snapshot import RunSnapshot
-from agentfsm._types import ExitReason, FinishReason, Priority
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.types import ExitReason, FinishReason, Priority
 from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit
 
 __all__ = [

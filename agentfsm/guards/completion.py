@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentfsm._snapshot import RunSnapshot
-from agentfsm._types import ExitReason, FinishReason, Priority
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.types import ExitReason, FinishReason, Priority
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
 
 __all__ = ["AnswerComplete", "AnswerIncomplete", "Paused", "Verifier", "non_empty_answer"]

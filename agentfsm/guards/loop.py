@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agentfsm._calls import describe
-from agentfsm._snapshot import RunSnapshot
-from agentfsm._types import ExitReason, Priority
+from agentfsm.core.call_identity import describe
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.types import ExitReason, Priority
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
 
 __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]

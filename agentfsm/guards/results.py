@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agentfsm._snapshot import RunSnapshot
-from agentfsm._types import ExitReason, Priority
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.types import ExitReason, Priority
 from agentfsm.guards._base import ON_RESULTS, Guard, Hit
 
 __all__ = ["ResultsReady", "ToolErrorLimit", "ToolFailed"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm._types import FinishReason
+from agentfsm.core.types import FinishReason
 from agentfsm.providers._common import (
     Draft,
     as_dict,

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm._types import FinishReason, ModelTurn, ToolCall, Usage, build
+from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage, build
 
 __all__ = [
     "Draft",
@@ -56,7 +56,7 @@ def as_int(value: object) -> int:
 
 construct = build
 """Build a model from values already known to have the field types, without validation
-(`agentfsm._types.build`; `tests/providers/test_common.py` checks it against validation)."""
+(`agentfsm.core.types.build`; `tests/providers/test_common.py` checks it against validation)."""
 
 
 def make_usage(input_tokens: object, output_tokens: object, cost: object = None) -> Usage:

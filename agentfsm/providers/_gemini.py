@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from agentfsm._types import FinishReason, ModelTurn, ToolCall
+from agentfsm.core.types import FinishReason, ModelTurn, ToolCall
 from agentfsm.providers._common import (
     Draft,
     as_dict,

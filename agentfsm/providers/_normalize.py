@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agentfsm._types import ModelTurn
+from agentfsm.core.types import ModelTurn
 from agentfsm.exceptions import PayloadError
 from agentfsm.providers._litellm import is_litellm_object
 from agentfsm.providers._registry import FORMATS, Reader, detect_body, detect_event

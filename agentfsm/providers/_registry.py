@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from agentfsm._types import ModelTurn
+from agentfsm.core.types import ModelTurn
 from agentfsm.providers import (
     _anthropic,
     _bedrock,

@@ -6,7 +6,7 @@ made for refused calls of the same turn) until `on_human_reply`.
 
 from __future__ import annotations
 
-from agentfsm._run import Run, Step
+from agentfsm.core.run_state import Run, Step
 
 __all__ = ["enter"]
 

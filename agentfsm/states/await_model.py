@@ -6,7 +6,7 @@ results, incomplete answers; pending calls are cleared.
 
 from __future__ import annotations
 
-from agentfsm._run import Run, Step
+from agentfsm.core.run_state import Run, Step
 
 __all__ = ["enter"]
 

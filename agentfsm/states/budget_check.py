@@ -7,7 +7,7 @@ of this state is its guards. Nothing is recorded on entry.
 
 from __future__ import annotations
 
-from agentfsm._run import Run, Step
+from agentfsm.core.run_state import Run, Step
 
 __all__ = ["enter"]
 

@@ -8,9 +8,9 @@ exactly one result per call.
 
 from __future__ import annotations
 
-from agentfsm._calls import round_signature, signature
-from agentfsm._run import Run, Step
-from agentfsm._types import ToolResult
+from agentfsm.core.call_identity import round_signature, signature
+from agentfsm.core.run_state import Run, Step
+from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import UnknownCallIdError
 
 __all__ = ["collect", "enter"]

@@ -6,7 +6,7 @@ and the run waits for the delegate's result through `on_tool_results`.
 
 from __future__ import annotations
 
-from agentfsm._run import Run, Step
+from agentfsm.core.run_state import Run, Step
 
 __all__ = ["enter"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
-from agentfsm._run import Run, Step
-from agentfsm._snapshot import evolve
-from agentfsm._types import ModelTurn, ToolCall
+from agentfsm.core.run_state import Run, Step
+from agentfsm.core.snapshot import evolve
+from agentfsm.core.types import ModelTurn, ToolCall
 
 __all__ = ["enter"]
 

@@ -7,7 +7,7 @@ counter moves on; `RetriesExhausted` ends the run when it reaches the policy's
 
 from __future__ import annotations
 
-from agentfsm._run import Run, Step
+from agentfsm.core.run_state import Run, Step
 
 __all__ = ["enter"]
 

@@ -8,10 +8,10 @@ its turn. The repetition streak counts identical consecutive rounds of calls.
 
 from __future__ import annotations
 
-from agentfsm._calls import CallKey, describe, round_signature, signature
-from agentfsm._run import Run, Step
-from agentfsm._snapshot import evolve
-from agentfsm._types import ToolCall, ToolResult
+from agentfsm.core.call_identity import CallKey, describe, round_signature, signature
+from agentfsm.core.run_state import Run, Step
+from agentfsm.core.snapshot import evolve
+from agentfsm.core.types import ToolCall, ToolResult
 
 __all__ = ["enter"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentfsm._types import ModelTurn
+from agentfsm.core.types import ModelTurn
 from agentfsm.exceptions import PayloadError
 from agentfsm.providers import StreamAccumulator, normalize
 

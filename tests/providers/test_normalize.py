@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from agentfsm._types import FinishReason
+from agentfsm.core.types import FinishReason
 from agentfsm.exceptions import PayloadError
 from agentfsm.providers import PROVIDERS, StreamAccumulator, detect_provider, normalize
 

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm._replay import ReplayResult, replay_run
-from agentfsm._trajectories import ModelOutput, RecordedRun, UserMessage, expand_paths, read_runs
+from agentfsm.replay.engine import ReplayResult, replay_run
+from agentfsm.replay.trajectories import (
+    ModelOutput,
+    RecordedRun,
+    UserMessage,
+    expand_paths,
+    read_runs,
+)
 
 LOOPING = {"doom_loop", "no_progress"}
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from agentfsm._trajectories import (
+from agentfsm.core.types import ToolCall, ToolResult
+from agentfsm.exceptions import TraceError
+from agentfsm.replay.trajectories import (
     FORMATS,
     ModelOutput,
     RecordedRun,
@@ -18,9 +20,7 @@ from agentfsm._trajectories import (
     expand_paths,
     read_runs,
 )
-from agentfsm._trajectories._pairing import pair_results
-from agentfsm._types import ToolCall, ToolResult
-from agentfsm.exceptions import TraceError
+from agentfsm.replay.trajectories._pairing import pair_results
 
 
 def _tally(runs: list[RecordedRun]) -> Counter[str]:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from tenacity import wait_none
 
-from agentfsm._demo import get_weather as forecast
-from agentfsm._retry import ProviderRetry
+from agentfsm.cli.demo import get_weather as forecast
+from agentfsm.runner.retry import ProviderRetry
 
 WeatherTool = Callable[[float, float], dict[str, Any]]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm._runner import run
-from agentfsm._scripted import call, say, tool_calls
-from agentfsm._server import ScriptedServer
-from agentfsm._types import ExitReason
+from agentfsm.core.types import ExitReason
+from agentfsm.runner.loop import run
+from agentfsm.testing.scripted import call, say, tool_calls
+from agentfsm.testing.server import ScriptedServer
 from tests.runner.test_runner_litellm import QUESTION, SHANGHAI, WeatherTool, pytestmark
 
 __all__ = ["pytestmark"]

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from agentfsm import Policy
-from agentfsm._retry import ProviderRetry
-from agentfsm._runner import RunResult, arun, run
-from agentfsm._scripted import (
+from agentfsm.core.types import Action, ExitReason
+from agentfsm.runner.loop import RunResult, arun, run
+from agentfsm.runner.retry import ProviderRetry
+from agentfsm.testing.scripted import (
     Reply,
     Responder,
     call,
@@ -24,8 +25,7 @@ from agentfsm._scripted import (
     stop_with_tool_calls,
     tool_calls,
 )
-from agentfsm._server import ScriptedServer
-from agentfsm._types import Action, ExitReason
+from agentfsm.testing.server import ScriptedServer
 
 pytestmark = [
     pytest.mark.litellm,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import agentfsm as af
-from agentfsm._run import Run, Step
-from agentfsm._snapshot import RunSnapshot
-from agentfsm._tools import tool_specs
+from agentfsm.core.run_state import Run, Step
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.tools import tool_specs
 from agentfsm.exceptions import PayloadError, UnknownCallIdError
 from agentfsm.guards import MaxTurns
 from agentfsm.guards._base import Hit

@@ -1,0 +1,302 @@
+"""`agentfsm replay TRACE...`: re-run the routing of recorded runs through a policy.
+
+Per step it prints the turn, the states passed, the decision, priority, guard
+and reason; then a summary per run. `--json` prints one object per run.
+`--against` replays every run under a second policy too and exits 1 when any
+decision differs (for CI). Bad input exits 2: a malformed line names the
+file, the line and what was wrong; `--keep-going` replays the rest and lists
+every bad line at the end. Many files replay in parallel on a process pool
+(`--engine process`, the default), on Ray (`--engine ray`) or in this
+process (`--engine serial`, also used for a single file, which then streams).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm.core.policy import Policy
+from agentfsm.exceptions import AgentFSMError, TraceError
+from agentfsm.replay.engine import ReplayResult, compare, replay_run
+from agentfsm.replay.trajectories import expand_paths, read_runs
+
+__all__ = ["Job", "Outcome", "add_parser", "cli", "main", "replay_file"]
+
+EXIT_DIFFERS = 1
+EXIT_BAD_INPUT = 2
+Emit = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One file to replay, and how (picklable, so it can cross to a worker)."""
+
+    path: str
+    explicit: bool
+    policy: str | None
+    against: str | None
+    as_json: bool
+    keep_going: bool
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What replaying one file produced: output lines, bad input, differences."""
+
+    path: str
+    lines: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    runs: int = 0
+    differs: bool = False
+    skipped: bool = False
+
+
+def _load_policy(path: str | None) -> Any:
+    return Policy() if path is None else Policy.from_file(path)
+
+
+def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
+    """Replay every run of one file; print through `emit`, or keep the lines in the outcome."""
+    outcome = Outcome(job.path)
+    write = emit or outcome.lines.append
+    errors: list[TraceError] | None = [] if job.keep_going else None
+    try:
+        _replay_runs(job, outcome, write, errors)
+    except TraceError as exc:
+        if not job.explicit and "unknown trajectory format" in exc.message:
+            outcome.skipped = True
+        else:
+            outcome.errors.append(str(exc))
+    except AgentFSMError as exc:
+        outcome.errors.append(f"{job.path}: {exc}")
+    outcome.errors.extend(str(e) for e in errors or ())
+    return outcome
+
+
+def _replay_runs(job: Job, outcome: Outcome, write: Emit, errors: list[TraceError] | None) -> None:
+    policy = _load_policy(job.policy)
+    other = _load_policy(job.against) if job.against else None
+    for run in read_runs(job.path, errors):
+        if other is not None:
+            run.steps = list(run.steps)  # replayed twice
+        result = replay_run(run, policy)
+        against = replay_run(run, other) if other is not None else None
+        outcome.runs += 1
+        outcome.differs |= _report(result, against, job.as_json, write)
+
+
+def _report(result: ReplayResult, against: ReplayResult | None, as_json: bool, write: Emit) -> bool:
+    comparison = compare(result, against) if against is not None else None
+    marks = comparison.against if comparison is not None else {}
+    if as_json:
+        write(json.dumps(_json_of(result, against, marks), ensure_ascii=False))
+    else:
+        for line in _text_of(result, against, marks):
+            write(line)
+    return comparison is not None and comparison.differs
+
+
+def _json_of(
+    result: ReplayResult, against: ReplayResult | None, marks: dict[int, str | None]
+) -> dict[str, Any]:
+    data = result.summary()
+    decisions = []
+    for index, record in enumerate(result.decisions):
+        brief = record.brief()
+        if index in marks:
+            brief["against_action"] = marks[index]
+        decisions.append(brief)
+    data["decisions"] = decisions
+    if against is not None:
+        data["against_exit_reason"] = against.exit_reason
+    return data
+
+
+def _text_of(
+    result: ReplayResult, against: ReplayResult | None, marks: dict[int, str | None]
+) -> Iterator[str]:
+    yield f"== {result.source} run {result.run} ({result.format})"
+    for index, r in enumerate(result.decisions):
+        path = ">".join(r.path) or "-"
+        line = f"  turn {r.turn:>3}  {path}  {r.action} {r.priority} {r.guard}  {r.reason}"
+        if index in marks:
+            line += f"  [against: {marks[index]}]"
+        yield line
+    yield "  " + _summary_line(result)
+    if against is not None:
+        yield f"  against: exit={against.exit_reason} turns={against.steps}"
+
+
+def _summary_line(result: ReplayResult) -> str:
+    stops = "; ".join(result.stops) or "none"
+    return (
+        f"summary: exit={result.exit_reason} recorded_end={result.recorded_end} "
+        f"turns={result.steps} tool_calls={result.tool_calls} episodes={len(result.episode_exits)} "
+        f"not_replayed={result.not_replayed} missing_results={result.missing_results} "
+        f"stops: {stops}"
+    )
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.total = total
+        self.done = 0
+        self.enabled = total > 1 and bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def advance(self) -> None:
+        """Count one finished file and redraw."""
+        self.done += 1
+        if self.enabled:
+            width = 30
+            filled = width * self.done // self.total
+            bar = "#" * filled + "." * (width - filled)
+            self.stream.write(f"\r[{bar}] {self.done}/{self.total} files")
+            self.stream.flush()
+
+    def close(self) -> None:
+        """Erase the bar."""
+        if self.enabled:
+            self.stream.write("\r" + " " * 60 + "\r")
+            self.stream.flush()
+
+
+def _serial(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:
+    del workers
+    for job in jobs:
+        outcome = replay_file(job, emit=print)
+        progress.advance()
+        yield outcome
+
+
+def _pool(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures: list[Future[Outcome]] = [pool.submit(replay_file, job) for job in jobs]
+        for future in futures:
+            outcome = future.result()
+            progress.advance()
+            yield outcome
+
+
+def _ray(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:
+    try:
+        import ray
+    except ImportError as exc:
+        raise AgentFSMError("--engine ray needs Ray: pip install 'agentfsm[ray]'") from exc
+    started = not ray.is_initialized()
+    if started:
+        ray.init(
+            address=os.environ.get("RAY_ADDRESS", "local"),
+            num_cpus=workers,
+            include_dashboard=False,
+            log_to_driver=False,
+        )
+    try:
+        remote = ray.remote(replay_file)
+        refs = [remote.remote(job) for job in jobs]
+        for ref in refs:
+            outcome: Outcome = ray.get(ref)
+            progress.advance()
+            yield outcome
+    finally:
+        if started:
+            ray.shutdown()
+
+
+ENGINES = {"serial": _serial, "process": _pool, "ray": _ray}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `replay` subcommand to an argparse subparsers object."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "replay", help="replay recorded runs through a policy", description=__doc__
+    )
+    _arguments(parser)
+    return parser
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("traces", nargs="+", metavar="TRACE", help="files, directories or globs")
+    parser.add_argument("--policy", metavar="FILE", help="policy file (JSON or TOML)")
+    parser.add_argument("--against", metavar="FILE", help="second policy; exit 1 if it differs")
+    parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
+    parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
+    parser.add_argument("--engine", choices=sorted(ENGINES), default="process")
+    parser.add_argument("--workers", type=int, default=None, help="parallel workers")
+
+
+def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
+    """Run `agentfsm replay`; return the exit status (0, 1 differs, 2 bad input)."""
+    if not isinstance(args, argparse.Namespace):
+        parser = argparse.ArgumentParser(prog="agentfsm replay", description=__doc__)
+        _arguments(parser)
+        args = parser.parse_args(args)
+    files = expand_paths(args.traces)
+    missing = [path for path, _ in files if not os.path.exists(path)]
+    if missing or not files:
+        print(
+            f"agentfsm replay: no such file: {', '.join(missing or args.traces)}", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    jobs = [
+        Job(path, explicit, args.policy, args.against, args.json, args.keep_going)
+        for path, explicit in files
+    ]
+    return _run_jobs(jobs, args)
+
+
+def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
+    workers = args.workers or os.cpu_count() or 1
+    engine = "serial" if len(jobs) == 1 or workers == 1 else args.engine
+    progress = Progress(len(jobs))
+    errors: list[str] = []
+    skipped: list[str] = []
+    differs = False
+    try:
+        for outcome in ENGINES[engine](jobs, progress, workers):
+            _print_lines(outcome, progress)
+            differs |= outcome.differs
+            errors.extend(outcome.errors)
+            skipped.extend([outcome.path] if outcome.skipped else [])
+            if outcome.errors and not args.keep_going:
+                break
+    except AgentFSMError as exc:
+        errors.append(str(exc))
+    finally:
+        progress.close()
+    return _finish(errors, skipped, differs, args.keep_going)
+
+
+def _print_lines(outcome: Outcome, progress: Progress) -> None:
+    if outcome.lines:
+        progress.close()
+        sys.stdout.write("\n".join(outcome.lines) + "\n")
+        sys.stdout.flush()
+
+
+def _finish(errors: list[str], skipped: list[str], differs: bool, keep_going: bool) -> int:
+    if skipped:
+        print(
+            f"skipped {len(skipped)} file(s) of unknown format: {', '.join(skipped)}",
+            file=sys.stderr,
+        )
+    if errors:
+        heading = f"{len(errors)} bad line(s) or file(s):" if keep_going else "error:"
+        print(heading, file=sys.stderr)
+        for error in errors:
+            print(f"  {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_DIFFERS if differs else 0
+
+
+def cli() -> int:
+    """Entry point for running this subcommand alone: `agentfsm replay` with sys.argv."""
+    return main(sys.argv[1:])

@@ -1,0 +1,387 @@
+"""The Controller: embed the loop's decisions in an agent you already have.
+
+The host calls the model and runs the tools; the controller says what to do
+next and why. It does no I/O: every decision is a walk over the compiled
+route table, evaluating pure guards on one frozen snapshot per input.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
+from agentfsm.core.machine import TransitionsEngine, shared_machine
+from agentfsm.core.policy import Policy
+from agentfsm.core.run_state import Run, Step
+from agentfsm.core.snapshot import Phase, RunSnapshot
+from agentfsm.core.tools import ToolSpec, tool_specs
+from agentfsm.core.types import (
+    Action,
+    Decision,
+    ExitReason,
+    FinishReason,
+    ModelTurn,
+    Priority,
+    State,
+    ToolCall,
+    ToolResult,
+    build,
+)
+from agentfsm.exceptions import InvalidInputError
+from agentfsm.guards import Guard, Hit, Route, RouteTable, SignalConflict
+from agentfsm.guards._routes import WAITING
+from agentfsm.states import ENTRY
+from agentfsm.states.execute import collect
+
+__all__ = ["Controller"]
+
+_INTENT = frozenset({Priority.P1, Priority.P2, Priority.P3, Priority.P4})
+_ACTION_AT = {
+    State.EXECUTE: Action.EXECUTE_TOOLS,
+    State.HANDOFF: Action.HANDOFF,
+    State.AWAIT_HUMAN: Action.ASK_HUMAN,
+}
+
+
+class Controller:
+    """Decide what an agent does after each model output, tool result or human reply.
+
+    Args:
+        policy: Limits and routing choices; `Policy()` when omitted.
+        tools: `None` accepts any tool name; otherwise the declared tools (names,
+            OpenAI-style function specs, or Python callables).
+        run_id: An id for events and traces; a random one when omitted.
+        observers: Callables that receive every event, in order.
+        engine: `"compiled"` walks the route table directly (the fast path);
+            `"transitions"` lets the shared `transitions` machine pick every
+            edge (the reference, for debugging; about 4x slower per step).
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        tools: Iterable[Any] | None = None,
+        *,
+        run_id: str | None = None,
+        observers: Iterable[Observer] = (),
+        engine: Literal["compiled", "transitions"] = "compiled",
+    ) -> None:
+        self.policy = policy if policy is not None else Policy()
+        self._rows = _compiled(self.policy.routes)
+        shared_machine(self.policy.routes)  # validated and shared: built once per route table
+        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
+        self._engine: TransitionsEngine | None = None
+        self._last_output: ModelTurn | None = None
+        if engine == "transitions":
+            self._engine = TransitionsEngine(self.policy.routes)
+            weakref.finalize(self, self._engine.close)
+        elif engine != "compiled":
+            raise ValueError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
+        self._base = RunSnapshot(run_id=self._run.run_id)
+        self._events = Emitter(self._run.run_id, observers)
+        if self._events.active:
+            self._events.started(self.policy.to_json())
+
+    # -- what the host can read -------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """The name of the current state."""
+        return self._run.state.value
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._run.run_id
+
+    @property
+    def turn(self) -> int:
+        """Model outputs seen so far, retries included."""
+        return self._run.turn
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has ended."""
+        return self._run.state is State.END
+
+    @property
+    def exit_reason(self) -> ExitReason | None:
+        """Why the run ended, once it has."""
+        return self._run.exit_reason
+
+    @property
+    def pending_calls(self) -> list[ToolCall]:
+        """Calls awaiting results (or a human's approval)."""
+        run = self._run
+        return list(run.pending.values()) or list(run.pending_approval)
+
+    @property
+    def last_output(self) -> ModelTurn | None:
+        """The latest model output as routed: normalized, with every call id issued."""
+        return self._last_output
+
+    @property
+    def tools(self) -> dict[str, ToolSpec] | None:
+        """The declared tools by name, or None when any name is accepted."""
+        return self._run.specs
+
+    def add_observer(self, observer: Observer) -> None:
+        """Send every later event to `observer` too."""
+        self._events.observers.append(observer)
+
+    # -- inputs -------------------------------------------------------------------
+
+    def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
+        """Route one model output: a ModelTurn, or any payload `normalize` reads."""
+        if self._run.state is not State.AWAIT_MODEL:
+            self._expect((State.AWAIT_MODEL,), "a model output")
+        # parse.enter fills in the counters; the edge out of await_model reads nothing.
+        step = Step(self._base, output)
+        decision = self._route(step)
+        self._last_output = step.output
+        return decision
+
+    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
+        """Route the results of the calls the last decision asked for."""
+        if self._run.state is not State.EXECUTE:
+            self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+        items = [
+            r if isinstance(r, ToolResult) else self._as_result(i, r) for i, r in enumerate(results)
+        ]
+        step = Step(self._snapshot("tool_results", **collect(self._run, items)))
+        if self._events.active:
+            self._events.record("tool_results", self._run.turn, results=dump(step.snap.results))
+        return self._route(step)
+
+    def _as_result(self, index: int, item: object) -> ToolResult:
+        try:
+            return ToolResult.model_validate(item)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+            )
+            raise InvalidInputError(
+                f"tool result #{index} is not a ToolResult (call_id, content, is_error): "
+                + problems,
+                state=self._run.state.value,
+                turn=self._run.turn,
+            ) from exc
+
+    def on_human_reply(self, approved: bool, message: str | None = None) -> Decision:
+        """Route a human's answer to an ASK_HUMAN decision."""
+        self._expect((State.AWAIT_HUMAN,), "a human reply")
+        run = self._run
+        calls = run.pending_approval
+        rejected = list(run.pending_rejected)
+        if not approved and message:
+            rejected += [
+                ToolResult(
+                    call_id=c.id,
+                    name=c.name,
+                    is_error=True,
+                    content=f"declined by the human: {message}",
+                )
+                for c in calls
+            ]
+        if message:
+            run.last_call, run.streak = None, 0
+        snap = self._snapshot(
+            "human_reply",
+            executable=calls if approved else (),
+            rejected=tuple(rejected),
+            human_approved=approved,
+            human_message=message,
+        )
+        if self._events.active:
+            self._events.record("human_reply", run.turn, approved=approved, message=message)
+        return self._route(Step(snap))
+
+    def on_user_message(self, text: str) -> Decision | None:
+        """Record a user message; it resets the repeated-call streak.
+
+        While awaiting the model nothing is decided (None). While awaiting a
+        human, the message is the human's reply: it approves a clarification
+        and declines pending calls with that message.
+        """
+        self._expect((State.AWAIT_MODEL, State.AWAIT_HUMAN), "a user message")
+        run = self._run
+        if run.state is State.AWAIT_HUMAN:
+            return self.on_human_reply(approved=not run.pending_approval, message=text)
+        run.last_call, run.streak = None, 0
+        if self._events.active:
+            self._events.record("user_message", run.turn, text=text)
+        return None
+
+    # -- routing ------------------------------------------------------------------
+
+    def _expect(self, states: tuple[State, ...], what: str) -> None:
+        run = self._run
+        if run.state not in states:
+            wanted = " or ".join(s.value for s in states)
+            raise InvalidInputError(
+                f"cannot take {what} in state {run.state.value!r}; it is taken in {wanted}",
+                state=run.state.value,
+                turn=run.turn,
+            )
+
+    def _snapshot(self, phase: Phase, **changes: Any) -> RunSnapshot:
+        run = self._run
+        values = dict(self._base.__dict__)
+        values["phase"] = phase
+        values["turn"] = run.turn
+        values["tool_calls_used"] = run.tool_calls_used
+        values["tokens_used"] = run.tokens
+        values["cost_used"] = run.cost
+        values["context_tokens"] = run.context_tokens
+        values["elapsed"] = time.monotonic() - run.started
+        values["tool_errors_in_a_row"] = run.tool_errors
+        values["same_results_in_a_row"] = run.same_results
+        values["retries_in_a_row"] = run.retries
+        values["incomplete_in_a_row"] = run.incomplete
+        values.update(changes)
+        return build(RunSnapshot, values)
+
+    def _route(self, step: Step) -> Decision:
+        """Walk the route table from the current state to the next waiting state."""
+        run = self._run
+        state = run.state
+        path = [state]
+        fired: list[tuple[Route, Hit]] = []
+        engine = self._engine
+        if engine is not None:
+            engine.set_state(state)
+        snap = step.snap
+        rows = self._rows[snap.phase]
+        while True:
+            if engine is None:
+                for row in rows[state]:
+                    hit = row[0](snap)
+                    if hit is not None:
+                        break
+                else:  # unreachable: every non-terminal state ends in an Otherwise() row
+                    raise AssertionError(f"no route out of {state}")
+                _, route, entry, waits = row
+            else:
+                route, hit = engine.advance(snap)
+                entry, waits = ENTRY.get(route.dest), route.dest in WAITING
+            fired.append((route, hit))
+            state = route.dest
+            path.append(state)
+            step.route, step.hit = route, hit
+            if entry is not None:
+                entry(run, step)
+                snap = step.snap
+            if waits:
+                break
+        run.state = state
+        decision = self._decide(step, tuple(path), fired)
+        if self._events.observers or structlog_configured():
+            self._events.step(run.turn, step.output, fired, decision)
+        return decision
+
+    def _decide(
+        self, step: Step, path: tuple[State, ...], fired: list[tuple[Route, Hit]]
+    ) -> Decision:
+        route, hit = fired[-1]
+        run, snap = self._run, step.snap
+        dest = route.dest
+        # A fallback edge only says "nothing else applied": the decision belongs to the
+        # last guard on the path that did apply (e.g. OutputTruncated, not "retry").
+        cause_route, cause = route, hit
+        for earlier, earlier_hit in reversed(fired):
+            if not earlier.fallback:
+                cause_route, cause = earlier, earlier_hit
+                break
+        guard, reason = cause_route.code, cause.reason
+        if cause.guard is cause_route.guard:
+            priority, layer, leaf = cause_route.priority, cause_route.layer, guard
+        else:  # a composite: report the child that fired
+            priority, layer = cause.guard.leaf_priority(), cause.guard.leaf_layer()
+            leaf = repr(cause.guard)
+        if cause is not hit:
+            reason = f"{reason}; {hit.reason}"
+        conflict = fired[1][1] if len(fired) > 1 else None
+        if (
+            conflict is not None
+            and isinstance(conflict.guard, SignalConflict)
+            and priority in _INTENT
+        ):
+            reason = f"{conflict.reason}; structure wins: {reason}"
+            guard, priority, layer = repr(conflict.guard), Priority.P7, 1
+        results: list[ToolResult] = list(snap.rejected)
+        if snap.notes or snap.missing:
+            notes = [
+                *snap.notes,
+                *(f"no result for call {i}: sent an error result" for i in snap.missing),
+            ]
+            reason = f"{reason} ({'; '.join(notes)})"
+            # Every call id gets exactly one result, even when the run stops here.
+            results += [r for r in snap.results if r.call_id in snap.missing]
+        calls: tuple[ToolCall, ...] = ()
+        if dest is State.END:
+            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
+        elif dest is State.AWAIT_MODEL:
+            action = Action.RETRY if route.source is State.RECOVER else Action.CONTINUE
+        else:
+            action = _ACTION_AT[dest]
+            calls = _calls_for(dest, snap, run)
+        return build(
+            Decision,
+            {
+                "action": action,
+                "priority": priority,
+                "layer": layer,
+                "reason": reason,
+                "guard": guard,
+                "fired": leaf,
+                "tool_calls": list(calls),
+                "results": results,
+                "exit_reason": run.exit_reason if dest is State.END else None,
+                "turn": run.turn,
+                "state": dest,
+                "path": path,
+                "adjust": _adjust(route, step.output),
+            },
+        )
+
+
+_Row = tuple[Guard, Route, Callable[[Run, Step], None] | None, bool]
+_COMPILED: dict[RouteTable, dict[str, dict[State, tuple[_Row, ...]]]] = {}
+
+
+def _compiled(table: RouteTable) -> dict[str, dict[State, tuple[_Row, ...]]]:
+    """Rows per phase and state, with each destination's entry work and whether it waits."""
+    rows = _COMPILED.get(table)
+    if rows is None:
+        if len(_COMPILED) >= 256:
+            _COMPILED.clear()
+        rows = _COMPILED[table] = {
+            phase: {
+                state: tuple((r.guard, r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes)
+                for state, routes in by_state.items()
+            }
+            for phase, by_state in table.by_phase.items()
+        }
+    return rows
+
+
+def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]:
+    if dest is State.EXECUTE:
+        return snap.executable
+    if dest is State.HANDOFF:
+        return snap.handoffs
+    return run.pending_approval
+
+
+def _adjust(route: Route, out: ModelTurn | None) -> dict[str, Any]:
+    """After a retry of a cut output, suggest doubling max_tokens for the next call."""
+    if route.source is not State.RECOVER or route.dest is not State.AWAIT_MODEL or out is None:
+        return {}
+    cut = out.truncated or out.finish_reason is FinishReason.LENGTH
+    return {"max_tokens_factor": 2} if cut else {}

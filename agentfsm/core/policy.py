@@ -1,0 +1,146 @@
+"""The policy: limits and choices that become guards in the route table.
+
+Budgets are guards; a policy only names them. `Policy(max_turns=50,
+guards=[TokenBudget(200_000) | CostBudget(0.5)])` and a policy file with
+`guards = ["TokenBudget(200_000) | CostBudget(0.5)"]` build the same objects.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentfsm.core.types import ToolCall
+from agentfsm.exceptions import PolicyError
+from agentfsm.guards import Guard, RouteTable, Verifier, as_guard, build_routes, parse_guard
+
+__all__ = ["Permission", "Policy"]
+
+_TABLES: dict[tuple[Any, ...], RouteTable] = {}
+"""Route tables by policy content: a policy built per run reuses its table and machine."""
+
+Permission = Literal["allow", "ask", "deny"]
+PermissionHook = Callable[[ToolCall], Permission]
+
+
+class Policy(BaseModel):
+    """How a run is bounded and routed; every field becomes a guard or a route choice."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
+
+    max_turns: int = Field(50, ge=1)
+    """Model outputs a run may use, retries included."""
+    max_tool_calls: int | None = Field(None, ge=0)
+    """Tool calls a run may execute."""
+    max_retries: int = Field(2, ge=0)
+    """P0 recoveries in a row before the run ends as UNRECOVERABLE_OUTPUT."""
+    max_consecutive_tool_errors: int = Field(5, ge=1)
+    """Error results in a row before the run ends as TOOL_ERRORS (the P5 bound)."""
+    repeat_threshold: int = Field(3, ge=2)
+    """Identical consecutive calls that trip the doom-loop guard."""
+    on_repeat: Literal["ask", "stop"] = "stop"
+    """What the doom-loop guard does: ask a human, or stop the run."""
+    no_progress_threshold: int | None = Field(6, ge=2)
+    """Rounds in a row without change (repeated calls and results, failed answers) before
+    NO_PROGRESS. 6 by default: at 4 or 5, replaying the tau-bench sample stops task 9 trial 2,
+    which books the same failing reservation five times, and that sample counts as healthy."""
+    max_tokens: int | None = Field(None, ge=0)
+    """Token budget over the run (input plus output)."""
+    max_cost: float | None = Field(None, ge=0)
+    """Cost budget over the run, in US dollars."""
+    max_seconds: float | None = Field(None, ge=0)
+    """Wall-time budget of the run."""
+    max_context_tokens: int | None = Field(None, ge=1)
+    """Stop when the context reaches this many tokens."""
+    on_incomplete: Literal["continue", "ask"] = "continue"
+    """What to do with an answer that fails the completion checks."""
+    on_deny: Literal["feedback", "stop"] = "feedback"
+    """Denied calls: send the model an error result, or stop the run."""
+    permissions: dict[str, Permission] = Field(default_factory=dict)
+    """Per-tool permission; the key `"*"` sets the default (allow when absent)."""
+    permission: PermissionHook | None = Field(None, exclude=True)
+    """A hook deciding per call; it overrides `permissions`."""
+    handoffs: frozenset[str] = frozenset()
+    """Tool names that hand the task to another agent."""
+    verifiers: tuple[Verifier, ...] = Field((), exclude=True)
+    """Completion checks run on an answer without tool calls."""
+    guards: tuple[Guard, ...] = ()
+    """Extra stop conditions, evaluated with the budgets."""
+
+    @field_validator("guards", mode="before")
+    @classmethod
+    def _parse_guards(cls, value: Any) -> tuple[Guard, ...]:
+        if isinstance(value, str | Guard) or callable(value):
+            value = [value]
+        return tuple(parse_guard(g) if isinstance(g, str) else as_guard(g) for g in value)
+
+    @cached_property
+    def routes(self) -> RouteTable:
+        """The route table this policy builds, shared by every equal policy."""
+        key = self._routing_key()
+        table = _TABLES.get(key)
+        if table is None:
+            if len(_TABLES) >= 256:  # bound the cache for programs that vary policies freely
+                _TABLES.clear()
+            table = _TABLES[key] = build_routes(self)
+        return table
+
+    def _routing_key(self) -> tuple[Any, ...]:
+        # Hooks, verifiers and guards count by identity or equality; dicts become sorted items.
+        return tuple(
+            tuple(sorted(v.items())) if isinstance(v, dict) else v
+            for v in (getattr(self, name) for name in type(self).model_fields)
+        )
+
+    def permission_for(self, call: ToolCall) -> Permission:
+        """Whether `call` may run, needs a human, or is denied."""
+        if self.permission is not None:
+            return self.permission(call)
+        permissions = self.permissions
+        if not permissions:
+            return "allow"
+        return permissions.get(call.name, permissions.get("*", "allow"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy as JSON-compatible data, guards as their reprs."""
+        data = self.model_dump(mode="python", exclude={"guards", "handoffs"})
+        data["guards"] = [repr(g) for g in self.guards]
+        data["handoffs"] = sorted(self.handoffs)
+        return data
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "policy") -> Policy:
+        """Build a policy from plain data, naming `source` in errors."""
+        try:
+            return cls.model_validate(dict(data))
+        except PolicyError as exc:  # raised as-is by the guards validator
+            raise PolicyError(f"{source}: guards: {exc.message}") from exc
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise PolicyError(f"{source}: {problems}") from exc
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Policy:
+        """Read a policy from a JSON or TOML file."""
+        file = Path(path)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PolicyError(f"cannot read policy file {file}: {exc.strerror}") from exc
+        try:
+            data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise PolicyError(f"policy file {file} is not valid {file.suffix[1:]}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
+        return cls.from_mapping(data.get("policy", data), source=str(file))

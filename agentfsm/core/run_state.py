@@ -1,0 +1,94 @@
+"""The mutable record of one run and of the input being routed.
+
+Only the state entry functions in `agentfsm.states` change a `Run`; guards
+never see it, they see the frozen `RunSnapshot` built from it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from agentfsm.core.policy import Policy
+    from agentfsm.core.tools import ToolSpec
+    from agentfsm.guards import Hit, Route
+
+__all__ = ["RECENT_ROUNDS", "Run", "Step"]
+
+RECENT_ROUNDS = 8
+"""How many recent tool rounds the no-progress check remembers."""
+
+
+class Run:
+    """Counters and pending work of one run, owned by its Controller."""
+
+    __slots__ = (
+        "context_tokens",
+        "cost",
+        "exit_reason",
+        "incomplete",
+        "last_call",
+        "last_results",
+        "pending",
+        "pending_approval",
+        "pending_rejected",
+        "pending_sigs",
+        "policy",
+        "retries",
+        "run_id",
+        "same_results",
+        "specs",
+        "started",
+        "state",
+        "streak",
+        "tokens",
+        "tool_calls_used",
+        "tool_errors",
+        "turn",
+    )
+
+    def __init__(self, run_id: str, policy: Policy, specs: dict[str, ToolSpec] | None) -> None:
+        self.run_id = run_id
+        self.policy = policy
+        self.specs = specs
+        self.state = State.AWAIT_MODEL
+        self.started = time.monotonic()
+        self.turn = 0
+        self.tokens = 0
+        self.cost = 0.0
+        self.context_tokens = 0
+        self.tool_calls_used = 0
+        self.retries = 0
+        self.incomplete = 0
+        self.tool_errors = 0
+        self.same_results = 0
+        self.last_results: deque[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = deque(
+            maxlen=RECENT_ROUNDS
+        )
+        self.last_call: Hashable | None = None
+        self.streak = 0
+        self.pending: dict[str, ToolCall] = {}
+        self.pending_approval: tuple[ToolCall, ...] = ()
+        self.pending_rejected: tuple[ToolResult, ...] = ()
+        self.pending_sigs: dict[str, Hashable] = {}
+        self.exit_reason: ExitReason | None = None
+
+
+class Step:
+    """The input being routed and what the states found out about it."""
+
+    __slots__ = ("hit", "output", "payload", "route", "sigs", "snap")
+
+    def __init__(self, snap: RunSnapshot, payload: Any = None) -> None:
+        self.snap = snap
+        self.payload = payload
+        self.output: ModelTurn | None = None
+        self.hit: Hit | None = None
+        self.route: Route | None = None
+        self.sigs: dict[str, Hashable] = {}

@@ -1,0 +1,341 @@
+"""Replay: feed a recorded run's steps through a fresh Controller and record what it decides.
+
+The rules, in the order a reviewer asks about them:
+- A model output goes to `on_model_output`. When the controller decides
+  EXECUTE_TOOLS, the recorded results are fed for the calls it executes,
+  paired by call id when the id is unambiguous, else by position (tau-bench
+  reuses ids within a run). An executed call with no recorded result is
+  counted in `missing_results`; the controller synthesizes its error result.
+- A user message goes to `on_user_message`, or answers a pending ASK_HUMAN
+  as `on_human_reply(approved=True, message=...)`. Recorded tool results
+  while a human is asked mean the recorded agent went ahead: approved.
+- After FINAL, a user message opens a new episode (a fresh Controller, same
+  policy) once the next model output arrives: conversational traces
+  (tau-bench) are many episodes, and the summary adds them up.
+- After STOP (or FINAL with no user message before the next model output)
+  replay of the run ends; `not_replayed` counts the model outputs left.
+- When the recording ends while the controller still awaits something,
+  `exit_reason` is None and `recorded_end` says how the recording ended.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
+from agentfsm.core.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.replay.trajectories import (
+    HumanReply,
+    ModelOutput,
+    RecordedRun,
+    Step,
+    ToolResults,
+    UserMessage,
+)
+from agentfsm.replay.trajectories._pairing import pair_results
+
+__all__ = ["Comparison", "DecisionRecord", "ReplayResult", "compare", "replay_run"]
+
+Observer = Callable[[Mapping[str, Any]], None]
+_AWAITS = {
+    "end": "nothing",
+    "execute": "results",
+    "handoff": "results",
+    "await_human": "human",
+}
+"""What a controller in each resting state waits for; anything else awaits the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """One decision the controller made during replay, and what it answered."""
+
+    turn: int
+    """Model outputs replayed in this run when it decided (across episodes)."""
+    episode: int
+    """Which episode (fresh controller) of the run, from 1."""
+    input: str
+    """What it answered: `model_output`, `tool_results` or `human_reply`."""
+    action: str
+    priority: str
+    layer: int
+    guard: str
+    fired: str
+    reason: str
+    exit_reason: str | None
+    path: tuple[str, ...]
+
+    def brief(self) -> dict[str, Any]:
+        """The five fields `--json` prints for every decision."""
+        return {
+            "turn": self.turn,
+            "action": self.action,
+            "priority": self.priority,
+            "guard": self.guard,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    """What a policy decided over one recorded run, with the counts a summary needs."""
+
+    source: str
+    run: str
+    format: str
+    steps: int = 0
+    """Model outputs replayed."""
+    exit_reason: str | None = None
+    """Why the last episode's controller ended; None when it was still waiting."""
+    decisions: list[DecisionRecord] = field(default_factory=list)
+    tool_calls: int = 0
+    """Calls the controller decided to execute."""
+    recorded_calls: int = 0
+    """Calls in the replayed model outputs."""
+    recorded_end: str | None = None
+    """How the recording says the run ended."""
+    episodes: int = 1
+    episode_exits: list[str | None] = field(default_factory=list)
+    not_replayed: int = 0
+    """Recorded model outputs left after the controller ended the run."""
+    missing_results: int = 0
+    """Executed calls with no recorded result (the controller synthesized one)."""
+    unmatched_results: int = 0
+    """Recorded results for calls the controller did not execute."""
+    actions: Counter[str] = field(default_factory=Counter)
+    exits: Counter[str] = field(default_factory=Counter)
+    """Exit reasons of every decision that ended an episode."""
+    stops: list[str] = field(default_factory=list)
+    """The reason of every STOP and ASK_HUMAN decision."""
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, decision: Decision, kind: str, keep: bool) -> None:
+        """Count one decision, and keep it when asked to."""
+        action = str(decision.action)
+        self.actions[action] += 1
+        if decision.exit_reason is not None:
+            self.exits[str(decision.exit_reason)] += 1
+        if decision.action in (Action.STOP, Action.ASK_HUMAN):
+            self.stops.append(f"{action}: {decision.reason}")
+        if keep:
+            self.decisions.append(_record_of(decision, kind, self.steps, self.episodes))
+
+    def close_episode(self, exit_reason: Any) -> None:
+        """Close the current episode with its exit reason and count the next one."""
+        self.episode_exits.append(None if exit_reason is None else str(exit_reason))
+        self.episodes = len(self.episode_exits) + 1
+
+    def summary(self) -> dict[str, Any]:
+        """Every count of the run as a JSON object, without the decisions."""
+        return {
+            "source": self.source,
+            "run": self.run,
+            "format": self.format,
+            "steps": self.steps,
+            "exit_reason": self.exit_reason,
+            "recorded_end": self.recorded_end,
+            "tool_calls": self.tool_calls,
+            "recorded_calls": self.recorded_calls,
+            "episodes": len(self.episode_exits),
+            "not_replayed": self.not_replayed,
+            "missing_results": self.missing_results,
+            "unmatched_results": self.unmatched_results,
+            "actions": dict(self.actions),
+            "stops": self.stops,
+        }
+
+
+def _record_of(decision: Decision, kind: str, turn: int, episode: int) -> DecisionRecord:
+    return DecisionRecord(
+        turn=turn,
+        episode=episode,
+        input=kind,
+        action=str(decision.action),
+        priority=str(decision.priority),
+        layer=decision.layer,
+        guard=decision.guard,
+        fired=decision.fired,
+        reason=decision.reason,
+        exit_reason=None if decision.exit_reason is None else str(decision.exit_reason),
+        path=tuple(str(state) for state in decision.path),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Where two replays of the same run decided differently."""
+
+    against: dict[int, str | None]
+    """For each differing decision of the first replay (by index), the other's action."""
+    extra: int
+    """Decisions the second replay made beyond the first's last one."""
+    exit_reasons: tuple[str | None, str | None]
+
+    @property
+    def differs(self) -> bool:
+        """Whether any decision or the exit reason differs."""
+        return bool(self.against) or self.extra > 0 or self.exit_reasons[0] != self.exit_reasons[1]
+
+
+def compare(first: ReplayResult, second: ReplayResult) -> Comparison:
+    """Align two replays' decisions by (turn, order within the turn) and list the differences."""
+    theirs = dict(_keyed(second.decisions))
+    against: dict[int, str | None] = {}
+    seen = set()
+    for index, (key, record) in enumerate(_keyed(first.decisions)):
+        seen.add(key)
+        other = theirs.get(key)
+        if other is None or other.action != record.action:
+            against[index] = None if other is None else other.action
+    extra = sum(1 for key in theirs if key not in seen)
+    return Comparison(against, extra, (first.exit_reason, second.exit_reason))
+
+
+def _keyed(records: list[DecisionRecord]) -> list[tuple[tuple[int, int, int], DecisionRecord]]:
+    keyed = []
+    order: Counter[tuple[int, int]] = Counter()
+    for record in records:
+        order[(record.episode, record.turn)] += 1
+        keyed.append(((record.episode, record.turn, order[(record.episode, record.turn)]), record))
+    return keyed
+
+
+def replay_run(
+    run: RecordedRun,
+    policy: Any = None,
+    *,
+    observers: Iterable[Observer] = (),
+    keep_decisions: bool = True,
+) -> ReplayResult:
+    """Replay one recorded run through `policy` (the default Policy when None).
+
+    Args:
+        run: The recorded run; its steps are iterated once.
+        policy: An `agentfsm.Policy`, or None for the defaults.
+        observers: Passed to every Controller the replay creates (e.g. a TraceWriter).
+        keep_decisions: Keep every decision in the result (False keeps only counts).
+    """
+    replayer = _Replayer(run, policy, tuple(observers), keep_decisions)
+    for step in run.steps:
+        replayer.feed(step)
+    return replayer.finish()
+
+
+class _Replayer:
+    """The replay of one run: the live controller and what it has decided so far."""
+
+    def __init__(
+        self, run: RecordedRun, policy: Any, observers: tuple[Observer, ...], keep: bool
+    ) -> None:
+        self.policy = Policy() if policy is None else policy
+        self.run = run
+        self.observers = observers
+        self.keep = keep
+        self.result = ReplayResult(source=run.source, run=run.id, format=run.format)
+        self.ctl = self._new_controller()
+        self.last: Decision | None = None
+        self.turn_calls: list[ToolCall] = []
+        self.waiting_users: list[str] = []
+        self.stopped = False
+
+    def _new_controller(self) -> Any:
+        run_id = f"{self.run.id}#{self.result.episodes}"
+        return Controller(self.policy, run_id=run_id, observers=self.observers)
+
+    # -- what the controller waits for -----------------------------------------------------
+
+    def _awaits(self) -> str:
+        return _AWAITS.get(self.ctl.state, "model")
+
+    def _record(self, decision: Decision, kind: str) -> Decision:
+        self.last = decision
+        self.result.add(decision, kind, self.keep)
+        return decision
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def feed(self, step: Step) -> None:
+        if isinstance(step, ModelOutput):
+            self._model(step.turn)
+        elif self.stopped:
+            return
+        elif isinstance(step, ToolResults):
+            self._results(step.results)
+        elif isinstance(step, UserMessage):
+            self._user(step.text)
+        elif isinstance(step, HumanReply):
+            self._human(step)
+
+    def _model(self, turn: ModelTurn) -> None:
+        if self.stopped or not self._ready_for_model():
+            self.stopped = True
+            self.result.not_replayed += 1
+            return
+        self.result.steps += 1
+        decision = self._record(self.ctl.on_model_output(turn), "model_output")
+        self.turn_calls = list(turn.tool_calls)
+        self.result.recorded_calls += len(turn.tool_calls)
+        if decision.action is Action.EXECUTE_TOOLS:
+            self.result.tool_calls += len(decision.tool_calls)
+
+    def _ready_for_model(self) -> bool:
+        """Bring the controller to await the model as the recording did; False if it ended."""
+        if self.ctl.done:
+            return self._next_episode()
+        if self._awaits() == "human":
+            self._record(self.ctl.on_human_reply(approved=True), "human_reply")
+        if self._awaits() == "results":
+            self.result.missing_results += len(self.last.tool_calls if self.last else ())
+            self._record(self.ctl.on_tool_results([]), "tool_results")
+        return not self.ctl.done
+
+    def _next_episode(self) -> bool:
+        if self.last is None or self.last.action is not Action.FINAL or not self.waiting_users:
+            return False
+        self.result.close_episode(self.ctl.exit_reason)
+        self.ctl = self._new_controller()
+        self.last = None
+        for text in self.waiting_users:
+            self.ctl.on_user_message(text)
+        self.waiting_users = []
+        return True
+
+    def _results(self, results: tuple[ToolResult, ...]) -> None:
+        if self.ctl.done:
+            return
+        if self._awaits() == "human":
+            self._record(self.ctl.on_human_reply(approved=True), "human_reply")
+        if self._awaits() != "results" or self.last is None:
+            self.result.unmatched_results += len(results)
+            return
+        paired, missing = pair_results(self.turn_calls, self.last.tool_calls, results)
+        self.result.missing_results += missing
+        self.result.unmatched_results += len(results) - len(paired)
+        self._record(self.ctl.on_tool_results(paired), "tool_results")
+
+    def _user(self, text: str) -> None:
+        awaits = self._awaits()
+        if awaits == "nothing":
+            self.waiting_users.append(text)
+        elif awaits == "human":
+            self._record(self.ctl.on_human_reply(approved=True, message=text), "human_reply")
+        elif awaits == "model" or self._ready_for_model():
+            self.ctl.on_user_message(text)
+
+    def _human(self, step: HumanReply) -> None:
+        if self._awaits() == "human":
+            decision = self.ctl.on_human_reply(approved=step.approved, message=step.message)
+            self._record(decision, "human_reply")
+        else:
+            self.result.notes.append("a recorded human reply came when no human was asked")
+
+    def finish(self) -> ReplayResult:
+        exit_reason = self.ctl.exit_reason if self.ctl.done else None
+        self.result.close_episode(exit_reason)
+        self.result.exit_reason = None if exit_reason is None else str(exit_reason)
+        self.result.recorded_end = self.run.end
+        return self.result

@@ -1,0 +1,240 @@
+"""One run of the runner: the Controller, the message list it grows, and the result.
+
+The session is the runner's bookkeeping, free of I/O so `run` and `arun` share
+it: it turns each decision into messages (the assistant turn, the tool results,
+the controller's own results beside them) and the next request's arguments
+(`max_tokens` raised after a truncation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentfsm.core.tools import ToolSpec, tool_specs
+from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult, Usage
+
+__all__ = ["RunResult", "Session"]
+
+DEFAULT_MAX_TOKENS = 4096
+"""The output limit assumed when a truncated call set none and reported no usage."""
+_AWAITING_HOST = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
+
+
+class RunResult(BaseModel):
+    """How a run ended, and everything it produced on the way."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_reason: ExitReason
+    """Why the run ended; `COMPLETED` is the only normal end."""
+    decisions: list[Decision] = Field(default_factory=list)
+    """Every decision the Controller made, in order."""
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The conversation at the end, in OpenAI chat format, the input messages first."""
+    text: str = ""
+    """The final answer (the last model text when the run did not complete)."""
+    turns: int = 0
+    """Model outputs the Controller saw, retries included."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens (and cost, when known) summed over every model output."""
+    error: str | None = None
+    """What failed, when the run ended with `PROVIDER_ERROR`."""
+
+
+class Session:
+    """Feed one run's model outputs, tool results and human answers to its Controller."""
+
+    def __init__(
+        self, model: str, messages: Sequence[Mapping[str, Any]], controller: Any, specs: Any
+    ) -> None:
+        self.model = model
+        self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
+        self.controller = controller
+        self.specs: dict[str, ToolSpec] | None = specs
+        self.max_tokens: int | None = None
+        self.decisions: list[Decision] = []
+        self.error: str | None = None
+        self._pending: ModelTurn | None = None
+        self._answers: list[ToolResult] = []
+        self._text = ""
+        self._usage = Usage()
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Any] | None,
+        policy: Any,
+        observers: Sequence[Callable[[Mapping[str, Any]], Any]],
+        trace: str | os.PathLike[str] | None,
+        *,
+        max_tokens: int | None = None,
+    ) -> Iterator[Session]:
+        """Build the Controller (and the trace writer) for one run; close the trace after."""
+        import agentfsm
+        from agentfsm.replay.trace import TraceWriter
+
+        specs = tool_specs(tools)
+        writer = None
+        if trace is not None:
+            Path(trace).parent.mkdir(parents=True, exist_ok=True)
+            writer = TraceWriter(trace)
+        try:
+            controller = agentfsm.Controller(
+                policy if policy is not None else agentfsm.Policy(),
+                tools=None if specs is None else list(specs.values()),
+                observers=(*observers, *([writer] if writer else [])),
+            )
+            session = cls(model, messages, controller, specs)
+            session.max_tokens = max_tokens
+            yield session
+        finally:
+            if writer is not None:
+                writer.close()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has ended (the Controller ended it, or the provider failed)."""
+        return self.error is not None or bool(self.controller.done)
+
+    def request(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the keyword arguments of the next model call."""
+        request: dict[str, Any] = {"model": self.model, "messages": list(self.messages)}
+        if self.specs:
+            request["tools"] = [spec.to_openai() for spec in self.specs.values()]
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        request.update(options)
+        return request
+
+    def on_turn(self, turn: ModelTurn) -> Decision:
+        """Give one model output to the Controller; the history keeps the ids it issued."""
+        decision = self.controller.on_model_output(turn)
+        self._pending = self.controller.last_output
+        self._text = turn.text or self._text
+        self._usage = _add_usage(self._usage, turn.usage)
+        return self._settle(decision)
+
+    def on_results(self, results: Sequence[ToolResult]) -> Decision:
+        """Send tool results to the model (beside the controller's own) and the Controller."""
+        self._answers.extend(results)
+        self._flush()
+        return self._settle(self.controller.on_tool_results(list(results)))
+
+    def on_human(self, asked: Decision, approved: bool, message: str | None) -> Decision:
+        """Give a human's answer to the Controller; a clarification goes to the model too."""
+        if not asked.tool_calls and message:
+            self._flush()
+            self.messages.append({"role": "user", "content": message})
+        return self._settle(self.controller.on_human_reply(approved, message))
+
+    def fail(self, exc: BaseException) -> None:
+        """End the run on a provider failure that retries did not fix."""
+        self.error = str(exc)
+
+    def result(self) -> RunResult:
+        """Return the run's result."""
+        if self.error is not None:
+            exit_reason = ExitReason.PROVIDER_ERROR
+        else:
+            exit_reason = self.controller.exit_reason or ExitReason.INTERRUPTED
+        return RunResult(
+            exit_reason=exit_reason,
+            decisions=list(self.decisions),
+            messages=list(self.messages),
+            text=self._text,
+            turns=int(self.controller.turn),
+            usage=self._usage,
+            error=self.error,
+        )
+
+    def _settle(self, decision: Decision) -> Decision:
+        """Record a decision and write what it settles into the messages."""
+        self.decisions.append(decision)
+        self._answers.extend(decision.results)
+        self._adjust(decision)
+        if decision.action in _AWAITING_HOST:
+            return decision
+        if decision.action is Action.RETRY and not self._answers:
+            self._pending = None  # a broken output is not part of the conversation
+        self._flush()
+        return decision
+
+    def _adjust(self, decision: Decision) -> None:
+        factor = decision.adjust.get("max_tokens_factor")
+        if "max_tokens" in decision.adjust:
+            self.max_tokens = int(decision.adjust["max_tokens"])
+        elif factor:
+            used = self._pending.usage.output_tokens if self._pending and self._pending.usage else 0
+            self.max_tokens = int((self.max_tokens or used or DEFAULT_MAX_TOKENS) * factor)
+
+    def _flush(self) -> None:
+        """Append the pending assistant turn with its answered calls, then their results."""
+        turn, answers = self._pending, {r.call_id: r for r in self._answers}
+        self._pending, self._answers = None, []
+        if turn is None:
+            return
+        calls = [c for c in turn.tool_calls if c.id in answers]
+        if turn.text or calls:
+            self.messages.append(_assistant_message(turn.text, calls))
+        self.messages.extend(_tool_message(answers[c.id]) for c in calls)
+
+
+def _add_usage(total: Usage, usage: Usage | None) -> Usage:
+    if usage is None:
+        return total
+    cost = (
+        None if total.cost is None and usage.cost is None else (total.cost or 0) + (usage.cost or 0)
+    )
+    return Usage(
+        input_tokens=total.input_tokens + usage.input_tokens,
+        output_tokens=total.output_tokens + usage.output_tokens,
+        cost=cost,
+    )
+
+
+def _assistant_message(text: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": _arguments(c)},
+            }
+            for c in calls
+        ]
+    return message
+
+
+def _call_entry(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": _arguments(call)},
+    }
+
+
+def _arguments(call: ToolCall) -> str:
+    # Unparsed arguments go back as `{}`: providers (and litellm's Anthropic
+    # translation) reject invalid JSON in the history; the error result says what was wrong.
+    return json.dumps(call.arguments or {}, ensure_ascii=False)
+
+
+def _tool_message(result: ToolResult) -> dict[str, Any]:
+    content = result.content
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False, default=str)
+    message = {"role": "tool", "tool_call_id": result.call_id, "content": content}
+    if result.name:
+        message["name"] = result.name
+    return message
