@@ -119,11 +119,21 @@ class MessagesStream:
         self._stop: dict[str, Any] = {}
         self._counts: dict[str, int] = {}
         self._error: str | None = None
+        self._damage: str | None = None
+        self._holes: dict[int, str] = {}
+        """Blocks whose input may have lost a piece, and why."""
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable event: every block still open may have lost a piece in it."""
+        self._damage = self._damage or why
+        for index in self._open:
+            self._holes.setdefault(index, f"its input may have a hole: {why}")
 
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event into the turn."""
         kind = event.get("type")
-        index = as_int(event.get("index"))
+        raw_index = event.get("index")
+        index = raw_index if type(raw_index) is int else -1
         if kind == "content_block_start":
             self._blocks[index] = dict(as_dict(event.get("content_block")))
             self._open.add(index)
@@ -143,14 +153,20 @@ class MessagesStream:
             self._error = as_str(error.get("message")) or as_str(error.get("type")) or "error"
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
-        block = self._blocks.setdefault(index, {"type": "text"})
+        block = self._blocks.get(index)
+        if block is None:  # its content_block_start never arrived
+            block = self._blocks[index] = {"type": "text"}
+            self.damage(f"a delta for block {index}, which never started")
         kind = delta.get("type")
         if kind == "text_delta":
             block["text"] = as_str(block.get("text")) + as_str(delta.get("text"))
         elif kind == "thinking_delta":
             block["thinking"] = as_str(block.get("thinking")) + as_str(delta.get("thinking"))
         elif kind == "input_json_delta":
-            self._json.setdefault(index, []).append(as_str(delta.get("partial_json")))
+            piece = delta.get("partial_json")
+            if type(piece) is not str:
+                self._holes.setdefault(index, "an input_json_delta without a string partial_json")
+            self._json.setdefault(index, []).append(as_str(piece))
 
     def _tool_block(self, draft: Draft, index: int, block: dict[str, Any]) -> None:
         parts = self._json.get(index)
@@ -160,6 +176,8 @@ class MessagesStream:
             call = call_from_string(block.get("id"), block.get("name"), "".join(parts))
         if index in self._open:
             call = broken(call, _CUT)
+        elif index in self._holes:
+            call = broken(call, self._holes[index])
         draft.calls.append(call)
 
     def draft(self) -> Draft:
@@ -179,6 +197,7 @@ class MessagesStream:
             draft.error, draft.truncated = self._error, True
             if draft.raw_finish is None:
                 draft.finish = FinishReason.ERROR
+        draft.damaged(self._damage)
         return draft
 
     def turn(self) -> ModelTurn:

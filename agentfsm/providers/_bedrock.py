@@ -94,6 +94,15 @@ class ConverseStream:
         self._blocks: dict[int, dict[str, Any]] = {}
         self._open: set[int] = set()
         self._stopped = False
+        self._damage: str | None = None
+        self._holes: dict[int, str] = {}
+        """Blocks whose input may have lost a piece, and why."""
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable event: every block still open may have lost a piece in it."""
+        self._damage = self._damage or why
+        for index in self._open:
+            self._holes.setdefault(index, f"its input may have a hole: {why}")
 
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event into the turn."""
@@ -121,14 +130,21 @@ class ConverseStream:
                 self._draft.error = f"{key}: {message}" if message else key
 
     def _delta(self, delta_event: dict[str, Any]) -> None:
-        index = as_int(delta_event.get("contentBlockIndex"))
-        block = self._blocks.setdefault(index, {})
+        raw_index = delta_event.get("contentBlockIndex")
+        index = raw_index if type(raw_index) is int else -1
+        block = self._blocks.get(index)
+        if block is None:  # its contentBlockStart never arrived (a text block may have none)
+            block = self._blocks[index] = {}
         delta = as_dict(delta_event.get("delta"))
         if "text" in delta:
             block["text"] = as_str(block.get("text")) + as_str(delta["text"])
         elif "toolUse" in delta:
-            piece = as_str(as_dict(delta["toolUse"]).get("input"))
-            block["input"] = as_str(block.get("input")) + piece
+            piece = as_dict(delta["toolUse"]).get("input")
+            if "tool" not in block:
+                self.damage(f"tool input for block {index}, which never started")
+            elif type(piece) is not str:
+                self._holes.setdefault(index, "a toolUse delta without a string input")
+            block["input"] = as_str(block.get("input")) + as_str(piece)
         elif "reasoningContent" in delta:
             piece = as_str(as_dict(delta["reasoningContent"]).get("text"))
             block["reasoning"] = as_str(block.get("reasoning")) + piece
@@ -136,7 +152,9 @@ class ConverseStream:
     def _call(self, index: int, block: dict[str, Any]) -> ToolCall:
         tool = as_dict(block.get("tool"))
         call = call_from_string(tool.get("toolUseId"), tool.get("name"), as_str(block.get("input")))
-        return broken(call, _CUT) if index in self._open else call
+        if index in self._open:
+            return broken(call, _CUT)
+        return broken(call, self._holes[index]) if index in self._holes else call
 
     def draft(self) -> Draft:
         """The turn so far; an open block or a missing messageStop makes it truncated."""
@@ -149,6 +167,7 @@ class ConverseStream:
             draft.truncated = True
         if draft.error is not None and draft.raw_finish is None:
             draft.finish = FinishReason.ERROR
+        draft.damaged(self._damage)
         return draft
 
     def turn(self) -> ModelTurn:

@@ -178,6 +178,12 @@ class Draft:
         if self.finish is FinishReason.LENGTH:
             self.truncated = True
 
+    def damaged(self, why: str | None) -> None:
+        """Mark the turn incomplete because a stream event was lost or unreadable."""
+        if why is not None:
+            self.truncated = True
+            self.error = self.error or f"the stream is damaged: {why}"
+
     def break_calls(self, why: str) -> None:
         """Mark every call not executable (the provider said the calls are broken)."""
         self.calls = [broken(call, why) for call in self.calls]

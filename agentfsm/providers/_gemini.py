@@ -15,6 +15,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from agentfsm.core.limits import MAX_JSON_PATH_STEPS
 from agentfsm.core.types import FinishReason, ModelTurn, ToolCall
 from agentfsm.providers._common import (
     Draft,
@@ -22,6 +23,7 @@ from agentfsm.providers._common import (
     as_int,
     as_list,
     as_str,
+    broken,
     call_from_object,
     construct,
     make_usage,
@@ -45,6 +47,8 @@ TABLE: dict[str, FinishReason] = {
 }
 BROKEN = frozenset({"MALFORMED_FUNCTION_CALL", "MALFORMED_RESPONSE"})
 _PATH = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
+_SYNTAX = re.compile(r"\$(?:\.[^.\[\]]+|\[\d+\])*")
+_MAX_INDEX_DIGITS = 9
 _VALUES = ("stringValue", "numberValue", "boolValue")
 _CUT = "the stream ended before a terminal functionCall closed the streamed arguments"
 
@@ -54,28 +58,74 @@ def is_gemini(payload: dict[str, Any]) -> bool:
     return type(payload.get("candidates")) is list or "promptFeedback" in payload
 
 
-def _steps(path: str) -> list[str | int]:
-    return [int(index) if index else key for key, index in _PATH.findall(path)]
+def _steps(path: str) -> list[str | int] | str:
+    """The steps of a `jsonPath` (`$.a[0].b`), or why it cannot be followed."""
+    if _SYNTAX.fullmatch(path) is None:
+        return f"a jsonPath that is not understood ({path[:60]!r})"
+    steps: list[str | int] = []
+    for key, index in _PATH.findall(path):
+        if len(steps) >= MAX_JSON_PATH_STEPS:
+            return f"a jsonPath of more than {MAX_JSON_PATH_STEPS} steps"
+        if index and len(index) > _MAX_INDEX_DIGITS:
+            return f"a jsonPath index of {len(index)} digits"
+        steps.append(int(index) if index else key)
+    return steps or "a jsonPath that names no argument"
 
 
-def _put(root: dict[str, Any], steps: list[str | int], value: object) -> None:
-    """Set `value` at a parsed JSON path, creating containers; strings concatenate."""
+class _Text(list[str]):
+    """A streamed string value, kept in pieces (joining as they come would be quadratic)."""
+
+
+def _child(node: object, step: str | int) -> tuple[Any, str | None]:
+    """The value at `step` of `node` (None when absent), or why the step cannot be taken."""
+    if type(step) is int:
+        if type(node) is not list:
+            return None, f"a jsonPath index [{step}] into something that is not an array"
+        if step > len(node):
+            return None, f"a jsonPath index [{step}] that skips elements (the array has {len(node)})"
+        if step == len(node):
+            node.append(None)
+        return node[step], None
+    if type(node) is not dict:
+        return None, f"a jsonPath key {step!r} into something that is not an object"
+    return node.get(step), None
+
+
+def _put(root: dict[str, Any], steps: list[str | int], value: object) -> str | None:
+    """Set `value` at a parsed JSON path, creating containers; strings concatenate.
+
+    Returns why the value cannot be placed, or None. An array grows one element
+    at a time, so a path cannot make it allocate more than the stream sent.
+    """
     node: Any = root
     for position, step in enumerate(steps):
-        if type(step) is int:
-            if type(node) is not list:
-                return
-            node.extend([None] * (step + 1 - len(node)))
-        elif type(node) is not dict:
-            return
-        old = node[step] if type(step) is int else node.get(step)
+        old, problem = _child(node, step)
+        if problem is not None:
+            return problem
         if position == len(steps) - 1:
-            node[step] = old + value if type(old) is str and type(value) is str else value
-            return
+            if type(value) is str:
+                if type(old) is _Text:
+                    old.append(value)
+                    return None
+                value = _Text([value])
+            node[step] = value
+            return None
         if old is None:
             old = [] if type(steps[position + 1]) is int else {}
             node[step] = old
         node = old
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """The value with every streamed string joined (the tree is at most MAX_JSON_PATH_STEPS deep)."""
+    if type(value) is _Text:
+        return "".join(value)
+    if type(value) is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_plain(item) for item in value]
+    return value
 
 
 class _Streamed:
@@ -84,12 +134,25 @@ class _Streamed:
     def __init__(self, name: object, call_id: object) -> None:
         self.name, self.id = name, call_id
         self.args: dict[str, Any] = {}
+        self.hole: str | None = None
+        """Why the arguments may not be what the model wrote, once known."""
 
-    def apply(self, pieces: list[Any]) -> None:
+    def apply(self, pieces: object) -> None:
+        if type(pieces) is not list:
+            if pieces is not None:
+                self.hole = self.hole or "partialArgs is not a list"
+            return
         for piece in pieces:
+            if self.hole is not None:
+                return  # the arguments are already known to be broken: store no more
             entry = as_dict(piece)
             value = next((entry[k] for k in _VALUES if k in entry), None)
-            _put(self.args, _steps(as_str(entry.get("jsonPath"))), value)
+            steps = _steps(as_str(entry.get("jsonPath")))
+            self.hole = steps if type(steps) is str else _put(self.args, steps, value)
+
+    def arguments(self) -> dict[str, Any]:
+        """The arguments streamed so far, strings joined."""
+        return _plain(self.args)  # type: ignore[no-any-return]
 
 
 class GeminiStream:
@@ -101,6 +164,15 @@ class GeminiStream:
         self._streamed: _Streamed | None = None
         self._calls: list[ToolCall] = []
         self._message = ""
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._damage: str | None = None
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable chunk: a call whose arguments are still streaming may have a hole."""
+        self._damage = self._damage or why
+        if self._streamed is not None:
+            self._streamed.hole = self._streamed.hole or f"its arguments may have a hole: {why}"
 
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk into the turn."""
@@ -124,17 +196,13 @@ class GeminiStream:
             self._message = as_str(candidate.get("finishMessage"))
 
     def _part(self, part: dict[str, Any]) -> None:
-        draft = self._draft
         if "functionCall" in part:
             self._function_call(as_dict(part["functionCall"]))
         elif "text" in part:
             text = as_str(part["text"])
-            if part.get("thought") is True:
-                draft.reasoning = (draft.reasoning or "") + text
-            else:
-                draft.text += text
+            (self._reasoning if part.get("thought") is True else self._text).append(text)
         elif "executableCode" in part:
-            draft.server_tool_calls += 1
+            self._draft.server_tool_calls += 1
 
     def _function_call(self, call: dict[str, Any]) -> None:
         pieces = call.get("partialArgs")
@@ -142,24 +210,37 @@ class GeminiStream:
         if pieces is not None or call.get("willContinue") is True:
             if streamed is None:
                 streamed = self._streamed = _Streamed(call.get("name"), call.get("id"))
-            streamed.apply(as_list(pieces))
+                if self._damage is not None and not call.get("name"):
+                    streamed.hole = f"its first piece may be in a gap: {self._damage}"
+            streamed.apply(pieces)
             return
         if streamed is not None:
             self._streamed = None
-            args = call.get("args", streamed.args)
-            name = call.get("name") or streamed.name
-            self._calls.append(call_from_object(call.get("id") or streamed.id, name, args))
+            self._calls.append(self._closed(streamed, call))
             return
         self._calls.append(call_from_object(call.get("id"), call.get("name"), call.get("args")))
+
+    @staticmethod
+    def _closed(streamed: _Streamed, call: dict[str, Any]) -> ToolCall:
+        """The call a terminal `functionCall` closes; its own `args`, when sent, are whole."""
+        name = call.get("name") or streamed.name
+        call_id = call.get("id") or streamed.id
+        if "args" in call:
+            return call_from_object(call_id, name, call["args"])
+        made = call_from_object(call_id, name, streamed.arguments())
+        return made if streamed.hole is None else broken(made, streamed.hole)
 
     def draft(self) -> Draft:
         """The turn so far; see the module docstring for the rules."""
         draft = replace(self._draft)  # reading mid-stream must not change the stream
+        draft.text = "".join(self._text)
+        draft.reasoning = "".join(self._reasoning) or None
         draft.calls = list(self._calls)
         streamed = self._streamed
         if streamed is not None:
             cut = call_from_object(streamed.id, streamed.name, None).__dict__
-            cut.update(arguments=None, raw_arguments=json.dumps(streamed.args), error=_CUT)
+            raw = json.dumps(streamed.arguments())
+            cut.update(arguments=None, raw_arguments=raw, error=streamed.hole or _CUT)
             draft.calls.append(construct(ToolCall, cut))
             draft.truncated = True
         if self._streaming and draft.raw_finish is None:
@@ -169,6 +250,7 @@ class GeminiStream:
         if draft.raw_finish in BROKEN:
             draft.truncated = True
             draft.break_calls(f"the provider reported {draft.raw_finish}")
+        draft.damaged(self._damage)
         return draft
 
     def turn(self) -> ModelTurn:

@@ -7,7 +7,10 @@ object with `model_dump()` (openai/anthropic SDK types, litellm responses).
 
 from __future__ import annotations
 
+import codecs
+import copy
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -18,7 +21,9 @@ from agentfsm.providers._registry import FORMATS, Reader, detect_body, detect_ev
 
 __all__ = ["StreamAccumulator", "detect_provider", "normalize"]
 
-_SSE_SKIP = ("event:", "id:", "retry:", ":")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""SSE and NDJSON line ends; `str.splitlines` would also split inside JSON strings (U+2028)."""
+_SSE_IGNORED = frozenset({"event", "id", "retry"})
 
 
 def _keys(value: object) -> str:
@@ -35,28 +40,125 @@ def _unknown(value: object, what: str = "payload") -> PayloadError:
     )
 
 
+class Damaged:
+    """A stream event that arrived but cannot be read: it marks a gap in the stream."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class _Lines:
+    """SSE or NDJSON text to JSON values, one event at a time, carried across chunks.
+
+    SSE as the specification reads it: consecutive `data:` lines form one event,
+    joined with "\n", and a blank line ends it; `:` starts a comment; `event:`,
+    `id:` and `retry:` carry nothing agentfsm reads. A line that is no SSE field
+    is one NDJSON value. A `data:` line that is a whole JSON value on its own is
+    one event at once (lists that hold one event per item send no blank lines).
+    An event whose text is not JSON, or bytes that are not UTF-8, become a
+    `Damaged` marker, never a silent skip.
+    """
+
+    __slots__ = ("_bytes", "_data")
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+        self._bytes = codecs.getincrementaldecoder("utf-8")("strict")
+
+    def feed(self, chunk: str | bytes) -> Iterator[Any]:
+        """The events that `chunk` completes."""
+        if isinstance(chunk, bytes):
+            try:
+                text = self._bytes.decode(chunk)
+            except UnicodeDecodeError as exc:
+                self._bytes.reset()
+                yield Damaged(f"stream bytes are not UTF-8 ({exc.reason})")
+                text = chunk.decode("utf-8", "replace")
+        else:
+            text = chunk
+        for line in _LINE_BREAK.split(text):
+            yield from self._line(line)
+
+    def _line(self, line: str) -> Iterator[Any]:
+        stripped = line.strip()
+        if not stripped:
+            yield from self.flush()
+            return
+        if stripped.startswith(":"):
+            return
+        field, colon, value = stripped.partition(":")
+        if colon and field in _SSE_IGNORED:
+            return
+        if not (colon and field == "data"):
+            yield from self.flush()
+            yield from _one(stripped)
+            return
+        value = value[1:] if value.startswith(" ") else value
+        if not self._data:
+            parsed = _loads(value)
+            if not isinstance(parsed, _Unparsed):
+                yield parsed
+                return
+        self._data.append(value)
+
+    def flush(self) -> Iterator[Any]:
+        """The event being read, if any: the end of the text ends it."""
+        if self._data:
+            data, self._data = "\n".join(self._data), []
+            yield from _one(data)
+
+    @property
+    def pending(self) -> bool:
+        """Whether an event (or a UTF-8 character) has begun but not ended."""
+        return bool(self._data) or bool(self._bytes.getstate()[0])
+
+
+class _Unparsed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        return _Unparsed(str(exc))
+    except RecursionError:
+        return _Unparsed("it nests too deeply for Python's JSON parser")
+
+
+def _one(text: str) -> Iterator[Any]:
+    if text.strip() == "[DONE]":
+        return
+    value = _loads(text)
+    if isinstance(value, _Unparsed):
+        yield Damaged(f"a stream event is not valid JSON ({value.error})")
+    else:
+        yield value
+
+
 def _lines(text: str) -> Iterator[Any]:
-    """The JSON values of NDJSON or SSE text, one per line; blanks and `[DONE]` skipped."""
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(_SSE_SKIP):
-            continue
-        if line.startswith("data:"):
-            line = line[5:].strip()
-        if line == "[DONE]":
-            continue
-        try:
-            yield json.loads(line)
-        except ValueError:
-            yield line
+    """The JSON values of NDJSON or SSE text; damaged events as `Damaged`."""
+    lines = _Lines()
+    yield from lines.feed(text)
+    yield from lines.flush()
 
 
 def _text_payload(raw: str | bytes) -> Any:
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    try:
-        return json.loads(text)
-    except ValueError:
-        return list(_lines(text))
+    """JSON text as its value; anything else as a one-item stream of SSE/NDJSON text."""
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return [raw]  # the stream reader marks the bytes that are not UTF-8
+    else:
+        text = raw
+    value = _loads(text)
+    return [text] if isinstance(value, _Unparsed) else value
 
 
 def _dump(value: object) -> tuple[Any, str | None]:
@@ -64,19 +166,13 @@ def _dump(value: object) -> tuple[Any, str | None]:
     hint = "litellm" if is_litellm_object(value) else None
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
-        return dump(), hint
+        try:
+            return dump(), hint
+        except RecursionError as exc:
+            raise PayloadError(
+                f"this {type(value).__name__} nests too deeply to be read"
+            ) from exc
     return value, hint
-
-
-def _events(items: Iterable[Any]) -> Iterator[tuple[Any, str | None]]:
-    for item in items:
-        if isinstance(item, str | bytes):
-            for value in _lines(
-                item.decode("utf-8", "replace") if isinstance(item, bytes) else item
-            ):
-                yield value, None
-        else:
-            yield _dump(item)
 
 
 class StreamAccumulator:
@@ -84,7 +180,10 @@ class StreamAccumulator:
 
     The format is detected from the first chunk that any format recognises
     (unless `provider` names it); earlier unrecognised chunks are ignored.
-    Chunks may be dicts, JSON strings or bytes, SSE lines, or SDK/litellm objects.
+    Chunks may be dicts, JSON strings or bytes, SSE text (an event may span
+    chunks), or SDK/litellm objects. An event that arrives damaged (not JSON,
+    not UTF-8) is never skipped silently: the turn is marked truncated and
+    every call whose arguments could have been in the gap is marked broken.
 
     Args:
         provider: The format's name, or None to detect it.
@@ -98,6 +197,9 @@ class StreamAccumulator:
         self._provider = provider
         self._reader: Reader | None = None
         self._first: object = None
+        self._lines = _Lines()
+        self._events = 0
+        self._early: list[str] = []
 
     @property
     def provider(self) -> str | None:
@@ -106,15 +208,28 @@ class StreamAccumulator:
 
     def add(self, chunk: object) -> None:
         """Fold one chunk (or one text blob of SSE/NDJSON lines) into the turn."""
-        for event, hint in _events([chunk]):
-            self._add(event, hint)
+        self._chunk(chunk)
 
     def extend(self, chunks: Iterable[object]) -> None:
         """Fold several chunks into the turn, in order."""
-        for event, hint in _events(chunks):
-            self._add(event, hint)
+        for chunk in chunks:
+            self._chunk(chunk)
+
+    def _chunk(self, chunk: object) -> None:
+        if isinstance(chunk, str | bytes):
+            for event in self._lines.feed(chunk):
+                self._add(event, None)
+            return
+        for event in self._lines.flush():  # a non-text chunk ends any event being read
+            self._add(event, None)
+        value, hint = _dump(chunk)
+        self._add(value, hint)
 
     def _add(self, event: object, hint: str | None) -> None:
+        self._events += 1
+        if isinstance(event, Damaged):
+            self._damage(f"event #{self._events}: {event.why}")
+            return
         if type(event) is not dict:
             self._first = self._first if self._first is not None else event
             return
@@ -124,17 +239,49 @@ class StreamAccumulator:
                 self._first = self._first if self._first is not None else event
                 return
             self._provider, self._reader = name, FORMATS[name].stream(name)
+            for why in self._early:
+                self._reader.damage(why)
         self._reader.add(event)
 
+    def _damage(self, why: str) -> None:
+        if self._reader is None:
+            if len(self._early) < 8:  # the first few are enough to say what happened
+                self._early.append(why)
+        else:
+            self._reader.damage(why)
+
+    def end(self) -> None:
+        """Say that no chunk follows: an event still being read ends here."""
+        ended = list(self._lines.flush())
+        if self._lines.pending:  # a UTF-8 character begun and never finished
+            ended.append(Damaged("the stream ended inside a UTF-8 character"))
+            self._lines = _Lines()
+        for event in ended:
+            self._add(event, None)
+
     def turn(self) -> ModelTurn:
-        """The turn the chunks so far make.
+        """The turn the chunks so far make; an event begun but not ended counts as damaged.
 
         Raises:
             PayloadError: No chunk was recognised as any format's event.
         """
         if self._reader is None:
+            if self._early:
+                raise PayloadError(
+                    f"no normalizer recognises this stream; {self._early[0]}",
+                    tried=list(FORMATS),
+                )
             raise _unknown(self._first, "stream")
-        return self._reader.turn()
+        if not self._lines.pending:
+            return self._reader.turn()
+        reader = copy.deepcopy(self._reader)  # reading mid-event must not change the stream
+        ended = list(_Lines.flush(copy.copy(self._lines)))
+        for event in ended or [Damaged("the stream ended inside an event")]:
+            if isinstance(event, Damaged) or type(event) is not dict:
+                reader.damage(f"event #{self._events + 1}: {getattr(event, 'why', 'not JSON')}")
+            else:
+                reader.add(event)
+        return reader.turn()
 
 
 def _read_dict(payload: dict[str, Any], provider: str | None) -> ModelTurn:
@@ -177,6 +324,7 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
     if isinstance(payload, list | tuple | Iterator):
         accumulator = StreamAccumulator(provider)
         accumulator.extend(payload)
+        accumulator.end()
         return accumulator.turn()
     value, hint = _dump(payload)
     if value is payload:
@@ -186,11 +334,22 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
 
 def _detect_stream(items: Iterable[Any]) -> str:
     first: object = None
-    for event, hint in _events(items):
-        name = hint or (detect_event(event) if type(event) is dict else None)
-        if name is not None:
+    lines = _Lines()
+    for item in items:
+        if isinstance(item, str | bytes):
+            events: Iterable[tuple[Any, str | None]] = ((e, None) for e in lines.feed(item))
+        else:
+            events = [_dump(item)]
+        for event, hint in events:
+            name = hint or (detect_event(event) if type(event) is dict else None)
+            if name is not None:
+                return name
+            first = event if first is None else first
+    for event in lines.flush():
+        if type(event) is dict and (name := detect_event(event)) is not None:
             return name
-        first = event if first is None else first
+    if isinstance(first, Damaged):
+        raise PayloadError(f"no normalizer recognises this stream; {first.why}", tried=list(FORMATS))
     raise _unknown(first, "stream")
 
 

@@ -43,6 +43,11 @@ class OllamaStream:
         self._thinking: list[str] = []
         self._calls: list[ToolCall] = []
         self._done = False
+        self._damage: str | None = None
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable chunk (each chunk's calls are whole, so none has a hole)."""
+        self._damage = self._damage or why
 
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk into the turn."""
@@ -77,6 +82,7 @@ class OllamaStream:
                 draft.finish = FinishReason.ERROR
         if self._streaming and not self._done:
             draft.truncated = True
+        draft.damaged(self._damage)
         return draft
 
     def turn(self) -> ModelTurn:

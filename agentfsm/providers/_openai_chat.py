@@ -112,12 +112,13 @@ def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
 class _Pending:
     """A streamed call being assembled from deltas."""
 
-    __slots__ = ("id", "name", "parts")
+    __slots__ = ("bad", "id", "name", "parts")
 
     def __init__(self) -> None:
         self.id = ""
         self.name = ""
         self.parts: list[str] = []
+        self.bad: str | None = None
 
     def merge(self, call_id: object, function: dict[str, Any]) -> None:
         if not self.id and type(call_id) is str:
@@ -128,9 +129,14 @@ class _Pending:
         arguments = function.get("arguments")
         if type(arguments) is str:
             self.parts.append(arguments)
+        elif arguments is not None:
+            self.bad = f"an argument fragment is a JSON {type(arguments).__name__}, not a string"
 
-    def call(self) -> ToolCall:
-        return call_from_string(self.id, self.name, "".join(self.parts))
+    def call(self, gap: str | None) -> ToolCall:
+        call = call_from_string(self.id, self.name, "".join(self.parts))
+        if self.bad is not None:
+            return broken(call, self.bad)
+        return call if gap is None else broken(call, gap)
 
 
 class ChatStream:
@@ -143,6 +149,14 @@ class ChatStream:
         self._refusal: list[str] = []
         self._calls: dict[object, _Pending] = {}
         self._finished = False
+        self._damage: str | None = None
+        self._gap = False
+        """A gap came before the finish: any call may have lost a fragment in it."""
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable chunk; before the finish, every call may have a hole."""
+        self._damage = self._damage or why
+        self._gap = self._gap or not self._finished
 
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk into the turn."""
@@ -194,13 +208,15 @@ class ChatStream:
         draft.text = "".join(self._text)
         draft.reasoning = "".join(self._reasoning)
         draft.refusal = "".join(self._refusal)
-        draft.calls = [pending.call() for pending in self._calls.values()]
+        gap = f"its arguments may have a hole: {self._damage}" if self._gap else None
+        draft.calls = [pending.call(gap) for pending in self._calls.values()]
         if not self._finished and draft.raw_finish is None:
             draft.truncated = True
             if draft.calls:
                 draft.calls[-1] = broken(draft.calls[-1], _CUT)
             if draft.error is not None:
                 draft.finish = FinishReason.ERROR
+        draft.damaged(self._damage)
         return draft
 
     def turn(self) -> ModelTurn:

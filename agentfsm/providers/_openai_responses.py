@@ -44,6 +44,8 @@ _SERVER_ITEMS = frozenset(
 )
 _WRAPPERS = frozenset({"multi_tool_use.parallel", "parallel"})
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_HOLE = "\x00hole"
+"""A key only the stream reader sets on an item: why its arguments may have a hole."""
 
 
 def is_response(payload: dict[str, Any]) -> bool:
@@ -78,6 +80,9 @@ def _unwrap(call: ToolCall) -> list[ToolCall] | None:
 def _function_call(item: dict[str, Any]) -> list[ToolCall]:
     call_id = item.get("call_id") or item.get("id")
     call = call_from_string(call_id, item.get("name"), item.get("arguments"))
+    hole = item.get(_HOLE)
+    if type(hole) is str:
+        return [broken(call, hole)]
     status = as_str(item.get("status"))
     if status in ("in_progress", "incomplete"):
         return [broken(call, f"the call is {status}")]
@@ -151,25 +156,64 @@ class ResponsesStream:
         self._items: dict[int, dict[str, Any]] = {}
         self._final: dict[str, Any] | None = None
         self._error: str | None = None
+        self._damage: str | None = None
+        self._holes: dict[int, str] = {}
+        """Items whose arguments may have lost a piece, and why."""
+        self._done: set[int] = set()
+        self._sequence: int | None = None
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable event: every item not yet done may have lost a piece in it."""
+        self._damage = self._damage or why
+        for key in self._items:
+            if key not in self._done:
+                self._holes.setdefault(key, f"its arguments may have a hole: {why}")
+
+    def _check_sequence(self, event: dict[str, Any]) -> None:
+        number = event.get("sequence_number")
+        if type(number) is not int:
+            return
+        last, self._sequence = self._sequence, number
+        if last is not None and number != last + 1:
+            self.damage(f"sequence_number jumps from {last} to {number}: events are missing")
+
+    def _key(self, event: dict[str, Any]) -> int:
+        index = event.get("output_index")
+        return index if type(index) is int else len(self._items)
 
     def _slot(self, event: dict[str, Any]) -> dict[str, Any]:
-        index = event.get("output_index")
-        key = index if type(index) is int else len(self._items)
-        return self._items.setdefault(key, {"type": "message", "status": "in_progress"})
+        key = self._key(event)
+        slot = self._items.get(key)
+        if slot is None:
+            slot = self._items[key] = {"type": "message", "status": "in_progress"}
+            if not as_str(event.get("type")).startswith("response.output_item."):
+                self.damage(f"an event for output {key}, whose output_item.added never arrived")
+        return slot
 
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event into the turn."""
+        self._check_sequence(event)
         kind = as_str(event.get("type"))
         if kind in ("response.output_item.added", "response.output_item.done"):
             item = as_dict(event.get("item"))
             slot = self._slot(event)
             slot.clear()
             slot.update(item)
+            if kind == "response.output_item.done":  # the whole item: nothing is missing
+                self._done.add(self._key(event))
+                self._holes.pop(self._key(event), None)
         elif kind == "response.function_call_arguments.delta":
             slot = self._slot(event)
-            slot["arguments"] = as_str(slot.get("arguments")) + as_str(event.get("delta"))
+            delta = event.get("delta")
+            if type(delta) is not str:
+                self._holes.setdefault(self._key(event), "an arguments delta that is no string")
+            slot["arguments"] = as_str(slot.get("arguments")) + as_str(delta)
         elif kind == "response.function_call_arguments.done":
-            self._slot(event)["arguments"] = as_str(event.get("arguments"))
+            slot = self._slot(event)
+            arguments = event.get("arguments")
+            if type(arguments) is str and slot.get("type") == "function_call":
+                self._holes.pop(self._key(event), None)  # the whole arguments string
+            slot["arguments"] = as_str(arguments)
         elif kind == "response.output_text.delta":
             self._append(event, "text", "output_text")
         elif kind == "response.refusal.delta":
@@ -192,14 +236,22 @@ class ResponsesStream:
     def draft(self) -> Draft:
         """The turn so far, as a draft."""
         final = self._final or {}
-        if not as_list(final.get("output")):
-            final = {**final, "output": [self._items[k] for k in sorted(self._items)]}
+        whole = bool(as_list(final.get("output")))  # the terminal event has every item whole
+        if not whole:
+            items = [self._item(key) for key in sorted(self._items)]
+            final = {**final, "output": items}
         draft = read_body(final, self._provider)
         if self._final is None:
             draft.truncated = True
         if self._error is not None:
             draft.error, draft.truncated = self._error, True
+        if not whole:
+            draft.damaged(self._damage)
         return draft
+
+    def _item(self, key: int) -> dict[str, Any]:
+        hole = self._holes.get(key)
+        return self._items[key] if hole is None else {**self._items[key], _HOLE: hole}
 
     def turn(self) -> ModelTurn:
         """The turn so far."""

@@ -42,6 +42,9 @@ class Reader(Protocol):
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event into the turn."""
 
+    def damage(self, why: str) -> None:
+        """Note that an event arrived here but could not be read (a gap in the stream)."""
+
     def turn(self) -> ModelTurn:
         """The turn so far."""
 
@@ -60,12 +63,18 @@ class _OneShot:
     def __init__(self, provider: str, read: Callable[[dict[str, Any], str], Draft]) -> None:
         self._provider, self._read = provider, read
         self._last: dict[str, Any] = {}
+        self._damage: str | None = None
 
     def add(self, event: dict[str, Any]) -> None:
         self._last = event
 
+    def damage(self, why: str) -> None:
+        self._damage = self._damage or why
+
     def turn(self) -> ModelTurn:
-        return self._read(self._last, self._provider).build()
+        draft = self._read(self._last, self._provider)
+        draft.damaged(self._damage)
+        return draft.build()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,65 @@
+"""Every size and depth that an input controls, bounded here and nowhere else.
+
+A payload, a stream or a trace file comes from outside: a provider, a proxy,
+a file on disk. Past these limits agentfsm refuses the input with a
+`PayloadError` or `TraceError` that names the limit, instead of spending
+gigabytes or hitting Python's recursion limit. Each limit is far above what a
+real provider or a real trace produces; a host that needs more can raise the
+value here before reading (they are read at call time, not copied at import).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_JSON_PATH_STEPS",
+    "MAX_LINE_BYTES",
+    "MAX_STREAM_EVENTS",
+    "nesting_exceeds",
+]
+
+MAX_DEPTH = 100
+"""Deepest nesting of objects and arrays accepted in tool-call arguments and JSON text.
+
+Real arguments nest a handful of levels; Python's own recursion limit (1,000
+frames) is what a deeper value would hit in `json`, `repr` or the trace writer.
+A call whose arguments nest deeper is kept but marked broken (never executed)."""
+
+MAX_JSON_PATH_STEPS = MAX_DEPTH
+"""Steps in one Gemini `partialArgs` `jsonPath` (`$.a.b[0].c` has four)."""
+
+MAX_STREAM_EVENTS = 1_000_000
+"""Events one `StreamAccumulator` folds; a real turn sends thousands at most."""
+
+MAX_LINE_BYTES = 64 << 20
+"""Longest line read from a trace or JSON-lines trajectory (64 MiB).
+
+Lines are read with this bound, so a 1 GB file without a newline costs 64 MiB
+to reject, not gigabytes."""
+
+MAX_DOCUMENT_BYTES = 512 << 20
+"""Largest single-document trajectory file (`.json`) loaded whole (512 MiB)."""
+
+
+def nesting_exceeds(value: object, limit: int) -> bool:
+    """Whether a JSON-like value nests dicts and lists deeper than `limit` levels.
+
+    Iterative, so it never recurses itself. A dict or list is level 1, a dict
+    inside it level 2, and so on; anything else has no level.
+    """
+    frontier: list[object] = [value] if type(value) in _CONTAINERS else []
+    level = 0
+    while frontier:
+        level += 1
+        if level > limit:
+            return True
+        nested: list[object] = []
+        for node in frontier:
+            items = node.values() if type(node) is dict else node  # type: ignore[attr-defined]
+            nested.extend(item for item in items if type(item) in _CONTAINERS)
+        frontier = nested
+    return False
+
+
+_CONTAINERS = (dict, list)
