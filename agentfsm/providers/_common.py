@@ -182,7 +182,8 @@ class Draft:
         """Mark the turn incomplete because a stream event was lost or unreadable."""
         if why is not None:
             self.truncated = True
-            self.error = self.error or f"the stream is damaged: {why}"
+            note = f"the stream is damaged: {why}"
+            self.error = f"{self.error}; {note}" if self.error else note
 
     def break_calls(self, why: str) -> None:
         """Mark every call not executable (the provider said the calls are broken)."""

@@ -24,6 +24,11 @@ __all__ = ["StreamAccumulator", "detect_provider", "normalize"]
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 """SSE and NDJSON line ends; `str.splitlines` would also split inside JSON strings (U+2028)."""
 _SSE_IGNORED = frozenset({"event", "id", "retry"})
+_FIELDS = ("data:", "event:", "id:", "retry:")
+_NOT_UTF8 = "agentfsm.not-utf8"
+"""Bytes that are not UTF-8 decode to NUL, which no JSON text may hold raw: the event
+they sit in is then damaged, and only that event."""
+codecs.register_error(_NOT_UTF8, lambda exc: ("\x00", exc.end))  # type: ignore[arg-type,return-value]
 
 
 def _keys(value: object) -> str:
@@ -57,34 +62,69 @@ class _Lines:
     `id:` and `retry:` carry nothing agentfsm reads. A line that is no SSE field
     is one NDJSON value. A `data:` line that is a whole JSON value on its own is
     one event at once (lists that hold one event per item send no blank lines).
-    An event whose text is not JSON, or bytes that are not UTF-8, become a
-    `Damaged` marker, never a silent skip.
+    A text chunk holds whole lines; a bytes chunk may be cut anywhere, as read
+    from a socket, so its last line waits for the next chunk. An event whose
+    text is not JSON, or holds bytes that are not UTF-8, becomes a `Damaged`
+    marker, never a silent skip.
     """
 
-    __slots__ = ("_bytes", "_data")
+    __slots__ = ("_bytes", "_cr", "_data", "_held", "_tried")
 
     def __init__(self) -> None:
         self._data: list[str] = []
-        self._bytes = codecs.getincrementaldecoder("utf-8")("strict")
+        self._bytes = codecs.getincrementaldecoder("utf-8")(_NOT_UTF8)
+        self._held = ""
+        """The last line of a bytes chunk, until the next chunk says where it ends."""
+        self._tried = False
+        self._cr = False
+
+    def copy(self) -> _Lines:
+        """An independent copy (the UTF-8 decoder's state is shared, not copied)."""
+        other = _Lines()
+        other._data, other._held, other._tried = list(self._data), self._held, self._tried
+        return other
 
     def feed(self, chunk: str | bytes) -> Iterator[Any]:
         """The events that `chunk` completes."""
-        if isinstance(chunk, bytes):
-            try:
-                text = self._bytes.decode(chunk)
-            except UnicodeDecodeError as exc:
-                self._bytes.reset()
-                yield Damaged(f"stream bytes are not UTF-8 ({exc.reason})")
-                text = chunk.decode("utf-8", "replace")
-        else:
-            text = chunk
-        for line in _LINE_BREAK.split(text):
-            yield from self._line(line)
+        if isinstance(chunk, str):
+            yield from self._held_line()
+            for line in _LINE_BREAK.split(chunk):
+                yield from self._line(line)
+            return
+        text = self._bytes.decode(chunk)
+        if self._cr and text.startswith("\n"):
+            text = text[1:]  # the second half of a CRLF cut between chunks
+        if text:
+            self._cr = text.endswith("\r")
+            if self._ends_held(text):
+                yield from self._held_line()
+            *lines, last = _LINE_BREAK.split(self._held + text)
+            for line in lines:
+                yield from self._line(line)
+            if last != self._held:
+                self._held, self._tried = last, False
+
+    def _ends_held(self, text: str) -> bool:
+        """Whether the held line is whole: `text` starts a new line (chunks of whole lines)."""
+        held = self._held.lstrip()
+        if not held:
+            return False
+        if text.startswith(_FIELDS) and held.startswith((*_FIELDS, ":")):
+            return True
+        if text[:1] in "{[" and not self._tried:
+            self._tried = True  # one try per line keeps a line cut into many chunks linear
+            return not isinstance(_loads(held), _Unparsed)
+        return False
+
+    def _held_line(self) -> Iterator[Any]:
+        if self._held:
+            held, self._held = self._held, ""
+            yield from self._line(held)
 
     def _line(self, line: str) -> Iterator[Any]:
         stripped = line.strip()
         if not stripped:
-            yield from self.flush()
+            yield from self._dispatch()
             return
         if stripped.startswith(":"):
             return
@@ -92,7 +132,7 @@ class _Lines:
         if colon and field in _SSE_IGNORED:
             return
         if not (colon and field == "data"):
-            yield from self.flush()
+            yield from self._dispatch()
             yield from _one(stripped)
             return
         value = value[1:] if value.startswith(" ") else value
@@ -103,16 +143,20 @@ class _Lines:
                 return
         self._data.append(value)
 
-    def flush(self) -> Iterator[Any]:
-        """The event being read, if any: the end of the text ends it."""
+    def _dispatch(self) -> Iterator[Any]:
         if self._data:
             data, self._data = "\n".join(self._data), []
             yield from _one(data)
 
+    def flush(self) -> Iterator[Any]:
+        """The event being read, if any: the end of the text ends it."""
+        yield from self._held_line()
+        yield from self._dispatch()
+
     @property
     def pending(self) -> bool:
         """Whether an event (or a UTF-8 character) has begun but not ended."""
-        return bool(self._data) or bool(self._bytes.getstate()[0])
+        return bool(self._data) or bool(self._held.strip()) or bool(self._bytes.getstate()[0])
 
 
 class _Unparsed:
@@ -150,13 +194,7 @@ def _lines(text: str) -> Iterator[Any]:
 
 def _text_payload(raw: str | bytes) -> Any:
     """JSON text as its value; anything else as a one-item stream of SSE/NDJSON text."""
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return [raw]  # the stream reader marks the bytes that are not UTF-8
-    else:
-        text = raw
+    text = raw.decode("utf-8", _NOT_UTF8) if isinstance(raw, bytes) else raw
     value = _loads(text)
     return [text] if isinstance(value, _Unparsed) else value
 
@@ -275,7 +313,7 @@ class StreamAccumulator:
         if not self._lines.pending:
             return self._reader.turn()
         reader = copy.deepcopy(self._reader)  # reading mid-event must not change the stream
-        ended = list(_Lines.flush(copy.copy(self._lines)))
+        ended = list(self._lines.copy().flush())
         for event in ended or [Damaged("the stream ended inside an event")]:
             if isinstance(event, Damaged) or type(event) is not dict:
                 reader.damage(f"event #{self._events + 1}: {getattr(event, 'why', 'not JSON')}")
