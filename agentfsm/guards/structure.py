@@ -59,7 +59,13 @@ class MalformedToolCall(Guard):
 
 
 class ProviderFailed(Guard):
-    """Stop when the provider reports an error and the output holds no tool call."""
+    """Stop when the provider reports that the turn failed; none of its calls runs.
+
+    A failed turn (finish reason ERROR, or an error inside the output) is never
+    executed and never a completed answer, whatever text or calls it holds. A
+    failure a retry may fix (a cut stream, a malformed call) is routed first,
+    at P0, by `OutputTruncated` and `MalformedToolCall`.
+    """
 
     phases = ON_OUTPUT
     layer = 5
@@ -68,17 +74,16 @@ class ProviderFailed(Guard):
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
-        if out is None or out.tool_calls:
+        if out is None or not (out.error or out.finish_reason is FinishReason.ERROR):
             return None
-        if out.error:
-            return Hit(self, f"provider error: {out.error}", self.exit_reason)
-        if out.finish_reason is FinishReason.ERROR and not out.text:
-            return Hit(
-                self,
-                f"provider ended with {out.raw_finish_reason!r} and no output",
-                self.exit_reason,
-            )
-        return None
+        why = (
+            f"provider error: {out.error}"
+            if out.error
+            else (f"provider ended with {out.raw_finish_reason!r}")
+        )
+        if out.tool_calls:
+            why += f"; its {len(out.tool_calls)} tool call(s) are not run"
+        return Hit(self, why, self.exit_reason)
 
 
 class SignalConflict(Guard):

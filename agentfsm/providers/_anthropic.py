@@ -26,6 +26,8 @@ from agentfsm.providers._common import (
 __all__ = ["TABLE", "MessagesStream", "is_event", "is_message", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
+    # Anthropic "Stop reasons" docs and Messages API reference, `stop_reason`. A failed
+    # request is an HTTP error or an `error` stream event, never a stop reason.
     "end_turn": FinishReason.STOP,
     "stop_sequence": FinishReason.STOP,
     "tool_use": FinishReason.TOOL_CALLS,
@@ -34,6 +36,7 @@ TABLE: dict[str, FinishReason] = {
     "pause_turn": FinishReason.PAUSE,
     "refusal": FinishReason.REFUSAL,
 }
+"""Anthropic stop reasons; unlisted -> UNKNOWN."""
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
 _EVENTS = frozenset(
     {

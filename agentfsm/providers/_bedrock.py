@@ -23,9 +23,10 @@ from agentfsm.providers._common import (
     make_usage,
 )
 
-__all__ = ["TABLE", "ConverseStream", "is_converse", "is_event", "read_body"]
+__all__ = ["BROKEN", "TABLE", "ConverseStream", "is_converse", "is_event", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
+    # Bedrock Runtime API reference, `StopReason` (Converse and MessageStopEvent).
     "end_turn": FinishReason.STOP,
     "stop_sequence": FinishReason.STOP,
     "tool_use": FinishReason.TOOL_CALLS,
@@ -33,7 +34,12 @@ TABLE: dict[str, FinishReason] = {
     "model_context_window_exceeded": FinishReason.LENGTH,
     "guardrail_intervened": FinishReason.CONTENT_FILTER,
     "content_filtered": FinishReason.CONTENT_FILTER,
+    "malformed_model_output": FinishReason.ERROR,
+    "malformed_tool_use": FinishReason.ERROR,
 }
+"""Converse stop reasons; unlisted -> UNKNOWN."""
+BROKEN = frozenset({"malformed_model_output", "malformed_tool_use"})
+"""Reasons that say the output or its calls are malformed: none may run; a retry may fix it."""
 _EVENTS = frozenset(
     {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop"}
 )
@@ -83,7 +89,16 @@ def read_body(payload: dict[str, Any], provider: str = "bedrock") -> Draft:
         _block(draft, as_dict(block))
     draft.set_finish(payload.get("stopReason"), TABLE)
     _usage(draft, payload.get("usage"))
+    _malformed(draft)
     return draft
+
+
+def _malformed(draft: Draft) -> None:
+    """A malformed stop: no call runs, the turn is retried (bounded by max_retries)."""
+    if draft.raw_finish in BROKEN:
+        draft.truncated = True
+        draft.error = draft.error or f"the provider stopped with {draft.raw_finish}"
+        draft.break_calls(f"the provider reported {draft.raw_finish}")
 
 
 class ConverseStream:
@@ -167,6 +182,7 @@ class ConverseStream:
             draft.truncated = True
         if draft.error is not None and draft.raw_finish is None:
             draft.finish = FinishReason.ERROR
+        _malformed(draft)
         draft.damaged(self._damage)
         return draft
 

@@ -22,6 +22,8 @@ from agentfsm.providers._common import (
 __all__ = ["TABLE", "is_cohere", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
+    # Cohere Chat API reference, v2 `finish_reason` (COMPLETE, STOP_SEQUENCE, MAX_TOKENS,
+    # TOOL_CALL, ERROR) and v1's (ERROR_TOXIC, ERROR_LIMIT, USER_CANCEL).
     "COMPLETE": FinishReason.STOP,
     "STOP_SEQUENCE": FinishReason.STOP,
     "TOOL_CALL": FinishReason.TOOL_CALLS,
@@ -29,7 +31,9 @@ TABLE: dict[str, FinishReason] = {
     "ERROR": FinishReason.ERROR,
     "ERROR_TOXIC": FinishReason.CONTENT_FILTER,
     "ERROR_LIMIT": FinishReason.LENGTH,
+    "USER_CANCEL": FinishReason.ERROR,
 }
+"""Cohere finish reasons; unlisted -> UNKNOWN."""
 
 
 def is_cohere(payload: dict[str, Any]) -> bool:

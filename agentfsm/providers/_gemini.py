@@ -31,21 +31,29 @@ from agentfsm.providers._common import (
 
 __all__ = ["TABLE", "GeminiStream", "is_gemini", "read_body"]
 
+# The `Candidate.FinishReason` enum of the Gemini API and Vertex AI (google-genai types,
+# Vertex AI v1 reference): every value but STOP and MAX_TOKENS says the generation did
+# not end normally. The filter family blocked content; the rest failed.
 _FILTERS = (
     "SAFETY RECITATION BLOCKLIST PROHIBITED_CONTENT SPII MODEL_ARMOR IMAGE_SAFETY "
     "IMAGE_PROHIBITED_CONTENT IMAGE_RECITATION"
 )
 _ERRORS = (
     "MALFORMED_FUNCTION_CALL UNEXPECTED_TOOL_CALL TOO_MANY_TOOL_CALLS MALFORMED_RESPONSE "
-    "MISSING_THOUGHT_SIGNATURE"
+    "MISSING_THOUGHT_SIGNATURE LANGUAGE OTHER IMAGE_OTHER NO_IMAGE"
 )
 TABLE: dict[str, FinishReason] = {
     "STOP": FinishReason.STOP,
     "MAX_TOKENS": FinishReason.LENGTH,
+    "FINISH_REASON_UNSPECIFIED": FinishReason.UNKNOWN,
     **dict.fromkeys(_FILTERS.split(), FinishReason.CONTENT_FILTER),
     **dict.fromkeys(_ERRORS.split(), FinishReason.ERROR),
 }
-BROKEN = frozenset({"MALFORMED_FUNCTION_CALL", "MALFORMED_RESPONSE"})
+"""Gemini finish reasons; unlisted -> UNKNOWN."""
+BROKEN = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "MALFORMED_RESPONSE", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
+)
+"""Reasons that say the calls themselves are wrong: none may run, and a retry may fix them."""
 _PATH = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
 _SYNTAX = re.compile(r"\$(?:\.[^.\[\]]+|\[\d+\])*")
 _MAX_INDEX_DIGITS = 9
@@ -82,7 +90,10 @@ def _child(node: object, step: str | int) -> tuple[Any, str | None]:
         if type(node) is not list:
             return None, f"a jsonPath index [{step}] into something that is not an array"
         if step > len(node):
-            return None, f"a jsonPath index [{step}] that skips elements (the array has {len(node)})"
+            return (
+                None,
+                f"a jsonPath index [{step}] that skips elements (the array has {len(node)})",
+            )
         if step == len(node):
             node.append(None)
         return node[step], None

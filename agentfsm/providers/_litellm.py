@@ -76,7 +76,7 @@ def read_body(payload: dict[str, Any], provider: str = "litellm") -> Draft:
         draft.error = f"the provider stopped with {native}"
     if draft.finish is FinishReason.REFUSAL and not draft.refusal:
         draft.refusal = draft.text or f"the model refused ({native})"
-    if native in _gemini.BROKEN:
+    if native in _gemini.BROKEN or native in _bedrock.BROKEN:
         draft.truncated = True
         draft.break_calls(f"the provider reported {native}")
     return draft

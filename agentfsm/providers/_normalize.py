@@ -207,9 +207,7 @@ def _dump(value: object) -> tuple[Any, str | None]:
         try:
             return dump(), hint
         except RecursionError as exc:
-            raise PayloadError(
-                f"this {type(value).__name__} nests too deeply to be read"
-            ) from exc
+            raise PayloadError(f"this {type(value).__name__} nests too deeply to be read") from exc
     return value, hint
 
 
@@ -387,7 +385,9 @@ def _detect_stream(items: Iterable[Any]) -> str:
         if type(event) is dict and (name := detect_event(event)) is not None:
             return name
     if isinstance(first, Damaged):
-        raise PayloadError(f"no normalizer recognises this stream; {first.why}", tried=list(FORMATS))
+        raise PayloadError(
+            f"no normalizer recognises this stream; {first.why}", tried=list(FORMATS)
+        )
     raise _unknown(first, "stream")
 
 

@@ -23,9 +23,14 @@ from agentfsm.providers._common import (
 __all__ = ["TABLE", "OllamaStream", "is_ollama", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
+    # Ollama API docs, /api/chat `done_reason`: stop, length, and load / unload for a
+    # request that loaded or unloaded the model and generated nothing.
     "stop": FinishReason.STOP,
     "length": FinishReason.LENGTH,
+    "load": FinishReason.ERROR,
+    "unload": FinishReason.ERROR,
 }
+"""Ollama done reasons; unlisted -> UNKNOWN."""
 
 
 def is_ollama(payload: dict[str, Any]) -> bool:

@@ -27,13 +27,20 @@ from agentfsm.providers._common import (
 __all__ = ["TABLE", "ChatStream", "is_chat", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
+    # OpenAI Chat Completions API reference, `choices[].finish_reason`.
     "stop": FinishReason.STOP,
     "tool_calls": FinishReason.TOOL_CALLS,
-    "function_call": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,  # deprecated, still sent by older models
     "length": FinishReason.LENGTH,
     "content_filter": FinishReason.CONTENT_FILTER,
+    # OpenRouter's normalized reasons, and Mistral's API spec (stop, length, model_length,
+    # error, tool_calls): "error" is a generation that failed.
     "error": FinishReason.ERROR,
+    "model_length": FinishReason.LENGTH,
+    # DeepSeek API reference: the server ran out of resources mid-generation.
+    "insufficient_system_resource": FinishReason.ERROR,
 }
+"""Finish reasons of chat completions and the servers that speak it; unlisted -> UNKNOWN."""
 _CUT = "the stream ended before the call was complete"
 
 

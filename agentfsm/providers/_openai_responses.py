@@ -25,6 +25,8 @@ from agentfsm.providers._common import (
 
 __all__ = ["ResponsesStream", "is_event", "is_response", "read_body"]
 
+# OpenAI Responses API reference: `status` is completed, failed, in_progress, cancelled,
+# queued or incomplete; `incomplete_details.reason` is max_output_tokens or content_filter.
 _INCOMPLETE: dict[str, FinishReason] = {
     "max_output_tokens": FinishReason.LENGTH,
     "content_filter": FinishReason.CONTENT_FILTER,
@@ -32,7 +34,10 @@ _INCOMPLETE: dict[str, FinishReason] = {
 _STATUS: dict[str, FinishReason] = {
     "completed": FinishReason.STOP,
     "failed": FinishReason.ERROR,
+    "cancelled": FinishReason.ERROR,
 }
+_UNFINISHED = frozenset({"in_progress", "queued"})
+"""A response still being made (background mode): nothing in it is final."""
 _SERVER_ITEMS = frozenset(
     {
         "web_search_call",
@@ -124,6 +129,7 @@ def _status(draft: Draft, payload: dict[str, Any]) -> None:
         draft.truncated = True
     else:
         draft.set_finish(status, _STATUS)
+        draft.truncated = draft.truncated or as_str(status) in _UNFINISHED
     if draft.finish is FinishReason.STOP and draft.calls:
         draft.finish = FinishReason.TOOL_CALLS
     error = payload.get("error")

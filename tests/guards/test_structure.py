@@ -114,15 +114,17 @@ class TestProviderFailed:
         assert hit is not None
         assert "MALFORMED_FUNCTION_CALL" in hit.reason
 
-    def test_does_not_apply_to_an_error_finish_with_text(self) -> None:
-        """An error finish that still produced an answer is left to the later guards."""
+    def test_a_failed_turn_with_text_is_never_an_answer(self) -> None:
+        """An error finish that still produced text applies: a failed turn is no answer."""
         out = ModelTurn(text="Here it is", finish_reason=FinishReason.ERROR)
-        assert ProviderFailed()(snapshot(output=out)) is None
+        assert ProviderFailed()(snapshot(output=out)) is not None
 
-    def test_does_not_apply_when_the_output_has_tool_calls(self) -> None:
-        """Tool calls in the output are routed by structure, even beside a provider error."""
+    def test_a_failed_turn_never_runs_its_calls(self) -> None:
+        """Tool calls beside a provider error apply too, and the reason says they do not run."""
         out = ModelTurn(tool_calls=[call("search")], error="overloaded_error")
-        assert ProviderFailed()(snapshot(output=out)) is None
+        hit = ProviderFailed()(snapshot(output=out))
+        assert hit is not None
+        assert "not run" in hit.reason
 
     def test_does_not_apply_to_a_normal_answer(self) -> None:
         """A plain answer is no provider failure."""

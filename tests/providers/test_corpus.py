@@ -113,7 +113,7 @@ TABLE: dict[str, Row] = {
         "gemini", 0, 0, F.CONTENT_FILTER, False, A.STOP
     ),
     "gemini/vertex-generateContent-UNEXPECTED_TOOL_CALL-with-functionCall.json": Row(
-        "gemini", 1, 1, F.ERROR, False, A.EXECUTE_TOOLS
+        "gemini", 1, 0, F.ERROR, True, A.RETRY
     ),
     "gemini/vertex-generateContent-functionCall-empty-args-STOP.json": Row(
         "gemini", 1, 1, F.STOP, False, A.EXECUTE_TOOLS

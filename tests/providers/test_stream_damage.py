@@ -229,7 +229,9 @@ class TestSplitEvents:
 
     def test_a_line_separator_inside_a_string_is_not_a_line_end(self) -> None:
         """U+2028 inside a JSON string stays inside the event (str.splitlines would split it)."""
-        chunk = {"choices": [{"index": 0, "delta": {"content": "a\u2028b"}, "finish_reason": "stop"}]}
+        chunk = {
+            "choices": [{"index": 0, "delta": {"content": "a\u2028b"}, "finish_reason": "stop"}]
+        }
         text = "data: " + json.dumps(chunk, ensure_ascii=False) + "\n\n"
         assert normalize(text).text == "a\u2028b"
 
@@ -254,7 +256,9 @@ class TestDroppedEvents:
     def test_an_anthropic_delta_for_a_block_never_started_is_damage(self) -> None:
         """Losing a content_block_start is seen: the delta names a block that never started."""
         lines = list(lines_of("anthropic/messages-stream-text-then-tool_use.jsonl"))
-        starts = [i for i, x in enumerate(lines) if '"content_block_start"' in x and "tool_use" in x]
+        starts = [
+            i for i, x in enumerate(lines) if '"content_block_start"' in x and "tool_use" in x
+        ]
         turn = normalize(lines[: starts[0]] + lines[starts[0] + 1 :])
         assert turn.truncated
         assert not calls_of(turn)
