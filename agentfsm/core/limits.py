@@ -10,6 +10,8 @@ value here before reading (they are read at call time, not copied at import).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
@@ -56,7 +58,7 @@ def nesting_exceeds(value: object, limit: int) -> bool:
             return True
         nested: list[object] = []
         for node in frontier:
-            items = node.values() if type(node) is dict else node  # type: ignore[attr-defined]
+            items: Iterable[object] = node.values() if isinstance(node, dict) else node  # type: ignore[assignment]
             nested.extend(item for item in items if type(item) in _CONTAINERS)
         frontier = nested
     return False

@@ -129,7 +129,7 @@ def _put(root: dict[str, Any], steps: list[str | int], value: object) -> str | N
 
 
 def _plain(value: Any) -> Any:
-    """The value with every streamed string joined (the tree is at most MAX_JSON_PATH_STEPS deep)."""
+    """The value with every streamed string joined (at most MAX_JSON_PATH_STEPS deep)."""
     if type(value) is _Text:
         return "".join(value)
     if type(value) is dict:
@@ -159,7 +159,7 @@ class _Streamed:
             entry = as_dict(piece)
             value = next((entry[k] for k in _VALUES if k in entry), None)
             steps = _steps(as_str(entry.get("jsonPath")))
-            self.hole = steps if type(steps) is str else _put(self.args, steps, value)
+            self.hole = steps if isinstance(steps, str) else _put(self.args, steps, value)
 
     def arguments(self) -> dict[str, Any]:
         """The arguments streamed so far, strings joined."""

@@ -28,7 +28,15 @@ _FIELDS = ("data:", "event:", "id:", "retry:")
 _NOT_UTF8 = "agentfsm.not-utf8"
 """Bytes that are not UTF-8 decode to NUL, which no JSON text may hold raw: the event
 they sit in is then damaged, and only that event."""
-codecs.register_error(_NOT_UTF8, lambda exc: ("\x00", exc.end))  # type: ignore[arg-type,return-value]
+
+
+def _nul(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return "\x00", exc.end
+
+
+codecs.register_error(_NOT_UTF8, _nul)
 
 
 def _keys(value: object) -> str:

@@ -208,18 +208,8 @@ class ResponsesStream:
             if kind == "response.output_item.done":  # the whole item: nothing is missing
                 self._done.add(self._key(event))
                 self._holes.pop(self._key(event), None)
-        elif kind == "response.function_call_arguments.delta":
-            slot = self._slot(event)
-            delta = event.get("delta")
-            if type(delta) is not str:
-                self._holes.setdefault(self._key(event), "an arguments delta that is no string")
-            slot["arguments"] = as_str(slot.get("arguments")) + as_str(delta)
-        elif kind == "response.function_call_arguments.done":
-            slot = self._slot(event)
-            arguments = event.get("arguments")
-            if type(arguments) is str and slot.get("type") == "function_call":
-                self._holes.pop(self._key(event), None)  # the whole arguments string
-            slot["arguments"] = as_str(arguments)
+        elif kind.startswith("response.function_call_arguments."):
+            self._arguments(event, done=kind.endswith(".done"))
         elif kind == "response.output_text.delta":
             self._append(event, "text", "output_text")
         elif kind == "response.refusal.delta":
@@ -228,6 +218,18 @@ class ResponsesStream:
             self._final = as_dict(event.get("response"))
         elif kind in ("error", "response.error"):
             self._error = as_str(event.get("message")) or "error event in the stream"
+
+    def _arguments(self, event: dict[str, Any], done: bool) -> None:
+        """An arguments delta, or the whole arguments string (`.done`)."""
+        slot = self._slot(event)
+        key = "arguments" if done else "delta"
+        piece = event.get(key)
+        if type(piece) is not str:
+            self._holes.setdefault(self._key(event), f"an arguments {key} that is no string")
+        elif done and slot.get("type") == "function_call":
+            self._holes.pop(self._key(event), None)  # the whole arguments string
+        old = "" if done else as_str(slot.get("arguments"))
+        slot["arguments"] = old + as_str(piece)
 
     def _append(self, event: dict[str, Any], key: str, part_type: str) -> None:
         slot = self._slot(event)

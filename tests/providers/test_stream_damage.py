@@ -175,7 +175,8 @@ class TestDamagedEvents:
         turn = normalize(sse(events))
         (call,) = turn.tool_calls
         assert call.arguments is None
-        assert call.error is not None and "hole" in call.error
+        assert call.error is not None
+        assert "hole" in call.error
         assert call.raw_arguments == '{"paths": ["/tmp/x"]}'
 
 
