@@ -4,7 +4,9 @@ path that traced or replayed runs took."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,24 +48,51 @@ def main(args: argparse.Namespace) -> int:
 
 def _overlay(path: str, policy: Policy) -> Any:
     """Count the path runs took: the transitions an agentfsm trace recorded, or, for any
-    other recorded format, the transitions of replaying it through `policy`."""
+    other recorded format, the transitions of replaying it through `policy`.
+
+    Both stream: the trace is read one line at a time and a replay is counted one
+    run at a time, so memory stays flat in the file's size.
+    """
     from agentfsm.diagrams import Overlay
 
-    events = _recorded_transitions(path)
-    if not events:
-        from agentfsm.replay.engine import replay_run
-        from agentfsm.replay.trajectories import read_runs
+    transitions = _recorded_transitions(path)
+    first = next(transitions, None)
+    if first is not None:
+        return Overlay.from_events(itertools.chain([first], transitions))
+    from agentfsm.replay.engine import replay_run
+    from agentfsm.replay.trajectories import read_runs
 
-        for run in read_runs(path):
-            replay_run(run, policy, observers=[events.append], keep_decisions=False)
-    return Overlay.from_events(events)
+    total = Overlay()
+    for run in read_runs(path):
+        events: list[Any] = []
+        replay_run(run, policy, observers=[events.append], keep_decisions=False)
+        part = Overlay.from_events(events)
+        total.states.update(part.states)
+        total.edges.update(part.edges)
+    return total
 
 
-def _recorded_transitions(path: str) -> list[Any]:
+def _recorded_transitions(path: str) -> Iterator[dict[str, Any]]:
+    """The transition events of an agentfsm trace, one at a time; none for other files.
+
+    A file whose header is not an agentfsm trace's yields nothing (it is replayed
+    instead); a malformed line after a good header raises `TraceError`.
+    """
     from agentfsm.exceptions import TraceError
-    from agentfsm.replay.trace import read_trace
+    from agentfsm.replay.trace import read_numbered
 
+    events = read_numbered(path)
     try:
-        return [e for e in read_trace(path) if e.get("event") == "transition"]
+        first = next(events, None)
     except TraceError:
-        return []
+        return
+    for number, event in itertools.chain([first] if first is not None else [], events):
+        if event.get("event") != "transition":
+            continue
+        if not all(isinstance(event.get(key), str) for key in ("src", "dst", "guard")):
+            raise TraceError(
+                f"{path}:{number}: a transition event needs string src, dst and guard",
+                path=path,
+                line=number,
+            )
+        yield event

@@ -40,8 +40,8 @@ MAX_LINE_BYTES = 64 << 20
 Lines are read with this bound, so a 1 GB file without a newline costs 64 MiB
 to reject, not gigabytes."""
 
-MAX_DOCUMENT_BYTES = 512 << 20
-"""Largest single-document trajectory file (`.json`) loaded whole (512 MiB)."""
+MAX_DOCUMENT_BYTES = 256 << 20
+"""Largest single-document trajectory file (`.json`) loaded whole (256 MiB)."""
 
 
 def nesting_exceeds(value: object, limit: int) -> bool:

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage, build
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "call_from_string",
     "construct",
     "make_usage",
+    "too_deep",
 ]
 
 _EMPTY: dict[str, Any] = {}
@@ -101,18 +103,30 @@ def _parse(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         return {}, None
     try:
         value = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         return None, f"arguments are not valid JSON ({exc})"
+    except RecursionError:
+        return None, f"arguments nest deeper than {MAX_DEPTH} levels"
     return _as_arguments(value)
 
 
 def _as_arguments(value: object) -> tuple[dict[str, Any] | None, str | None]:
     if type(value) is dict:
+        if too_deep(value):
+            return None, f"arguments nest deeper than {MAX_DEPTH} levels"
         return value, None
     if value is None:
         return {}, None
     kind = type(value).__name__
     return None, f"arguments are a JSON {kind}, not an object"
+
+
+def too_deep(arguments: dict[str, Any]) -> bool:
+    """Whether arguments nest deeper than `MAX_DEPTH`; flat arguments answer at once."""
+    for value in arguments.values():
+        if type(value) is dict or type(value) is list:
+            return nesting_exceeds(arguments, MAX_DEPTH)
+    return False
 
 
 def call_from_string(call_id: object, name: object, raw: object) -> ToolCall:

@@ -18,9 +18,18 @@ from contextlib import ExitStack
 from types import TracebackType
 from typing import IO, Any
 
+from agentfsm.core import limits
 from agentfsm.exceptions import TraceError
 
-__all__ = ["REDACTED", "TRACE_SCHEMA", "TraceWriter", "read_trace", "redact", "scrub"]
+__all__ = [
+    "REDACTED",
+    "TRACE_SCHEMA",
+    "TraceWriter",
+    "bounded_lines",
+    "read_trace",
+    "redact",
+    "scrub",
+]
 
 TRACE_SCHEMA = 1
 """The version of the trace format this module writes and reads."""
@@ -192,10 +201,10 @@ def read_numbered(
     """Yield `(line number, event)` for every event line of a trace, header checked."""
     name = os.fspath(path)
     with open(name, "rb") as raw:
-        lines = iter(enumerate(raw, start=1))
+        lines = bounded_lines(raw)
         _check_header(name, lines)
         for number, line in lines:
-            if not line.strip():
+            if line is not None and not line.strip():
                 continue
             try:
                 yield number, parse_event(name, number, line)
@@ -205,9 +214,27 @@ def read_numbered(
                 errors.append(exc)
 
 
-def _check_header(name: str, lines: Iterator[tuple[int, bytes]]) -> None:
+def bounded_lines(raw: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """Yield `(line number, line)`, reading at most `MAX_LINE_BYTES` of a line into memory.
+
+    A longer line is skipped to its end and yielded as None, so a file without
+    a newline costs one bounded buffer to reject, not its whole size.
+    """
+    limit = limits.MAX_LINE_BYTES
+    number = 0
+    while line := raw.readline(limit + 1):
+        number += 1
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield number, line
+            continue
+        while (rest := raw.readline(limit)) and not rest.endswith(b"\n"):
+            pass
+        yield number, None
+
+
+def _check_header(name: str, lines: Iterator[tuple[int, bytes | None]]) -> None:
     for number, line in lines:
-        if not line.strip():
+        if line is not None and not line.strip():
             continue
         header = parse_event(name, number, line)
         if header.get("event") != HEADER_EVENT:
@@ -219,12 +246,19 @@ def _check_header(name: str, lines: Iterator[tuple[int, bytes]]) -> None:
     raise _error(name, 0, "empty trace: no header line")
 
 
-def parse_event(name: str, number: int, line: bytes | str) -> dict[str, Any]:
-    """Parse one trace line into an event dict, or raise `TraceError` saying why not."""
+def parse_event(name: str, number: int, line: bytes | str | None) -> dict[str, Any]:
+    """Parse one trace line into an event dict, or raise `TraceError` saying why not.
+
+    None stands for a line longer than `MAX_LINE_BYTES`, which is never read whole.
+    """
+    if line is None:
+        raise _error(name, number, f"the line is longer than {limits.MAX_LINE_BYTES} bytes")
     try:
         event = json.loads(line)
     except ValueError as exc:
         raise _error(name, number, f"not valid JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise _error(name, number, "the JSON nests too deeply to be read") from exc
     if not isinstance(event, dict):
         raise _error(name, number, f"expected a JSON object, got {type(event).__name__}")
     if not isinstance(event.get("event"), str):

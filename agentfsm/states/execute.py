@@ -9,9 +9,10 @@ exactly one result per call.
 from __future__ import annotations
 
 from agentfsm.core.call_identity import round_signature, signature
+from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.run_state import Run, Step
 from agentfsm.core.types import ToolResult
-from agentfsm.exceptions import UnknownCallIdError
+from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
 
 __all__ = ["collect", "enter"]
 
@@ -38,7 +39,8 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
     missing ids, error results in a row, and rounds in a row that only repeated a
     recent round (same calls, same results: nothing new was learned).
     Raises UnknownCallIdError (before changing anything) for a result whose id
-    was never asked for, or a second result for the same id.
+    was never asked for, or a second result for the same id, and
+    InvalidInputError for content nested deeper than `MAX_DEPTH`.
     """
     by_id: dict[str, ToolResult] = {}
     for result in results:
@@ -53,6 +55,13 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
         if result.call_id in by_id:
             raise UnknownCallIdError(
                 f"two results for call id {result.call_id!r}", state=run.state.value, turn=run.turn
+            )
+        content = result.content
+        if (type(content) is dict or type(content) is list) and nesting_exceeds(content, MAX_DEPTH):
+            raise InvalidInputError(
+                f"the result for call id {result.call_id!r} nests deeper than {MAX_DEPTH} levels",
+                state=run.state.value,
+                turn=run.turn,
             )
         by_id[result.call_id] = result
     ordered: list[ToolResult] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.run_state import Run, Step
 from agentfsm.core.snapshot import evolve
 from agentfsm.core.types import ModelTurn, ToolCall
@@ -18,7 +19,8 @@ __all__ = ["enter"]
 
 def enter(run: Run, step: Step) -> None:
     """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
-    turn = step.payload if isinstance(step.payload, ModelTurn) else _normalize(step.payload)
+    payload = step.payload
+    turn = _bounded(payload) if isinstance(payload, ModelTurn) else _normalize(payload)
     next_turn = run.turn + 1
     calls, notes = _issue_ids(turn.tool_calls, next_turn)
     if notes:
@@ -46,6 +48,31 @@ def enter(run: Run, step: Step) -> None:
         same_results_in_a_row=run.same_results,
         incomplete_in_a_row=run.incomplete,
     )
+
+
+def _bounded(turn: ModelTurn) -> ModelTurn:
+    """A hand-built turn, with calls whose arguments nest past `MAX_DEPTH` marked broken.
+
+    `normalize` already checks the turns it makes; this is the same rule for
+    turns the host built itself, so no later step meets Python's recursion limit.
+    """
+    calls = turn.tool_calls
+    if not any(_nested(call) for call in calls):
+        return turn
+    fixed = [
+        call.model_copy(
+            update={"arguments": None, "error": f"arguments nest deeper than {MAX_DEPTH} levels"}
+        )
+        if _nested(call) and nesting_exceeds(call.arguments, MAX_DEPTH)
+        else call
+        for call in calls
+    ]
+    return turn.model_copy(update={"tool_calls": fixed})
+
+
+def _nested(call: ToolCall) -> bool:
+    args = call.arguments
+    return args is not None and any(type(v) is dict or type(v) is list for v in args.values())
 
 
 def _normalize(payload: object) -> ModelTurn:

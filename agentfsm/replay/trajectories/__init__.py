@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from agentfsm.exceptions import TraceError
+from agentfsm.replay.trace import bounded_lines
 from agentfsm.replay.trajectories import (
     _agentfsm,
     _anthropic,
@@ -80,8 +81,7 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
 
 def _is_jsonl(name: str) -> bool:
     with open(name, "rb") as raw:
-        raw.readline()
-        return any(line.strip() for line in raw)
+        return any(line is None or line.strip() for n, line in bounded_lines(raw) if n > 1)
 
 
 def _read_document(name: str, errors: Errors) -> Iterator[RecordedRun]:

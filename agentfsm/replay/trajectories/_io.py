@@ -8,10 +8,13 @@ line number would mean nothing), so a reviewer can jump straight to it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from agentfsm.core import limits
 from agentfsm.exceptions import RunError, TraceError
+from agentfsm.replay.trace import bounded_lines
 
 __all__ = ["Errors", "head_line", "iter_jsonl", "load_json", "located", "text_of"]
 
@@ -45,13 +48,20 @@ def wrap_run_error(path: str, where: int | str, exc: RunError) -> TraceError:
 def iter_jsonl(path: str, errors: Errors = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield `(line number, object)` for every non-blank line, one line in memory at a time."""
     with open(path, "rb") as raw:
-        for number, line in enumerate(raw, start=1):
+        for number, line in bounded_lines(raw):
+            if line is None:
+                too_long = f"the line is longer than {limits.MAX_LINE_BYTES} bytes"
+                report(errors, located(path, number, too_long))
+                continue
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except ValueError as exc:
                 report(errors, located(path, number, f"not valid JSON ({exc})"))
+                continue
+            except RecursionError:
+                report(errors, located(path, number, "the JSON nests too deeply to be read"))
                 continue
             if not isinstance(obj, dict):
                 kind = type(obj).__name__
@@ -71,28 +81,50 @@ def head_line(path: str) -> Any:
                 continue
             try:
                 return json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return None
     return None
 
 
 def load_json(path: str) -> Any:
-    """Load a whole JSON document, with a located error when it is malformed."""
+    """Load a whole JSON document, with a located error when it is malformed or too large."""
     with open(path, "rb") as raw:
+        size = os.fstat(raw.fileno()).st_size
+        if size > limits.MAX_DOCUMENT_BYTES:
+            limit = limits.MAX_DOCUMENT_BYTES
+            raise located(path, 0, f"a {size}-byte document; the limit is {limit} bytes")
         try:
             return json.load(raw)
         except ValueError as exc:
             line = getattr(exc, "lineno", 0)
             raise located(path, line, f"not valid JSON ({exc})") from exc
+        except RecursionError as exc:
+            raise located(path, 0, "the JSON nests too deeply to be read") from exc
 
 
 def text_of(content: Any) -> str:
-    """Flatten message content (a string, or a list of text parts/blocks) into text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [text_of(p.get("text") if isinstance(p, Mapping) else p) for p in content]
-        return "".join(parts)
-    return json.dumps(content, ensure_ascii=False)
+    """Flatten message content (a string, or a list of text parts/blocks) into text.
+
+    Nested lists are walked without recursion, so a recorded message nested a
+    million levels deep reads as text instead of hitting the recursion limit.
+    """
+    out: list[str] = []
+    todo: list[Any] = [content]
+    while todo:
+        item = todo.pop()
+        if item is None:
+            continue
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, list):
+            todo.extend(reversed([p.get("text") if isinstance(p, Mapping) else p for p in item]))
+        else:
+            out.append(_json_text(item))
+    return "".join(out)
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):
+        return f"[a {type(value).__name__} nested too deeply to show]"
