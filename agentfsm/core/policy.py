@@ -18,7 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
-from agentfsm.guards import Guard, RouteTable, Verifier, as_guard, build_routes, parse_guard
+from agentfsm.guards import (
+    CostBudget,
+    Guard,
+    RouteTable,
+    Verifier,
+    as_guard,
+    build_routes,
+    parse_guard,
+)
 
 __all__ = ["Permission", "Policy"]
 
@@ -55,7 +63,10 @@ class Policy(BaseModel):
     max_tokens: int | None = Field(None, ge=0)
     """Token budget over the run (input plus output)."""
     max_cost: float | None = Field(None, ge=0)
-    """Cost budget over the run, in US dollars."""
+    """Cost budget over the run, in US dollars: payload costs, else usage priced by genai-prices."""
+    on_unknown_price: Literal["warn", "stop"] = "warn"
+    """When a cost budget cannot price a turn (model not in genai-prices, no usage): say so
+    once in the decision's reason and count it as $0 ("warn"), or stop with COST_BUDGET."""
     max_seconds: float | None = Field(None, ge=0)
     """Wall-time budget of the run."""
     max_context_tokens: int | None = Field(None, ge=1)
@@ -81,6 +92,22 @@ class Policy(BaseModel):
         if isinstance(value, str | Guard) or callable(value):
             value = [value]
         return tuple(parse_guard(g) if isinstance(g, str) else as_guard(g) for g in value)
+
+    @cached_property
+    def prices_turns(self) -> bool:
+        """Whether a cost budget (`max_cost`, or a CostBudget among `guards`) needs turn prices."""
+        if self.max_cost is not None:
+            return True
+        todo: list[object] = list(self.guards)
+        while todo:
+            guard = todo.pop()
+            if isinstance(guard, CostBudget):
+                return True
+            todo.extend(getattr(guard, "children", ()))
+            child = getattr(guard, "child", None)
+            if child is not None:
+                todo.append(child)
+        return False
 
     @cached_property
     def routes(self) -> RouteTable:

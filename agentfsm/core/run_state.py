@@ -40,6 +40,8 @@ class Run:
         "pending_rejected",
         "pending_sigs",
         "policy",
+        "price_warned",
+        "prices",
         "retries",
         "run_id",
         "same_results",
@@ -78,6 +80,9 @@ class Run:
         self.pending_rejected: tuple[ToolResult, ...] = ()
         self.pending_sigs: dict[str, Hashable] = {}
         self.exit_reason: ExitReason | None = None
+        self.prices = policy.prices_turns
+        """Whether turns are priced (the policy has a cost budget)."""
+        self.price_warned = False
 
 
 class Step:

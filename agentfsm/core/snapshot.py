@@ -65,7 +65,9 @@ class RunSnapshot(BaseModel):
     tokens_used: int = 0
     """Input plus output tokens over the run, this output's included."""
     cost_used: float = 0.0
-    """Cost in US dollars over the run, where reported."""
+    """Cost in US dollars over the run, reported or priced (see `agentfsm.core.pricing`)."""
+    cost_unknown: str = ""
+    """Why this output's cost is unknown, when the run has a cost budget and cannot price it."""
     context_tokens: int = 0
     """Input plus output tokens of the latest output: how full the context is."""
     elapsed: float = 0.0

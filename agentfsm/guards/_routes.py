@@ -199,7 +199,7 @@ def boundary_guards(policy: Policy) -> list[Guard]:
     if policy.max_tokens is not None:
         found.append(TokenBudget(policy.max_tokens))
     if policy.max_cost is not None:
-        found.append(CostBudget(policy.max_cost))
+        found.append(CostBudget(policy.max_cost, on_unknown=policy.on_unknown_price))
     if policy.max_seconds is not None:
         found.append(Deadline(policy.max_seconds))
     if policy.max_context_tokens is not None:

@@ -7,6 +7,7 @@ complete final answer needs neither, so it still ends as COMPLETED.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, FinishReason, Priority
@@ -93,11 +94,32 @@ class TokenBudget(_Limit):
 
 
 class CostBudget(_Limit):
-    """Stop when the run has cost `limit` US dollars."""
+    """Stop when the run has cost `limit` US dollars.
+
+    A turn's cost is the payload's own figure, else its usage priced by
+    `genai-prices`. When a turn's price is unknown the budget cannot be checked:
+    `on_unknown="warn"` says so once in a decision's reason and counts the turn
+    as $0; `on_unknown="stop"` ends the run with COST_BUDGET.
+    """
 
     exit_reason = ExitReason.COST_BUDGET
 
+    def __init__(self, limit: float, on_unknown: Literal["warn", "stop"] = "warn") -> None:
+        super().__init__(limit)
+        if on_unknown not in ("warn", "stop"):
+            raise ValueError(f"on_unknown must be 'warn' or 'stop', not {on_unknown!r}")
+        self.on_unknown = on_unknown
+
+    def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        return (self.limit,), ({} if self.on_unknown == "warn" else {"on_unknown": "stop"})
+
     def __call__(self, snap: RunSnapshot) -> Hit | None:
+        if snap.cost_unknown and self.on_unknown == "stop":
+            return Hit(
+                self,
+                f"{snap.cost_unknown}: a cost budget of ${self.limit:.4f} cannot be checked",
+                self.exit_reason,
+            )
         if snap.cost_used < self.limit:
             return None
         return Hit(

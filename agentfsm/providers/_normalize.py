@@ -213,10 +213,22 @@ def _dump(value: object) -> tuple[Any, str | None]:
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
         try:
-            return dump(), hint
+            dumped = dump()
         except RecursionError as exc:
             raise PayloadError(f"this {type(value).__name__} nests too deeply to be read") from exc
+        if hint is not None:
+            _litellm_cost(value, dumped)
+        return dumped, hint
     return value, hint
+
+
+def _litellm_cost(response: object, dumped: object) -> None:
+    """Carry litellm's own cost of a response (`_hidden_params["response_cost"]`) into usage."""
+    hidden = getattr(response, "_hidden_params", None)
+    cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    usage = dumped.get("usage") if type(dumped) is dict else None
+    if type(usage) is dict and usage.get("cost") is None and type(cost) in (int, float):
+        usage["cost"] = cost
 
 
 class StreamAccumulator:

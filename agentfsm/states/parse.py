@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm.core.pricing import turn_cost, unknown_price
 from agentfsm.core.run_state import Run, Step
 from agentfsm.core.snapshot import evolve
 from agentfsm.core.types import ModelTurn, ToolCall
@@ -25,6 +26,12 @@ def enter(run: Run, step: Step) -> None:
     calls, notes = _issue_ids(turn.tool_calls, next_turn)
     if notes:
         turn = turn.model_copy(update={"tool_calls": calls})
+    unknown = ""
+    if run.prices:
+        turn, unknown = _priced(turn)
+        if unknown and not run.price_warned:
+            run.price_warned = True
+            notes.append(f"{unknown}, so the cost budget cannot count it (said once per run)")
     run.turn = next_turn
     usage = turn.usage
     if usage is not None:
@@ -41,6 +48,7 @@ def enter(run: Run, step: Step) -> None:
         tokens_used=run.tokens,
         cost_used=run.cost,
         context_tokens=run.context_tokens,
+        cost_unknown=unknown,
         elapsed=time.monotonic() - run.started,
         retries_in_a_row=run.retries,
         tool_calls_used=run.tool_calls_used,
@@ -73,6 +81,17 @@ def _bounded(turn: ModelTurn) -> ModelTurn:
 def _nested(call: ToolCall) -> bool:
     args = call.arguments
     return args is not None and any(type(v) is dict or type(v) is list for v in args.values())
+
+
+def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
+    """The turn with its cost filled in from its usage and model, or why it has none."""
+    cost = turn_cost(turn)
+    usage = turn.usage
+    if cost is None or usage is None:
+        return turn, unknown_price(turn)
+    if usage.cost is None:
+        turn = turn.model_copy(update={"usage": usage.model_copy(update={"cost": cost})})
+    return turn, ""
 
 
 def _normalize(payload: object) -> ModelTurn:
