@@ -92,25 +92,29 @@ class _Lines:
         other._data, other._held, other._tried = list(self._data), self._held, self._tried
         return other
 
-    def feed(self, chunk: str | bytes) -> Iterator[Any]:
-        """The events that `chunk` completes."""
+    def feed(self, chunk: str | bytes) -> list[Any]:
+        """The events that `chunk` completes, in order."""
+        out: list[Any] = []
         if isinstance(chunk, str):
-            yield from self._held_line()
-            for line in _LINE_BREAK.split(chunk):
-                yield from self._line(line)
-            return
+            if self._held:
+                self._held_line(out)
+            line = self._line
+            for text in _LINE_BREAK.split(chunk):
+                line(text, out)
+            return out
         text = self._bytes.decode(chunk)
         if self._cr and text.startswith("\n"):
             text = text[1:]  # the second half of a CRLF cut between chunks
         if text:
             self._cr = text.endswith("\r")
             if self._ends_held(text):
-                yield from self._held_line()
+                self._held_line(out)
             *lines, last = _LINE_BREAK.split(self._held + text)
-            for line in lines:
-                yield from self._line(line)
+            for whole in lines:
+                self._line(whole, out)
             if last != self._held:
                 self._held, self._tried = last, False
+        return out
 
     def _ends_held(self, text: str) -> bool:
         """Whether the held line is whole: `text` starts a new line (chunks of whole lines)."""
@@ -124,42 +128,48 @@ class _Lines:
             return not isinstance(_loads(held), _Unparsed)
         return False
 
-    def _held_line(self) -> Iterator[Any]:
+    def _held_line(self, out: list[Any]) -> None:
         if self._held:
             held, self._held = self._held, ""
-            yield from self._line(held)
+            self._line(held, out)
 
-    def _line(self, line: str) -> Iterator[Any]:
+    def _line(self, line: str, out: list[Any]) -> None:
         stripped = line.strip()
         if not stripped:
-            yield from self._dispatch()
+            if self._data:
+                self._dispatch(out)
             return
-        if stripped.startswith(":"):
+        if stripped[0] == ":":
             return
         field, colon, value = stripped.partition(":")
-        if colon and field in _SSE_IGNORED:
-            return
-        if not (colon and field == "data"):
-            yield from self._dispatch()
-            yield from _one(stripped)
-            return
-        value = value[1:] if value.startswith(" ") else value
-        if not self._data:
-            parsed = _loads(value)
-            if not isinstance(parsed, _Unparsed):
-                yield parsed
-                return
-        self._data.append(value)
+        if colon and field == "data":
+            value = value[1:] if value[:1] == " " else value
+            if not self._data:
+                parsed = _loads(value)
+                if type(parsed) is not _Unparsed:
+                    out.append(parsed)
+                    return
+            self._data.append(value)
+        elif not (colon and field in _SSE_IGNORED):
+            if self._data:
+                self._dispatch(out)
+            event = _one(stripped)
+            if event is not _NOTHING:
+                out.append(event)
 
-    def _dispatch(self) -> Iterator[Any]:
-        if self._data:
-            data, self._data = "\n".join(self._data), []
-            yield from _one(data)
+    def _dispatch(self, out: list[Any]) -> None:
+        data, self._data = "\n".join(self._data), []
+        event = _one(data)
+        if event is not _NOTHING:
+            out.append(event)
 
-    def flush(self) -> Iterator[Any]:
+    def flush(self) -> list[Any]:
         """The event being read, if any: the end of the text ends it."""
-        yield from self._held_line()
-        yield from self._dispatch()
+        out: list[Any] = []
+        self._held_line(out)
+        if self._data:
+            self._dispatch(out)
+        return out
 
     @property
     def pending(self) -> bool:
@@ -183,21 +193,17 @@ def _loads(text: str) -> Any:
         return _Unparsed("it nests too deeply for Python's JSON parser")
 
 
-def _one(text: str) -> Iterator[Any]:
-    if text.strip() == "[DONE]":
-        return
+_NOTHING = object()
+"""What an event that carries nothing (`[DONE]`, an empty `data:`) reads as."""
+
+
+def _one(text: str) -> Any:
+    if not text or text.isspace() or text.strip() == "[DONE]":
+        return _NOTHING
     value = _loads(text)
-    if isinstance(value, _Unparsed):
-        yield Damaged(f"a stream event is not valid JSON ({value.error})")
-    else:
-        yield value
-
-
-def _lines(text: str) -> Iterator[Any]:
-    """The JSON values of NDJSON or SSE text; damaged events as `Damaged`."""
-    lines = _Lines()
-    yield from lines.feed(text)
-    yield from lines.flush()
+    if type(value) is _Unparsed:
+        return Damaged(f"a stream event is not valid JSON ({value.error})")
+    return value
 
 
 def _text_payload(raw: str | bytes) -> Any:
