@@ -68,6 +68,8 @@ def is_gemini(payload: dict[str, Any]) -> bool:
 
 def _steps(path: str) -> list[str | int] | str:
     """The steps of a `jsonPath` (`$.a[0].b`), or why it cannot be followed."""
+    if path.count(".") + path.count("[") > MAX_JSON_PATH_STEPS:
+        return f"a jsonPath of more than {MAX_JSON_PATH_STEPS} steps"
     if _SYNTAX.fullmatch(path) is None:
         return f"a jsonPath that is not understood ({path[:60]!r})"
     steps: list[str | int] = []
