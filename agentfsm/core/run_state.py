@@ -31,8 +31,11 @@ class Run:
     __slots__ = (
         "context_tokens",
         "cost",
+        "episode",
+        "episode_start",
         "exit_reason",
         "incomplete",
+        "interjection",
         "last_call",
         "last_results",
         "pending",
@@ -78,6 +81,12 @@ class Run:
         self.pending_rejected: tuple[ToolResult, ...] = ()
         self.pending_sigs: dict[str, Hashable] = {}
         self.exit_reason: ExitReason | None = None
+        # Which episode of the conversation: a user message after FINAL opens the next.
+        self.episode = 1
+        # The turn before the episode's first model output; `max_turns` counts from it.
+        self.episode_start = 0
+        # A user message that arrived while results were pending: missing results are skips.
+        self.interjection: str | None = None
 
 
 class Step:

@@ -34,7 +34,7 @@ from agentfsm.guards.boundaries import (
 )
 from agentfsm.guards.completion import AnswerComplete, AnswerIncomplete, Paused
 from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
-from agentfsm.guards.results import ResultsReady, ToolErrorLimit, ToolFailed
+from agentfsm.guards.results import FinalTool, ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.guards.structure import (
     HandoffRequested,
     HasToolCalls,
@@ -213,7 +213,7 @@ def build_routes(policy: Policy) -> RouteTable:
     S = State  # noqa: N806 - the table reads as a table with a one-letter alias
     bounds = boundary_guards(policy)
     verifiers = tuple(policy.verifiers)
-    on_repeat = S.AWAIT_HUMAN if policy.on_repeat == "ask" else S.END
+    on_repeat = {"ask": S.AWAIT_HUMAN, "stop": S.END}.get(policy.on_repeat)
     on_incomplete = S.AWAIT_HUMAN if policy.on_incomplete == "ask" else S.AWAIT_MODEL
     rows: list[tuple[State, Guard, State]] = [
         (S.AWAIT_MODEL, Otherwise("a model output arrived", "P1"), S.PARSE),
@@ -224,8 +224,9 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.PARSE, ProviderFailed(), S.END),
         (S.PARSE, SignalConflict(), S.VALIDATE),
         (S.PARSE, Otherwise("the output is well formed", "P1"), S.VALIDATE),
-        (S.VALIDATE, RepeatedCall(policy.repeat_threshold), on_repeat),
     ]
+    if on_repeat is not None:  # "feedback": validate refuses the repeated calls itself
+        rows.append((S.VALIDATE, RepeatedCall(policy.repeat_threshold), on_repeat))
     if policy.on_deny == "stop":
         rows.append((S.VALIDATE, PermissionDenied(), S.END))
     rows += [
@@ -252,6 +253,10 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.RECOVER, RetriesExhausted(policy.max_retries), S.END),
         *((S.RECOVER, g, S.END) for g in bounds),
         (S.RECOVER, Otherwise("retry the model call", "P0"), S.AWAIT_MODEL),
+    ]
+    if policy.final_tools:
+        rows.append((S.EXECUTE, FinalTool(*sorted(policy.final_tools)), S.END))
+    rows += [
         (S.EXECUTE, Otherwise("the tool results arrived", "P1"), S.BUDGET_CHECK),
         (S.HANDOFF, Otherwise("the delegate answered", "P2"), S.BUDGET_CHECK),
         (S.AWAIT_HUMAN, HumanDeclined(), S.END),

@@ -13,7 +13,10 @@ from agentfsm.core.run_state import Run, Step
 from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import UnknownCallIdError
 
-__all__ = ["collect", "enter"]
+__all__ = ["SKIPPED", "collect", "enter"]
+
+SKIPPED = "skipped: a user message arrived"
+"""The result of a call that a user message skipped before it started."""
 
 
 def enter(run: Run, step: Step) -> None:
@@ -57,6 +60,8 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
         by_id[result.call_id] = result
     ordered: list[ToolResult] = []
     missing: list[str] = []
+    skipped = run.interjection is not None
+    named = bool(run.policy.final_tools)
     for call_id, call in run.pending.items():
         found = by_id.get(call_id)
         if found is None:
@@ -64,16 +69,27 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
             found = ToolResult(
                 call_id=call_id,
                 name=call.name,
-                content=f"no result was returned for call {call_id} ({call.name})",
+                content=SKIPPED
+                if skipped
+                else f"no result was returned for call {call_id} ({call.name})",
                 is_error=True,
             )
+        elif named and found.name != call.name:  # FinalTool reads the name
+            found = found.model_copy(update={"name": call.name})
         ordered.append(found)
     errors = run.tool_errors
     for result in ordered:
+        if result.is_error and type(result.content) is str and result.content == SKIPPED:
+            continue  # a call the user's message skipped did not fail
         errors = errors + 1 if result.is_error else 0
     sigs = run.pending_sigs
     calls_key = tuple(sigs.get(r.call_id, r.call_id) for r in ordered)
     contents = [(r.is_error, r.content) for r in ordered]
+    if run.last_results:
+        key, seen = run.last_results[-1]
+        if key == calls_key and seen != contents:
+            # The same calls answered differently (polling a job): progress, not a loop.
+            run.streak = 1
     # Contents are compared (==) only against recent rounds that made the same calls.
     stale = 0
     for key, seen in run.last_results:
@@ -81,9 +97,12 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
             stale = run.same_results + 1
             break
     run.last_results.append((calls_key, contents))
-    return {
+    fields: dict[str, object] = {
         "results": tuple(ordered),
         "missing": tuple(missing),
         "tool_errors_in_a_row": errors,
         "same_results_in_a_row": stale,
     }
+    if skipped and missing:
+        fields["notes"] = (f"a user message arrived: {len(missing)} call(s) were skipped",)
+    return fields

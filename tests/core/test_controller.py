@@ -342,7 +342,7 @@ class TestRepetition:
             decisions.append(d)
             if d.action is not A.EXECUTE_TOOLS:
                 break
-            ctl.on_tool_results([af.ToolResult(call_id=f"c{i}", content=f"r{i}")])
+            ctl.on_tool_results([af.ToolResult(call_id=f"c{i}", content="same result")])
         return decisions
 
     def test_the_third_identical_call_is_not_executed(self) -> None:
