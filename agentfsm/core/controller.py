@@ -180,16 +180,10 @@ class Controller:
         run = self._run
         calls = run.pending_approval
         rejected = list(run.pending_rejected)
-        if not approved and message:
-            rejected += [
-                ToolResult(
-                    call_id=c.id,
-                    name=c.name,
-                    is_error=True,
-                    content=f"declined by the human: {message}",
-                )
-                for c in calls
-            ]
+        if not approved:
+            rejected += _declined(calls, run.pending_allowed, message)
+        elif run.pending_allowed:
+            calls = _in_turn_order(run.pending_allowed, calls, self._last_output)
         if message:
             run.last_call, run.streak = None, 0
         snap = self._snapshot(
@@ -502,6 +496,38 @@ def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]
     if dest is State.HANDOFF:
         return snap.handoffs
     return run.pending_approval
+
+
+def _declined(
+    asked: tuple[ToolCall, ...], allowed: tuple[ToolCall, ...], message: str | None
+) -> list[ToolResult]:
+    """Error results for declined calls, and for the allowed calls that waited with them."""
+    said = f": {message}" if message else ""
+    results = [
+        ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"declined by the human{said}")
+        for c in asked
+    ]
+    names = ", ".join(c.name for c in asked)
+    results += [
+        ToolResult(
+            call_id=c.id,
+            name=c.name,
+            is_error=True,
+            content=f"not executed: the human declined {names}, asked in the same turn{said}",
+        )
+        for c in allowed
+    ]
+    return results
+
+
+def _in_turn_order(
+    allowed: tuple[ToolCall, ...], approved: tuple[ToolCall, ...], turn: ModelTurn | None
+) -> tuple[ToolCall, ...]:
+    calls = (*allowed, *approved)
+    if turn is None:
+        return calls
+    order = {c.id: i for i, c in enumerate(turn.tool_calls)}
+    return tuple(sorted(calls, key=lambda c: order.get(c.id, len(order))))
 
 
 def _answer(action: Action, snap: RunSnapshot, final_tools: frozenset[str]) -> Any:

@@ -39,6 +39,7 @@ class Run:
         "last_call",
         "last_results",
         "pending",
+        "pending_allowed",
         "pending_approval",
         "pending_rejected",
         "pending_sigs",
@@ -78,6 +79,8 @@ class Run:
         self.streak = 0
         self.pending: dict[str, ToolCall] = {}
         self.pending_approval: tuple[ToolCall, ...] = ()
+        # Allowed calls of a turn whose other calls await approval: they run with them.
+        self.pending_allowed: tuple[ToolCall, ...] = ()
         self.pending_rejected: tuple[ToolResult, ...] = ()
         self.pending_sigs: dict[str, Hashable] = {}
         self.exit_reason: ExitReason | None = None

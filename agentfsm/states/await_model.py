@@ -17,6 +17,7 @@ def enter(run: Run, step: Step) -> None:
     run.pending = {}
     run.interjection = None
     run.pending_approval = ()
+    run.pending_allowed = ()
     run.pending_rejected = ()
     run.tool_errors = snap.tool_errors_in_a_row
     run.same_results = snap.same_results_in_a_row
