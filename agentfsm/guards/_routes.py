@@ -47,7 +47,10 @@ from agentfsm.guards.structure import (
 if TYPE_CHECKING:
     from agentfsm.core.policy import Policy
 
-__all__ = ["INITIAL", "WAITING", "Route", "RouteTable", "build_routes"]
+__all__ = ["FEEDBACK_GRACE", "INITIAL", "WAITING", "Route", "RouteTable", "build_routes"]
+
+FEEDBACK_GRACE = 2
+"""With `on_repeat="feedback"`, refused repeats the model may still make before DOOM_LOOP."""
 
 INITIAL = State.AWAIT_MODEL
 WAITING = frozenset({State.AWAIT_MODEL, State.EXECUTE, State.HANDOFF, State.AWAIT_HUMAN, State.END})
@@ -213,7 +216,10 @@ def build_routes(policy: Policy) -> RouteTable:
     S = State  # noqa: N806 - the table reads as a table with a one-letter alias
     bounds = boundary_guards(policy)
     verifiers = tuple(policy.verifiers)
-    on_repeat = {"ask": S.AWAIT_HUMAN, "stop": S.END}.get(policy.on_repeat)
+    on_repeat = S.AWAIT_HUMAN if policy.on_repeat == "ask" else S.END
+    # "feedback": validate refuses the repeated calls itself; the run stops only when the
+    # model repeats them FEEDBACK_GRACE more times after being told.
+    repeats = policy.repeat_threshold + (FEEDBACK_GRACE if policy.on_repeat == "feedback" else 0)
     on_incomplete = S.AWAIT_HUMAN if policy.on_incomplete == "ask" else S.AWAIT_MODEL
     rows: list[tuple[State, Guard, State]] = [
         (S.AWAIT_MODEL, Otherwise("a model output arrived", "P1"), S.PARSE),
@@ -224,9 +230,8 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.PARSE, ProviderFailed(), S.END),
         (S.PARSE, SignalConflict(), S.VALIDATE),
         (S.PARSE, Otherwise("the output is well formed", "P1"), S.VALIDATE),
+        (S.VALIDATE, RepeatedCall(repeats), on_repeat),
     ]
-    if on_repeat is not None:  # "feedback": validate refuses the repeated calls itself
-        rows.append((S.VALIDATE, RepeatedCall(policy.repeat_threshold), on_repeat))
     if policy.on_deny == "stop":
         rows.append((S.VALIDATE, PermissionDenied(), S.END))
     rows += [

@@ -46,6 +46,8 @@ def enter(run: Run, step: Step) -> None:
     repeated = describe(runnable) if streak > 1 else ""
     if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
         _feed_back(plan, runnable, streak, repeated)
+        # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
+        run.last_call, run.streak = round_signature([step.sigs[c.id] for c in runnable]), streak
     step.snap = evolve(
         step.snap,
         executable=tuple(plan.executable),

@@ -225,9 +225,19 @@ class TestRepeatFeedback:
         (result,) = decisions[-1].results
         assert result.is_error and result.content.startswith("not executed: status(")
 
+    def test_a_model_that_ignores_the_feedback_ends_as_a_doom_loop(self) -> None:
+        """By default two more repeats after the feedback end the run as DOOM_LOOP."""
+        decisions = self.loop(af.Controller(), 10)
+        assert [d.action for d in decisions] == [
+            *[A.EXECUTE_TOOLS] * 2,
+            *[A.CONTINUE] * 2,
+            A.STOP,
+        ]
+        assert decisions[-1].exit_reason is X.DOOM_LOOP
+
     def test_feedback_is_bounded_by_the_tool_error_limit(self) -> None:
-        """A model that keeps repeating ends as TOOL_ERRORS, never loops forever."""
-        ctl = af.Controller(af.Policy(on_repeat="feedback", max_consecutive_tool_errors=3))
+        """Refused repeats are tool errors: a low error limit ends the run first."""
+        ctl = af.Controller(af.Policy(on_repeat="feedback", max_consecutive_tool_errors=2))
         decisions = self.loop(ctl, 10)
         assert decisions[-1].exit_reason is X.TOOL_ERRORS
         assert sum(d.action is A.EXECUTE_TOOLS for d in decisions) == 2
