@@ -101,7 +101,6 @@ class Emitter:
             results=dump(decision.results),
         )
 
-
     def stopped(self, turn: int, source: str, decision: Decision) -> None:
         """Emit an end decided from outside: its transition to `end`, then the decision."""
         self.record(

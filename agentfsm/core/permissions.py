@@ -58,7 +58,7 @@ class Rule(BaseModel):
 
     @classmethod
     def parse(cls, text: str) -> Rule:
-        """Read a rule from its text form; raise PolicyError naming the rule when it does not parse."""
+        """Read a rule from its text form; a rule that does not parse raises PolicyError."""
         found = _RULE.match(text)
         if found is None:
             raise PolicyError(

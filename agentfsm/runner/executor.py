@@ -29,6 +29,7 @@ Rules, in the order a reviewer asks about them:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import math
@@ -102,7 +103,9 @@ class _Job:
 
     __slots__ = ("after", "call", "deadline", "fn", "index", "options", "result", "state")
 
-    def __init__(self, index: int, call: ToolCall, fn: Callable[..., Any] | None, options: ToolOptions):
+    def __init__(
+        self, index: int, call: ToolCall, fn: Callable[..., Any] | None, options: ToolOptions
+    ):
         self.index = index
         self.call = call
         self.fn = fn
@@ -309,12 +312,14 @@ class Executor:
 
     def failed(self, call: ToolCall, exc: BaseException) -> ToolResult:
         """The error result of a call that raised `exc`."""
-        if isinstance(exc, _TimedOut):
+        if isinstance(exc, _TimedOutError):
             return self.timed_out(call)
         if isinstance(exc, asyncio.CancelledError):
             return self.cancelled(call, started=True)
         message = str(exc)
-        return self.error_of(call, f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+        return self.error_of(
+            call, f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+        )
 
     @staticmethod
     def cancelled(call: ToolCall, *, started: bool) -> ToolResult:
@@ -400,7 +405,7 @@ class _SyncBatch:
     def _work(self, job: _Job) -> None:
         try:
             result = self.ex.result_of(job.call, self.ex._call(job))
-        except BaseException as exc:  # noqa: BLE001 - every failure is the call's result
+        except BaseException as exc:
             result = self.ex.failed(job.call, exc)
         with self.cond:
             if job.state == 1:  # not abandoned by a timeout or a cancellation
@@ -472,7 +477,9 @@ class _AsyncBatch:
                 if not self.tasks:
                     continue
                 done, _ = await asyncio.wait(
-                    set(self.tasks), timeout=_POLL if polling else None, return_when="FIRST_COMPLETED"
+                    set(self.tasks),
+                    timeout=_POLL if polling else None,
+                    return_when="FIRST_COMPLETED",
                 )
                 for task in done:
                     job = self.tasks.pop(task)
@@ -572,12 +579,11 @@ async def _in_thread(fn: Callable[[], Any]) -> Any:
     def work() -> None:
         try:
             outcome: tuple[bool, Any] = (True, fn())
-        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+        except BaseException as exc:
             outcome = (False, exc)
-        try:
+        # RuntimeError: the loop closed while the tool ran, and nobody waits any more.
+        with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_settle, future, outcome)
-        except RuntimeError:  # the loop closed while the tool ran: nobody waits
-            pass
 
     _WORKERS.submit(work)
     return await future
@@ -593,7 +599,7 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
         future.set_exception(value)
 
 
-class _TimedOut(Exception):
+class _TimedOutError(Exception):
     """A call ran past its timeout (not a TimeoutError the tool raised itself)."""
 
 
@@ -605,7 +611,7 @@ async def _limited(work: Awaitable[Any], timeout: float | None) -> Any:
             return await work
     except TimeoutError:
         if scope.expired():
-            raise _TimedOut from None
+            raise _TimedOutError from None
         raise
 
 

@@ -19,7 +19,9 @@ def call(name: str, cid: str, **arguments: Any) -> af.ToolCall:
 
 def calls_turn(*calls: af.ToolCall, output_tokens: int = 5) -> af.ModelTurn:
     usage = af.Usage(input_tokens=10, output_tokens=output_tokens)
-    return af.ModelTurn(tool_calls=list(calls), finish_reason=af.FinishReason.TOOL_CALLS, usage=usage)
+    return af.ModelTurn(
+        tool_calls=list(calls), finish_reason=af.FinishReason.TOOL_CALLS, usage=usage
+    )
 
 
 def answer(text: str = "done") -> af.ModelTurn:
@@ -50,7 +52,8 @@ class TestStop:
         d = ctl.stop(message="the user pressed stop")
         assert (d.action, d.exit_reason, d.state) == (A.STOP, X.INTERRUPTED, af.State.END)
         assert "the user pressed stop" in d.reason
-        assert ctl.done and ctl.exit_reason is X.INTERRUPTED
+        assert ctl.done
+        assert ctl.exit_reason is X.INTERRUPTED
         assert events.named("transition")[-1]["dst"] == "end"
         assert events.named("decision")[-1]["exit_reason"] == "interrupted"
 
@@ -223,7 +226,8 @@ class TestRepeatFeedback:
         decisions = self.loop(ctl, 3)
         assert [d.action for d in decisions] == [A.EXECUTE_TOOLS, A.EXECUTE_TOOLS, A.CONTINUE]
         (result,) = decisions[-1].results
-        assert result.is_error and result.content.startswith("not executed: status(")
+        assert result.is_error
+        assert result.content.startswith("not executed: status(")
 
     def test_a_model_that_ignores_the_feedback_ends_as_a_doom_loop(self) -> None:
         """By default two more repeats after the feedback end the run as DOOM_LOOP."""

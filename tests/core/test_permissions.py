@@ -59,7 +59,7 @@ class TestRules:
 
     def test_a_non_string_argument_is_matched_as_json(self) -> None:
         """A list argument is matched as compact JSON."""
-        rule = Rule.parse("deny run(argv=[\"rm\"*)")
+        rule = Rule.parse('deny run(argv=["rm"*)')
         assert rule.matches(call("run", argv=["rm", "-rf"]))
         assert not rule.matches(call("run", argv=["ls"]))
 
@@ -171,7 +171,9 @@ class TestDeniedNeverRuns:
         ctl = af.Controller(af.Policy(permission=hook))
         batch = [call(n, f"c{i}") for i, n in enumerate(names)]
         d = ctl.on_model_output(af.ModelTurn(tool_calls=batch))
-        executed: list[af.ToolCall] = list(d.tool_calls) if d.action is af.Action.EXECUTE_TOOLS else []
+        executed: list[af.ToolCall] = (
+            list(d.tool_calls) if d.action is af.Action.EXECUTE_TOOLS else []
+        )
         answered = [r.call_id for r in d.results]
         if d.action is af.Action.ASK_HUMAN:
             d = ctl.on_human_reply(approved=approve, message=None if approve else "no")
@@ -180,7 +182,8 @@ class TestDeniedNeverRuns:
                 executed = list(d.tool_calls)
         for c in executed:
             value = verdicts.get(c.name, "allow")
-            assert value in ("allow", "ask") and type(value) is str
+            assert type(value) is str
+            assert value in ("allow", "ask")
         ran = {c.id for c in executed}
         for c in batch:
             value = verdicts.get(c.name, "allow")

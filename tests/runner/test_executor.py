@@ -76,7 +76,7 @@ class TestOrdering:
     """Read-after-write ordering, the concurrency cap and result order, from a shared log."""
 
     def test_a_read_waits_for_an_earlier_write_to_a_real_file(self, tmp_path: Path) -> None:
-        """A shell command writes q-1.png; the read_image call after it in the batch sees the file."""
+        """A shell command writes q-1.png; the read_image call after it in the batch sees it."""
         log = Log()
 
         def shell(command: str) -> str:
@@ -328,14 +328,16 @@ class TestCancellation:
             return f"job {n}"
 
         async def main() -> None:
-            task = asyncio.ensure_future(Executor([job]).arun(calls("job", 2), on_result=seen.append))
+            task = asyncio.ensure_future(
+                Executor([job]).arun(calls("job", 2), on_result=seen.append)
+            )
             await asyncio.sleep(0.1)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
 
         asyncio.run(main())
-        assert [(r.call_id, r.content) for r in seen][0] == ("c0", "job 0")
+        assert (seen[0].call_id, seen[0].content) == ("c0", "job 0")
         assert seen[1].content.startswith("CancelledError")
 
     def test_an_asyncio_event_cancels_arun(self, release: threading.Event) -> None:
@@ -405,6 +407,8 @@ def test_the_subprocess_tool_really_ran(tmp_path: Path) -> None:
         return done.stdout.strip()
 
     code = "import os; open('made.txt', 'w').write('x'); print(os.getpid())"
-    (result,) = Executor([python]).run([af.ToolCall(id="p", name="python", arguments={"code": code})])
+    (result,) = Executor([python]).run(
+        [af.ToolCall(id="p", name="python", arguments={"code": code})]
+    )
     assert result.content.isdigit()
     assert (tmp_path / "made.txt").read_text() == "x"
