@@ -383,12 +383,20 @@ class _SyncBatch:
                     continue
                 self.cond.wait(None if wait == math.inf else wait)
 
-    def _start_ready(self) -> None:
+    def _start_ready(self, here: bool = False) -> _Job | None:
+        """Start every call whose turn has come; with `here`, return one to run in this thread.
+
+        A worker that finished a call runs the next one itself: a chain of writers
+        costs no thread hand-off per call.
+        """
+        if self.cancel is not None and self.cancel.is_set():
+            return None
         jobs = self.jobs
         skipping = self.skip is not None and self.skip.is_set()
+        mine: _Job | None = None
         for job in jobs:
             if self.running >= self.ex.max_concurrency:
-                return
+                break
             if job.state != 0 or any(jobs[i].state != 2 for i in job.after):
                 continue
             if skipping:
@@ -400,17 +408,24 @@ class _SyncBatch:
                 self.running += 1
                 if job.options.timeout is not None:
                     job.deadline = time.monotonic() + job.options.timeout
-                _WORKERS.submit(lambda job=job: self._work(job))  # type: ignore[misc]
+                if here and mine is None:
+                    mine = job
+                else:
+                    _WORKERS.submit(lambda job=job: self._work(job))  # type: ignore[misc]
+        return mine
 
-    def _work(self, job: _Job) -> None:
-        try:
-            result = self.ex.result_of(job.call, self.ex._call(job))
-        except BaseException as exc:
-            result = self.ex.failed(job.call, exc)
-        with self.cond:
-            if job.state == 1:  # not abandoned by a timeout or a cancellation
-                self.running -= 1
-                self._done(job, result)
+    def _work(self, first: _Job) -> None:
+        job: _Job | None = first
+        while job is not None:
+            try:
+                result = self.ex.result_of(job.call, self.ex._call(job))
+            except BaseException as exc:  # noqa: BLE001 - every failure is the call's result
+                result = self.ex.failed(job.call, exc)
+            with self.cond:
+                if job.state == 1:  # not abandoned by a timeout or a cancellation
+                    self.running -= 1
+                    self._done(job, result)
+                job = self._start_ready(here=True)
                 self.cond.notify()
 
     def _done(self, job: _Job, result: ToolResult) -> None:
