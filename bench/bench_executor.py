@@ -116,9 +116,7 @@ def measure() -> dict[str, float]:
         - bare,
         "sync, 10 x 100 ms, cap 10, ms": seconds(lambda: ex.run(naps)) * 1e3,
         "sync, 10 x 100 ms, cap 1, ms": seconds(lambda: one.run(naps), 3) * 1e3,
-        "async, 10 x 100 ms (async tools), cap 10, ms": seconds(
-            lambda: asyncio.run(ex.arun(anaps))
-        )
+        "async, 10 x 100 ms (async tools), cap 10, ms": seconds(lambda: asyncio.run(ex.arun(anaps)))
         * 1e3,
         "async, 10 x 100 ms (sync tools), cap 10, ms": seconds(lambda: asyncio.run(ex.arun(naps)))
         * 1e3,
@@ -129,8 +127,10 @@ def report(figures: dict[str, float]) -> str:
     lines = [
         "# Executor benchmark",
         "",
-        "`python bench/bench_executor.py --write`; "
-        f"Python {platform.python_version()}, {os.cpu_count()} CPUs (shared with other jobs).",
+        (
+            "`python bench/bench_executor.py --write`; "
+            f"Python {platform.python_version()}, {os.cpu_count()} CPUs (shared with other jobs)."
+        ),
         "Overheads are the batch's median time per call minus a bare loop calling the same",
         "function (the tools' own time). Targets: overhead <= 50 µs/call; 10 x 100 ms <= 150 ms",
         "with the cap at 10, ~1 s with the cap at 1.",

@@ -309,6 +309,8 @@ class Controller:
 
     def _exit_reason(self, reason: object) -> ExitReason:
         try:
+            if not isinstance(reason, str):
+                raise ValueError(reason)
             return ExitReason(reason)
         except ValueError:
             names = ", ".join(r.value for r in ExitReason)

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
 
@@ -81,6 +81,25 @@ class ToolOptions:
             raise ToolDefinitionError(f"ToolOptions(timeout={self.timeout!r}): must be > 0")
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@overload
+def tool(
+    fn: _F,
+    *,
+    effect: Literal["read", "write"] = "write",
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> _F: ...
+@overload
+def tool(
+    fn: None = None,
+    *,
+    effect: Literal["read", "write"] = "write",
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> Callable[[_F], _F]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
     *,
@@ -91,7 +110,7 @@ def tool(
     """Mark a Python tool with its ToolOptions (`@tool(effect="read", timeout=5)`)."""
     options = ToolOptions(effect=effect, timeout=timeout, idempotent=idempotent)
 
-    def mark(function: Callable[..., Any]) -> Callable[..., Any]:
+    def mark(function: _F) -> _F:
         setattr(function, _OPTIONS_ATTR, options)
         return function
 
@@ -419,7 +438,7 @@ class _SyncBatch:
         while job is not None:
             try:
                 result = self.ex.result_of(job.call, self.ex._call(job))
-            except BaseException as exc:  # noqa: BLE001 - every failure is the call's result
+            except BaseException as exc:  # every failure is the call's result
                 result = self.ex.failed(job.call, exc)
             with self.cond:
                 if job.state == 1:  # not abandoned by a timeout or a cancellation

@@ -249,14 +249,14 @@ class TestRepeatFeedback:
     @pytest.mark.parametrize("on_repeat", ["stop", "feedback", "ask"])
     def test_polling_whose_results_change_is_not_a_repeat(self, on_repeat: str) -> None:
         """The same status call answered differently each time runs as often as needed."""
-        ctl = af.Controller(af.Policy(on_repeat=on_repeat))  # type: ignore[arg-type]
+        ctl = af.Controller(af.Policy(on_repeat=on_repeat))
         decisions = self.loop(ctl, 8, result=lambda i: f"{i * 10}% done")
         assert all(d.action is A.EXECUTE_TOOLS for d in decisions)
 
     def test_feedback_is_a_valid_policy_value(self) -> None:
         """An unknown on_repeat value is refused."""
         with pytest.raises(Exception, match="on_repeat"):
-            af.Policy(on_repeat="complain")  # type: ignore[arg-type]
+            af.Policy(on_repeat="complain")
 
 
 class TestCharge:

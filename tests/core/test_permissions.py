@@ -94,7 +94,7 @@ class TestHooks:
     @pytest.mark.parametrize("value", ["DENY", "no", False, None, 0, "Allow", "allow ", True, 1])
     def test_an_unrecognised_value_denies(self, value: object) -> None:
         """Values such as "DENY", "no", False, None or 0 deny; the reason names the value."""
-        ctl = af.Controller(af.Policy(permission=lambda c: value))  # type: ignore[arg-type,return-value]
+        ctl = af.Controller(af.Policy(permission=lambda c: value))
         d = ctl.on_model_output(af.ModelTurn(tool_calls=[call("rm")]))
         assert d.action is af.Action.CONTINUE
         assert d.tool_calls == []
@@ -108,7 +108,7 @@ class TestHooks:
         def hook(c: af.ToolCall) -> str:
             raise KeyError("user")
 
-        policy = af.Policy(permission=hook)  # type: ignore[arg-type]
+        policy = af.Policy(permission=hook)
         assert policy.permission_verdict(call("rm"))[0] == "deny"
         assert "KeyError" in policy.permission_verdict(call("rm"))[1]
 
@@ -195,7 +195,7 @@ class TestDeniedNeverRuns:
     @given(value=st.from_type(object).filter(lambda v: v not in ("allow", "ask", "deny")))
     def test_any_unrecognised_value_denies(self, value: object) -> None:
         """Any hook value other than the three strings denies the call."""
-        policy = af.Policy(permission=lambda c: value)  # type: ignore[arg-type,return-value]
+        policy = af.Policy(permission=lambda c: value)
         verdict, why = policy.permission_verdict(call("tool"))
         assert verdict == "deny"
         assert "not 'allow', 'ask' or 'deny'" in why

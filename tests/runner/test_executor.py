@@ -62,7 +62,7 @@ def release() -> Iterator[threading.Event]:
 
 
 def sleeper(log: Log, seconds: float, effect: str = "read") -> Callable[..., str]:
-    @tool(effect=effect)  # type: ignore[arg-type]
+    @tool(effect="read" if effect == "read" else "write")
     def nap(n: int) -> str:
         log.mark(f"nap{n}", "start")
         time.sleep(seconds)

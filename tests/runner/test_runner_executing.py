@@ -18,7 +18,15 @@ from agentfsm import Policy
 from agentfsm.core.types import Action, ExitReason
 from agentfsm.runner.loop import Agent, Inbox, RunResult, arun, run
 from agentfsm.runner.retry import ProviderRetry
-from agentfsm.testing.scripted import Reply, call, fault, last_tool_result, say, tool_calls
+from agentfsm.testing.scripted import (
+    Reply,
+    Responder,
+    call,
+    fault,
+    last_tool_result,
+    say,
+    tool_calls,
+)
 from agentfsm.testing.server import ScriptedServer
 
 pytestmark = [
@@ -35,7 +43,9 @@ pytestmark = [
 
 TASK = [{"role": "user", "content": "Process the three files."}]
 THREE = tool_calls(
-    call("step", {"n": 0}, id="s0"), call("step", {"n": 1}, id="s1"), call("step", {"n": 2}, id="s2")
+    call("step", {"n": 0}, id="s0"),
+    call("step", {"n": 1}, id="s1"),
+    call("step", {"n": 2}, id="s2"),
 )
 
 
@@ -216,7 +226,7 @@ class TestSubAgents:
         def lookup(key: str) -> str:
             return self.lookup(key)
 
-        script = [
+        script: list[Reply | Responder] = [
             tool_calls(call("research", {"task": "what is x?"})),  # parent
             tool_calls(call("lookup", {"key": "x"})),  # child
             lambda body: say(f"x is {last_tool_result(body)}"),  # child's answer
@@ -240,7 +250,7 @@ class TestSubAgents:
 
     def test_a_child_that_fails_is_an_error_result_for_the_parent(self) -> None:
         """A child stopped by its own max_turns comes back as an error result; the parent ends."""
-        script = [
+        script: list[Reply | Responder] = [
             tool_calls(call("research", {"task": "dig"})),
             tool_calls(call("lookup", {"key": "y"})),  # the child's only turn
             lambda body: say(f"I could not: {last_tool_result(body)}"),
@@ -254,7 +264,7 @@ class TestSubAgents:
 
     def test_the_childs_tokens_count_toward_the_parents_budget(self) -> None:
         """A child that spends the parent's token budget stops the parent."""
-        script = [
+        script: list[Reply | Responder] = [
             tool_calls(call("research", {"task": "dig"})),
             Reply(text="found it", input_tokens=500),
             say("never asked"),
@@ -266,7 +276,7 @@ class TestSubAgents:
 
     def test_a_handoff_without_an_agent_is_an_error_result(self) -> None:
         """A handoff name with no registered agent answers the model with an error."""
-        script = [
+        script: list[Reply | Responder] = [
             tool_calls(call("research", {"task": "dig"})),
             lambda body: say(str(last_tool_result(body))),
         ]
