@@ -16,7 +16,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentfsm.core.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import ProviderError
 from agentfsm.runner.agents import Agent, child_messages, child_result
 from agentfsm.runner.executor import Executor
@@ -60,10 +60,12 @@ class _Loop:
         self.inbox = inbox
         self.agents = dict(agents or {})
         self.child = child
+        # Set when a child was interrupted: the cancellation (of the task) was meant for all.
+        self.interrupted = False
 
     def cancelled(self) -> bool:
         """Whether the run was cancelled; if so it ends INTERRUPTED, nothing produced lost."""
-        if self.cancel is not None and self.cancel.is_set():
+        if self.interrupted or (self.cancel is not None and self.cancel.is_set()):
             self.session.interrupt()
             return True
         return False
@@ -91,6 +93,7 @@ class _Loop:
     def adopt(self, call: ToolCall, child: RunResult) -> ToolResult:
         """Charge the child's usage to this run and make its end the call's result."""
         self.session.charge(child.usage)
+        self.interrupted = self.interrupted or child.exit_reason is ExitReason.INTERRUPTED
         return child_result(call, child.exit_reason, child.text, child.error)
 
 

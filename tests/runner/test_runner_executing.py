@@ -274,6 +274,45 @@ class TestSubAgents:
             result = go(server, ["research"], policy=policy, agents={"research": Agent()})
         assert result.exit_reason is ExitReason.TOKEN_BUDGET
 
+    def test_cancelling_the_parent_task_stops_the_child_and_the_parent(self) -> None:
+        """The stop button while a child runs: both end, the handoff call keeps its result."""
+
+        async def wait(seconds: float) -> str:
+            await asyncio.sleep(seconds)
+            return "waited"
+
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"task": "dig"})),
+            tool_calls(call("wait", {"seconds": 30})),
+            say("never asked"),
+        ]
+
+        async def main(server: ScriptedServer) -> RunResult:
+            task = asyncio.ensure_future(
+                arun(
+                    "openai/scripted",
+                    TASK,
+                    tools=["research"],
+                    policy=Policy(handoffs=frozenset({"research"})),
+                    agents={"research": Agent(tools=[wait])},
+                    api_base=server.openai_base,
+                    api_key="sk-test",
+                    retry=ProviderRetry(attempts=1),
+                )
+            )
+            while len(server.requests) < 2:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)
+            task.cancel()
+            return await task
+
+        with ScriptedServer(script) as server:
+            result = asyncio.run(main(server))
+            assert server.remaining == 1
+        assert result.exit_reason is ExitReason.INTERRUPTED
+        (message,) = [m for m in result.messages if m["role"] == "tool"]
+        assert "ended with interrupted" in message["content"]
+
     def test_a_handoff_without_an_agent_is_an_error_result(self) -> None:
         """A handoff name with no registered agent answers the model with an error."""
         script: list[Reply | Responder] = [
