@@ -179,7 +179,8 @@ class Controller:
         self._expect((State.AWAIT_HUMAN,), "a human reply")
         run = self._run
         calls = run.pending_approval
-        rejected = list(run.pending_rejected)
+        # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
+        rejected: list[ToolResult] = []
         if not approved:
             rejected += _declined(calls, run.pending_allowed, message)
         elif run.pending_allowed:

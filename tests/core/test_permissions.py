@@ -185,6 +185,8 @@ class TestDeniedNeverRuns:
             assert type(value) is str
             assert value in ("allow", "ask")
         ran = {c.id for c in executed}
+        # Every call is executed or answered, exactly once over the decisions.
+        assert sorted([*ran, *answered]) == sorted(c.id for c in batch)
         for c in batch:
             value = verdicts.get(c.name, "allow")
             if not (type(value) is str and value in ("allow", "ask")):
