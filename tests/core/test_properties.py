@@ -224,8 +224,10 @@ class ControllerMachine(RuleBasedStateMachine):
         assert {r.call_id for r in self.last.results} == pending
 
     @precondition(
-        lambda self: self.ctl.done
-        and self.ctl.exit_reason in (af.ExitReason.COMPLETED, af.ExitReason.INTERRUPTED)
+        lambda self: (
+            self.ctl.done
+            and self.ctl.exit_reason in (af.ExitReason.COMPLETED, af.ExitReason.INTERRUPTED)
+        )
     )
     @rule()
     def follow_up(self) -> None:
