@@ -206,11 +206,12 @@ class TestPolicyChoices:
         assert Route(S.VALIDATE, RepeatedCall(5), S.END) in policy.routes
 
     def test_feedback_stops_only_after_two_more_repeats(self) -> None:
-        """With on_repeat="feedback" (the default) the stop comes FEEDBACK_GRACE repeats later."""
+        """With on_repeat="feedback" the stop comes FEEDBACK_GRACE repeats later."""
         from agentfsm.guards._routes import FEEDBACK_GRACE
 
         threshold = 3 + FEEDBACK_GRACE
-        assert Route(S.VALIDATE, RepeatedCall(threshold), S.END) in Policy().routes
+        policy = Policy(on_repeat="feedback")
+        assert Route(S.VALIDATE, RepeatedCall(threshold), S.END) in policy.routes
 
     def test_on_deny_stop_adds_a_permission_denied_stop(self) -> None:
         """`on_deny="stop"` adds PermissionDenied -> end out of validate, before approvals."""
