@@ -346,8 +346,10 @@ def _markdown(rows: list[dict[str, Any]], cli_rows: list[tuple[str, str, int, An
             "allocations during it; *RSS growth* is the process's peak RSS after minus before."
         ),
         "",
-        "| input (about 1 MB unless said) | bytes | CPU | wall | alloc peak | RSS growth "
-        "| outcome |",
+        (
+            "| input (about 1 MB unless said) | bytes | CPU | wall | alloc peak | RSS growth "
+            "| outcome |"
+        ),
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
