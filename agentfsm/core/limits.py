@@ -34,10 +34,10 @@ MAX_JSON_PATH_STEPS = MAX_DEPTH
 MAX_STREAM_EVENTS = 1_000_000
 """Events one `StreamAccumulator` folds; a real turn sends thousands at most."""
 
-MAX_LINE_BYTES = 64 << 20
-"""Longest line read from a trace or JSON-lines trajectory (64 MiB).
+MAX_LINE_BYTES = 32 << 20
+"""Longest line read from a trace or JSON-lines trajectory (32 MiB).
 
-Lines are read with this bound, so a 1 GB file without a newline costs 64 MiB
+Lines are read with this bound, so a 1 GB file without a newline costs 32 MiB
 to reject, not gigabytes."""
 
 MAX_DOCUMENT_BYTES = 256 << 20

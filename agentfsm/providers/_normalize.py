@@ -76,7 +76,7 @@ class _Lines:
     marker, never a silent skip.
     """
 
-    __slots__ = ("_bytes", "_cr", "_data", "_held", "_tried")
+    __slots__ = ("_bytes", "_cr", "_data", "_failed", "_held", "_tried")
 
     def __init__(self) -> None:
         self._data: list[str] = []
@@ -85,11 +85,13 @@ class _Lines:
         """The last line of a bytes chunk, until the next chunk says where it ends."""
         self._tried = False
         self._cr = False
+        self._failed: _Unparsed | None = None
 
     def copy(self) -> _Lines:
         """An independent copy (the UTF-8 decoder's state is shared, not copied)."""
         other = _Lines()
         other._data, other._held, other._tried = list(self._data), self._held, self._tried
+        other._failed = self._failed
         return other
 
     def feed(self, chunk: str | bytes) -> list[Any]:
@@ -149,6 +151,7 @@ class _Lines:
                 if type(parsed) is not _Unparsed:
                     out.append(parsed)
                     return
+                self._failed = parsed  # an event of this one line needs no second parse
             self._data.append(value)
         elif not (colon and field in _SSE_IGNORED):
             if self._data:
@@ -158,6 +161,10 @@ class _Lines:
                 out.append(event)
 
     def _dispatch(self, out: list[Any]) -> None:
+        if len(self._data) == 1 and self._failed is not None:
+            self._data = []
+            out.append(Damaged(f"a stream event is not valid JSON ({self._failed.error})"))
+            return
         data, self._data = "\n".join(self._data), []
         event = _one(data)
         if event is not _NOTHING:

@@ -227,7 +227,8 @@ def bounded_lines(raw: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
         if len(line) <= limit or line.endswith(b"\n"):
             yield number, line
             continue
-        while (rest := raw.readline(limit)) and not rest.endswith(b"\n"):
+        del line  # skip to the line's end a megabyte at a time, holding none of it
+        while (rest := raw.readline(1 << 20)) and not rest.endswith(b"\n"):
             pass
         yield number, None
 
