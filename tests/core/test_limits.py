@@ -44,8 +44,8 @@ def chat_call(arguments: object) -> dict[str, Any]:
 
 def gemini_piece(path: str) -> dict[str, Any]:
     """A Gemini chunk streaming one argument piece at `path`."""
-    call = {"name": "f", "partialArgs": [{"jsonPath": path, "stringValue": "x"}]}
-    call["willContinue"] = True
+    piece = {"jsonPath": path, "stringValue": "x"}
+    call: dict[str, Any] = {"name": "f", "partialArgs": [piece], "willContinue": True}
     return {"candidates": [{"content": {"parts": [{"functionCall": call}]}}]}
 
 
