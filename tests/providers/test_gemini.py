@@ -45,11 +45,12 @@ class TestGeminiBody:
         assert not turn.tool_calls[0].complete
 
     def test_unexpected_tool_call(self) -> None:
-        """UNEXPECTED_TOOL_CALL is ERROR; the call itself is structurally complete."""
+        """UNEXPECTED_TOOL_CALL is ERROR and its call never runs: the turn is retried."""
         turn = normalize(body([CALL], "UNEXPECTED_TOOL_CALL", finishMessage="undeclared"))
         assert (turn.finish_reason, turn.error) == (FinishReason.ERROR, "undeclared")
-        assert turn.tool_calls[0].complete
-        assert not turn.truncated
+        assert not turn.tool_calls[0].complete
+        assert "UNEXPECTED_TOOL_CALL" in (turn.tool_calls[0].error or "")
+        assert turn.truncated
 
     @pytest.mark.parametrize(
         "reason",
@@ -77,8 +78,9 @@ class TestGeminiBody:
         assert (turn.text, turn.reasoning) == ("a", "t")
 
     def test_unrecognised_reason(self) -> None:
-        """An unrecognised reason (e.g. OTHER) is UNKNOWN."""
-        assert normalize(body([], "OTHER")).finish_reason is FinishReason.UNKNOWN
+        """A reason the enum does not document is UNKNOWN; the documented OTHER is ERROR."""
+        assert normalize(body([], "SOMETHING_NEW")).finish_reason is FinishReason.UNKNOWN
+        assert normalize(body([], "OTHER")).finish_reason is FinishReason.ERROR
 
     def test_usage_includes_thoughts(self) -> None:
         """Output tokens include thinking tokens."""
