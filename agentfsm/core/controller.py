@@ -148,7 +148,12 @@ class Controller:
         return decision
 
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
-        """Route the results of the calls the last decision asked for."""
+        """Route the results of the calls the last decision asked for.
+
+        Each result is a `ToolResult`, a dict of its fields, an OpenAI tool message dict
+        (`{"role": "tool", "tool_call_id", "content"}`, or a legacy `function` message, which
+        answers the pending call of that name) or a LangChain `ToolMessage`.
+        """
         if self._run.state is not State.EXECUTE:
             self._expect((State.EXECUTE, State.HANDOFF), "tool results")
         items = [
@@ -160,6 +165,12 @@ class Controller:
         return self._route(step)
 
     def _as_result(self, index: int, item: object) -> ToolResult:
+        # Tool messages as chat histories hold them: OpenAI tool/function dicts, ToolMessage.
+        from agentfsm.providers._frameworks import tool_result  # the normalizers load lazily
+
+        message = tool_result(item, self._run.pending)
+        if message is not None:
+            return message
         try:
             return ToolResult.model_validate(item)
         except ValidationError as exc:
