@@ -220,8 +220,12 @@ def read_pydantic_ai(value: object, provider: str = "pydantic_ai") -> Draft:
     details = as_dict(getattr(value, "provider_details", None))
     draft.set_finish(getattr(value, "finish_reason", None), _PYDANTIC_AI_TABLE)
     raw = details.get("finish_reason")
-    if type(raw) is str and draft.raw_finish is not None:
-        draft.raw_finish = raw  # the provider's own word, beside pydantic-ai's mapping
+    if type(raw) is str:  # the provider's own word is finer than pydantic-ai's five values
+        known = _LANGCHAIN_TABLE.get(raw)
+        draft.raw_finish = raw
+        if known is not None:
+            draft.finish = known
+            draft.truncated = draft.truncated or known is FinishReason.LENGTH
     usage = getattr(value, "usage", None)
     if usage is not None:
         draft.usage = make_usage(
