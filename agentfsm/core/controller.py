@@ -147,7 +147,7 @@ class Controller:
         self._last_output = step.output
         return decision
 
-    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
+    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any] | Any]) -> Decision:
         """Route the results of the calls the last decision asked for.
 
         Each result is a `ToolResult`, a dict of its fields, an OpenAI tool message dict

@@ -175,11 +175,15 @@ class Decide:
         out: list[Any] = []
         issued = [c.id for c in ctl.last_output.tool_calls] if ctl.last_output else []
         valid, invalid = len(ai.tool_calls), len(ai.invalid_tool_calls)
-        if issued[: valid + invalid] != [c.get("id") for c in (*ai.tool_calls, *ai.invalid_tool_calls)]:
+        if issued[: valid + invalid] != [
+            c.get("id") for c in (*ai.tool_calls, *ai.invalid_tool_calls)
+        ]:
             out.append(
                 ai.model_copy(
                     update={
-                        "tool_calls": [{**c, "id": i} for c, i in zip(ai.tool_calls, issued, strict=False)],
+                        "tool_calls": [
+                            {**c, "id": i} for c, i in zip(ai.tool_calls, issued, strict=False)
+                        ],
                         "invalid_tool_calls": [
                             {**c, "id": i}
                             for c, i in zip(ai.invalid_tool_calls, issued[valid:], strict=False)

@@ -95,7 +95,9 @@ class GovernedAgent(DefaultAgent):
         try:
             message: dict[str, Any] | None = self.query()
         except FormatError as error:
-            response = error.messages[0].get("extra", {}).get("response") if error.messages else None
+            response = (
+                error.messages[0].get("extra", {}).get("response") if error.messages else None
+            )
             if not isinstance(response, dict):
                 raise
             decision = self._decide(self.controller.on_model_output(response))
@@ -113,7 +115,11 @@ class GovernedAgent(DefaultAgent):
 
     def _adopt(self, choice: dict[str, Any]) -> dict[str, Any]:
         """Put a message the model class refused into the history, so its calls are answered."""
-        message = {"role": "assistant", "content": choice.get("content"), "extra": {"actions": []}}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": choice.get("content"),
+            "extra": {"actions": []},
+        }
         if choice.get("tool_calls"):
             message["tool_calls"] = choice["tool_calls"]
         self.add_messages(message)

@@ -45,7 +45,6 @@ from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy
 from agentfsm.core.types import Action, Decision, ToolResult
 from agentfsm.exceptions import AgentFSMError
-from agentfsm.providers import normalize
 
 __all__ = ["GovernedModel", "decisions", "governed"]
 
@@ -114,8 +113,10 @@ class GovernedModel(Model):
     def needs_approval(self, call_id: str) -> bool:
         """Whether agentfsm is waiting for a human to approve this call."""
         ctl = self.controller
-        return ctl is not None and ctl.state == "await_human" and any(
-            c.id == call_id for c in ctl.pending_calls
+        return (
+            ctl is not None
+            and ctl.state == "await_human"
+            and any(c.id == call_id for c in ctl.pending_calls)
         )
 
     def approved(self, call_id: str) -> None:
@@ -171,13 +172,15 @@ class GovernedModel(Model):
                 result = by_id[call_id]
                 self._carry += [
                     _dump(item),
-                    {"type": "function_call_output", "call_id": call_id, "output": str(result.content)},
+                    {
+                        "type": "function_call_output",
+                        "call_id": call_id,
+                        "output": str(result.content),
+                    },
                 ]
         return shaped
 
-    def _next_input(
-        self, input: str | list[TResponseInputItem]
-    ) -> str | list[TResponseInputItem]:
+    def _next_input(self, input: str | list[TResponseInputItem]) -> str | list[TResponseInputItem]:
         if not self._carry:
             return input
         items: list[Any] = (
@@ -244,7 +247,7 @@ class GovernedModel(Model):
     def _as_items(input: str | list[TResponseInputItem]) -> list[Any]:
         return [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
 
-    async def stream_response(  # type: ignore[override]
+    async def stream_response(
         self,
         system_instructions: str | None,
         input: str | list[TResponseInputItem],

@@ -57,6 +57,12 @@ def _declared(params: ModelRequestParameters) -> list[dict[str, Any]]:
     ]
 
 
+def _text(part: ToolReturnPart[Any] | RetryPromptPart) -> str:
+    if isinstance(part, RetryPromptPart):
+        return part.model_response()
+    return part.model_response_str()
+
+
 class GovernedModel(WrapperModel):
     """A pydantic-ai `Model` that asks agentfsm about every response of the model it wraps.
 
@@ -111,18 +117,18 @@ class GovernedModel(WrapperModel):
         if ctl is None or ctl.state not in ("execute", "await_human"):
             return None
         pending = {c.id for c in ctl.pending_calls}
-        parts = [
+        parts: list[ToolReturnPart[Any] | RetryPromptPart] = [
             p
             for p in (last.parts if isinstance(last, ModelRequest) else [])
             if isinstance(p, ToolReturnPart | RetryPromptPart) and p.tool_call_id in pending
         ]
         if ctl.state == "await_human":  # denied: pydantic-ai answered without running the call
-            denial = next((p.model_response_str() for p in parts), None)
+            denial = next((_text(p) for p in parts), None)
             return self._decide(ctl.on_human_reply(approved=False, message=denial))
         results = [
             ToolResult(
                 call_id=p.tool_call_id,
-                content=p.model_response_str() if isinstance(p, ToolReturnPart) else p.model_response(),
+                content=_text(p),
                 is_error=isinstance(p, RetryPromptPart) or p.outcome != "success",
                 name=p.tool_name,
             )

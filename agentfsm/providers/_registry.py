@@ -21,7 +21,15 @@ from agentfsm.providers import (
 )
 from agentfsm.providers._common import Draft
 
-__all__ = ["FORMATS", "OBJECT_PROVIDERS", "Format", "Provider", "Reader", "detect_body", "detect_event"]
+__all__ = [
+    "FORMATS",
+    "OBJECT_PROVIDERS",
+    "Format",
+    "Provider",
+    "Reader",
+    "detect_body",
+    "detect_event",
+]
 
 
 class Provider(StrEnum):

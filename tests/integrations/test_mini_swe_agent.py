@@ -37,7 +37,9 @@ def bash(call_id: str, command: str, name: str = "bash", raw: str | None = None)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def body(calls: list[dict[str, Any]], finish: str, content: str = "", **message: Any) -> dict[str, Any]:
+def body(
+    calls: list[dict[str, Any]], finish: str, content: str = "", **message: Any
+) -> dict[str, Any]:
     """The chat completion LitellmModel keeps in `extra.response`."""
     return {
         "id": "chatcmpl-1",
@@ -75,6 +77,9 @@ def rejected(error: str, response: dict[str, Any]) -> dict[str, Any]:
 
 class LitellmShaped(DeterministicToolcallModel):
     """The deterministic model, raising FormatError where LitellmModel would."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]
 
     def query(self, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
         """The next scripted output, or the FormatError LitellmModel raises for it."""
@@ -174,7 +179,8 @@ class TestUndeclaredTool:
         assert agent.run("task")["exit_status"] == "Submitted"
         assert sandbox.log() == ["a"]
         errors = [m for m in agent.messages if m["role"] == "tool" and m["tool_call_id"] == "c2"]
-        assert len(errors) == 1 and "python" in errors[0]["content"]
+        assert len(errors) == 1
+        assert "python" in errors[0]["content"]
 
 
 class TestThirdIdenticalCall:
@@ -210,9 +216,15 @@ class TestApproval:
         assert sandbox.log() == ["rm"]
         (tmp_path / "log").unlink()
         asked: list[list[af.ToolCall]] = []
-        agent = sandbox.ruled(self.outputs(), policy=self.POLICY, approve=lambda c: asked.append(c) or True)
+
+        def approve(calls: list[af.ToolCall]) -> bool:
+            asked.append(calls)
+            return True
+
+        agent = sandbox.ruled(self.outputs(), policy=self.POLICY, approve=approve)
         assert agent.run("task")["exit_status"] == "Submitted"
-        assert sandbox.log() == ["rm"] and asked[0][0].id == "c1"
+        assert sandbox.log() == ["rm"]
+        assert asked[0][0].id == "c1"
         assert actions(agent)[:2] == [A.ASK_HUMAN, A.EXECUTE_TOOLS]
 
     def test_without_a_human_the_command_is_declined(self, tmp_path: Path) -> None:
@@ -247,10 +259,16 @@ class TestFinalAnswer:
         """Both end Submitted with the submission; agentfsm's last decision is COMPLETED."""
         outputs = [output(bash("c1", SUBMIT))]
         sandbox = Sandbox(tmp_path)
-        assert sandbox.native(outputs).run("task") == {"exit_status": "Submitted", "submission": "fixed\n"}
+        assert sandbox.native(outputs).run("task") == {
+            "exit_status": "Submitted",
+            "submission": "fixed\n",
+        }
         agent = sandbox.ruled(outputs)
         assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed\n"}
-        assert (agent.decisions[-1].action, agent.decisions[-1].exit_reason) == (A.FINAL, X.COMPLETED)
+        assert (agent.decisions[-1].action, agent.decisions[-1].exit_reason) == (
+            A.FINAL,
+            X.COMPLETED,
+        )
 
     def test_a_text_answer_completes(self, tmp_path: Path) -> None:
         """Natively a text-only answer is a format error; agentfsm takes it as the answer."""

@@ -7,8 +7,7 @@ each test says what the SDK does natively and what agentfsm does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from agents import (
@@ -60,9 +59,11 @@ def weather(call_id: str, city: str = "Paris") -> Any:
 
 
 ANSWER = [assistant_message("It is sunny in Paris.")]
-CUT = [function_call("get_weather", '{"city": "Par"}', call_id="c0").model_copy(
-    update={"status": "incomplete"}
-)]
+CUT = [
+    function_call("get_weather", '{"city": "Par"}', call_id="c0").model_copy(
+        update={"status": "incomplete"}
+    )
+]
 REFUSAL = [
     ResponseOutputMessage(
         id="m1",
@@ -79,8 +80,12 @@ def run(agent: Agent[Any], stream: bool = False, max_turns: int = 10) -> RunResu
 
     async def go() -> RunResultBase:
         if not stream:
-            return await Runner.run(agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns)
-        result = Runner.run_streamed(agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns)
+            return await Runner.run(
+                agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns
+            )
+        result = Runner.run_streamed(
+            agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns
+        )
         async for _ in result.stream_events():
             pass
         return result
@@ -104,10 +109,10 @@ def actions(result: RunResultBase) -> list[af.Action]:
 
 
 @pytest.fixture(params=[False, True], ids=["run", "run_streamed"])
-def stream(request: pytest.FixtureRequest) -> Iterator[bool]:
+def stream(request: pytest.FixtureRequest) -> bool:
     """Every case runs with `Runner.run` and with `Runner.run_streamed`."""
     flag: bool = request.param
-    yield flag
+    return flag
 
 
 class TestToolCallsBesideText:
@@ -186,8 +191,10 @@ class TestApproval:
     """A call that needs a human: the SDK's own interruption and approval flow."""
 
     POLICY = af.Policy(permissions={"delete_file": "ask"})
-    SCRIPT = [[function_call("delete_file", {"path": "/tmp/x"}, call_id="c1")],
-              [assistant_message("Done.")]]
+    SCRIPT: ClassVar[list[list[Any]]] = [
+        [function_call("delete_file", {"path": "/tmp/x"}, call_id="c1")],
+        [assistant_message("Done.")],
+    ]
 
     def test_native_runs_it_agentfsm_interrupts_then_runs_once_approved(self) -> None:
         """Natively the call runs at once; governed, the run returns an interruption, and
@@ -197,8 +204,9 @@ class TestApproval:
         assert tools.ran == [("delete_file", "/tmp/x")]
         tools = Tools()
         agent = ruled(self.SCRIPT, tools, self.POLICY)
-        result = run(agent)
-        assert tools.ran == [] and len(result.interruptions) == 1
+        result = asyncio.run(Runner.run(agent, "delete /tmp/x", run_config=CONFIG))
+        assert tools.ran == []
+        assert len(result.interruptions) == 1
         state = result.to_state()
         state.approve(result.interruptions[0])
         result = asyncio.run(Runner.run(agent, state, run_config=CONFIG))
@@ -209,7 +217,7 @@ class TestApproval:
         """After `state.reject(...)` the call never runs and agentfsm records the decline."""
         tools = Tools()
         agent = ruled(self.SCRIPT, tools, self.POLICY)
-        result = run(agent)
+        result = asyncio.run(Runner.run(agent, "delete /tmp/x", run_config=CONFIG))
         state = result.to_state()
         state.reject(result.interruptions[0])
         result = asyncio.run(Runner.run(agent, state, run_config=CONFIG))

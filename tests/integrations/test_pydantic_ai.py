@@ -152,8 +152,11 @@ class TestUndeclaredTool:
         assert tools.ran == [("get_weather", "Paris")]
         request = script.seen[1][-1]
         assert isinstance(request, ModelRequest)
-        errors = [p for p in request.parts if isinstance(p, ToolReturnPart) and p.outcome == "failed"]
-        assert [p.tool_call_id for p in errors] == ["c2"] and "rm_rf" in str(errors[0].content)
+        errors = [
+            p for p in request.parts if isinstance(p, ToolReturnPart) and p.outcome == "failed"
+        ]
+        assert [p.tool_call_id for p in errors] == ["c2"]
+        assert "rm_rf" in str(errors[0].content)
         assert model.decisions[0].results[0].call_id == "c2"
 
 
@@ -196,7 +199,8 @@ class TestApproval:
         tools = Tools()
         model, agent = ruled(Script(self.responses()), tools, self.POLICY)
         first = agent.run_sync("delete /x")
-        assert isinstance(first.output, DeferredToolRequests) and tools.ran == []
+        assert isinstance(first.output, DeferredToolRequests)
+        assert tools.ran == []
         assert [c.tool_call_id for c in first.output.approvals] == ["d1"]
         result = agent.run_sync(
             message_history=first.all_messages(),

@@ -1,4 +1,4 @@
-"""Readers for what agent frameworks hold, in their plain-data shapes (objects: tests/integrations)."""
+"""Readers for what agent frameworks hold, as plain data (their objects: tests/integrations)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ class TestLangChainDump:
             )
         )
         assert (turn.text, turn.reasoning, turn.provider) == ("hi", "hm", "langchain")
-        assert turn.usage is not None and turn.usage.total_tokens == 5
+        assert turn.usage is not None
+        assert turn.usage.total_tokens == 5
 
 
 class TestToolMessages:
@@ -141,11 +142,17 @@ class TestToolMessages:
         """A legacy `function` message answers the pending call with its name."""
         ctl = af.Controller()
         d = ctl.on_model_output(
-            {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}}
+            {
+                "role": "assistant",
+                "content": None,
+                "function_call": {"name": "f", "arguments": "{}"},
+            }
         )
-        assert d.action is A.EXECUTE_TOOLS and d.tool_calls[0].id  # an issued id
+        assert d.action is A.EXECUTE_TOOLS
+        assert d.tool_calls[0].id
         d = ctl.on_tool_results([{"role": "function", "name": "f", "content": "ok"}])
-        assert d.action is A.CONTINUE and "no result" not in d.reason
+        assert d.action is A.CONTINUE
+        assert "no result" not in d.reason
 
     def test_function_message_for_no_pending_call(self) -> None:
         """A `function` message naming no pending call is refused; the Controller is unchanged."""
@@ -185,7 +192,8 @@ class TestUnknownShapes:
             normalize(value)
         message = str(info.value)
         assert type(value).__qualname__ in message
-        assert "response_id" in message and "invalid_tool_calls" in message
+        assert "response_id" in message
+        assert "invalid_tool_calls" in message
         assert "parts" in message
 
     def test_through_the_controller(self) -> None:
