@@ -10,6 +10,7 @@ import ast
 import inspect
 import sys
 import textwrap
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,7 @@ hand (`make docs` rewrites it, and a test fails while it is stale).
 
 **The controller's own error results travel in `Decision.results`.** When the controller does
 not let a call run (an undeclared tool, arguments that fail to parse or fit the schema, a call
-denied by a permission or declined by a human, a repeated call under `on_repeat="feedback"`, a
-call whose result never came), it writes that call's error result itself and returns it in
+denied by a permission or declined by a human, a call whose result never came), it writes that call's error result itself and returns it in
 `decision.results`. The host must send those results to the model beside the ones its own tools
 produced, in the same turn: every call id the model made gets exactly one result, or the next
 request is malformed for most providers. `decision.tool_calls` lists only what the host should
@@ -87,6 +87,8 @@ def _default(info: FieldInfo) -> str:
         return f"`{info.default_factory()!r}`"  # type: ignore[call-arg]
     if info.default is PydanticUndefined:
         return "required"
+    if isinstance(info.default, Enum):
+        return f"`{type(info.default).__name__}.{info.default.name}`"
     return f"`{info.default!r}`"
 
 
