@@ -248,22 +248,25 @@ def main() -> int:
     lines = [
         "# Decision overhead inside each framework",
         "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with "
-        f"`python bench/bench_integrations.py` on {platform.machine()} "
-        f"({os.cpu_count()} cores shared with other work, load average "
-        f"{os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}.",
+        (
+            f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with "
+            f"`python bench/bench_integrations.py` on {platform.machine()} "
+            f"({os.cpu_count()} cores shared with other work, load average "
+            f"{os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}."
+        ),
         f"Workload: one run of {N} model turns ({N - 1} tool calls, then the answer) on each",
         "framework's own test double; µs per model turn, median of the repetitions.",
         "",
-        "| framework | native µs/turn | governed µs/turn | added by the integration | "
-        "inside the Controller |",
+        (
+            "| framework | native µs/turn | governed µs/turn | added by the integration | "
+            "inside the Controller |"
+        ),
         "|---|---|---|---|---|",
     ]
     for name, native, governed, added, inside in rows:
         share = 100 * added / native if native else 0.0
-        lines.append(
-            f"| {name} | {native:,.0f} | {governed:,.0f} | {added:,.0f} ({share:.0f}%) | {inside:.1f} |"
-        )
+        cells = [name, f"{native:,.0f}", f"{governed:,.0f}", f"{added:,.0f} ({share:.0f}%)"]
+        lines.append(f"| {' | '.join(cells)} | {inside:.1f} |")
     lines += [
         "",
         '"Added" is everything the integration does per turn (the Controller, the wrapper or',
