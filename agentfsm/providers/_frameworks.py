@@ -50,7 +50,6 @@ LOOKED_FOR: dict[str, tuple[str, ...]] = {
 }
 """The attributes each object reader looks for, as error messages name them."""
 
-_FRAMEWORK_CLASSES = frozenset({"AIMessage", "AIMessageChunk", "ModelResponse"})
 _FRAMEWORKS = frozenset({"langchain_core", "langchain", "agents", "pydantic_ai"})
 _AI_TYPES = frozenset({"ai", "AIMessageChunk"})
 # LangChain copies each provider's own finish claim into response_metadata.
@@ -250,16 +249,16 @@ def read_object(value: object, provider: str | None = None) -> ModelTurn | None:
     """Read a framework's model-output object, or None when `value` is none of them.
 
     Raises:
-        PayloadError: The object is a framework's model output (by class and package) but lacks
-            the fields read here, or it does not fit `provider`.
+        PayloadError: The object comes from a framework's package (LangChain, the Agents SDK,
+            pydantic-ai) but is no model output with the fields read here (a HumanMessage, or
+            a version this reader does not know), or it does not fit `provider`.
     """
     if isinstance(value, type) or type(value) is dict:
         return None
     found = _match(value)
     if found is None:
-        cls = type(value)
-        if cls.__name__ in _FRAMEWORK_CLASSES and cls.__module__.split(".")[0] in _FRAMEWORKS:
-            raise unknown_object(value)
+        if type(value).__module__.split(".")[0] in _FRAMEWORKS:
+            raise unknown_object(value)  # a framework's object, but no model output we know
         return None
     name, draft = found
     if provider is not None and provider != name:

@@ -26,7 +26,8 @@ GLUE_LIMIT = 10
 def generator() -> ModuleType:
     """docs/gen_reference.py, loaded as a module."""
     spec = importlib.util.spec_from_file_location("gen_reference", DOCS / "gen_reference.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -54,7 +55,9 @@ class TestReference:
         text = module.render()
         for model in module.MODELS:
             for name in model.model_fields:
-                assert re.search(rf"^\| `{name}` \|", text, re.MULTILINE), f"{model.__name__}.{name}"
+                assert re.search(rf"^\| `{name}` \|", text, re.MULTILINE), (
+                    f"{model.__name__}.{name}"
+                )
 
     def test_the_host_rules_are_stated(self) -> None:
         """The page says where the controller's error results travel and that ids go back."""
