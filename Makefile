@@ -40,10 +40,12 @@ $(BENCH_VENV)/.installed: pyproject.toml
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench,litellm]'
 	@touch $@
 
-bench: $(BENCH_VENV)/.installed ## Benchmarks (own venv with the peer frameworks); writes bench/RESULTS.md
+bench: $(BENCH_VENV)/.installed ## Benchmarks (own venv with the peer frameworks); writes bench/RESULTS*.md
 	$(BENCH_VENV)/bin/python bench/run.py
 	$(BENCH_VENV)/bin/python bench/bench_normalize.py
 	$(BENCH_VENV)/bin/python bench/bench_replay.py
+	$(MAKE) install
+	$(PY) bench/bench_integrations.py
 
 diagrams: install ## Regenerate the committed diagrams/ from the route table
 	$(PY) -m agentfsm diagram --format mermaid -o diagrams/machine.mmd
