@@ -40,11 +40,11 @@ hand (`make docs` rewrites it, and a test fails while it is stale).
 
 **The controller's own error results travel in `Decision.results`.** When the controller does
 not let a call run (an undeclared tool, arguments that fail to parse or fit the schema, a call
-denied by a permission or declined by a human, a call whose result never came), it writes that call's error result itself and returns it in
-`decision.results`. The host must send those results to the model beside the ones its own tools
-produced, in the same turn: every call id the model made gets exactly one result, or the next
-request is malformed for most providers. `decision.tool_calls` lists only what the host should
-execute.
+denied by a permission or declined by a human, a call whose result never came), it writes that
+call's error result itself and returns it in `decision.results`. The host must send those
+results to the model beside the ones its own tools produced, in the same turn: every call id the
+model made gets exactly one result, or the next request is malformed for most providers.
+`decision.tool_calls` lists only what the host should execute.
 
 **Issued ids must be written back into the host's history.** A call that arrived without an id
 (Ollama, Gemini, some OpenAI-compatible servers) or with an id already used in the same turn is

@@ -5,7 +5,8 @@
 mechanisms:
 
 - EXECUTE_TOOLS / HANDOFF: one `Send` to the `ToolNode` per call agentfsm lets run;
-- RETRY: the broken AI message is removed (`RemoveMessage`) and the model node runs again;
+- RETRY: the broken AI message is removed (`RemoveMessage`) and the model node runs again
+  (after a cut output, with the model's `max_tokens` doubled when it declares one);
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
   `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`;
 - FINAL / STOP: the graph ends; every call the model made has exactly one `ToolMessage`;
@@ -251,6 +252,20 @@ def _bind(model: BaseChatModel | Runnable[Any, Any], tools: Sequence[Any]) -> Ru
     return bound
 
 
+def _max_tokens(model: Any, decisions: list[dict[str, Any]]) -> int | None:
+    """After retries of cut outputs, the model's own `max_tokens` times their factors."""
+    base = getattr(model, "max_tokens", None)
+    if not isinstance(base, int) or isinstance(base, bool):
+        return None
+    factor = 1
+    for decision in reversed(decisions):
+        step = decision.get("adjust", {}).get("max_tokens_factor")
+        if decision.get("action") != Action.RETRY or not step:
+            break
+        factor *= int(step)
+    return base * factor if factor > 1 else None
+
+
 def create_agent(
     model: BaseChatModel | Runnable[Any, Any],
     tools: Sequence[BaseTool | Any],
@@ -268,7 +283,9 @@ def create_agent(
     bound = _bind(model, tools)
 
     def agent(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {"messages": [bound.invoke(state["messages"], config)]}
+        limit = _max_tokens(model, state.get("decisions", []))
+        runnable = bound if limit is None else bound.bind(max_tokens=limit)
+        return {"messages": [runnable.invoke(state["messages"], config)]}
 
     builder: Any = StateGraph(state_schema)
     builder.add_node("agent", agent)

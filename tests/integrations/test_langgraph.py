@@ -289,3 +289,29 @@ class TestOwnGraph:
         out = builder.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
         assert len(tools.ran) == 2
         assert out["decisions"][-1]["exit_reason"] == X.DOOM_LOOP
+
+
+class CappedFake(GenericFakeChatModel):
+    """LangChain's fake chat model with a declared `max_tokens`, recording what each call got."""
+
+    max_tokens: int = 100
+    seen: list[Any] = []  # noqa: RUF012  (a pydantic field: each instance gets its own copy)
+
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
+        self.seen.append(kwargs.get("max_tokens"))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+class TestRetryRaisesMaxTokens:
+    """A retry after a cut output asks the model for more tokens."""
+
+    def test_max_tokens_doubles_on_the_retry(self) -> None:
+        """The call after the cut gets twice the model's max_tokens; the next call the default."""
+        fake = CappedFake(
+            messages=iter([CUT.model_copy(), PARIS.model_copy(), ANSWER.model_copy()])
+        )
+        graph = create_agent(fake, Tools().all, checkpointer=InMemorySaver())
+        graph.invoke({"messages": [("user", "weather?")]}, CONFIG)
+        assert fake.seen == [None, 200, None]
