@@ -270,6 +270,9 @@ class Controller:
         )
         if self._events.active:
             self._events.record("human_reply", run.turn, approved=approved, message=message)
+        # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
+        # taken after the reply would otherwise hold approvals in execute or end).
+        run.pending_approval, run.pending_rejected = (), ()
         return self._route(Step(snap))
 
     def on_user_message(self, text: str) -> Decision | None:

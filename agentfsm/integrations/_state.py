@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
 
 __all__ = ["restore", "save"]
 
-_LIVE: dict[str, Controller] = {}
-
 
 def save(ctl: Controller) -> dict[str, Any]:
-    """The controller's state as data the host can checkpoint."""
-    dump = getattr(ctl, "dump", None)
-    if callable(dump):
-        data: dict[str, Any] = dump()
-        return data
-    _LIVE[ctl.run_id] = ctl
-    return {"run_id": ctl.run_id}
+    """The controller's state as data the host can checkpoint (`Controller.dump`)."""
+    return ctl.dump()
 
 
-def restore(data: dict[str, Any]) -> Controller:
-    """The controller `save` described."""
-    load = getattr(Controller, "load", None)
-    if callable(load):
-        ctl: Controller = load(data)
-        return ctl
-    return _LIVE[data["run_id"]]
+def restore(data: dict[str, Any], policy: Policy, tools: Sequence[Any] | None) -> Controller:
+    """The controller `save` described, with the live policy and tools (`Controller.load`).
+
+    Raises:
+        CheckpointError: the data is from another format version, corrupted, or saved under
+            another policy or other tools.
+    """
+    return Controller.load(data, policy=policy, tools=tools)

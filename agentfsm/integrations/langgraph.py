@@ -148,7 +148,11 @@ class Decide:
     def controller(self, state: dict[str, Any]) -> Controller:
         """The run's Controller, restored from the graph state (a new one on the first step)."""
         data = state.get("agentfsm")
-        return Controller(self.policy, self.tools) if not data else restore(data)
+        return (
+            Controller(self.policy, self.tools)
+            if not data
+            else restore(data, self.policy, self.tools)
+        )
 
     def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
         """Route the last AI message, or the tool results that answer the pending calls."""
