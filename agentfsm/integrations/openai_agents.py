@@ -9,7 +9,8 @@ Controller and maps its decision onto what the SDK already does:
   neither crashes with `ModelBehaviorError` nor runs half a call, and that call with the
   controller's error result is put back into the next request so the model reads why;
 - RETRY: the model is called again inside the same turn, without the broken output (a cut
-  output doubles `max_tokens` when one was set); the usage of every attempt is counted;
+  output doubles `max_tokens` when one was set); the usage of every attempt is counted
+  (streamed runs count only the accepted attempt's);
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
   returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it;
 - CONTINUE after an answer that fails the completion checks: the model is called again;

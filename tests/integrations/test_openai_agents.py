@@ -22,6 +22,7 @@ from agents import (
 from agents.exceptions import ModelRefusalError
 from agents.result import RunResultBase
 from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 
 import agentfsm as af
@@ -95,7 +96,10 @@ def run(agent: Agent[Any], stream: bool = False, max_turns: int = 10) -> RunResu
 
 def native(script: list[list[Any]], tools: Tools) -> Agent[Any]:
     """An agent on the SDK's ScriptedModel, as the SDK runs it."""
-    return Agent(name="weather", tools=list(tools.all), model=ScriptedModel(script))
+    usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
+    return Agent(
+        name="weather", tools=list(tools.all), model=ScriptedModel(script, default_usage=usage)
+    )
 
 
 def ruled(script: list[list[Any]], tools: Tools, policy: af.Policy | None = None) -> Agent[Any]:
@@ -144,6 +148,9 @@ class TestLengthCutCall:
         assert tools.ran == [("get_weather", "Paris")]
         assert actions(result)[:2] == [A.RETRY, A.EXECUTE_TOOLS]
         assert result.final_output == "It is sunny in Paris."
+        if not stream:  # the retried request is counted in the run's usage
+            assert len(result.raw_responses) == 2
+            assert result.context_wrapper.usage.requests == 3
 
 
 class TestUndeclaredTool:
