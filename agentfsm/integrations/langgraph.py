@@ -59,6 +59,8 @@ class AgentState(TypedDict):
     decisions: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
 
 
+_LIVE_RUNS = 256
+"""Controllers kept per Decide node to skip `load` while their own data is current."""
 _TO_TOOLS = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF})
 _TO_MODEL = frozenset({Action.RETRY, Action.CONTINUE})
 
@@ -144,15 +146,30 @@ class Decide:
         self.tools = None if tools is None else [_spec(t) for t in tools]
         self.agent, self.tools_node, self.human_node = agent, tools_node, human
         Controller(self.policy, self.tools)  # a bad policy or tool list fails here, not mid-run
+        self._live: dict[str, tuple[dict[str, Any], Controller]] = {}
 
     def controller(self, state: dict[str, Any]) -> Controller:
-        """The run's Controller, restored from the graph state (a new one on the first step)."""
+        """The run's Controller, restored from the graph state (a new one on the first step).
+
+        The Controller that wrote the state's data is reused while that very data object is
+        what the state holds (the same process, no checkpoint read in between); any other
+        data (a checkpoint, another process, an older step) is loaded with `Controller.load`.
+        """
         data = state.get("agentfsm")
-        return (
-            Controller(self.policy, self.tools)
-            if not data
-            else restore(data, self.policy, self.tools)
-        )
+        if not data:
+            return Controller(self.policy, self.tools)
+        for saved, ctl in self._live.values():
+            if saved is data:
+                return ctl
+        return restore(data, self.policy, self.tools)
+
+    def _save(self, ctl: Controller) -> dict[str, Any]:
+        data = save(ctl)
+        self._live.pop(ctl.run_id, None)
+        if len(self._live) >= _LIVE_RUNS:
+            self._live.pop(next(iter(self._live)))
+        self._live[ctl.run_id] = (data, ctl)
+        return data
 
     def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
         """Route the last AI message, or the tool results that answer the pending calls."""
@@ -172,7 +189,7 @@ class Decide:
                 )
             decision = ctl.on_model_output(last)
             update = {"messages": self._after_output(ctl, decision, last)}
-        return update | {"agentfsm": save(ctl), "decisions": [_record(decision)]}
+        return update | {"agentfsm": self._save(ctl), "decisions": [_record(decision)]}
 
     def _after_output(self, ctl: Controller, decision: Decision, ai: AIMessage) -> list[Any]:
         if decision.action is Action.RETRY:
@@ -224,7 +241,7 @@ class Decide:
         out: list[Any] = [_tool_message(r) for r in decision.results]
         if message and not had_calls:
             out.append(HumanMessage(content=message))
-        return {"messages": out, "agentfsm": save(ctl), "decisions": [_record(decision)]}
+        return {"messages": out, "agentfsm": self._save(ctl), "decisions": [_record(decision)]}
 
     def route(self, state: dict[str, Any]) -> str | list[Send]:
         """Where the graph goes after a decision: the tools, the model, a human, or the end."""
