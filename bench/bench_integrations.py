@@ -311,8 +311,9 @@ def main() -> int:
     lines += [
         "",
         '"Added" is everything the integration does per turn: the Controller, the wrapper or',
-        "the extra graph node, message rewriting, and for LangGraph saving and restoring the",
-        "Controller's state (`dump`/`load`) in the graph state at every node. \"Inside the",
+        "the extra graph node, message rewriting, and for LangGraph two more nodes per turn",
+        "(decide after the model and after the tools) and `dump` into the graph state at each.",
+        '"Inside the',
         'Controller" is the CPU time of `on_model_output` / `on_tool_results` themselves,',
         "reading the framework's own objects. For scale, the Controller alone fed `ModelTurn`s in",
         f"a bare loop, at the same time on the same machine: {bare:,.0f} CPU µs per turn.",
