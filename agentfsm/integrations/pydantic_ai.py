@@ -17,13 +17,15 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
 - FINAL: the response goes on unchanged; STOP: the run ends with the text
   `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
 
-One GovernedModel serves one run at a time. Needs the `pydantic-ai` extra.
+One GovernedModel serves one run at a time. Streaming (`run_stream`) is refused with an
+`AgentFSMError` rather than let a response through undecided. Needs the `pydantic-ai` extra.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic_ai.exceptions import ApprovalRequired
@@ -36,7 +38,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
@@ -46,6 +48,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy
 from agentfsm.core.types import Action, Decision, ToolResult
+from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["GovernedModel", "GovernedToolset"]
 
@@ -214,6 +217,21 @@ class GovernedModel(WrapperModel):
                 history = [*history, response]
                 continue
             return self._shape(response, decision)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        """Refuse streaming: a streamed response would reach the graph before agentfsm decides."""
+        raise AgentFSMError(
+            "GovernedModel does not stream yet: use agent.run / run_sync (agentfsm must see the "
+            "whole response before pydantic-ai acts on it)"
+        )
+        yield  # pragma: no cover  (makes this an async generator for asynccontextmanager)
 
 
 class GovernedToolset(WrapperToolset[Any]):

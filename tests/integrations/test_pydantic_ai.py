@@ -24,6 +24,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 import agentfsm as af
+from agentfsm.exceptions import AgentFSMError
 from agentfsm.integrations.pydantic_ai import GovernedModel
 
 A, X = af.Action, af.ExitReason
@@ -252,3 +253,15 @@ class TestFinalAnswer:
             A.FINAL,
             X.COMPLETED,
         )
+
+
+class TestStreaming:
+    """Streaming is refused rather than let a response through before agentfsm decides."""
+
+    def test_run_stream_fails_closed(self) -> None:
+        """`run_stream_sync` raises AgentFSMError; no tool runs."""
+        tools = Tools()
+        _, agent = ruled(Script([ModelResponse(parts=[weather("c1")])]), tools)
+        with pytest.raises(AgentFSMError, match="does not stream"):
+            agent.run_stream_sync("weather?").get_output()
+        assert tools.ran == []
