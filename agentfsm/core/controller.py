@@ -207,8 +207,13 @@ class Controller:
         self._last_output = step.output
         return decision
 
-    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
-        """Route the results of the calls the last decision asked for."""
+    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any] | Any]) -> Decision:
+        """Route the results of the calls the last decision asked for.
+
+        Each result is a `ToolResult`, a dict of its fields, an OpenAI tool message dict
+        (`{"role": "tool", "tool_call_id", "content"}`, or a legacy `function` message, which
+        answers the pending call of that name) or a LangChain `ToolMessage`.
+        """
         if self._run.state is not State.EXECUTE:
             self._expect((State.EXECUTE, State.HANDOFF), "tool results")
         items = [
@@ -220,6 +225,12 @@ class Controller:
         return self._route(step)
 
     def _as_result(self, index: int, item: object) -> ToolResult:
+        # Tool messages as chat histories hold them: OpenAI tool/function dicts, ToolMessage.
+        from agentfsm.providers._frameworks import tool_result  # the normalizers load lazily
+
+        message = tool_result(item, self._run.pending)
+        if message is not None:
+            return message
         try:
             return ToolResult.model_validate(item)
         except ValidationError as exc:
@@ -255,6 +266,9 @@ class Controller:
         )
         if self._events.active:
             self._events.record("human_reply", run.turn, approved=approved, message=message)
+        # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
+        # taken after the reply would otherwise hold approvals in execute or end).
+        run.pending_approval, run.pending_rejected = (), ()
         return self._route(Step(snap))
 
     def on_user_message(self, text: str) -> Decision | None:
