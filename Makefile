@@ -12,10 +12,10 @@ help: ## List the targets
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray,durable]'
 	@touch $@
 
-install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm and ray extras
+install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray and durable extras
 
 demo: install ## Run the weather agent end to end (local server, no key), then draw the machine
 	$(PY) -m agentfsm demo
