@@ -214,7 +214,7 @@ def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
     while True:
         now = status(run_id)
         if now == "done":
-            output = DBOS.retrieve_workflow(run_id).get_result()
+            output: dict[str, Any] = DBOS.retrieve_workflow(run_id).get_result()
             return DurableResult.model_validate(output)
         if now in ("failed", "cancelled"):
             raise RunError(f"durable run {run_id!r} {now}", run_id=run_id)

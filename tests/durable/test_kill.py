@@ -57,7 +57,9 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, A
         return result, len(server.requests)
 
 
-def check_same(result: dict[str, Any], worker: Worker, baseline: tuple[dict[str, Any], int]):
+def check_same(
+    result: dict[str, Any], worker: Worker, baseline: tuple[dict[str, Any], int]
+) -> None:
     """The killed run ended like the uninterrupted one, and every tool ran once."""
     expected, model_calls = baseline
     assert result["exit_reason"] == "completed"
@@ -81,7 +83,7 @@ class TestKilledWorkers:
         tmp_path: Path,
         uninterrupted: tuple[dict[str, Any], int],
     ) -> None:
-        """Killed after a tool step, between steps, in a batch and while paused: same result, tools once."""
+        """Killed after a tool, between steps, in a batch, while paused: same result, tools once."""
         worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
         for point in points:
             killed(worker, point)
