@@ -135,6 +135,7 @@ def launch(
         if w.app_version != version
     }
     if stranded:
+        DBOS.destroy()
         raise StrandedRunsError(
             f"{len(stranded)} pending run(s) were recorded under another application version "
             f"than {version!r} (agents, policies or agentfsm's state format changed): "

@@ -43,9 +43,11 @@ class Worker:
     log: Path
     run_id: str = "run-1"
 
-    def run(self, *kills: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *kills: str, timeout: float = 240, policy: str = "same"
+    ) -> subprocess.CompletedProcess[str]:
         """Run one worker process to its end (or its kill point)."""
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AGENTFSM_TEST_POLICY": policy}
         return subprocess.run(
             [
                 sys.executable,

@@ -32,7 +32,10 @@ def finished(worker: Worker) -> dict[str, Any]:
     """Run a worker without kill points; return the run's result."""
     done = worker.run()
     assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    output = json.loads(done.stdout.strip().splitlines()[-1])
+    # A reply to a run that no longer waits is refused, naming the run.
+    assert output["late_reply"].startswith("InvalidInputError: run 'run-1' is not waiting")
+    result: dict[str, Any] = output["result"]
     return result
 
 
@@ -96,6 +99,20 @@ class TestKilledWorkers:
         worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
         killed(worker, "tool:2:exit")
         assert worker.effects() == Counter({"search a": 1, "search c": 1})
+
+
+class TestVersions:
+    def test_a_changed_policy_refuses_to_launch_over_pending_runs(
+        self, server: ScriptedServer, tmp_path: Path
+    ) -> None:
+        """Runs recorded under another policy are never silently left unrecovered."""
+        worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
+        killed(worker, "ask_human:1:exit")
+        changed = worker.run(policy="changed")
+        assert changed.returncode != 0
+        assert "StrandedRunsError" in changed.stderr
+        assert "run-1" in changed.stderr
+        assert worker.effects() == Counter({"search a": 1, "slow_search b": 1, "search c": 1})
 
 
 @pytest.mark.postgres

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm import Policy, durable
+from agentfsm import AgentFSMError, Policy, durable
 
 AGENT = "killable"
 LOG = os.environ.get("AGENTFSM_SIDE_EFFECTS", "")
@@ -63,7 +63,11 @@ def agent(api_base: str, kills: Mapping[tuple[str, int], str]) -> durable.Durabl
         AGENT,
         "openai/scripted",
         tools=[search, slow_search, write_file],
-        policy=Policy(permissions={"write_file": "ask"}),
+        # A second variant of the policy stands for a changed deployment.
+        policy=Policy(
+            permissions={"write_file": "ask"},
+            max_turns=40 if os.environ.get("AGENTFSM_TEST_POLICY") == "changed" else 50,
+        ),
         api_base=api_base,
         api_key="sk-local",
         on_progress=on_progress,
@@ -93,7 +97,13 @@ def main(argv: list[str]) -> int:
             if now in ("done", "failed", "cancelled"):
                 break
             time.sleep(0.05)
-        print(json.dumps(durable.result(run_id).model_dump(mode="json")))
+        result = durable.result(run_id).model_dump(mode="json")
+        try:
+            durable.reply(run_id, approved=True)
+            late = "accepted"
+        except AgentFSMError as exc:
+            late = f"{type(exc).__name__}: {exc}"
+        print(json.dumps({"result": result, "late_reply": late}))
     finally:
         durable.shutdown()
     return 0
