@@ -32,8 +32,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from dbos import DBOS, DBOSConfig, SetWorkflowID
 from pydantic import BaseModel, ConfigDict
+
+try:
+    from dbos import DBOS, DBOSConfig, SetWorkflowID
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "agentfsm.durable needs DBOS Transact: pip install 'agentfsm[durable]'"
+    ) from exc
 
 from agentfsm.core.types import Decision, ExitReason
 from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
