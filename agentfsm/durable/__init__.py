@@ -28,8 +28,11 @@ process's pass over the run; after a recovery it starts again from zero.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -153,7 +156,12 @@ def launch(
 
 def shutdown() -> None:
     """Stop DBOS in this process; pending runs stay in the database for the next `launch`."""
+    global _LOOP
     DBOS.destroy()
+    with _LOOP_LOCK:
+        loop, _LOOP = _LOOP, None
+    if loop is not None:
+        loop.call_soon_threadsafe(loop.stop)
 
 
 def start(
@@ -168,10 +176,29 @@ def start(
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
     history = [dict(m) for m in messages]
-    if run_id is None:
-        return DBOS.start_workflow(agent_run, name, history).get_workflow_id()
-    with SetWorkflowID(run_id):
-        return DBOS.start_workflow(agent_run, name, history).get_workflow_id()
+
+    async def begin() -> str:
+        with SetWorkflowID(run_id) if run_id is not None else nullcontext():
+            handle = await DBOS.start_workflow_async(agent_run, name, history)
+        return handle.get_workflow_id()
+
+    # The run becomes a task on one event loop: a run (paused or not) holds no thread.
+    # DBOS.start_workflow from this thread would park a pool thread on every run.
+    return asyncio.run_coroutine_threadsafe(begin(), _runs_loop()).result()
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _runs_loop() -> asyncio.AbstractEventLoop:
+    """The event loop the runs this process starts live on (one daemon thread)."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP.is_closed():
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="agentfsm-durable", daemon=True).start()
+        return _LOOP
 
 
 def status(run_id: str) -> RunStatus:
