@@ -7,11 +7,13 @@ route table, evaluating pure guards on one frozen snapshot per input.
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from pydantic import ValidationError
 
@@ -33,7 +35,7 @@ from agentfsm.core.types import (
     ToolResult,
     build,
 )
-from agentfsm.exceptions import InvalidInputError
+from agentfsm.exceptions import DefinitionError, InvalidInputError, PolicyError
 from agentfsm.guards import Guard, Hit, Route, RouteTable, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
@@ -49,11 +51,47 @@ _ACTION_AT = {
 }
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Make a public input all or nothing, one at a time: a failed call leaves the run as it was.
+
+    The call runs under the controller's lock, so one Controller shared by
+    threads serializes their inputs instead of losing updates. The run's
+    fields are saved before (a tuple of references: states replace a field,
+    they never change one in place) and put back when anything raises, be it
+    a guard, a verifier, a permission hook, an observer or the trace writer,
+    so the host can fix the cause and give the same input again.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        ctl: Controller = args[0]  # type: ignore[assignment]
+        with ctl._lock:
+            saved = ctl._run.save(), ctl._last_output
+            try:
+                return method(*args, **kwargs)
+            except BaseException:
+                ctl._run.restore(saved[0])
+                ctl._last_output = saved[1]
+                raise
+
+    return wrapper
+
+
 class Controller:
     """Decide what an agent does after each model output, tool result or human reply.
 
+    A Controller may be shared by threads: each input is routed under a lock,
+    one at a time. Every input is all or nothing: when it raises (a bad
+    argument, or a guard, verifier, hook or observer that fails) the run is
+    left exactly as it was before the call.
+
     Args:
-        policy: Limits and routing choices; `Policy()` when omitted.
+        policy: Limits and routing choices; `Policy()` when omitted. A mapping
+            is read as a policy file's content (`{"max_turns": 3}`).
         tools: `None` accepts any tool name; otherwise the declared tools (names,
             OpenAI-style function specs, or Python callables).
         run_id: An id for events and traces; a random one when omitted.
@@ -72,17 +110,21 @@ class Controller:
         observers: Iterable[Observer] = (),
         engine: Literal["compiled", "transitions"] = "compiled",
     ) -> None:
-        self.policy = policy if policy is not None else Policy()
+        self.policy = _as_policy(policy)
+        if engine not in ("compiled", "transitions"):
+            raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise DefinitionError(f"run_id must be a non-empty str or None, not {run_id!r}")
+        observers = _as_observers(observers)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
         self._engine: TransitionsEngine | None = None
         self._last_output: ModelTurn | None = None
+        self._lock = threading.RLock()
         if engine == "transitions":
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
-        elif engine != "compiled":
-            raise ValueError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         self._base = RunSnapshot(run_id=self._run.run_id)
         self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
@@ -91,9 +133,9 @@ class Controller:
     # -- what the host can read -------------------------------------------------
 
     @property
-    def state(self) -> str:
-        """The name of the current state."""
-        return self._run.state.value
+    def state(self) -> State:
+        """The current state: a `State`, which compares equal to its name (`"execute"`)."""
+        return self._run.state
 
     @property
     def run_id(self) -> str:
@@ -133,10 +175,11 @@ class Controller:
 
     def add_observer(self, observer: Observer) -> None:
         """Send every later event to `observer` too."""
-        self._events.observers.append(observer)
+        self._events.observers.append(*_as_observers((observer,)))
 
     # -- inputs -------------------------------------------------------------------
 
+    @_atomic
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
         if self._run.state is not State.AWAIT_MODEL:
@@ -147,17 +190,26 @@ class Controller:
         self._last_output = step.output
         return decision
 
+    @_atomic
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
         """Route the results of the calls the last decision asked for."""
         if self._run.state is not State.EXECUTE:
             self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+        if isinstance(results, str | bytes | Mapping) or not isinstance(results, Iterable):
+            raise InvalidInputError(
+                "results must be a list of ToolResult (or of mappings with call_id, content, "
+                f"is_error), not {type(results).__name__}",
+                state=self._run.state.value,
+                turn=self._run.turn,
+            )
         items = [
             r if isinstance(r, ToolResult) else self._as_result(i, r) for i, r in enumerate(results)
         ]
         step = Step(self._snapshot("tool_results", **collect(self._run, items)))
+        record = None
         if self._events.active:
-            self._events.record("tool_results", self._run.turn, results=dump(step.snap.results))
-        return self._route(step)
+            record = ("tool_results", {"results": dump(step.snap.results)})
+        return self._route(step, record)
 
     def _as_result(self, index: int, item: object) -> ToolResult:
         try:
@@ -173,9 +225,13 @@ class Controller:
                 turn=self._run.turn,
             ) from exc
 
+    @_atomic
     def on_human_reply(self, approved: bool, message: str | None = None) -> Decision:
         """Route a human's answer to an ASK_HUMAN decision."""
         self._expect((State.AWAIT_HUMAN,), "a human reply")
+        self._check_type("approved", approved, bool)
+        if message is not None:
+            self._check_type("message", message, str)
         run = self._run
         calls = run.pending_approval
         rejected = list(run.pending_rejected)
@@ -198,10 +254,12 @@ class Controller:
             human_approved=approved,
             human_message=message,
         )
+        record = None
         if self._events.active:
-            self._events.record("human_reply", run.turn, approved=approved, message=message)
-        return self._route(Step(snap))
+            record = ("human_reply", {"approved": approved, "message": message})
+        return self._route(Step(snap), record)
 
+    @_atomic
     def on_user_message(self, text: str) -> Decision | None:
         """Record a user message; it resets the repeated-call streak.
 
@@ -210,6 +268,7 @@ class Controller:
         and declines pending calls with that message.
         """
         self._expect((State.AWAIT_MODEL, State.AWAIT_HUMAN), "a user message")
+        self._check_type("text", text, str)
         run = self._run
         if run.state is State.AWAIT_HUMAN:
             return self.on_human_reply(approved=not run.pending_approval, message=text)
@@ -219,6 +278,14 @@ class Controller:
         return None
 
     # -- routing ------------------------------------------------------------------
+
+    def _check_type(self, name: str, value: object, kind: type) -> None:
+        if not isinstance(value, kind):
+            raise InvalidInputError(
+                f"{name} must be a {kind.__name__}, not {type(value).__name__} ({value!r:.60})",
+                state=self._run.state.value,
+                turn=self._run.turn,
+            )
 
     def _expect(self, states: tuple[State, ...], what: str) -> None:
         run = self._run
@@ -247,8 +314,13 @@ class Controller:
         values.update(changes)
         return build(RunSnapshot, values)
 
-    def _route(self, step: Step) -> Decision:
-        """Walk the route table from the current state to the next waiting state."""
+    def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
+        """Walk the route table from the current state to the next waiting state.
+
+        `record` is the input's own event (tool results, a human reply); it is
+        emitted with the step's events once the decision is made, so a failed
+        input leaves no event behind.
+        """
         run = self._run
         state = run.state
         path = [state]
@@ -267,6 +339,8 @@ class Controller:
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
                 _, route, entry, waits = row
+                if type(hit) is not Hit or type(hit.reason) is not str:
+                    _bad_hit(route, hit)
             else:
                 route, hit = engine.advance(snap)
                 entry, waits = ENTRY.get(route.dest), route.dest in WAITING
@@ -282,6 +356,8 @@ class Controller:
         run.state = state
         decision = self._decide(step, tuple(path), fired)
         if self._events.observers or structlog_configured():
+            if record is not None:
+                self._events.record(record[0], run.turn, **record[1])
             self._events.step(run.turn, step.output, fired, decision)
         return decision
 
@@ -349,6 +425,50 @@ class Controller:
                 "adjust": _adjust(route, step.output),
             },
         )
+
+
+def _as_policy(policy: object) -> Policy:
+    """The policy a Controller is given: a Policy, None (the defaults) or a mapping."""
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        return Policy.from_mapping(policy, source="policy")
+    raise PolicyError(
+        f"policy must be an agentfsm.Policy, a mapping of its fields or None, "
+        f"not {type(policy).__name__}"
+    )
+
+
+def _as_observers(observers: object) -> list[Observer]:
+    """Observers as a list, each checked to be callable."""
+    if isinstance(observers, str | bytes | Mapping) or not isinstance(observers, Iterable):
+        raise DefinitionError(
+            f"observers must be a list of callables, not {type(observers).__name__}"
+        )
+    found = list(observers)
+    for index, observer in enumerate(found):
+        if not callable(observer):
+            raise DefinitionError(
+                f"observers[{index}] must be callable (it gets every event), "
+                f"not {type(observer).__name__}"
+            )
+    return found
+
+
+def _bad_hit(route: Route, hit: object) -> None:
+    """Raise the error for a guard that answered something other than a Hit or None."""
+    if isinstance(hit, Hit) and isinstance(hit.reason, str):
+        return
+    if isinstance(hit, Hit):
+        what = f"a Hit whose reason is a {type(hit.reason).__name__}"
+    else:
+        what = f"{hit!r:.80}"
+    raise DefinitionError(
+        f"guard {route.code} returned {what} on the edge {route.source.value} -> "
+        f"{route.dest.value}; a guard returns a Hit (with a str reason) or None"
+    )
 
 
 _Row = tuple[Guard, Route, Callable[[Run, Step], None] | None, bool]

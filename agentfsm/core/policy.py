@@ -75,6 +75,13 @@ class Policy(BaseModel):
     guards: tuple[Guard, ...] = ()
     """Extra stop conditions, evaluated with the budgets."""
 
+    def __init__(self, **data: Any) -> None:
+        """Build a policy; a bad value raises PolicyError naming the field, not pydantic's error."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise PolicyError(f"Policy: {_problems(exc)}") from exc
+
     @field_validator("guards", mode="before")
     @classmethod
     def _parse_guards(cls, value: Any) -> tuple[Guard, ...]:
@@ -124,10 +131,7 @@ class Policy(BaseModel):
         except PolicyError as exc:  # raised as-is by the guards validator
             raise PolicyError(f"{source}: guards: {exc.message}") from exc
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            raise PolicyError(f"{source}: {problems}") from exc
+            raise PolicyError(f"{source}: {_problems(exc)}") from exc
 
     @classmethod
     def from_file(cls, path: str | Path) -> Policy:
@@ -144,3 +148,8 @@ class Policy(BaseModel):
         if not isinstance(data, dict):
             raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
         return cls.from_mapping(data.get("policy", data), source=str(file))
+
+
+def _problems(exc: ValidationError) -> str:
+    """Each problem of a pydantic error as `field: message`, on one line."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())

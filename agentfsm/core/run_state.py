@@ -7,8 +7,8 @@ never see it, they see the frozen `RunSnapshot` built from it.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Hashable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.core.snapshot import RunSnapshot
@@ -26,7 +26,12 @@ RECENT_ROUNDS = 8
 
 
 class Run:
-    """Counters and pending work of one run, owned by its Controller."""
+    """Counters and pending work of one run, owned by its Controller.
+
+    A field is replaced, never changed in place (`run.pending = {...}`, not
+    `run.pending[id] = call`): `save()` is then a tuple of references, and
+    `restore()` puts a run back exactly as it was before a failed input.
+    """
 
     __slots__ = (
         "context_tokens",
@@ -68,9 +73,7 @@ class Run:
         self.incomplete = 0
         self.tool_errors = 0
         self.same_results = 0
-        self.last_results: deque[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = deque(
-            maxlen=RECENT_ROUNDS
-        )
+        self.last_results: tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...] = ()
         self.last_call: Hashable | None = None
         self.streak = 0
         self.pending: dict[str, ToolCall] = {}
@@ -78,6 +81,18 @@ class Run:
         self.pending_rejected: tuple[ToolResult, ...] = ()
         self.pending_sigs: dict[str, Hashable] = {}
         self.exit_reason: ExitReason | None = None
+
+    def save(self) -> tuple[Any, ...]:
+        """Every field's value, for `restore` (about 0.2 µs)."""
+        return _FIELDS(self)
+
+    def restore(self, saved: tuple[Any, ...]) -> None:
+        """Put back the fields `save` returned."""
+        for name, value in zip(Run.__slots__, saved, strict=True):
+            setattr(self, name, value)
+
+
+_FIELDS = attrgetter(*Run.__slots__)
 
 
 class Step:

@@ -9,7 +9,7 @@ exactly one result per call.
 from __future__ import annotations
 
 from agentfsm.core.call_identity import round_signature, signature
-from agentfsm.core.run_state import Run, Step
+from agentfsm.core.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import UnknownCallIdError
 
@@ -80,7 +80,7 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
         if key == calls_key and seen == contents:
             stale = run.same_results + 1
             break
-    run.last_results.append((calls_key, contents))
+    run.last_results = (*run.last_results[1 - RECENT_ROUNDS :], (calls_key, contents))
     return {
         "results": tuple(ordered),
         "missing": tuple(missing),
