@@ -23,7 +23,7 @@ from typing import Any
 
 from agentfsm.core.policy import Policy
 from agentfsm.exceptions import AgentFSMError, TraceError
-from agentfsm.replay.engine import ReplayResult, compare, replay_run
+from agentfsm.replay.engine import ReplayResult, compare, divergence, replay_run
 from agentfsm.replay.trajectories import expand_paths, read_runs
 
 __all__ = ["Job", "Outcome", "add_parser", "cli", "main", "replay_file"]
@@ -58,7 +58,8 @@ class Outcome:
 
 
 def _load_policy(path: str | None) -> Any:
-    return Policy() if path is None else Policy.from_file(path)
+    """The policy file's policy; None replays each run with the policy its trace recorded."""
+    return None if path is None else Policy.from_file(path)
 
 
 def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
@@ -88,18 +89,31 @@ def _replay_runs(job: Job, outcome: Outcome, write: Emit, errors: list[TraceErro
         result = replay_run(run, policy)
         against = replay_run(run, other) if other is not None else None
         outcome.runs += 1
-        outcome.differs |= _report(result, against, job.as_json, write)
+        # Replayed with the policy it recorded, an agentfsm trace must decide as it did live.
+        diverged = divergence(run, result) if policy is None else None
+        outcome.differs |= _report(result, against, job.as_json, write, diverged)
 
 
-def _report(result: ReplayResult, against: ReplayResult | None, as_json: bool, write: Emit) -> bool:
+def _report(
+    result: ReplayResult,
+    against: ReplayResult | None,
+    as_json: bool,
+    write: Emit,
+    diverged: str | None = None,
+) -> bool:
     comparison = compare(result, against) if against is not None else None
     marks = comparison.against if comparison is not None else {}
     if as_json:
-        write(json.dumps(_json_of(result, against, marks), ensure_ascii=False))
+        data = _json_of(result, against, marks)
+        if diverged is not None:
+            data["diverges"] = diverged
+        write(json.dumps(data, ensure_ascii=False))
     else:
         for line in _text_of(result, against, marks):
             write(line)
-    return comparison is not None and comparison.differs
+        if diverged is not None:
+            write(f"  DIVERGES from the recording: {diverged}")
+    return diverged is not None or (comparison is not None and comparison.differs)
 
 
 def _json_of(

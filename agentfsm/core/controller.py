@@ -128,7 +128,7 @@ class Controller:
         self._base = RunSnapshot(run_id=self._run.run_id)
         self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
-            self._events.started(self.policy.to_json())
+            self._events.started(self.policy.to_json(), _declared(self._run.specs))
 
     # -- what the host can read -------------------------------------------------
 
@@ -207,8 +207,8 @@ class Controller:
         ]
         step = Step(self._snapshot("tool_results", **collect(self._run, items)))
         record = None
-        if self._events.active:
-            record = ("tool_results", {"results": dump(step.snap.results)})
+        if self._events.active:  # what the host gave: replay synthesizes the rest again
+            record = ("tool_results", {"results": dump(items)})
         return self._route(step, record)
 
     def _as_result(self, index: int, item: object) -> ToolResult:
@@ -455,6 +455,16 @@ def _as_observers(observers: object) -> list[Observer]:
                 f"not {type(observer).__name__}"
             )
     return found
+
+
+def _declared(specs: dict[str, ToolSpec] | None) -> list[dict[str, Any]] | None:
+    """The declared tools as the trace records them: name, description, JSON schema."""
+    if specs is None:
+        return None
+    return [
+        {"name": s.name, "description": s.description, "parameters": s.parameters}
+        for s in specs.values()
+    ]
 
 
 def _bad_hit(route: Route, hit: object) -> None:
