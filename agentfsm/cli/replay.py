@@ -21,6 +21,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm.cli.command import one_line
 from agentfsm.core.policy import Policy
 from agentfsm.exceptions import AgentFSMError, TraceError
 from agentfsm.replay.engine import ReplayResult, compare, divergence, replay_run
@@ -73,10 +74,12 @@ def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
         if not job.explicit and "unknown trajectory format" in exc.message:
             outcome.skipped = True
         else:
-            outcome.errors.append(str(exc))
+            outcome.errors.append(one_line(str(exc)))
     except AgentFSMError as exc:
-        outcome.errors.append(f"{job.path}: {exc}")
-    outcome.errors.extend(str(e) for e in errors or ())
+        outcome.errors.append(one_line(f"{job.path}: {exc}"))
+    except OSError as exc:  # this file only: the others still replay under --keep-going
+        outcome.errors.append(one_line(f"{job.path}: cannot read: {exc.strerror or exc}"))
+    outcome.errors.extend(one_line(str(e)) for e in errors or ())
     return outcome
 
 
@@ -138,7 +141,8 @@ def _text_of(
     yield f"== {result.source} run {result.run} ({result.format})"
     for index, r in enumerate(result.decisions):
         path = ">".join(r.path) or "-"
-        line = f"  turn {r.turn:>3}  {path}  {r.action} {r.priority} {r.guard}  {r.reason}"
+        reason = one_line(r.reason)
+        line = f"  turn {r.turn:>3}  {path}  {r.action} {r.priority} {r.guard}  {reason}"
         if index in marks:
             line += f"  [against: {marks[index]}]"
         yield line
@@ -148,7 +152,7 @@ def _text_of(
 
 
 def _summary_line(result: ReplayResult) -> str:
-    stops = "; ".join(result.stops) or "none"
+    stops = one_line("; ".join(result.stops) or "none")
     return (
         f"summary: exit={result.exit_reason} recorded_end={result.recorded_end} "
         f"turns={result.steps} tool_calls={result.tool_calls} episodes={len(result.episode_exits)} "
@@ -244,7 +248,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
     parser.add_argument("--engine", choices=sorted(ENGINES), default="process")
-    parser.add_argument("--workers", type=int, default=None, help="parallel workers")
+    parser.add_argument("--workers", type=_positive, default=None, help="parallel workers (>= 1)")
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an int >= 1 (argparse reports anything else as a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
@@ -259,6 +274,12 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
         print(
             f"agentfsm replay: no such file: {', '.join(missing or args.traces)}", file=sys.stderr
         )
+        return EXIT_BAD_INPUT
+    try:  # once here, not in every worker: a bad policy file is one error, not one per trace
+        _load_policy(args.policy)
+        _load_policy(args.against)
+    except AgentFSMError as exc:
+        print(f"agentfsm replay: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     jobs = [
         Job(path, explicit, args.policy, args.against, args.json, args.keep_going)
@@ -296,17 +317,22 @@ def _print_lines(outcome: Outcome, progress: Progress) -> None:
         sys.stdout.flush()
 
 
+SHOWN = 20
+"""How many skipped files or bad lines are named before the rest are only counted."""
+
+
 def _finish(errors: list[str], skipped: list[str], differs: bool, keep_going: bool) -> int:
     if skipped:
-        print(
-            f"skipped {len(skipped)} file(s) of unknown format: {', '.join(skipped)}",
-            file=sys.stderr,
-        )
+        names = ", ".join(skipped[:SHOWN])
+        more = f" and {len(skipped) - SHOWN} more" if len(skipped) > SHOWN else ""
+        print(f"skipped {len(skipped)} file(s) of unknown format: {names}{more}", file=sys.stderr)
     if errors:
         heading = f"{len(errors)} bad line(s) or file(s):" if keep_going else "error:"
         print(heading, file=sys.stderr)
-        for error in errors:
+        for error in errors[:SHOWN]:
             print(f"  {error}", file=sys.stderr)
+        if len(errors) > SHOWN:
+            print(f"  ... and {len(errors) - SHOWN} more", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_DIFFERS if differs else 0
 

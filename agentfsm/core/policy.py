@@ -80,7 +80,8 @@ class Policy(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise PolicyError(f"Policy: {_problems(exc)}") from exc
+            problems = _problems(exc)
+            raise PolicyError(f"Policy: {problems}", problems=problems) from exc
 
     @field_validator("guards", mode="before")
     @classmethod
@@ -128,8 +129,9 @@ class Policy(BaseModel):
         """Build a policy from plain data, naming `source` in errors."""
         try:
             return cls.model_validate(dict(data))
-        except PolicyError as exc:  # raised as-is by the guards validator
-            raise PolicyError(f"{source}: guards: {exc.message}") from exc
+        except PolicyError as exc:  # from __init__ (a field), or as-is from the guards validator
+            where = exc.details.get("problems") or f"guards: {exc.message}"
+            raise PolicyError(f"{source}: {where}") from exc
         except ValidationError as exc:
             raise PolicyError(f"{source}: {_problems(exc)}") from exc
 
@@ -140,7 +142,9 @@ class Policy(BaseModel):
         try:
             text = file.read_text(encoding="utf-8")
         except OSError as exc:
-            raise PolicyError(f"cannot read policy file {file}: {exc.strerror}") from exc
+            raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
         try:
             data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
