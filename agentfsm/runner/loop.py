@@ -32,6 +32,11 @@ OnAsk = Callable[[Decision], "tuple[bool, str | None] | Awaitable[tuple[bool, st
 _TOOL_WORK = (Action.EXECUTE_TOOLS, Action.HANDOFF)
 
 
+PROVIDER_TIMEOUT = 120.0
+"""Seconds one provider call may take by default, per attempt: a hung provider ends in a
+retried timeout, not in litellm's 6,000 s wait."""
+
+
 def run(
     model: str,
     messages: Sequence[Mapping[str, Any]],
@@ -48,6 +53,7 @@ def run(
     trace: str | os.PathLike[str] | None = None,
     retry: ProviderRetry | None = None,
     on_ask: OnAsk | None = None,
+    timeout: float | None = PROVIDER_TIMEOUT,
     **completion_kwargs: Any,
 ) -> RunResult:
     """Run the loop synchronously with `litellm.completion` until the Controller ends it.
@@ -69,6 +75,7 @@ def run(
         trace: Write the events to this JSON-lines file as well.
         retry: How transient provider failures are retried (default `ProviderRetry()`).
         on_ask: Answers ASK_HUMAN decisions; without it every ask is declined.
+        timeout: Seconds one provider call may take, per attempt (None: litellm's own).
         **completion_kwargs: Further litellm arguments (`temperature`, `timeout`, ...).
 
     Returns:
@@ -79,6 +86,8 @@ def run(
     ) as session:
         request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
         request.update(completion_kwargs)
+        if timeout is not None:
+            request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).retrying()
         while not session.finished:
             try:
@@ -112,6 +121,7 @@ async def arun(
     trace: str | os.PathLike[str] | None = None,
     retry: ProviderRetry | None = None,
     on_ask: OnAsk | None = None,
+    timeout: float | None = PROVIDER_TIMEOUT,
     **completion_kwargs: Any,
 ) -> RunResult:
     """Run the loop like `run`, with `litellm.acompletion`; async tools and `on_ask` are awaited.
@@ -124,6 +134,8 @@ async def arun(
     ) as session:
         request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
         request.update(completion_kwargs)
+        if timeout is not None:
+            request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).async_retrying()
         while not session.finished:
             try:
