@@ -195,7 +195,7 @@ class Controller:
         """Route the results of the calls the last decision asked for."""
         if self._run.state is not State.EXECUTE:
             self._expect((State.EXECUTE, State.HANDOFF), "tool results")
-        if isinstance(results, str | bytes | Mapping) or not isinstance(results, Iterable):
+        if type(results) is not list and not _is_sequence(results):
             raise InvalidInputError(
                 "results must be a list of ToolResult (or of mappings with call_id, content, "
                 f"is_error), not {type(results).__name__}",
@@ -319,12 +319,26 @@ class Controller:
 
         `record` is the input's own event (tool results, a human reply); it is
         emitted with the step's events once the decision is made, so a failed
-        input leaves no event behind.
+        input leaves no event behind. A guard that answers something other than
+        a Hit or None is named in a DefinitionError (checked only on failure:
+        the walk itself pays nothing for it).
         """
+        fired: list[tuple[Route, Hit]] = []
+        try:
+            return self._walk(step, record, fired)
+        except (AttributeError, TypeError) as exc:
+            _check_hits(fired, exc)
+            raise
+
+    def _walk(
+        self,
+        step: Step,
+        record: tuple[str, dict[str, Any]] | None,
+        fired: list[tuple[Route, Hit]],
+    ) -> Decision:
         run = self._run
         state = run.state
         path = [state]
-        fired: list[tuple[Route, Hit]] = []
         engine = self._engine
         if engine is not None:
             engine.set_state(state)
@@ -339,8 +353,6 @@ class Controller:
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
                 _, route, entry, waits = row
-                if type(hit) is not Hit or type(hit.reason) is not str:
-                    _bad_hit(route, hit)
             else:
                 route, hit = engine.advance(snap)
                 entry, waits = ENTRY.get(route.dest), route.dest in WAITING
@@ -441,9 +453,14 @@ def _as_policy(policy: object) -> Policy:
     )
 
 
+def _is_sequence(value: object) -> bool:
+    """Whether `value` is an iterable of items, not a str, bytes or mapping (one item)."""
+    return not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable)
+
+
 def _as_observers(observers: object) -> list[Observer]:
     """Observers as a list, each checked to be callable."""
-    if isinstance(observers, str | bytes | Mapping) or not isinstance(observers, Iterable):
+    if not _is_sequence(observers):
         raise DefinitionError(
             f"observers must be a list of callables, not {type(observers).__name__}"
         )
@@ -467,18 +484,19 @@ def _declared(specs: dict[str, ToolSpec] | None) -> list[dict[str, Any]] | None:
     ]
 
 
-def _bad_hit(route: Route, hit: object) -> None:
-    """Raise the error for a guard that answered something other than a Hit or None."""
-    if isinstance(hit, Hit) and isinstance(hit.reason, str):
-        return
-    if isinstance(hit, Hit):
-        what = f"a Hit whose reason is a {type(hit.reason).__name__}"
-    else:
-        what = f"{hit!r:.80}"
-    raise DefinitionError(
-        f"guard {route.code} returned {what} on the edge {route.source.value} -> "
-        f"{route.dest.value}; a guard returns a Hit (with a str reason) or None"
-    )
+def _check_hits(fired: list[tuple[Route, Hit]], exc: Exception) -> None:
+    """Raise DefinitionError naming the guard that answered something other than a Hit or None."""
+    for route, hit in fired:
+        if isinstance(hit, Hit) and isinstance(hit.reason, str):
+            continue
+        if isinstance(hit, Hit):
+            what = f"a Hit whose reason is a {type(hit.reason).__name__}"
+        else:
+            what = f"{hit!r:.80}"
+        raise DefinitionError(
+            f"guard {route.code} returned {what} on the edge {route.source.value} -> "
+            f"{route.dest.value}; a guard returns a Hit (with a str reason) or None"
+        ) from exc
 
 
 _Row = tuple[Guard, Route, Callable[[Run, Step], None] | None, bool]

@@ -94,16 +94,18 @@ class SignalConflict(Guard):
         out = snap.output
         if out is None:
             return None
-        claim = _claim(out)
         if out.tool_calls and out.finish_reason not in self._agrees:
             return Hit(
                 self,
-                f"provider said {claim!r} but the output has {len(out.tool_calls)} tool call(s)",
+                f"provider said {_claim(out)!r} but the output has {len(out.tool_calls)} "
+                "tool call(s)",
                 self.exit_reason,
             )
         if not out.tool_calls and out.finish_reason is FinishReason.TOOL_CALLS:
             return Hit(
-                self, f"provider said {claim!r} but the output has no tool call", self.exit_reason
+                self,
+                f"provider said {_claim(out)!r} but the output has no tool call",
+                self.exit_reason,
             )
         return None
 

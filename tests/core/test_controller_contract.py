@@ -29,7 +29,6 @@ from agentfsm.exceptions import (
 from agentfsm.guards import Guard, Hit, Otherwise
 from agentfsm.replay.trace import TraceWriter
 from agentfsm.testing import call, turn
-from tests.strategies import model_turns, tool_calls
 
 A, X = af.Action, af.ExitReason
 
@@ -324,37 +323,53 @@ class TestOneExceptionRoot:
         assert (d.action, d.exit_reason) == (A.STOP, X.UNRECOVERABLE_OUTPUT)
 
 
-@st.composite
-def arguments_for(draw: st.DrawFn, ctl: af.Controller, method: str) -> tuple[Any, ...]:
-    """Arguments for one input: mostly fitting ones, often wrong types or wrong values."""
-    junk = st.sampled_from([None, 0, 1.5, "", "x", b"x", [], {}, [None], {"choices": []}])
+def _openai(message: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+
+
+def _raw_call(ident: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": ident, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+OUTPUTS: list[Any] = [
+    weather_turn(1),
+    weather_turn(1),  # the same call again: the repeat guard
+    turn(calls=[call("search", {"q": "x"}), call("search", {"q": "x"})]),
+    turn(calls=[call("undeclared", {})], finish="stop"),
+    turn("the answer", finish="stop"),
+    turn("", finish="stop"),
+    turn("cut", finish="length"),
+    turn(calls=[af.ToolCall(id="b", name="search", raw_arguments='{"q": ')]),
+    turn("no", finish="content_filter"),
+    turn("", finish="error"),
+    _openai({"role": "assistant", "content": "hi"}, "stop"),
+    _openai({"role": "assistant", "tool_calls": [_raw_call("", "search", '{"q": 1}')]}, None),
+    _openai({"role": "assistant", "tool_calls": [_raw_call("c", "get_weather", "{")]}, "length"),
+    {"choices": []},
+    {"choices": [{"message": None}]},
+    {"candidates": [{"content": {"parts": [{"functionCall": {"name": "search"}}]}}]},
+]
+JUNK: list[Any] = [None, 0, 1.5, "", "x", b"x", [], {}, [None], {"call_id": 5}, print]
+
+
+def arguments_for(ctl: af.Controller, method: str, pick: int) -> tuple[Any, ...]:
+    """Arguments for one input chosen by `pick`: mostly fitting ones, often wrong ones."""
+    junk = JUNK[pick % len(JUNK)]
+    wrong = pick % 4 == 0
     if method == "on_model_output":
-        body = st.builds(
-            lambda text, finish: {
-                "choices": [{"message": {"content": text}, "finish_reason": finish}]
-            },
-            st.text(max_size=10),
-            st.sampled_from(["stop", "length", None, "tool_calls"]),
-        )
-        return (draw(model_turns(calls=tool_calls(), max_calls=2) | body | junk),)
+        return (junk if wrong else OUTPUTS[pick % len(OUTPUTS)],)
     if method == "on_tool_results":
-        ids = [c.id for c in ctl.pending_calls]
-        fitting = st.lists(
-            st.builds(
-                af.ToolResult,
-                call_id=st.sampled_from(ids) if ids else st.just("none"),
-                content=st.text(max_size=5),
-                is_error=st.booleans(),
-            ),
-            max_size=3,
-        )
-        dicts = st.lists(st.fixed_dictionaries({"call_id": st.just(5)}), max_size=1)
-        return (draw(fitting | dicts | junk),)
+        pending = ctl.pending_calls
+        if wrong:
+            return (junk if pick % 8 else [af.ToolResult(call_id="never", content="x")],)
+        given = [c for i, c in enumerate(pending) if (pick >> i) & 1]
+        return ([af.ToolResult(call_id=c.id, content=pick % 3, is_error=pick % 5 == 1) for c in given],)
     if method == "on_human_reply":
-        return (draw(st.booleans() | junk), draw(st.none() | st.text(max_size=5) | junk))
+        approved: Any = junk if wrong else bool(pick & 2)
+        return (approved, None if pick % 3 else (junk if pick % 7 == 0 else "why"))
     if method == "on_user_message":
-        return (draw(st.text(max_size=5) | junk),)
-    return (draw(junk | st.just(print)),)
+        return (junk if wrong else "more please",)
+    return (junk,)
 
 
 POLICIES = [
@@ -376,16 +391,17 @@ class TestRandomCallSequences:
     @given(
         policy=st.sampled_from(POLICIES),
         tools=st.sampled_from([None, ["get_weather", "search"]]),
-        data=st.data(),
+        calls=st.lists(
+            st.tuples(st.sampled_from(METHODS), st.integers(0, 1023)), min_size=1, max_size=10
+        ),
     )
     def test_only_agentfsm_errors_escape_and_a_failed_call_changes_nothing(
-        self, policy: af.Policy, tools: list[str] | None, data: st.DataObject
+        self, policy: af.Policy, tools: list[str] | None, calls: list[tuple[str, int]]
     ) -> None:
         """Random methods with random or bad arguments: errors are ours, failures leave no trace."""
         ctl = af.Controller(policy, tools)
-        for _ in range(data.draw(st.integers(1, 8))):
-            method = data.draw(st.sampled_from(METHODS))
-            args = data.draw(arguments_for(ctl, method))
+        for method, pick in calls:
+            args = arguments_for(ctl, method, pick)
             before = saved(ctl)
             try:
                 result = getattr(ctl, method)(*args)
