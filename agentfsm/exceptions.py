@@ -10,6 +10,7 @@
         ├── TraceError               a trace or trajectory file is malformed
         ├── UnknownCallIdError       a tool result answers a call that was never asked for
         ├── InvalidInputError        an input that the current state cannot take
+        ├── CheckpointError          a saved run cannot be loaded (version, impossible, corrupt)
         └── ProviderError            the model provider failed (wraps litellm/tenacity errors)
 
 Each error carries its context as attributes (`state`, `turn`, `details`) and
@@ -22,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "AgentFSMError",
+    "CheckpointError",
     "DefinitionError",
     "InvalidInputError",
     "MachineDefinitionError",
@@ -115,6 +117,13 @@ class UnknownCallIdError(RunError):
 
 class InvalidInputError(RunError):
     """The controller's current state cannot take this input (results while awaiting the model)."""
+
+
+class CheckpointError(RunError):
+    """A saved run cannot be restored: another format version, corrupted, or an impossible state.
+
+    `details` has `run_id` when the dump names one; the stored data is never changed.
+    """
 
 
 class ProviderError(RunError):

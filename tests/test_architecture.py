@@ -25,6 +25,7 @@ OUTER = (
     "agentfsm.cli",
     "agentfsm.testing",
     "agentfsm.diagrams",
+    "agentfsm.report",
     "agentfsm.integrations",
     "agentfsm.durable",
 )

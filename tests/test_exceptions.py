@@ -15,6 +15,7 @@ RUN = [
     exc.TraceError,
     exc.UnknownCallIdError,
     exc.InvalidInputError,
+    exc.CheckpointError,
     exc.ProviderError,
 ]
 ALL = [exc.AgentFSMError, exc.DefinitionError, exc.RunError, *DEFINITION, *RUN]

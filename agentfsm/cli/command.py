@@ -1,4 +1,4 @@
-"""The `agentfsm` command: one module per subcommand (diagram, replay, run, demo).
+"""The `agentfsm` command: one module per subcommand (diagram, replay, report, run, demo).
 
 Subcommands import what they need when they run, so `agentfsm diagram` never
 loads litellm.
@@ -16,7 +16,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agentfsm.cli import demo, diagram, replay, run
+    from agentfsm.cli import demo, diagram, replay, report, run
 
     parser = argparse.ArgumentParser(
         prog="agentfsm", description="Decide, after every LLM turn, what an agent does next."
@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_parser(sub).set_defaults(handler=replay.main)
     demo.add_parser(sub)
     run.add_parser(sub)
+    report.add_parser(sub)
     return parser
 
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
+from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
 from agentfsm.core.run_state import Run, Step
 from agentfsm.core.snapshot import Phase, RunSnapshot
@@ -35,7 +36,12 @@ from agentfsm.core.types import (
     ToolResult,
     build,
 )
-from agentfsm.exceptions import DefinitionError, InvalidInputError, PolicyError
+from agentfsm.exceptions import (
+    CheckpointError,
+    DefinitionError,
+    InvalidInputError,
+    PolicyError,
+)
 from agentfsm.guards import Guard, Hit, Route, RouteTable, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
@@ -176,6 +182,64 @@ class Controller:
     def add_observer(self, observer: Observer) -> None:
         """Send every later event to `observer` too."""
         self._events.observers.append(*_as_observers((observer,)))
+
+    # -- save and restore -----------------------------------------------------------
+
+    @_atomic
+    def dump(self) -> dict[str, Any]:
+        """Return the whole state of the run as JSON-compatible data; `load` restores it.
+
+        Observers are not part of it. Code (a permission hook, verifiers, function
+        guards, callable tools) is recorded by name and must be given again to `load`.
+        """
+        engine = "compiled" if self._engine is None else "transitions"
+        return dump_run(self._run, self._last_output, engine)
+
+    @classmethod
+    def load(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        policy: Policy | None = None,
+        tools: Iterable[Any] | None = None,
+        observers: Iterable[Observer] = (),
+    ) -> Controller:
+        """Restore a run from `dump()`'s data; it decides exactly as the original would.
+
+        Args:
+            data: What `dump()` returned (after any JSON round trip).
+            policy: The live policy, required when the saved one holds code; it must
+                equal the saved policy.
+            tools: The live tools, required when the saved ones include callables.
+            observers: Callables that receive every later event.
+
+        Raises:
+            CheckpointError: another state-format version, a corrupted or impossible
+                state, or a policy or tools that differ from the saved ones.
+        """
+        loaded = load_run(data, policy=policy, tools=tools)
+        ctl = cls(loaded.run.policy, run_id=loaded.run.run_id, engine=loaded.engine)
+        ctl._run = loaded.run
+        ctl._last_output = loaded.last_output
+        ctl._events.observers.extend(_as_observers(observers))
+        return ctl
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._events.observers:
+            raise CheckpointError(
+                f"run {self.run_id}: a Controller with observers does not pickle (a trace "
+                "writer holds an open file); pickle ctl.dump() and pass the observers again "
+                "to Controller.load(data, observers=...)",
+                run_id=self.run_id,
+            )
+        specs = self._run.specs
+        tools = None
+        if specs is not None:
+            tools = [
+                s.fn or {"name": s.name, "description": s.description, "parameters": s.parameters}
+                for s in specs.values()
+            ]
+        return (functools.partial(Controller.load, policy=self.policy, tools=tools), (self.dump(),))
 
     # -- inputs -------------------------------------------------------------------
 

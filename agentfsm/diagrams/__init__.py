@@ -104,8 +104,12 @@ def _mermaid_text(text: str) -> str:
     return text.replace(":", " -").replace(";", ",").replace("#", "no.")
 
 
-def dot(table: RouteTable, overlay: Overlay | None = None) -> str:
-    """Render `table` as a Graphviz DOT digraph."""
+def dot(table: RouteTable, overlay: Overlay | None = None, *, ids: bool = False) -> str:
+    """Render `table` as a Graphviz DOT digraph.
+
+    With `ids`, every state is `id="n-<state>"` and every edge `id="e-<source>-<dest>"`, so a
+    page can highlight them in the SVG that Graphviz draws (the HTML report does).
+    """
     lines = [
         "digraph agentfsm {",
         "  rankdir=TB;",
@@ -122,11 +126,15 @@ def dot(table: RouteTable, overlay: Overlay | None = None) -> str:
         if visits:
             attrs += ['style="rounded,filled"', 'fillcolor="#d7f0d7"']
             attrs.append(f'label="{state.value}\\n×{visits}"')
+        if ids:
+            attrs.append(f'id="n-{state.value}"')
         lines.append(f"  {state.value} [{', '.join(attrs)}];" if attrs else f"  {state.value};")
     for (src, dst), routes in _groups(table).items():
         label = "\\n".join(_dot_text(t) for t in _labels(routes, overlay))
         used = sum(_count(overlay, r) for r in routes)
         extra = ', color="#2e7d32", penwidth=2.5' if used else ""
+        if ids:
+            extra += f', id="e-{src.value}-{dst.value}"'
         lines.append(f'  {src.value} -> {dst.value} [label="{label}"{extra}];')
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,48 @@
+"""`agentfsm report TRACE... -o report.html`: one self-contained HTML page to review runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentfsm.core.policy import Policy
+from agentfsm.exceptions import AgentFSMError
+
+__all__ = ["add_parser", "main"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `report` on an argparse subparsers object; `args.handler(args)` runs it."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "report", help="write one HTML page to review recorded runs step by step"
+    )
+    parser.add_argument("traces", nargs="+", metavar="TRACE", help="files, directories or globs")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument("--policy", metavar="FILE", help="policy file (JSON or TOML)")
+    parser.add_argument("--against", metavar="FILE", help="a second policy to compare with")
+    parser.add_argument("--title", default="agentfsm run report")
+    parser.set_defaults(handler=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    """Write the page; 0 when written, 1 when `--against` decided otherwise somewhere."""
+    from agentfsm.report import build
+
+    policy = Policy.from_file(args.policy) if args.policy else Policy()
+    against = Policy.from_file(args.against) if args.against else None
+    report = build(args.traces, policy, against=against, title=args.title)
+    if args.output:
+        target = Path(args.output)
+        if not target.parent.is_dir():
+            raise AgentFSMError(f"-o {args.output}: folder {target.parent} does not exist")
+        try:
+            target.write_text(report.html, encoding="utf-8")
+        except OSError as exc:
+            raise AgentFSMError(f"-o {args.output}: cannot write: {exc.strerror}") from exc
+        print(f"{args.output}: {len(report.runs)} run(s)", file=sys.stderr)
+    else:
+        sys.stdout.write(report.html)
+    return 1 if report.differs else 0
