@@ -21,7 +21,7 @@ from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
-from agentfsm.core.run_state import Run, Step
+from agentfsm.core.run_state import Run, Step, save_run
 from agentfsm.core.snapshot import Phase, RunSnapshot
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import (
@@ -75,14 +75,20 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(method)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         ctl: Controller = args[0]  # type: ignore[assignment]
-        with ctl._lock:
-            saved = ctl._run.save(), ctl._last_output
-            try:
-                return method(*args, **kwargs)
-            except BaseException:
-                ctl._run.restore(saved[0])
-                ctl._last_output = saved[1]
-                raise
+        lock = ctl._lock
+        lock.acquire()  # acquire/release: cheaper than a with block on the per-step path
+        run, last = ctl._run, ctl._last_output
+        saved = save_run(run)
+        try:
+            return method(*args, **kwargs)
+        except BaseException as exc:
+            run.restore(saved)
+            ctl._run, ctl._last_output = run, last
+            if isinstance(exc, AttributeError | TypeError):
+                _check_hits(ctl._fired, exc)  # a guard that answered something else than a Hit
+            raise
+        finally:
+            lock.release()
 
     return wrapper
 
@@ -128,6 +134,7 @@ class Controller:
         self._engine: TransitionsEngine | None = None
         self._last_output: ModelTurn | None = None
         self._lock = threading.RLock()
+        self._fired: list[tuple[Route, Hit]] = []
         if engine == "transitions":
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
@@ -270,10 +277,8 @@ class Controller:
             r if isinstance(r, ToolResult) else self._as_result(i, r) for i, r in enumerate(results)
         ]
         step = Step(self._snapshot("tool_results", **collect(self._run, items)))
-        record = None
-        if self._events.active:  # what the host gave: replay synthesizes the rest again
-            record = ("tool_results", {"results": dump(items)})
-        return self._route(step, record)
+        # What the host gave, dumped only if anyone listens: replay synthesizes the rest again.
+        return self._route(step, ("tool_results", {"results": items}))
 
     def _as_result(self, index: int, item: object) -> ToolResult:
         try:
@@ -383,23 +388,11 @@ class Controller:
 
         `record` is the input's own event (tool results, a human reply); it is
         emitted with the step's events once the decision is made, so a failed
-        input leaves no event behind. A guard that answers something other than
-        a Hit or None is named in a DefinitionError (checked only on failure:
-        the walk itself pays nothing for it).
+        input leaves no event behind. `fired` is kept on the controller: when
+        the walk fails, the input's wrapper looks there for a guard that answered
+        something other than a Hit or None (so the walk pays nothing for it).
         """
-        fired: list[tuple[Route, Hit]] = []
-        try:
-            return self._walk(step, record, fired)
-        except (AttributeError, TypeError) as exc:
-            _check_hits(fired, exc)
-            raise
-
-    def _walk(
-        self,
-        step: Step,
-        record: tuple[str, dict[str, Any]] | None,
-        fired: list[tuple[Route, Hit]],
-    ) -> Decision:
+        self._fired = fired = []
         run = self._run
         state = run.state
         path = [state]
@@ -433,7 +426,8 @@ class Controller:
         decision = self._decide(step, tuple(path), fired)
         if self._events.observers or structlog_configured():
             if record is not None:
-                self._events.record(record[0], run.turn, **record[1])
+                fields = {k: dump(v) if type(v) is list else v for k, v in record[1].items()}
+                self._events.record(record[0], run.turn, **fields)
             self._events.step(run.turn, step.output, fired, decision)
         return decision
 

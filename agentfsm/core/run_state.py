@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from agentfsm.core.tools import ToolSpec
     from agentfsm.guards import Hit, Route
 
-__all__ = ["RECENT_ROUNDS", "Run", "Step"]
+__all__ = ["RECENT_ROUNDS", "Run", "Step", "save_run"]
 
 RECENT_ROUNDS = 8
 """How many recent tool rounds the no-progress check remembers."""
@@ -96,6 +96,8 @@ _FIXED = frozenset({"policy", "run_id", "specs"})
 """Fields set once when the run is made."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)
+save_run = _SAVE
+"""`Run.save` as one C call, for the Controller's per-input rollback."""
 
 
 class Step:
