@@ -8,6 +8,7 @@ route table, evaluating pure guards on one frozen snapshot per input.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import time
 import uuid
@@ -21,7 +22,7 @@ from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
-from agentfsm.core.run_state import Run, Step, save_run
+from agentfsm.core.run_state import Run, Step
 from agentfsm.core.snapshot import Phase, RunSnapshot
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import (
@@ -57,6 +58,7 @@ _ACTION_AT = {
 }
 
 
+_MODULES = sys.modules
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -66,8 +68,8 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     The call runs under the controller's lock, so one Controller shared by
     threads serializes their inputs instead of losing updates. The run's
-    fields are saved before (a tuple of references: states replace a field,
-    they never change one in place) and put back when anything raises, be it
+    fields are saved before (a shallow copy: states replace a field, they
+    never change one in place) and put back when anything raises, be it
     a guard, a verifier, a permission hook, an observer or the trace writer,
     so the host can fix the cause and give the same input again.
     """
@@ -78,7 +80,7 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
         lock = ctl._lock
         lock.acquire()  # acquire/release: cheaper than a with block on the per-step path
         run, last = ctl._run, ctl._last_output
-        saved = save_run(run)
+        saved = run.__dict__.copy()  # Run.save(), without a call on the per-step path
         try:
             return method(*args, **kwargs)
         except BaseException as exc:
@@ -424,7 +426,7 @@ class Controller:
                 break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
-        if self._events.observers or structlog_configured():
+        if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
             if record is not None:
                 fields = {k: dump(v) if type(v) is list else v for k, v in record[1].items()}
                 self._events.record(record[0], run.turn, **fields)

@@ -35,7 +35,7 @@ A, X = af.Action, af.ExitReason
 
 def saved(ctl: af.Controller) -> tuple[Any, ...]:
     """Everything a failed call must not change: the Run's fields and the last output."""
-    return (*ctl._run.save(), ctl.last_output, len(ctl._events.observers))
+    return (ctl._run.save(), ctl.last_output, len(ctl._events.observers))
 
 
 def weather_turn(k: int = 1) -> af.ModelTurn:
