@@ -36,10 +36,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_replay import corpus_files  # noqa: E402
-from impl_agentfsm_controller import builders  # noqa: E402
+from bench_replay import corpus_files
+from impl_agentfsm_controller import builders
 
-from agentfsm.replay.trajectories import read_runs  # noqa: E402
+from agentfsm.replay.trajectories import read_runs
 
 COPIES = 20
 TARGET_STEPS_PER_S = 30_000

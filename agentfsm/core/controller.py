@@ -14,7 +14,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -524,7 +524,7 @@ def _as_observers(observers: object) -> list[Observer]:
         raise DefinitionError(
             f"observers must be a list of callables, not {type(observers).__name__}"
         )
-    found = list(observers)
+    found: list[Observer] = list(cast(Iterable[Observer], observers))
     for index, observer in enumerate(found):
         if not callable(observer):
             raise DefinitionError(

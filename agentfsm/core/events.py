@@ -59,9 +59,7 @@ class Emitter:
         """Emit one event of the run, with its id and turn."""
         self.emit({"event": name, "run_id": self.run_id, "turn": turn, **fields})
 
-    def started(
-        self, policy: dict[str, Any], tools: list[dict[str, Any]] | None = None
-    ) -> None:
+    def started(self, policy: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> None:
         """Emit the start of the run: the policy that routes it and the declared tools.
 
         `tools` is None when any tool name is accepted, else each tool's name,

@@ -149,7 +149,9 @@ def _rounds(run: Run) -> list[Any]:
     ]
 
 
-def _unrounds(data: Any, _: _Context) -> tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...]:
+def _unrounds(
+    data: Any, _: _Context
+) -> tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...]:
     if not isinstance(data, list) or len(data) > RECENT_ROUNDS:
         raise ValueError(f"expected a list of at most {RECENT_ROUNDS} rounds")
     rounds: list[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = []

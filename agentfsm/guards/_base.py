@@ -333,9 +333,11 @@ def as_guard(value: Guard | Callable[[RunSnapshot], Any]) -> Guard:
 
 def _priority(owner: str, value: object) -> Priority:
     try:
-        return Priority(value)
+        if isinstance(value, str):
+            return Priority(value)
     except ValueError:
-        raise PolicyError(f"{owner}: priority {value!r} is not one of P0..P7") from None
+        pass
+    raise PolicyError(f"{owner}: priority {value!r} is not one of P0..P7")
 
 
 def check_number(

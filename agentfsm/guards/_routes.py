@@ -10,7 +10,6 @@ can be verified locally first (structure, P0, P7), then boundaries and safety
 from __future__ import annotations
 
 import math
-
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field

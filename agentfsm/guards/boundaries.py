@@ -6,7 +6,6 @@ complete final answer needs neither, so it still ends as COMPLETED.
 
 from __future__ import annotations
 
-
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, FinishReason, Priority
 from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, check_number

@@ -42,7 +42,7 @@ def weather_turn(k: int = 1) -> af.ModelTurn:
     return turn(calls=[call("get_weather", {"city": f"c{k}"}, id=f"w{k}")])
 
 
-class Boom(Exception):
+class BoomError(Exception):
     """What the failing hooks of these tests raise."""
 
 
@@ -58,7 +58,7 @@ class Flaky:
         if self.counts(*args):
             self.calls += 1
             if self.calls % 2:
-                raise Boom("hook failed")
+                raise BoomError("hook failed")
         return self.then(*args)
 
 
@@ -72,7 +72,7 @@ class RaisingGuard(Guard):
 
     def __call__(self, snap: af.RunSnapshot) -> Hit | None:
         if self.failing:
-            raise Boom("guard failed")
+            raise BoomError("guard failed")
         return None
 
 
@@ -87,7 +87,7 @@ class NotAHit(Guard):
 
 def drive(ctl: af.Controller) -> list[tuple[str, str, str | None]]:
     """Two tool rounds and an answer; the decisions as (action, guard, exit reason)."""
-    out = []
+    out: list[tuple[str, str, str | None]] = []
     for k in (1, 2):
         d = ctl.on_model_output(weather_turn(k))
         out.append((d.action.value, d.guard, d.exit_reason))
@@ -103,7 +103,7 @@ class TestAFailedInputLeavesTheRunAsItWas:
     """Item 5: when anything raises mid-step, the Controller is exactly as before; a retry works."""
 
     def _retry_until_done(self, ctl: af.Controller) -> list[tuple[str, str, str | None]]:
-        """Drive the run, retrying each input once after a Boom, checking nothing moved."""
+        """Drive the run, retrying each input once after a BoomError, checking nothing moved."""
         out: list[tuple[str, str, str | None]] = []
         inputs: list[Callable[[], af.Decision]] = [
             lambda: ctl.on_model_output(weather_turn(1)),
@@ -116,7 +116,7 @@ class TestAFailedInputLeavesTheRunAsItWas:
             before = saved(ctl)
             try:
                 d = give()
-            except Boom:
+            except BoomError:
                 assert saved(ctl) == before
                 d = give()
             out.append((d.action.value, d.guard, d.exit_reason))
@@ -128,12 +128,15 @@ class TestAFailedInputLeavesTheRunAsItWas:
         ctl = af.Controller(af.Policy(guards=[guard]))
         d = None
         before = saved(ctl)
-        with pytest.raises(Boom):
+        with pytest.raises(BoomError):
             ctl.on_model_output(weather_turn(1))
-        assert saved(ctl) == before and ctl.turn == 0 and ctl.state == "await_model"
+        assert saved(ctl) == before
+        assert ctl.turn == 0
+        assert ctl.state == "await_model"
         guard.failing = False
         d = ctl.on_model_output(weather_turn(1))
-        assert d.action is A.EXECUTE_TOOLS and d.turn == 1
+        assert d.action is A.EXECUTE_TOOLS
+        assert d.turn == 1
 
     def test_a_raising_permission_hook_verifier_or_observer_can_be_retried(self) -> None:
         """Each failing hook raises once per input; after each retry the run decides as usual."""
@@ -149,7 +152,7 @@ class TestAFailedInputLeavesTheRunAsItWas:
             assert [(a, e) for a, _, e in got] == [(a, e) for a, _, e in expected], name
 
     def test_a_full_disk_under_the_trace_writer_leaves_no_torn_line(self, tmp_path: Path) -> None:
-        """Writing to /dev/full raises ENOSPC; the run is as before and the trace has whole lines."""
+        """Writing to /dev/full raises ENOSPC; the run is as before, the trace holds whole lines."""
         path = tmp_path / "t.jsonl"
         writer = TraceWriter(path)
         ctl = af.Controller(observers=[writer])
@@ -158,7 +161,9 @@ class TestAFailedInputLeavesTheRunAsItWas:
         before = saved(ctl)
         with pytest.raises(OSError, match="No space"):
             ctl.on_tool_results([af.ToolResult(call_id="w1", content="sunny")])
-        assert saved(ctl) == before and ctl.state == "execute"
+        assert saved(ctl) == before
+        name: str = "execute"
+        assert ctl.state == name
         assert writer._raw is not None
         writer._raw.close()
         writer._raw = disk
@@ -233,9 +238,19 @@ def bad_calls() -> Iterator[tuple[str, Callable[[], Any], type[AgentFSMError], s
         PolicyError,
         "max_turns",
     )
-    yield "Controller(tools='bash')", lambda: af.Controller(tools="bash"), ToolDefinitionError, "tools"
+    yield (
+        "Controller(tools='bash')",
+        lambda: af.Controller(tools="bash"),
+        ToolDefinitionError,
+        "tools",
+    )
     yield "Controller(tools=5)", lambda: af.Controller(tools=5), ToolDefinitionError, "tools"  # type: ignore[arg-type]
-    yield "Controller(observers=[1])", lambda: af.Controller(observers=[1]), DefinitionError, "observers"  # type: ignore[list-item]
+    yield (
+        "Controller(observers=[1])",
+        lambda: af.Controller(observers=[1]),  # type: ignore[list-item]
+        DefinitionError,
+        "observers",
+    )
     yield "Controller(run_id=3)", lambda: af.Controller(run_id=3), DefinitionError, "run_id"  # type: ignore[arg-type]
     yield "Controller(engine='x')", lambda: af.Controller(engine="x"), DefinitionError, "engine"  # type: ignore[arg-type]
     yield "Otherwise([1])", lambda: Otherwise([1]), PolicyError, "reason"  # type: ignore[arg-type]
@@ -283,11 +298,12 @@ class TestOneExceptionRoot:
         ctl = af.Controller(af.Policy(permissions={"get_weather": "ask"}))
         assert ctl.on_model_output(weather_turn(1)).action is A.ASK_HUMAN
         before = saved(ctl)
-        for give, name in [
+        attempts: list[tuple[Callable[[], Any], str]] = [
             (lambda: ctl.on_human_reply("yes"), "approved"),  # type: ignore[arg-type]
             (lambda: ctl.on_human_reply(True, 5), "message"),  # type: ignore[arg-type]
             (lambda: ctl.on_user_message(None), "text"),  # type: ignore[arg-type]
-        ]:
+        ]
+        for give, name in attempts:
             with pytest.raises(InvalidInputError, match=name):
                 give()
             assert saved(ctl) == before
@@ -363,7 +379,9 @@ def arguments_for(ctl: af.Controller, method: str, pick: int) -> tuple[Any, ...]
         if wrong:
             return (junk if pick % 8 else [af.ToolResult(call_id="never", content="x")],)
         given = [c for i, c in enumerate(pending) if (pick >> i) & 1]
-        return ([af.ToolResult(call_id=c.id, content=pick % 3, is_error=pick % 5 == 1) for c in given],)
+        return (
+            [af.ToolResult(call_id=c.id, content=pick % 3, is_error=pick % 5 == 1) for c in given],
+        )
     if method == "on_human_reply":
         approved: Any = junk if wrong else bool(pick & 2)
         return (approved, None if pick % 3 else (junk if pick % 7 == 0 else "why"))
@@ -377,11 +395,17 @@ POLICIES = [
     af.Policy(max_turns=3, max_retries=0, on_repeat="ask", repeat_threshold=2),
     af.Policy(permissions={"*": "ask"}, on_incomplete="ask", max_tool_calls=2),
 ]
-METHODS = ["on_model_output", "on_tool_results", "on_human_reply", "on_user_message", "add_observer"]
+METHODS = [
+    "on_model_output",
+    "on_tool_results",
+    "on_human_reply",
+    "on_user_message",
+    "add_observer",
+]
 
 
 class TestRandomCallSequences:
-    """Item 8's property: any sequence of calls lets only AgentFSMError out, and a failure is void."""
+    """Item 8: any sequence of calls lets only AgentFSMError out, and a failed call is void."""
 
     @settings(
         max_examples=10_000,
@@ -409,7 +433,8 @@ class TestRandomCallSequences:
                 assert saved(ctl) == before
                 continue
             if isinstance(result, af.Decision):
-                assert ctl.state == result.state and isinstance(ctl.state, af.State)
+                assert ctl.state == result.state
+                assert isinstance(ctl.state, af.State)
 
 
 class TestStateAndReasonsReadTheSame:
@@ -420,7 +445,8 @@ class TestStateAndReasonsReadTheSame:
         ctl = af.Controller()
         d = ctl.on_model_output(weather_turn(1))
         assert ctl.state is d.state is af.State.EXECUTE
-        assert ctl.state == "execute"
+        name: str = "execute"
+        assert ctl.state == name
 
     def test_a_hand_built_stop_turn_reads_as_stop(self) -> None:
         """ModelTurn(finish_reason='stop') with calls says 'stop', not 'no finish reason'."""
@@ -438,4 +464,5 @@ class TestStateAndReasonsReadTheSame:
         broken = af.ToolCall(id="a", name="get_weather", raw_arguments='{"city": ')
         d = ctl.on_model_output(af.ModelTurn(tool_calls=[broken]))
         assert d.action is A.RETRY
-        assert "None" not in d.reason and '{"city": ' in d.reason
+        assert "None" not in d.reason
+        assert '{"city": ' in d.reason

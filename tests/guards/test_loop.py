@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.exceptions import PolicyError
 from agentfsm import ExitReason, Priority
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards import Guard, NoProgress, RepeatedCall, RetriesExhausted
 from agentfsm.testing import snapshot
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm.exceptions import PolicyError
 from agentfsm import ExitReason, Priority, ToolResult
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards import Guard, ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.testing import snapshot
 

@@ -140,7 +140,8 @@ class TestReplayCommandOnAgentfsmTraces:
         (line,) = done.stdout.splitlines()
         record = json.loads(line)
         assert "unknown tool 'get_time'" in record["decisions"][0]["reason"]
-        assert record["exit_reason"] == "completed" and "diverges" not in record
+        assert record["exit_reason"] == "completed"
+        assert "diverges" not in record
 
     def test_a_diverging_self_replay_is_reported_and_exits_1(self, tmp_path: Path) -> None:
         """A trace whose recorded decision differs from what its policy decides exits 1."""
@@ -164,4 +165,5 @@ class TestReplayCommandOnAgentfsmTraces:
         done = agentfsm("replay", path, "--json", "--policy", policy)
         assert done.returncode == 0, done.stderr
         record = json.loads(done.stdout)
-        assert record["exit_reason"] == "max_turns" and "diverges" not in record
+        assert record["exit_reason"] == "max_turns"
+        assert "diverges" not in record
