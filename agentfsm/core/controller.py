@@ -22,7 +22,7 @@ from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
-from agentfsm.core.run_state import Run, Step
+from agentfsm.core.run_state import Run, Step, save_run
 from agentfsm.core.snapshot import Phase, RunSnapshot
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import (
@@ -68,8 +68,8 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     The call runs under the controller's lock, so one Controller shared by
     threads serializes their inputs instead of losing updates. The run's
-    fields are saved before (a shallow copy: states replace a field, they
-    never change one in place) and put back when anything raises, be it
+    fields are saved before (a tuple of references: states replace a field,
+    they never change one in place) and put back when anything raises, be it
     a guard, a verifier, a permission hook, an observer or the trace writer,
     so the host can fix the cause and give the same input again.
     """
@@ -80,7 +80,7 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
         lock = ctl._lock
         lock.acquire()  # acquire/release: cheaper than a with block on the per-step path
         run, last = ctl._run, ctl._last_output
-        saved = run.__dict__.copy()  # Run.save(), without a call on the per-step path
+        saved = save_run(run)
         try:
             return method(*args, **kwargs)
         except BaseException as exc:

@@ -2,7 +2,7 @@
 
 `dump_run` writes every slot of `Run` through its own codec, so a field added
 to `Run` without a codec fails loudly (tests check that `CODECS` covers
-`Run.FIELDS`), instead of being silently lost on a restore. `load_run`
+`Run.__slots__`), instead of being silently lost on a restore. `load_run`
 checks the data before anything is built: the format version, the policy, the
 declared tools, and that the state is one a run can reach (results only for
 calls that were issued, counters within their limits, pending work only in
@@ -149,9 +149,7 @@ def _rounds(run: Run) -> list[Any]:
     ]
 
 
-def _unrounds(
-    data: Any, _: _Context
-) -> tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...]:
+def _unrounds(data: Any, _: _Context) -> tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...]:
     if not isinstance(data, list) or len(data) > RECENT_ROUNDS:
         raise ValueError(f"expected a list of at most {RECENT_ROUNDS} rounds")
     rounds: list[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = []
@@ -322,7 +320,7 @@ def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[st
 
 def dump_run(run: Run, last_output: ModelTurn | None, engine: str) -> dict[str, Any]:
     """The whole state of `run` as JSON-compatible data (see the module docstring)."""
-    missing = [name for name in Run.FIELDS if name not in CODECS]
+    missing = [name for name in Run.__slots__ if name not in CODECS]
     if missing:
         raise CheckpointError(
             f"run {run.run_id}: Run fields {missing} have no codec in "
@@ -330,7 +328,7 @@ def dump_run(run: Run, last_output: ModelTurn | None, engine: str) -> dict[str, 
             run_id=run.run_id,
         )
     try:
-        fields = {name: CODECS[name].encode(run) for name in Run.FIELDS}
+        fields = {name: CODECS[name].encode(run) for name in Run.__slots__}
     except TypeError as exc:
         raise CheckpointError(f"run {run.run_id}: {exc}", run_id=run.run_id) from exc
     return {

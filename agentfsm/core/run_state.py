@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.core.snapshot import RunSnapshot
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from agentfsm.core.tools import ToolSpec
     from agentfsm.guards import Hit, Route
 
-__all__ = ["RECENT_ROUNDS", "Run", "Step"]
+__all__ = ["RECENT_ROUNDS", "Run", "Step", "save_run"]
 
 RECENT_ROUNDS = 8
 """How many recent tool rounds the no-progress check remembers."""
@@ -28,14 +29,11 @@ class Run:
     """Counters and pending work of one run, owned by its Controller.
 
     A field is replaced, never changed in place (`run.pending = {...}`, not
-    `run.pending[id] = call`): `save()` is then a shallow copy of the fields,
-    and `restore()` puts a run back exactly as it was before a failed input.
-    The fields live in the instance `__dict__` rather than in slots so that
-    copy is one C call (a third of reading 19 slots one by one); `FIELDS`
-    names them all.
+    `run.pending[id] = call`): `save()` is then a tuple of references, and
+    `restore()` puts a run back exactly as it was before a failed input.
     """
 
-    FIELDS: tuple[str, ...] = (
+    __slots__ = (
         "context_tokens",
         "cost",
         "exit_reason",
@@ -84,15 +82,22 @@ class Run:
         self.pending_sigs: dict[str, Hashable] = {}
         self.exit_reason: ExitReason | None = None
 
-    def save(self) -> dict[str, Any]:
-        """Every field's value, for `restore`."""
-        return self.__dict__.copy()
+    def save(self) -> tuple[Any, ...]:
+        """Every field an input can change, for `restore` (one C call, about 0.2 µs)."""
+        return _SAVE(self)
 
-    def restore(self, saved: dict[str, Any]) -> None:
-        """Put back the fields `save` returned, and only those."""
-        fields = self.__dict__
-        fields.clear()
-        fields.update(saved)
+    def restore(self, saved: tuple[Any, ...]) -> None:
+        """Put back the fields `save` returned."""
+        for name, value in zip(_CHANGING, saved, strict=True):
+            setattr(self, name, value)
+
+
+_FIXED = frozenset({"policy", "run_id", "specs"})
+"""Fields set once when the run is made."""
+_CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
+_SAVE = attrgetter(*_CHANGING)
+save_run = _SAVE
+"""`Run.save` as one C call, for the Controller's per-input rollback."""
 
 
 class Step:

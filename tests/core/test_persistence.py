@@ -63,7 +63,7 @@ def at_human(**policy: Any) -> af.Controller:
 class TestCodecs:
     def test_every_run_field_has_a_codec(self) -> None:
         """A field added to Run without a codec in CODECS fails here, before a dump loses it."""
-        assert sorted(CODECS) == sorted(Run.FIELDS)
+        assert sorted(CODECS) == sorted(Run.__slots__)
 
     def test_a_dump_is_json_data(self) -> None:
         """`dump()` returns data that json.dumps writes and json.loads gives back equal."""
