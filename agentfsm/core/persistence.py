@@ -149,10 +149,13 @@ def _rounds(run: Run) -> list[Any]:
     ]
 
 
-def _unrounds(data: Any, _: _Context) -> tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...]:
+_Round = tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]
+
+
+def _unrounds(data: Any, _: _Context) -> tuple[_Round, ...]:
     if not isinstance(data, list) or len(data) > RECENT_ROUNDS:
         raise ValueError(f"expected a list of at most {RECENT_ROUNDS} rounds")
-    rounds: list[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = []
+    rounds: list[_Round] = []
     for key, seen in data:
         calls = _thaw(key)
         if not isinstance(calls, tuple) or not isinstance(seen, list):
