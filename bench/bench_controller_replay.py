@@ -5,10 +5,11 @@
     python bench/bench_controller_replay.py --instructions  # also count instructions (valgrind)
 
 `replay`: the shared trajectories copied 20 times into a temporary folder
-(about 101,000 recorded steps), replayed by `agentfsm replay DIR --policy
-FILE --json` (policy `{"max_turns": 250}`) in a fresh process, timed as a
-whole, output to /dev/null; peak RSS of the process tree. Target: >= 30,000
-recorded steps per second.
+(101,700 model outputs, the `steps` replay counts; 207,740 recorded steps
+with the tool results and user messages), replayed by `agentfsm replay DIR
+--policy FILE --json` (policy `{"max_turns": 250}`) in a fresh process,
+timed as a whole, output to /dev/null; peak RSS of the process tree.
+Target: >= 30,000 steps (model outputs) per second.
 
 `step`: one full step of the host loop of `impl_agentfsm_controller.py` (a
 model output through `on_model_output`, then its results through
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_replay import corpus_files
 from impl_agentfsm_controller import builders
 
-from agentfsm.replay.trajectories import read_runs
+from agentfsm.replay.trajectories import ModelOutput, read_runs
 
 COPIES = 20
 TARGET_STEPS_PER_S = 30_000
@@ -47,16 +48,21 @@ TARGET_STEP_US = 20.0
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-def copy_corpus(folder: Path, copies: int) -> int:
-    """Copy the corpus files `copies` times under `folder`; return the recorded steps in all."""
+def copy_corpus(folder: Path, copies: int) -> tuple[int, int]:
+    """Copy the corpus files `copies` times under `folder`; return (model outputs, all steps)."""
     files = corpus_files()
-    steps = sum(len(list(run.steps)) for path in files for run in read_runs(path))
+    outputs = steps = 0
+    for path in files:
+        for run in read_runs(path):
+            listed = list(run.steps)
+            steps += len(listed)
+            outputs += sum(isinstance(s, ModelOutput) for s in listed)
     for index in range(copies):
         target = folder / f"copy{index:02d}"
         target.mkdir()
         for number, path in enumerate(files):
             shutil.copy(path, target / f"{number:03d}-{Path(path).name}")
-    return steps * copies
+    return outputs * copies, steps * copies
 
 
 def replay(copies: int, engine: str | None) -> dict[str, Any]:
@@ -64,7 +70,7 @@ def replay(copies: int, engine: str | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "corpus"
         folder.mkdir()
-        steps = copy_corpus(folder, copies)
+        outputs, steps = copy_corpus(folder, copies)
         policy = Path(tmp) / "policy.json"
         policy.write_text(json.dumps({"max_turns": 250}))
         command = [sys.executable, "-m", "agentfsm", "replay", str(folder), "--policy", str(policy)]
@@ -77,9 +83,11 @@ def replay(copies: int, engine: str | None) -> dict[str, Any]:
     return {
         "engine": engine or "process (default)",
         "exit_status": done.returncode,
+        "model_outputs": outputs,
         "recorded_steps": steps,
         "seconds": round(seconds, 2),
-        "steps_per_s": round(steps / seconds),
+        "steps_per_s": round(outputs / seconds),
+        "recorded_steps_per_s": round(steps / seconds),
         "peak_rss_mb": round(max(peak, before) / 1024, 1),
         "target_steps_per_s": TARGET_STEPS_PER_S,
     }
