@@ -269,7 +269,8 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
         _arguments(parser)
         args = parser.parse_args(args)
     files = expand_paths(args.traces)
-    missing = [path for path, _ in files if not os.path.exists(path)]
+    # A file found in a directory that cannot be opened (a broken link) is that file's error.
+    missing = [path for path, explicit in files if explicit and not os.path.exists(path)]
     if missing or not files:
         print(
             f"agentfsm replay: no such file: {', '.join(missing or args.traces)}", file=sys.stderr
