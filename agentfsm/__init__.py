@@ -31,11 +31,14 @@ from agentfsm.exceptions import AgentFSMError
 
 __all__ = [
     "Action",
+    "Agent",
     "AgentFSMError",
     "Controller",
     "Decision",
+    "Executor",
     "ExitReason",
     "FinishReason",
+    "Inbox",
     "ModelTurn",
     "Policy",
     "Priority",
@@ -46,6 +49,7 @@ __all__ = [
     "State",
     "StreamAccumulator",
     "ToolCall",
+    "ToolOptions",
     "ToolResult",
     "ToolSpec",
     "TraceWriter",
@@ -63,10 +67,14 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Agent": "agentfsm.runner.agents",
+    "Executor": "agentfsm.runner.executor",
+    "Inbox": "agentfsm.runner.session",
     "ProviderRetry": "agentfsm.runner.retry",
     "ReplayResult": "agentfsm.replay.engine",
     "RunResult": "agentfsm.runner.loop",
     "StreamAccumulator": "agentfsm.providers",
+    "ToolOptions": "agentfsm.runner.executor",
     "TraceWriter": "agentfsm.replay.trace",
     "arun": "agentfsm.runner.loop",
     "compare": "agentfsm.replay.engine",

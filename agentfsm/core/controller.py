@@ -35,6 +35,7 @@ from agentfsm.core.types import (
     State,
     ToolCall,
     ToolResult,
+    Usage,
     build,
 )
 from agentfsm.exceptions import (
@@ -305,17 +306,12 @@ class Controller:
             self._check_type("message", message, str)
         run = self._run
         calls = run.pending_approval
-        rejected = list(run.pending_rejected)
-        if not approved and message:
-            rejected += [
-                ToolResult(
-                    call_id=c.id,
-                    name=c.name,
-                    is_error=True,
-                    content=f"declined by the human: {message}",
-                )
-                for c in calls
-            ]
+        # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
+        rejected: list[ToolResult] = []
+        if not approved:
+            rejected += _declined(calls, run.pending_allowed, message)
+        elif run.pending_allowed:
+            calls = _in_turn_order(run.pending_allowed, calls, self._last_output)
         if message:
             run.last_call, run.streak = None, 0
         snap = self._snapshot(
@@ -336,17 +332,137 @@ class Controller:
 
         While awaiting the model nothing is decided (None). While awaiting a
         human, the message is the human's reply: it approves a clarification
-        and declines pending calls with that message.
+        and declines pending calls with that message. While results are
+        pending (steering), it returns None and the calls the host then gives
+        no result for are answered "skipped: a user message arrived" in the
+        next decision's `results`. After FINAL (or a stop with INTERRUPTED) it
+        opens the next episode of the conversation and returns None.
         """
-        self._expect((State.AWAIT_MODEL, State.AWAIT_HUMAN), "a user message")
         self._check_type("text", text, str)
         run = self._run
-        if run.state is State.AWAIT_HUMAN:
+        if run.state is State.END:
+            self._open_episode()
+        elif run.state in (State.EXECUTE, State.HANDOFF):
+            run.interjection = text
+        elif run.state is State.AWAIT_HUMAN:
             return self.on_human_reply(approved=not run.pending_approval, message=text)
+        else:
+            self._expect((State.AWAIT_MODEL,), "a user message")
         run.last_call, run.streak = None, 0
         if self._events.active:
             self._events.record("user_message", run.turn, text=text)
         return None
+
+    def _open_episode(self) -> None:
+        """Continue a conversation whose episode ended with FINAL or an interruption."""
+        run = self._run
+        if run.exit_reason not in (ExitReason.COMPLETED, ExitReason.INTERRUPTED):
+            reason = run.exit_reason.value if run.exit_reason else "unknown"
+            raise InvalidInputError(
+                f"cannot take a user message: the run ended with {reason}; only a run that "
+                "completed or was interrupted continues with a new episode",
+                state=run.state.value,
+                turn=run.turn,
+            )
+        run.episode += 1
+        run.episode_start = run.turn
+        run.state = State.AWAIT_MODEL
+        run.exit_reason = None
+        run.retries = run.incomplete = 0
+        run.interjection = None
+        if self._events.active:
+            self._events.record("episode_started", run.turn, episode=run.episode)
+
+    @_atomic
+    def stop(
+        self, reason: ExitReason | str = ExitReason.INTERRUPTED, message: str | None = None
+    ) -> Decision:
+        """End the run from outside with `reason` (INTERRUPTED unless told otherwise).
+
+        The decision is STOP with that exit reason (FINAL when it is COMPLETED),
+        and the end is written to the trace like any other. Calls still pending
+        get error results in the decision's `results`: give the results you
+        have with `on_tool_results` first. Stopping a run that has ended raises
+        InvalidInputError.
+        """
+        run = self._run
+        exit_reason = self._exit_reason(reason)
+        if message is not None and not isinstance(message, str):
+            raise InvalidInputError(
+                f"stop(message=...) must be a str or None, not {type(message).__name__}",
+                state=run.state.value,
+                turn=run.turn,
+            )
+        if run.state is State.END:
+            ended = run.exit_reason.value if run.exit_reason else "unknown"
+            raise InvalidInputError(
+                f"cannot stop a run that has already ended ({ended})",
+                state=run.state.value,
+                turn=run.turn,
+            )
+        why = f"stopped from outside ({exit_reason.value})" + (f": {message}" if message else "")
+        pending = list(run.pending.values()) or list(run.pending_approval)
+        results = [
+            ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {why}")
+            for c in pending
+        ]
+        source = run.state
+        run.state, run.exit_reason = State.END, exit_reason
+        run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
+        run.interjection = None
+        decision = build(
+            Decision,
+            {
+                "action": Action.FINAL if exit_reason is ExitReason.COMPLETED else Action.STOP,
+                "priority": Priority.P6,
+                "layer": 5,
+                "reason": why,
+                "guard": f"Stop(ExitReason.{exit_reason.name})",
+                "fired": f"Stop(ExitReason.{exit_reason.name})",
+                "tool_calls": [],
+                "results": results,
+                "exit_reason": exit_reason,
+                "turn": run.turn,
+                "state": State.END,
+                "path": (source, State.END),
+                "adjust": {},
+                "answer": None,
+            },
+        )
+        if self._events.active:
+            self._events.stopped(run.turn, source.value, decision)
+        return decision
+
+    def _exit_reason(self, reason: object) -> ExitReason:
+        try:
+            if not isinstance(reason, str):
+                raise ValueError(reason)
+            return ExitReason(reason)
+        except ValueError:
+            names = ", ".join(r.value for r in ExitReason)
+            raise InvalidInputError(
+                f"stop(reason={reason!r}): not an ExitReason; one of {names}",
+                state=self._run.state.value,
+                turn=self._run.turn,
+            ) from None
+
+    @_atomic
+    def charge(self, usage: Usage) -> None:
+        """Add tokens and cost spent outside this run's model calls (a sub-agent's) to its budgets.
+
+        No turn is counted; the next decision's budget checks see the new totals.
+        """
+        if not isinstance(usage, Usage):
+            raise InvalidInputError(
+                f"charge() takes a Usage, not {type(usage).__name__}",
+                state=self._run.state.value,
+                turn=self._run.turn,
+            )
+        run = self._run
+        run.tokens += usage.input_tokens + usage.output_tokens
+        run.cost += usage.cost or 0.0
+        if self._events.active:
+            self._events.record("charged", run.turn, usage=usage.model_dump(mode="json"))
 
     # -- routing ------------------------------------------------------------------
 
@@ -382,6 +498,7 @@ class Controller:
         values["same_results_in_a_row"] = run.same_results
         values["retries_in_a_row"] = run.retries
         values["incomplete_in_a_row"] = run.incomplete
+        values["episode_start"] = run.episode_start
         values.update(changes)
         return build(RunSnapshot, values)
 
@@ -495,6 +612,7 @@ class Controller:
                 "state": dest,
                 "path": path,
                 "adjust": _adjust(route, step.output),
+                "answer": _answer(action, snap, run.policy.final_tools),
             },
         )
 
@@ -585,6 +703,49 @@ def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]
     if dest is State.HANDOFF:
         return snap.handoffs
     return run.pending_approval
+
+
+def _declined(
+    asked: tuple[ToolCall, ...], allowed: tuple[ToolCall, ...], message: str | None
+) -> list[ToolResult]:
+    """Error results for declined calls, and for the allowed calls that waited with them."""
+    said = f": {message}" if message else ""
+    results = [
+        ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"declined by the human{said}")
+        for c in asked
+    ]
+    names = ", ".join(c.name for c in asked)
+    results += [
+        ToolResult(
+            call_id=c.id,
+            name=c.name,
+            is_error=True,
+            content=f"not executed: the human declined {names}, asked in the same turn{said}",
+        )
+        for c in allowed
+    ]
+    return results
+
+
+def _in_turn_order(
+    allowed: tuple[ToolCall, ...], approved: tuple[ToolCall, ...], turn: ModelTurn | None
+) -> tuple[ToolCall, ...]:
+    calls = (*allowed, *approved)
+    if turn is None:
+        return calls
+    order = {c.id: i for i, c in enumerate(turn.tool_calls)}
+    return tuple(sorted(calls, key=lambda c: order.get(c.id, len(order))))
+
+
+def _answer(action: Action, snap: RunSnapshot, final_tools: frozenset[str]) -> Any:
+    """The answer of a FINAL: the model's text, or the final tool's result."""
+    if action is not Action.FINAL:
+        return None
+    if snap.phase == "tool_results":
+        return next(
+            (r.content for r in snap.results if r.name in final_tools and not r.is_error), None
+        )
+    return snap.output.text if snap.output is not None else None
 
 
 def _adjust(route: Route, out: ModelTurn | None) -> dict[str, Any]:

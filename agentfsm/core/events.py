@@ -111,6 +111,33 @@ class Emitter:
             results=dump(decision.results),
         )
 
+    def stopped(self, turn: int, source: str, decision: Decision) -> None:
+        """Emit an end decided from outside: its transition to `end`, then the decision."""
+        self.record(
+            "transition",
+            turn,
+            src=source,
+            dst="end",
+            guard=decision.guard,
+            priority=decision.priority.value,
+            layer=decision.layer,
+            reason=decision.reason,
+        )
+        self.record(
+            "decision",
+            turn,
+            action=decision.action.value,
+            priority=decision.priority.value,
+            layer=decision.layer,
+            guard=decision.guard,
+            fired=decision.fired,
+            reason=decision.reason,
+            exit_reason=None if decision.exit_reason is None else decision.exit_reason.value,
+            state=decision.state.value,
+            tool_calls=[],
+            results=dump(decision.results),
+        )
+
 
 def dump(items: Iterable[ToolCall | ToolResult]) -> list[dict[str, Any]]:
     """Calls or results as JSON-compatible dicts."""

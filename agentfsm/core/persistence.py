@@ -138,6 +138,12 @@ def _models(cls: type[BaseModel], data: Any) -> list[Any]:
     return [cls.model_validate(item) for item in data]
 
 
+def _text_or_none(data: Any) -> str | None:
+    if data is not None and not isinstance(data, str):
+        raise TypeError(f"expected a string or null, got {type(data).__name__}")
+    return data
+
+
 def _call_map(data: Any, _: _Context) -> dict[str, ToolCall]:
     return {call.id: call for call in _models(ToolCall, data)}
 
@@ -185,10 +191,17 @@ CODECS: dict[str, Codec] = {
         lambda r: None if r.exit_reason is None else r.exit_reason.value,
         lambda d, _: None if d is None else ExitReason(d),
     ),
+    "episode": Codec(lambda r: r.episode, _int),
+    "episode_start": Codec(lambda r: r.episode_start, _int),
     "incomplete": Codec(lambda r: r.incomplete, _int),
+    "interjection": Codec(lambda r: r.interjection, lambda d, _: _text_or_none(d)),
     "last_call": Codec(lambda r: _freeze(r.last_call), lambda d, _: _thaw(d)),
     "last_results": Codec(_rounds, _unrounds),
     "pending": Codec(lambda r: [c.model_dump(mode="json") for c in r.pending.values()], _call_map),
+    "pending_allowed": Codec(
+        lambda r: [c.model_dump(mode="json") for c in r.pending_allowed],
+        lambda d, _: tuple(_models(ToolCall, d)),
+    ),
     "pending_approval": Codec(
         lambda r: [c.model_dump(mode="json") for c in r.pending_approval],
         lambda d, _: tuple(_models(ToolCall, d)),
@@ -420,13 +433,29 @@ def _check_reachable(run: Run, last: ModelTurn | None) -> None:
         )
 
 
+def _impossible_episode(run: Run) -> list[str]:
+    """Episode counters past the turn, or a user message held outside pending results."""
+    problems = []
+    if run.episode_start > run.turn or run.episode < 1:
+        problems.append(
+            f"episode {run.episode} from turn {run.episode_start} is past turn {run.turn}"
+        )
+    elif run.turn - run.episode_start > run.policy.max_turns:
+        where = f" (episode {run.episode})" if run.episode > 1 else ""
+        problems.append(
+            f"turn {run.turn - run.episode_start} is above max_turns {run.policy.max_turns}{where}"
+        )
+    if run.interjection is not None and run.state not in (State.EXECUTE, State.HANDOFF):
+        problems.append(f"a user message awaits pending results in state {run.state.value!r}")
+    return problems
+
+
 def _impossible(run: Run, last: ModelTurn | None) -> list[str]:
     policy, state = run.policy, run.state
     problems = []
     if state not in _RESTING:
         problems.append(f"state {state.value!r} is never held between inputs")
-    if run.turn > policy.max_turns:
-        problems.append(f"turn {run.turn} is above max_turns {policy.max_turns}")
+    problems += _impossible_episode(run)
     if policy.max_tool_calls is not None and run.tool_calls_used > policy.max_tool_calls:
         problems.append(
             f"tool_calls_used {run.tool_calls_used} is above max_tool_calls {policy.max_tool_calls}"
@@ -435,10 +464,12 @@ def _impossible(run: Run, last: ModelTurn | None) -> list[str]:
         problems.append(f"exit_reason {run.exit_reason} does not match state {state.value!r}")
     if run.pending and state not in (State.EXECUTE, State.HANDOFF):
         problems.append(f"calls are pending in state {state.value!r}")
-    if (run.pending_approval or run.pending_rejected) and state is not State.AWAIT_HUMAN:
+    waiting = run.pending_approval or run.pending_rejected or run.pending_allowed
+    if waiting and state is not State.AWAIT_HUMAN:
         problems.append(f"calls await approval in state {state.value!r}")
     issued = {c.id for c in last.tool_calls} if last is not None else set()
     referenced = [*run.pending, *(c.id for c in run.pending_approval)]
+    referenced += [c.id for c in run.pending_allowed]
     referenced += [r.call_id for r in run.pending_rejected]
     never = sorted(set(referenced) - issued)
     if never:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentfsm.core.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards import Guard, RouteTable, Verifier, as_guard, build_routes, parse_guard
@@ -24,9 +25,6 @@ __all__ = ["Permission", "Policy"]
 
 _TABLES: dict[tuple[Any, ...], RouteTable] = {}
 """Route tables by policy content: a policy built per run reuses its table and machine."""
-
-Permission = Literal["allow", "ask", "deny"]
-PermissionHook = Callable[[ToolCall], Permission]
 
 
 class Policy(BaseModel):
@@ -46,8 +44,13 @@ class Policy(BaseModel):
     """Error results in a row before the run ends as TOOL_ERRORS (the P5 bound)."""
     repeat_threshold: int = Field(3, ge=2)
     """Identical consecutive calls that trip the doom-loop guard."""
-    on_repeat: Literal["ask", "stop"] = "stop"
-    """What the doom-loop guard does: ask a human, or stop the run."""
+    on_repeat: Literal["stop", "ask", "feedback"] = "stop"
+    """What happens at the `repeat_threshold`-th identical call: `"stop"` ends the run as
+    DOOM_LOOP; `"ask"` asks a human; `"feedback"` (the seeds' rule) does not run it and
+    sends the model an error result saying why, and the run goes on, bounded by
+    `max_consecutive_tool_errors` and `no_progress_threshold`, ending as DOOM_LOOP if the
+    model repeats the call twice more. Replaying the shared corpus gives the same exits
+    with `"stop"` and `"feedback"`, so the default stays `"stop"`."""
     no_progress_threshold: int | None = Field(6, ge=2)
     """Rounds in a row without change (repeated calls and results, failed answers) before
     NO_PROGRESS. 6 by default: at 4 or 5, replaying the tau-bench sample stops task 9 trial 2,
@@ -66,10 +69,18 @@ class Policy(BaseModel):
     """Denied calls: send the model an error result, or stop the run."""
     permissions: dict[str, Permission] = Field(default_factory=dict)
     """Per-tool permission; the key `"*"` sets the default (allow when absent)."""
+    permission_rules: tuple[Rule, ...] = ()
+    """Rules by tool name and argument pattern, e.g. `"deny bash(command=rm -rf *)"`,
+    `"ask git_*"`, `{"action": "allow", "tool": "read_file"}`. Every rule that matches counts."""
     permission: PermissionHook | None = Field(None, exclude=True)
-    """A hook deciding per call; it overrides `permissions`."""
+    """A hook deciding per call. Its verdict counts beside the rules and `permissions`:
+    the strongest wins (deny, then ask, then allow). Anything it returns that is not exactly
+    `"allow"`, `"ask"` or `"deny"`, and any exception it raises, denies the call."""
     handoffs: frozenset[str] = frozenset()
     """Tool names that hand the task to another agent."""
+    final_tools: frozenset[str] = frozenset()
+    """Tool names whose successful result ends the run as COMPLETED, that result being the
+    answer (mini-swe-agent's submit, the OpenAI Agents SDK's `StopAtTools`)."""
     verifiers: tuple[Verifier, ...] = Field((), exclude=True)
     """Completion checks run on an answer without tool calls."""
     guards: tuple[Guard, ...] = ()
@@ -90,6 +101,22 @@ class Policy(BaseModel):
             value = [value]
         return tuple(parse_guard(g) if isinstance(g, str) else as_guard(g) for g in value)
 
+    @field_validator("permission_rules", mode="before")
+    @classmethod
+    def _parse_rules(cls, value: Any) -> tuple[Rule, ...]:
+        if isinstance(value, str | Rule | Mapping):
+            value = [value]
+        if not isinstance(value, list | tuple):
+            raise PolicyError(
+                f"permission_rules must be a list of rules, not {type(value).__name__}"
+            )
+        return tuple(Rule.of(item) for item in value)
+
+    @field_validator("final_tools", "handoffs", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
     @cached_property
     def routes(self) -> RouteTable:
         """The route table this policy builds, shared by every equal policy."""
@@ -109,19 +136,24 @@ class Policy(BaseModel):
         )
 
     def permission_for(self, call: ToolCall) -> Permission:
-        """Whether `call` may run, needs a human, or is denied."""
-        if self.permission is not None:
-            return self.permission(call)
-        permissions = self.permissions
-        if not permissions:
-            return "allow"
-        return permissions.get(call.name, permissions.get("*", "allow"))
+        """Whether `call` may run, needs a human, or is denied (the strongest verdict wins)."""
+        return self.permission_verdict(call)[0]
+
+    def permission_verdict(self, call: ToolCall) -> Verdict:
+        """The permission of `call` and the source that gave it (a rule, the table, the hook)."""
+        if not self.permission_rules and not self.permissions and self.permission is None:
+            return "allow", "the default"
+        return decide(call, self.permission_rules, self.permissions, self.permission)
 
     def to_json(self) -> dict[str, Any]:
         """The policy as JSON-compatible data, guards as their reprs."""
-        data = self.model_dump(mode="python", exclude={"guards", "handoffs"})
+        data = self.model_dump(
+            mode="python", exclude={"guards", "handoffs", "final_tools", "permission_rules"}
+        )
         data["guards"] = [repr(g) for g in self.guards]
         data["handoffs"] = sorted(self.handoffs)
+        data["final_tools"] = sorted(self.final_tools)
+        data["permission_rules"] = [str(rule) for rule in self.permission_rules]
         return data
 
     @classmethod

@@ -36,11 +36,15 @@ class Run:
     __slots__ = (
         "context_tokens",
         "cost",
+        "episode",
+        "episode_start",
         "exit_reason",
         "incomplete",
+        "interjection",
         "last_call",
         "last_results",
         "pending",
+        "pending_allowed",
         "pending_approval",
         "pending_rejected",
         "pending_sigs",
@@ -78,9 +82,17 @@ class Run:
         self.streak = 0
         self.pending: dict[str, ToolCall] = {}
         self.pending_approval: tuple[ToolCall, ...] = ()
+        # Allowed calls of a turn whose other calls await approval: they run with them.
+        self.pending_allowed: tuple[ToolCall, ...] = ()
         self.pending_rejected: tuple[ToolResult, ...] = ()
         self.pending_sigs: dict[str, Hashable] = {}
         self.exit_reason: ExitReason | None = None
+        # Which episode of the conversation: a user message after FINAL opens the next.
+        self.episode = 1
+        # The turn before the episode's first model output; `max_turns` counts from it.
+        self.episode_start = 0
+        # A user message that arrived while results were pending: missing results are skips.
+        self.interjection: str | None = None
 
     def save(self) -> tuple[Any, ...]:
         """Every field an input can change, for `restore` (one C call, about 0.2 µs)."""

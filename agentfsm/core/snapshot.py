@@ -30,6 +30,8 @@ class RunSnapshot(BaseModel):
     """Which input is being routed."""
     turn: int = 0
     """Model outputs seen so far, this one included; retries count."""
+    episode_start: int = 0
+    """The turn before the current episode's first model output (0 in the first episode)."""
     output: ModelTurn | None = None
     """The model output being routed (phase `model_output`)."""
     executable: tuple[ToolCall, ...] = ()

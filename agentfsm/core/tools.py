@@ -71,6 +71,9 @@ class ToolSpec(BaseModel):
         params = spec.get("parameters", spec.get("input_schema"))
         if params is not None and not isinstance(params, dict):
             raise ToolDefinitionError(f"tool {name!r}: 'parameters' must be a JSON schema object")
+        problem = None if params is None else _schema_problem(params, "parameters")
+        if problem is not None:
+            raise ToolDefinitionError(f"tool {name!r}: not a valid JSON schema: {problem}")
         return cls(name=name, description=str(spec.get("description") or ""), parameters=params)
 
     @classmethod
@@ -129,6 +132,37 @@ class ToolSpec(BaseModel):
         if self.parameters is None:
             return None
         return _check_object(self.parameters, arguments)
+
+
+_SCHEMA_TYPES = frozenset(_JSON_TYPES)
+
+
+def _schema_problem(schema: Any, where: str, depth: int = 0) -> str | None:
+    """Say where a schema breaks the JSON Schema keywords the validator reads, or None."""
+    if not isinstance(schema, dict):
+        return f"{where} must be an object, not {type(schema).__name__}"
+    if depth > 32:
+        return f"{where} is nested more than 32 levels deep"
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if kind is not None and not all(isinstance(k, str) and k in _SCHEMA_TYPES for k in kinds):
+        return f"{where}.type is {kind!r}; JSON Schema types are {sorted(_SCHEMA_TYPES)}"
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return f"{where}.required must be a list of property names"
+    if "enum" in schema and not isinstance(schema["enum"], list):
+        return f"{where}.enum must be a list"
+    props = schema.get("properties", {})
+    if not isinstance(props, dict):
+        return f"{where}.properties must be an object"
+    for key, sub in props.items():
+        problem = _schema_problem(sub, f"{where}.properties.{key}", depth + 1)
+        if problem is not None:
+            return problem
+    items = schema.get("items")
+    if isinstance(items, dict):
+        return _schema_problem(items, f"{where}.items", depth + 1)
+    return None
 
 
 def _check_object(schema: Mapping[str, Any], value: Mapping[str, Any]) -> str | None:

@@ -266,3 +266,6 @@ class Decision(BaseModel):
     """The states passed through while deciding, in order."""
     adjust: dict[str, Any] = Field(default_factory=dict)
     """Suggestions for the next model call, e.g. `{"max_tokens_factor": 2}` after truncation."""
+    answer: Any = None
+    """The answer when the action is FINAL: the model's text, or the content of the result of
+    a `final_tools` call that ended the run."""

@@ -35,7 +35,7 @@ from agentfsm.guards.boundaries import (
 )
 from agentfsm.guards.completion import AnswerComplete, AnswerIncomplete, Paused
 from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
-from agentfsm.guards.results import ResultsReady, ToolErrorLimit, ToolFailed
+from agentfsm.guards.results import FinalTool, ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.guards.structure import (
     HandoffRequested,
     HasToolCalls,
@@ -48,7 +48,10 @@ from agentfsm.guards.structure import (
 if TYPE_CHECKING:
     from agentfsm.core.policy import Policy
 
-__all__ = ["INITIAL", "WAITING", "Route", "RouteTable", "build_routes"]
+__all__ = ["FEEDBACK_GRACE", "INITIAL", "WAITING", "Route", "RouteTable", "build_routes"]
+
+FEEDBACK_GRACE = 2
+"""With `on_repeat="feedback"`, refused repeats the model may still make before DOOM_LOOP."""
 
 INITIAL = State.AWAIT_MODEL
 WAITING = frozenset({State.AWAIT_MODEL, State.EXECUTE, State.HANDOFF, State.AWAIT_HUMAN, State.END})
@@ -216,6 +219,9 @@ def build_routes(policy: Policy) -> RouteTable:
     bounds = boundary_guards(policy)
     verifiers = tuple(policy.verifiers)
     on_repeat = S.AWAIT_HUMAN if policy.on_repeat == "ask" else S.END
+    # "feedback": validate refuses the repeated calls itself; the run stops only when the
+    # model repeats them FEEDBACK_GRACE more times after being told.
+    repeats = policy.repeat_threshold + (FEEDBACK_GRACE if policy.on_repeat == "feedback" else 0)
     on_incomplete = S.AWAIT_HUMAN if policy.on_incomplete == "ask" else S.AWAIT_MODEL
     rows: list[tuple[State, Guard, State]] = [
         (S.AWAIT_MODEL, Otherwise("a model output arrived", "P1"), S.PARSE),
@@ -226,7 +232,7 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.PARSE, ProviderFailed(), S.END),
         (S.PARSE, SignalConflict(), S.VALIDATE),
         (S.PARSE, Otherwise("the output is well formed", "P1"), S.VALIDATE),
-        (S.VALIDATE, RepeatedCall(policy.repeat_threshold), on_repeat),
+        (S.VALIDATE, RepeatedCall(repeats), on_repeat),
     ]
     if policy.on_deny == "stop":
         rows.append((S.VALIDATE, PermissionDenied(), S.END))
@@ -254,6 +260,10 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.RECOVER, RetriesExhausted(policy.max_retries), S.END),
         *((S.RECOVER, g, S.END) for g in bounds),
         (S.RECOVER, Otherwise("retry the model call", "P0"), S.AWAIT_MODEL),
+    ]
+    if policy.final_tools:
+        rows.append((S.EXECUTE, FinalTool(*sorted(policy.final_tools)), S.END))
+    rows += [
         (S.EXECUTE, Otherwise("the tool results arrived", "P1"), S.BUDGET_CHECK),
         (S.HANDOFF, Otherwise("the delegate answered", "P2"), S.BUDGET_CHECK),
         (S.AWAIT_HUMAN, HumanDeclined(), S.END),

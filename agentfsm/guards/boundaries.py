@@ -39,7 +39,11 @@ class _Limit(Guard):
 
 
 class MaxTurns(_Limit):
-    """Stop when the run has used `max_turns` model turns and needs another."""
+    """Stop when the episode has used `max_turns` model turns and needs another.
+
+    In a conversation each episode (opened by a user message after a final
+    answer) gets `max_turns` turns of its own; turn numbers go on.
+    """
 
     exit_reason = ExitReason.MAX_TURNS
 
@@ -47,11 +51,12 @@ class MaxTurns(_Limit):
         super().__init__(limit)
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
-        if snap.turn < self.limit:
+        used = snap.turn - snap.episode_start
+        if used < self.limit:
             return None
         return Hit(
             self,
-            f"turn {snap.turn} of {self.limit}: no model call is left to read what comes next",
+            f"turn {used} of {self.limit}: no model call is left to read what comes next",
             self.exit_reason,
         )
 

@@ -6,7 +6,7 @@ from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, Priority
 from agentfsm.guards._base import ON_RESULTS, Guard, Hit, check_number
 
-__all__ = ["ResultsReady", "ToolErrorLimit", "ToolFailed"]
+__all__ = ["FinalTool", "ResultsReady", "ToolErrorLimit", "ToolFailed"]
 
 
 class ToolErrorLimit(Guard):
@@ -54,6 +54,37 @@ class ToolFailed(Guard):
             f"{len(failed)} tool call(s) failed, errors go back to the model: {why}{more}",
             self.exit_reason,
         )
+
+
+class FinalTool(Guard):
+    """End the run as completed when a call to one of `names` succeeded; its result is the answer.
+
+    The host decides the end (mini-swe-agent's submit command, the OpenAI Agents
+    SDK's `StopAtTools`). An error result from such a tool does not end the run.
+    """
+
+    phases = ON_RESULTS
+    layer = 3
+    priority = Priority.P3
+    exit_reason = ExitReason.COMPLETED
+
+    def __init__(self, *names: str) -> None:
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"FinalTool needs one or more tool names, got {names!r}")
+        self.names = frozenset(names)
+
+    def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        return tuple(sorted(self.names)), {}
+
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
+        for result in snap.results:
+            if result.name in self.names and not result.is_error:
+                return Hit(
+                    self,
+                    f"{result.name} ({result.call_id}) returned: its result is the answer",
+                    self.exit_reason,
+                )
+        return None
 
 
 class ResultsReady(Guard):

@@ -10,26 +10,91 @@ or stops (FINAL, STOP). Transient provider failures are retried with tenacity
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agentfsm.core.tools import ToolSpec
-from agentfsm.core.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import ProviderError
+from agentfsm.runner.agents import Agent, child_messages, child_result
+from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry, is_transient
-from agentfsm.runner.session import RunResult, Session
+from agentfsm.runner.session import Inbox, RunResult, Session
 
 if TYPE_CHECKING:
     from agentfsm.providers import StreamAccumulator
 
-__all__ = ["OnAsk", "ProviderRetry", "RunResult", "arun", "run"]
+__all__ = ["Agent", "Executor", "Inbox", "OnAsk", "ProviderRetry", "RunResult", "arun", "run"]
 
 OnAsk = Callable[[Decision], "tuple[bool, str | None] | Awaitable[tuple[bool, str | None]]"]
 """Answers an ASK_HUMAN decision with `(approved, message)`; `arun` also awaits a coroutine."""
 
 _TOOL_WORK = (Action.EXECUTE_TOOLS, Action.HANDOFF)
+_HOST_WORK = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
+
+
+class _Flag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class _Loop:
+    """What one run acts with: the executor, the cancellation, the inbox, the sub-agents."""
+
+    def __init__(
+        self,
+        session: Session,
+        executor: Executor | None,
+        parallel_tool_calls: bool | None,
+        cancel: _Flag | None,
+        inbox: Inbox | None,
+        agents: Mapping[str, Agent] | None,
+        child: dict[str, Any],
+    ) -> None:
+        self.session = session
+        self.executor = executor or Executor(
+            session.specs or {}, parallel_tool_calls=parallel_tool_calls is not False
+        )
+        self.cancel = cancel
+        self.inbox = inbox
+        self.agents = dict(agents or {})
+        self.child = child
+        # Set when a child was interrupted: the cancellation (of the task) was meant for all.
+        self.interrupted = False
+
+    def cancelled(self) -> bool:
+        """Whether the run was cancelled; if so it ends INTERRUPTED, nothing produced lost."""
+        if self.interrupted or (self.cancel is not None and self.cancel.is_set()):
+            self.session.interrupt()
+            return True
+        return False
+
+    def going_on(self) -> bool:
+        """Before a model call: not cancelled, and (queued messages taken) not finished."""
+        return not self.cancelled() and self.session.take(self.inbox)
+
+    def skip(self) -> _Flag | None:
+        return None if self.inbox is None else self.inbox.arrived
+
+    def child_run(self, call: ToolCall) -> tuple[Agent, dict[str, Any]] | ToolResult:
+        """The child agent and its run's arguments, or the error result when there is none."""
+        agent = self.agents.get(call.name)
+        if agent is None:
+            known = ", ".join(sorted(self.agents)) or "none"
+            return Executor.error_of(
+                call, f"no agent is registered for handoff {call.name!r}; agents: {known}"
+            )
+        options = {**self.child, **agent.options}
+        options["model"] = agent.model or options["model"]
+        options.update(tools=agent.tools, policy=agent.policy, cancel=self.cancel)
+        return agent, options
+
+    def adopt(self, call: ToolCall, child: RunResult) -> ToolResult:
+        """Charge the child's usage to this run and make its end the call's result."""
+        self.session.charge(child.usage)
+        self.interrupted = self.interrupted or child.exit_reason is ExitReason.INTERRUPTED
+        return child_result(call, child.exit_reason, child.text, child.error)
 
 
 PROVIDER_TIMEOUT = 120.0
@@ -54,6 +119,10 @@ def run(
     retry: ProviderRetry | None = None,
     on_ask: OnAsk | None = None,
     timeout: float | None = PROVIDER_TIMEOUT,
+    executor: Executor | None = None,
+    cancel: _Flag | None = None,
+    inbox: Inbox | None = None,
+    agents: Mapping[str, Agent] | None = None,
     **completion_kwargs: Any,
 ) -> RunResult:
     """Run the loop synchronously with `litellm.completion` until the Controller ends it.
@@ -76,33 +145,71 @@ def run(
         retry: How transient provider failures are retried (default `ProviderRetry()`).
         on_ask: Answers ASK_HUMAN decisions; without it every ask is declined.
         timeout: Seconds one provider call may take, per attempt (None: litellm's own).
+        executor: Runs the tool calls; by default an `Executor` over `tools` (10 at a
+            time, one at a time when `parallel_tool_calls=False`).
+        cancel: A `threading.Event` (or an `asyncio.Event` for `arun`): once set, the
+            running tools are cancelled and the run ends INTERRUPTED, keeping every
+            message and result produced. A model call already sent finishes first.
+        inbox: User messages sent while the run goes on (`Inbox.send`, from any thread):
+            during a batch they skip the calls not yet started; after a final answer they
+            continue the conversation as the next episode.
+        agents: The sub-agents handoff tools (the policy's `handoffs`) run, by tool name.
         **completion_kwargs: Further litellm arguments (`temperature`, `timeout`, ...).
 
     Returns:
         The `RunResult`: exit reason, decisions, messages, final text, turns and usage.
     """
+    child = {
+        "model": model,
+        "tool_choice": tool_choice,
+        "parallel_tool_calls": parallel_tool_calls,
+        "api_base": api_base,
+        "api_key": api_key,
+        "stream": stream,
+        "retry": retry,
+        "on_ask": on_ask,
+        **completion_kwargs,
+    }
     with Session.open(
         model, messages, tools, policy, observers, trace, max_tokens=max_tokens
     ) as session:
+        loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
         request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
         request.update(completion_kwargs)
         if timeout is not None:
             request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).retrying()
-        while not session.finished:
+        while loop.going_on():
             try:
                 turn = retrying(_complete, session.request(request))
             except ProviderError as exc:
                 session.fail(exc)
                 break
             decision = session.on_turn(turn)
-            while decision.action in (*_TOOL_WORK, Action.ASK_HUMAN) and not session.finished:
-                if decision.action is Action.ASK_HUMAN:
-                    decision = session.on_human(decision, *_sync_answer(on_ask, decision))
-                else:
-                    results = [_execute(session.specs, c) for c in decision.tool_calls]
-                    decision = session.on_results(results)
+            while decision.action in _HOST_WORK and not session.finished and not loop.cancelled():
+                decision = _act(loop, decision, on_ask)
         return session.result()
+
+
+def _act(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decision:
+    """Do what one decision asks: ask the human, run the delegate, or run the batch."""
+    session = loop.session
+    if decision.action is Action.ASK_HUMAN:
+        return session.on_human(decision, *_sync_answer(on_ask, decision))
+    if decision.action is Action.HANDOFF:
+        return session.on_results([_delegate(loop, c) for c in decision.tool_calls])
+    results = loop.executor.run(decision, cancel=loop.cancel, skip=loop.skip())
+    session.steer(loop.inbox)
+    return session.on_results(results)
+
+
+def _delegate(loop: _Loop, call: ToolCall) -> ToolResult:
+    found = loop.child_run(call)
+    if isinstance(found, ToolResult):
+        return found
+    agent, options = found
+    model = options.pop("model")
+    return loop.adopt(call, run(model, child_messages(agent, call), **options))
 
 
 async def arun(
@@ -122,36 +229,91 @@ async def arun(
     retry: ProviderRetry | None = None,
     on_ask: OnAsk | None = None,
     timeout: float | None = PROVIDER_TIMEOUT,
+    executor: Executor | None = None,
+    cancel: _Flag | None = None,
+    inbox: Inbox | None = None,
+    agents: Mapping[str, Agent] | None = None,
     **completion_kwargs: Any,
 ) -> RunResult:
     """Run the loop like `run`, with `litellm.acompletion`; async tools and `on_ask` are awaited.
 
-    Tools run one after another in the order the model called them, so the
-    results (and the trace) are the same on every run.
+    Cancelling the task that runs `arun` is the stop button: the running tools are
+    cancelled and `arun` returns the INTERRUPTED `RunResult`, with every message and
+    result produced so far, instead of raising CancelledError.
     """
+    child = {
+        "model": model,
+        "tool_choice": tool_choice,
+        "parallel_tool_calls": parallel_tool_calls,
+        "api_base": api_base,
+        "api_key": api_key,
+        "stream": stream,
+        "retry": retry,
+        "on_ask": on_ask,
+        **completion_kwargs,
+    }
     with Session.open(
         model, messages, tools, policy, observers, trace, max_tokens=max_tokens
     ) as session:
+        loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
         request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
         request.update(completion_kwargs)
         if timeout is not None:
             request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).async_retrying()
-        while not session.finished:
-            try:
-                turn: ModelTurn = await retrying(_acomplete, session.request(request))
-            except ProviderError as exc:
-                session.fail(exc)
-                break
-            decision = session.on_turn(turn)
-            while decision.action in (*_TOOL_WORK, Action.ASK_HUMAN) and not session.finished:
-                if decision.action is Action.ASK_HUMAN:
-                    approved, message = await _async_answer(on_ask, decision)
-                    decision = session.on_human(decision, approved, message)
-                else:
-                    results = [await _aexecute(session.specs, c) for c in decision.tool_calls]
-                    decision = session.on_results(results)
+        try:
+            while loop.going_on():
+                try:
+                    turn: ModelTurn = await retrying(_acomplete, session.request(request))
+                except ProviderError as exc:
+                    session.fail(exc)
+                    break
+                decision = session.on_turn(turn)
+                while (
+                    decision.action in _HOST_WORK and not session.finished and not loop.cancelled()
+                ):
+                    decision = await _aact(loop, decision, on_ask)
+        except asyncio.CancelledError:
+            # The stop button: the run ends INTERRUPTED and its result keeps what was produced.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            session.interrupt()
         return session.result()
+
+
+async def _aact(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decision:
+    """Do what one decision asks, awaiting tools, delegates and `on_ask`."""
+    session = loop.session
+    if decision.action is Action.ASK_HUMAN:
+        approved, message = await _async_answer(on_ask, decision)
+        return session.on_human(decision, approved, message)
+    if decision.action is Action.HANDOFF:
+        return session.on_results([await _adelegate(loop, c) for c in decision.tool_calls])
+    seen: dict[str, ToolResult] = {}
+    try:
+        results = await loop.executor.arun(
+            decision,
+            cancel=loop.cancel,
+            skip=loop.skip(),
+            on_result=lambda r: seen.__setitem__(r.call_id, r),
+        )
+    except asyncio.CancelledError:
+        # Every call keeps one result: what finished, and a cancellation for the rest.
+        done = [seen.get(c.id) or Executor.cancelled(c, started=True) for c in decision.tool_calls]
+        session.on_results(done)
+        raise
+    session.steer(loop.inbox)
+    return session.on_results(results)
+
+
+async def _adelegate(loop: _Loop, call: ToolCall) -> ToolResult:
+    found = loop.child_run(call)
+    if isinstance(found, ToolResult):
+        return found
+    agent, options = found
+    model = options.pop("model")
+    return loop.adopt(call, await arun(model, child_messages(agent, call), **options))
 
 
 def _request_options(
@@ -258,42 +420,6 @@ def _provider_error(exc: Exception, request: Mapping[str, Any]) -> Exception:
         status_code=getattr(exc, "status_code", None),
         error_type=type(exc).__name__,
     )
-
-
-def _execute(specs: Mapping[str, ToolSpec] | None, call: ToolCall) -> ToolResult:
-    """Run one tool call; an exception becomes an error result, never a crash."""
-    spec = (specs or {}).get(call.name)
-    if spec is None or spec.fn is None:
-        return _no_implementation(call)
-    try:
-        value = spec.fn(**(call.arguments or {}))
-    except Exception as exc:
-        return _failed(call, exc)
-    return ToolResult(call_id=call.id, content=value, name=call.name)
-
-
-async def _aexecute(specs: Mapping[str, ToolSpec] | None, call: ToolCall) -> ToolResult:
-    """Run one tool call, awaiting it when it is a coroutine function."""
-    spec = (specs or {}).get(call.name)
-    if spec is None or spec.fn is None:
-        return _no_implementation(call)
-    try:
-        value = spec.fn(**(call.arguments or {}))
-        if inspect.isawaitable(value):
-            value = await value
-    except Exception as exc:
-        return _failed(call, exc)
-    return ToolResult(call_id=call.id, content=value, name=call.name)
-
-
-def _no_implementation(call: ToolCall) -> ToolResult:
-    text = f"tool {call.name!r} has no Python implementation in this runner"
-    return ToolResult(call_id=call.id, content=text, is_error=True, name=call.name)
-
-
-def _failed(call: ToolCall, exc: Exception) -> ToolResult:
-    text = f"{type(exc).__name__}: {exc}"
-    return ToolResult(call_id=call.id, content=text, is_error=True, name=call.name)
 
 
 def _sync_answer(on_ask: OnAsk | None, decision: Decision) -> tuple[bool, str | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult, Usage
 
-__all__ = ["RunResult", "Session"]
+__all__ = ["Inbox", "RunResult", "Session"]
 
 DEFAULT_MAX_TOKENS = 4096
 """The output limit assumed when a truncated call set none and reported no usage."""
@@ -43,9 +44,41 @@ class RunResult(BaseModel):
     turns: int = 0
     """Model outputs the Controller saw, retries included."""
     usage: Usage = Field(default_factory=Usage)
-    """Tokens (and cost, when known) summed over every model output."""
+    """Tokens (and cost, when known) summed over every model output, sub-agents' included."""
     error: str | None = None
     """What failed, when the run ended with `PROVIDER_ERROR`."""
+
+
+class Inbox:
+    """User messages for a run in progress; `send` is safe from any thread.
+
+    A message sent while tools run skips the calls not yet started ("skipped: a
+    user message arrived") and reaches the model next; one sent while the model
+    answers continues the conversation as the next episode.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._texts: list[str] = []
+        self.arrived = threading.Event()
+        """Set while messages wait to be taken."""
+
+    def send(self, text: str) -> None:
+        """Queue a user message."""
+        if not isinstance(text, str):
+            from agentfsm.exceptions import InvalidInputError
+
+            raise InvalidInputError(f"a user message must be a str, not {type(text).__name__}")
+        with self._lock:
+            self._texts.append(text)
+            self.arrived.set()
+
+    def take(self) -> list[str]:
+        """Take every queued message, oldest first."""
+        with self._lock:
+            texts, self._texts = self._texts, []
+            self.arrived.clear()
+        return texts
 
 
 class Session:
@@ -63,6 +96,7 @@ class Session:
         self.error: str | None = None
         self._pending: ModelTurn | None = None
         self._answers: list[ToolResult] = []
+        self._users: list[str] = []
         self._text = ""
         self._usage = Usage()
 
@@ -138,15 +172,45 @@ class Session:
         return self._settle(self.controller.on_human_reply(approved, message))
 
     def fail(self, exc: BaseException) -> None:
-        """End the run on a provider failure that retries did not fix."""
+        """End the run on a provider failure that retries did not fix; the trace records it."""
         self.error = str(exc)
+        if not self.controller.done:
+            self._settle(self.controller.stop(ExitReason.PROVIDER_ERROR, message=self.error))
+
+    def interrupt(self) -> None:
+        """End the run as INTERRUPTED, keeping every message and result produced so far."""
+        if not self.controller.done:
+            self._settle(self.controller.stop(ExitReason.INTERRUPTED, message="cancelled"))
+
+    def steer(self, inbox: Inbox | None) -> None:
+        """Give the queued user messages to the Controller; they reach the model next."""
+        if inbox is None or not inbox.arrived.is_set():
+            return
+        for text in inbox.take():
+            self.controller.on_user_message(text)
+            self._users.append(text)
+        if not self.controller.pending_calls:
+            self._flush_users()
+
+    def take(self, inbox: Inbox | None) -> bool:
+        """Before a model call: take queued messages (after FINAL, they open the next episode).
+
+        Returns whether the run goes on.
+        """
+        if inbox is not None and inbox.arrived.is_set():
+            done = self.controller.done
+            if not done or self.controller.exit_reason is ExitReason.COMPLETED:
+                self.steer(inbox)
+        return not self.finished
+
+    def charge(self, usage: Usage) -> None:
+        """Charge a sub-agent's tokens and cost to this run's budgets and usage."""
+        self.controller.charge(usage)
+        self._usage = _add_usage(self._usage, usage)
 
     def result(self) -> RunResult:
         """Return the run's result."""
-        if self.error is not None:
-            exit_reason = ExitReason.PROVIDER_ERROR
-        else:
-            exit_reason = self.controller.exit_reason or ExitReason.INTERRUPTED
+        exit_reason = self.controller.exit_reason or ExitReason.INTERRUPTED
         return RunResult(
             exit_reason=exit_reason,
             decisions=list(self.decisions),
@@ -166,8 +230,16 @@ class Session:
             return decision
         if decision.action is Action.RETRY and not self._answers:
             self._pending = None  # a broken output is not part of the conversation
+        if decision.action is Action.FINAL and decision.answer is not None:
+            answer = decision.answer
+            self._text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
         self._flush()
+        self._flush_users()
         return decision
+
+    def _flush_users(self) -> None:
+        self.messages.extend({"role": "user", "content": text} for text in self._users)
+        self._users = []
 
     def _adjust(self, decision: Decision) -> None:
         factor = decision.adjust.get("max_tokens_factor")

@@ -15,7 +15,9 @@ def enter(run: Run, step: Step) -> None:
     """Commit the step's loop counters and clear pending work."""
     snap = step.snap
     run.pending = {}
+    run.interjection = None
     run.pending_approval = ()
+    run.pending_allowed = ()
     run.pending_rejected = ()
     run.tool_errors = snap.tool_errors_in_a_row
     run.same_results = snap.same_results_in_a_row

@@ -17,3 +17,4 @@ def enter(run: Run, step: Step) -> None:
     hit = step.hit
     run.exit_reason = (hit.exit_reason if hit else None) or ExitReason.INTERRUPTED
     run.pending = {}
+    run.interjection = None

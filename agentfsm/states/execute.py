@@ -13,7 +13,10 @@ from agentfsm.core.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import UnknownCallIdError
 
-__all__ = ["collect", "enter"]
+__all__ = ["SKIPPED", "collect", "enter"]
+
+SKIPPED = "skipped: a user message arrived"
+"""The result of a call that a user message skipped before it started."""
 
 
 def enter(run: Run, step: Step) -> None:
@@ -40,6 +43,26 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
     Raises UnknownCallIdError (before changing anything) for a result whose id
     was never asked for, or a second result for the same id.
     """
+    by_id = _by_id(run, results)
+    ordered, missing = _in_call_order(run, by_id)
+    skipped = run.interjection is not None
+    errors = run.tool_errors
+    for result in ordered:
+        if result.is_error and type(result.content) is str and result.content == SKIPPED:
+            continue  # a call the user's message skipped did not fail
+        errors = errors + 1 if result.is_error else 0
+    fields: dict[str, object] = {
+        "results": tuple(ordered),
+        "missing": tuple(missing),
+        "tool_errors_in_a_row": errors,
+        "same_results_in_a_row": _remember(run, ordered),
+    }
+    if skipped and missing:
+        fields["notes"] = (f"a user message arrived: {len(missing)} call(s) were skipped",)
+    return fields
+
+
+def _by_id(run: Run, results: list[ToolResult]) -> dict[str, ToolResult]:
     by_id: dict[str, ToolResult] = {}
     for result in results:
         if result.call_id not in run.pending:
@@ -55,25 +78,39 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
                 f"two results for call id {result.call_id!r}", state=run.state.value, turn=run.turn
             )
         by_id[result.call_id] = result
+    return by_id
+
+
+def _in_call_order(run: Run, by_id: dict[str, ToolResult]) -> tuple[list[ToolResult], list[str]]:
+    """The results in call order, a made-up one for each missing id, and the missing ids."""
     ordered: list[ToolResult] = []
     missing: list[str] = []
+    skipped = run.interjection is not None
+    named = bool(run.policy.final_tools)
     for call_id, call in run.pending.items():
         found = by_id.get(call_id)
         if found is None:
             missing.append(call_id)
-            found = ToolResult(
-                call_id=call_id,
-                name=call.name,
-                content=f"no result was returned for call {call_id} ({call.name})",
-                is_error=True,
+            text = (
+                SKIPPED if skipped else f"no result was returned for call {call_id} ({call.name})"
             )
+            found = ToolResult(call_id=call_id, name=call.name, content=text, is_error=True)
+        elif named and found.name != call.name:  # FinalTool reads the name
+            found = found.model_copy(update={"name": call.name})
         ordered.append(found)
-    errors = run.tool_errors
-    for result in ordered:
-        errors = errors + 1 if result.is_error else 0
+    return ordered, missing
+
+
+def _remember(run: Run, ordered: list[ToolResult]) -> int:
+    """Keep the round's results; return how many rounds in a row only repeated a recent one."""
     sigs = run.pending_sigs
     calls_key = tuple(sigs.get(r.call_id, r.call_id) for r in ordered)
     contents = [(r.is_error, r.content) for r in ordered]
+    if run.last_results:
+        key, seen = run.last_results[-1]
+        if key == calls_key and seen != contents:
+            # The same calls answered differently (polling a job): progress, not a loop.
+            run.streak = 1
     # Contents are compared (==) only against recent rounds that made the same calls.
     stale = 0
     for key, seen in run.last_results:
@@ -81,9 +118,4 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
             stale = run.same_results + 1
             break
     run.last_results = (*run.last_results[1 - RECENT_ROUNDS :], (calls_key, contents))
-    return {
-        "results": tuple(ordered),
-        "missing": tuple(missing),
-        "tool_errors_in_a_row": errors,
-        "same_results_in_a_row": stale,
-    }
+    return stale

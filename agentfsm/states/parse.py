@@ -35,6 +35,7 @@ def enter(run: Run, step: Step) -> None:
         step.snap,
         phase="model_output",
         turn=next_turn,
+        episode_start=run.episode_start,
         output=turn,
         notes=tuple(notes),
         tokens_used=run.tokens,

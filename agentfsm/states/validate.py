@@ -44,6 +44,10 @@ def enter(run: Run, step: Step) -> None:
     runnable = (*plan.executable, *plan.approval)
     streak = _streak(run, [step.sigs[c.id] for c in runnable])
     repeated = describe(runnable) if streak > 1 else ""
+    if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
+        _feed_back(plan, runnable, streak, repeated)
+        # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
+        run.last_call, run.streak = round_signature([step.sigs[c.id] for c in runnable]), streak
     step.snap = evolve(
         step.snap,
         executable=tuple(plan.executable),
@@ -72,15 +76,26 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
         if problem is not None:
             plan.reject(call, problem)
             continue
-        permission = run.policy.permission_for(call)
+        permission, source = run.policy.permission_verdict(call)
         if permission == "deny":
             plan.denied.append(call)
-            plan.reject(call, f"permission denied: {call.name!r} may not run")
+            plan.reject(call, f"permission denied: {call.name!r} may not run ({source})")
         elif permission == "ask":
             plan.approval.append(call)
         else:
             plan.executable.append(call)
     return plan
+
+
+def _feed_back(plan: _Plan, runnable: tuple[ToolCall, ...], streak: int, repeated: str) -> None:
+    """Refuse a repeated round of calls with an error result instead of running it."""
+    why = (
+        f"not executed: {repeated} was already called {streak - 1} times in a row with the "
+        "same arguments, and calling it again would not change anything; try something else"
+    )
+    for call in runnable:
+        plan.reject(call, why)
+    plan.executable, plan.approval = [], []
 
 
 def _check(run: Run, call: ToolCall) -> str | None:

@@ -342,12 +342,12 @@ class TestRepetition:
             decisions.append(d)
             if d.action is not A.EXECUTE_TOOLS:
                 break
-            ctl.on_tool_results([af.ToolResult(call_id=f"c{i}", content=f"r{i}")])
+            ctl.on_tool_results([af.ToolResult(call_id=f"c{i}", content="same result")])
         return decisions
 
     def test_the_third_identical_call_is_not_executed(self) -> None:
-        """Two identical calls run; the third in a row stops the run as DOOM_LOOP (P6)."""
-        decisions = self.loop(af.Controller(), 5)
+        """With on_repeat="stop" the third identical call in a row stops the run (DOOM_LOOP, P6)."""
+        decisions = self.loop(af.Controller(af.Policy(on_repeat="stop")), 5)
         assert [d.action for d in decisions] == [A.EXECUTE_TOOLS, A.EXECUTE_TOOLS, A.STOP]
         assert (decisions[-1].exit_reason, decisions[-1].priority) == (X.DOOM_LOOP, "P6")
         assert "3rd identical call" in decisions[-1].reason

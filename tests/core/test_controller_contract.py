@@ -138,11 +138,13 @@ class TestAFailedInputLeavesTheRunAsItWas:
         assert d.action is A.EXECUTE_TOOLS
         assert d.turn == 1
 
-    def test_a_raising_permission_hook_verifier_or_observer_can_be_retried(self) -> None:
-        """Each failing hook raises once per input; after each retry the run decides as usual."""
+    def test_a_raising_verifier_or_observer_can_be_retried(self) -> None:
+        """Each failing hook raises once per input; after each retry the run decides as usual.
+
+        (A permission hook that raises denies the call instead: it fails closed.)
+        """
         expected = drive(af.Controller())
         hooks = {
-            "permission": af.Controller(af.Policy(permission=Flaky(lambda c: "allow"))),
             "verifier": af.Controller(af.Policy(verifiers=(Flaky(lambda s: None),))),
             "observer": af.Controller(),
         }
@@ -387,6 +389,12 @@ def arguments_for(ctl: af.Controller, method: str, pick: int) -> tuple[Any, ...]
         return (approved, None if pick % 3 else (junk if pick % 7 == 0 else "why"))
     if method == "on_user_message":
         return (junk if wrong else "more please",)
+    if method == "stop":
+        return (junk,) if wrong else ((af.ExitReason.INTERRUPTED, "done") if pick & 1 else ())
+    if method == "charge":
+        return (junk if wrong else af.Usage(input_tokens=pick, output_tokens=1),)
+    if method == "dump":
+        return ()
     return (junk,)
 
 

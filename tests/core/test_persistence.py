@@ -112,7 +112,8 @@ class TestRestore:
         ctl = af.Controller(af.Policy(repeat_threshold=3), tools=DECLARED)
         for i in range(2):
             ctl.on_model_output(turn(calls=[call("search", {"q": "x"}, id=f"c{i}")]))
-            ctl.on_tool_results([af.ToolResult(call_id=f"c{i}", content=f"r{i}")])
+            # The same result each time: changing results would be polling, not a loop.
+            ctl.on_tool_results([af.ToolResult(call_id=f"c{i}", content="r")])
         d = roundtrip(ctl).on_model_output(turn(calls=[call("search", {"q": "x"}, id="c2")]))
         assert (d.action, d.exit_reason) == (A.STOP, X.DOOM_LOOP)
 
@@ -364,3 +365,27 @@ class TestRestoreProperty:
             assert feed(restored, item) == feed(original, item)
             assert (restored.state, restored.turn) == (original.state, original.turn)
         assert restored.exit_reason == original.exit_reason
+
+
+class TestContractAdditionsSurvive:
+    """Episodes, steering and approvals held beside allowed calls survive a restore."""
+
+    def test_an_episode_and_its_turn_count_survive(self) -> None:
+        """A run restored in its second episode counts max_turns from that episode's start."""
+        ctl = af.Controller(af.Policy(max_turns=2))
+        ctl.on_model_output(turn(calls=[call("search", id="c1")]))
+        ctl.on_tool_results([af.ToolResult(call_id="c1", content="r")])
+        ctl.on_model_output(turn("done"))
+        ctl.on_user_message("and then?")
+        loaded = roundtrip(ctl)
+        d = loaded.on_model_output(turn(calls=[call("search", {"q": 2}, id="c2")]))
+        assert d.action is A.EXECUTE_TOOLS
+        assert loaded.turn == 3
+
+    def test_a_user_message_during_results_survives(self) -> None:
+        """After a restore the calls a user message skipped are still answered as skipped."""
+        ctl = af.Controller()
+        ctl.on_model_output(turn(calls=[call("search", id="c1")]))
+        ctl.on_user_message("never mind")
+        d = roundtrip(ctl).on_tool_results([])
+        assert d.results[0].content == "skipped: a user message arrived"

@@ -153,12 +153,13 @@ class TestFuzzedRuns:
 
 
 class ControllerMachine(RuleBasedStateMachine):
-    """Random sequences of outputs, results, human replies and user messages."""
+    """Random sequences of outputs, results, human replies, user messages, stops and episodes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ctl = af.Controller(policy(), tools=DECLARED)
         self.last: af.Decision | None = None
+        self.base = 0  # the turn before the current episode
 
     @precondition(lambda self: self.ctl.state == "await_model")
     @rule(payload=payloads())
@@ -204,19 +205,50 @@ class ControllerMachine(RuleBasedStateMachine):
     def user_message(self) -> None:
         assert self.ctl.on_user_message("please continue") is None
 
+    @precondition(lambda self: self.ctl.state in ("execute", "handoff"))
+    @rule()
+    def steer(self) -> None:
+        pending = {c.id for c in self.ctl.pending_calls}
+        assert self.ctl.on_user_message("change of plan") is None
+        self.last = self.ctl.on_tool_results([])
+        check(self.last, None)
+        assert {r.call_id for r in self.last.results} >= pending
+
+    @precondition(lambda self: not self.ctl.done)
+    @rule()
+    def stop(self) -> None:
+        pending = {c.id for c in self.ctl.pending_calls}
+        self.last = self.ctl.stop(message="the user pressed stop")
+        check(self.last, None)
+        assert self.last.exit_reason is af.ExitReason.INTERRUPTED
+        assert {r.call_id for r in self.last.results} == pending
+
+    @precondition(
+        lambda self: (
+            self.ctl.done
+            and self.ctl.exit_reason in (af.ExitReason.COMPLETED, af.ExitReason.INTERRUPTED)
+        )
+    )
+    @rule()
+    def follow_up(self) -> None:
+        self.base = self.ctl.turn
+        assert self.ctl.on_user_message("and then?") is None
+        assert self.ctl.state == "await_model"
+
     @precondition(lambda self: self.ctl.done)
     @rule()
     def next_run(self) -> None:
         self.ctl = af.Controller(policy(), tools=DECLARED)
+        self.base = 0
 
     @invariant()
     def bounded_and_explained(self) -> None:
-        assert self.ctl.turn <= 8
+        assert self.ctl.turn - self.base <= 8
         assert self.ctl.state in {s.value for s in af.State}
         if self.ctl.done:
             assert self.ctl.exit_reason is not None
-        if self.ctl.state == "await_model" and self.ctl.turn >= 8:
-            raise AssertionError("a run awaits a ninth model output")
+        if self.ctl.state == "await_model" and self.ctl.turn - self.base >= 8:
+            raise AssertionError("an episode awaits a ninth model output")
 
 
 TestControllerMachine = ControllerMachine.TestCase

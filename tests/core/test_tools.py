@@ -143,6 +143,18 @@ class TestFromDeclaration:
                 {"name": "f", "parameters": ["not", "a", "schema"]},
                 "'parameters' must be a JSON schema",
             ),
+            (
+                {"name": "f", "parameters": {"type": "obj"}},
+                "not a valid JSON schema: parameters.type is 'obj'",
+            ),
+            (
+                {"name": "f", "parameters": {"properties": {"n": {"type": 3}}}},
+                "parameters.properties.n.type",
+            ),
+            (
+                {"name": "f", "parameters": {"required": "n"}},
+                "parameters.required must be a list",
+            ),
             (42, "cannot declare a tool from int"),
             (lambda city: city, "lambdas have none"),
         ],

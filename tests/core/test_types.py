@@ -26,6 +26,7 @@ def decision_values() -> dict[str, object]:
         "state": af.State.AWAIT_MODEL,
         "path": (af.State.EXECUTE, af.State.BUDGET_CHECK, af.State.AWAIT_MODEL),
         "adjust": {},
+        "answer": None,
     }
 
 

@@ -156,11 +156,11 @@ class TestEvaluationOrder:
         assert route.dest is S.END
 
     def test_the_third_identical_call_is_not_executed(self) -> None:
-        """A valid call repeated a third time goes to end (P6 before P1)."""
+        """With on_repeat="stop", a call repeated a third time goes to end (P6 before P1)."""
         snap = snapshot(
             output=turn("", [call("search")]), executable=(call("search"),), repeat_streak=3
         )
-        route = first_route(Policy().routes, S.VALIDATE, snap)
+        route = first_route(Policy(on_repeat="stop").routes, S.VALIDATE, snap)
         assert route.guard == RepeatedCall(3)
         assert route.dest is S.END
 
@@ -201,8 +201,17 @@ class TestPolicyChoices:
         assert [(r.source, r.dest) for r in rows] == [(S.VALIDATE, S.AWAIT_HUMAN)]
 
     def test_the_repeat_threshold_is_the_policys(self) -> None:
-        """`repeat_threshold=5` builds RepeatedCall(5)."""
-        assert Route(S.VALIDATE, RepeatedCall(5), S.END) in Policy(repeat_threshold=5).routes
+        """`repeat_threshold=5` with on_repeat="stop" builds RepeatedCall(5)."""
+        policy = Policy(repeat_threshold=5, on_repeat="stop")
+        assert Route(S.VALIDATE, RepeatedCall(5), S.END) in policy.routes
+
+    def test_feedback_stops_only_after_two_more_repeats(self) -> None:
+        """With on_repeat="feedback" the stop comes FEEDBACK_GRACE repeats later."""
+        from agentfsm.guards._routes import FEEDBACK_GRACE
+
+        threshold = 3 + FEEDBACK_GRACE
+        policy = Policy(on_repeat="feedback")
+        assert Route(S.VALIDATE, RepeatedCall(threshold), S.END) in policy.routes
 
     def test_on_deny_stop_adds_a_permission_denied_stop(self) -> None:
         """`on_deny="stop"` adds PermissionDenied -> end out of validate, before approvals."""

@@ -1,0 +1,367 @@
+"""How one batch of tool calls runs: its order, its worker threads or tasks, its events.
+
+The executor (`agentfsm.runner.executor`) plans a batch into jobs and hands it
+to `SyncBatch` (worker threads and one Condition) or `AsyncBatch` (a task per
+running call). Both start calls in call order as their dependencies finish,
+at most `max_concurrency` at a time, and give every call exactly one result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentfsm.core.types import ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from agentfsm.runner.executor import Executor, ToolOptions
+
+__all__ = [
+    "AsyncBatch",
+    "Flag",
+    "Job",
+    "SyncBatch",
+    "TimedOutError",
+    "awaited",
+    "in_thread",
+    "limited",
+    "order",
+]
+
+_POLL = 0.02
+"""How often a waiting batch looks at its cancel and skip events, in seconds."""
+
+
+class Flag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class Job:
+    """One call of a batch: what runs it, what it waits for, and its result."""
+
+    __slots__ = ("after", "call", "deadline", "fn", "index", "options", "result", "state")
+
+    def __init__(
+        self, index: int, call: ToolCall, fn: Callable[..., Any] | None, options: ToolOptions
+    ):
+        self.index = index
+        self.call = call
+        self.fn = fn
+        self.options = options
+        self.after: tuple[int, ...] = ()
+        self.state = 0  # 0 waiting, 1 running, 2 done
+        self.deadline = math.inf
+        self.result: ToolResult | None = None
+
+
+class SyncBatch:
+    """One batch on the sync path: worker threads, one Condition, deadlines and events."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        jobs: list[Job],
+        cancel: Flag | None,
+        skip: Flag | None,
+        on_result: Callable[[ToolResult], None] | None,
+    ) -> None:
+        self.ex = executor
+        self.jobs = jobs
+        self.cancel = cancel
+        self.skip = skip
+        self.on_result = on_result
+        self.cond = threading.Condition()
+        self.running = 0
+        self.left = len(jobs)
+        self.finished: list[Job] = []
+
+    def drive(self) -> None:
+        polling = self.cancel is not None or self.skip is not None
+        with self.cond:
+            while True:
+                self._deliver()
+                if self.cancel is not None and self.cancel.is_set():
+                    self._cancel_all()
+                self._start_ready()
+                self._deliver()
+                if not self.left:
+                    return
+                wait = self._expire(time.monotonic())
+                if polling:
+                    wait = min(wait, _POLL)
+                if self.finished:
+                    continue
+                self.cond.wait(None if wait == math.inf else wait)
+
+    def _start_ready(self, here: bool = False) -> Job | None:
+        """Start every call whose turn has come; with `here`, return one to run in this thread.
+
+        A worker that finished a call runs the next one itself: a chain of writers
+        costs no thread hand-off per call.
+        """
+        if self.cancel is not None and self.cancel.is_set():
+            return None
+        jobs = self.jobs
+        skipping = self.skip is not None and self.skip.is_set()
+        mine: Job | None = None
+        for job in jobs:
+            if self.running >= self.ex.max_concurrency:
+                break
+            if job.state != 0 or any(jobs[i].state != 2 for i in job.after):
+                continue
+            if skipping:
+                self._done(job, self.ex.skipped(job.call))
+            elif job.fn is None:
+                self._done(job, self.ex.no_tool(job.call))
+            else:
+                job.state = 1
+                self.running += 1
+                if job.options.timeout is not None:
+                    job.deadline = time.monotonic() + job.options.timeout
+                if here and mine is None:
+                    mine = job
+                else:
+                    _WORKERS.submit(lambda job=job: self._work(job))  # type: ignore[misc]
+        return mine
+
+    def _work(self, first: Job) -> None:
+        job: Job | None = first
+        while job is not None:
+            try:
+                result = self.ex.result_of(job.call, self.ex._call(job))
+            except BaseException as exc:  # every failure is the call's result
+                result = self.ex.failed(job.call, exc)
+            with self.cond:
+                if job.state == 1:  # not abandoned by a timeout or a cancellation
+                    self.running -= 1
+                    self._done(job, result)
+                job = self._start_ready(here=True)
+                self.cond.notify()
+
+    def _done(self, job: Job, result: ToolResult) -> None:
+        job.state = 2
+        job.result = result
+        self.left -= 1
+        self.finished.append(job)
+
+    def _deliver(self) -> None:
+        if self.finished and self.on_result is not None:
+            for job in self.finished:
+                assert job.result is not None
+                self.on_result(job.result)
+        self.finished.clear()
+
+    def _expire(self, now: float) -> float:
+        """Give timed-out calls their error; return the seconds to the next deadline."""
+        soonest = math.inf
+        for job in self.jobs:
+            if job.state != 1 or job.deadline == math.inf:
+                continue
+            if now >= job.deadline:
+                self.running -= 1
+                self._done(job, self.ex.timed_out(job.call))
+            else:
+                soonest = min(soonest, job.deadline - now)
+        return soonest
+
+    def _cancel_all(self) -> None:
+        for job in self.jobs:
+            if job.state == 1:
+                self.running -= 1
+            if job.state != 2:
+                self._done(job, self.ex.cancelled(job.call, started=job.state == 1))
+
+
+class AsyncBatch:
+    """One batch on the async path: a task per running call."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        jobs: list[Job],
+        cancel: Flag | None,
+        skip: Flag | None,
+        on_result: Callable[[ToolResult], None] | None,
+    ) -> None:
+        self.ex = executor
+        self.jobs = jobs
+        self.cancel = cancel
+        self.skip = skip
+        self.on_result = on_result
+        self.tasks: dict[asyncio.Task[Any], Job] = {}
+
+    async def drive(self) -> None:
+        polling = self.cancel is not None or self.skip is not None
+        try:
+            while True:
+                if self.cancel is not None and self.cancel.is_set():
+                    await self._cancel_all()
+                self._start_ready()
+                if all(job.state == 2 for job in self.jobs):
+                    return
+                if not self.tasks:
+                    continue
+                done, _ = await asyncio.wait(
+                    set(self.tasks),
+                    timeout=_POLL if polling else None,
+                    return_when="FIRST_COMPLETED",
+                )
+                for task in done:
+                    job = self.tasks.pop(task)
+                    self._done(job, self._outcome(job, task))
+        except asyncio.CancelledError:
+            await self._cancel_all()
+            raise
+
+    def _outcome(self, job: Job, task: asyncio.Task[Any]) -> ToolResult:
+        if task.cancelled():
+            return self.ex.cancelled(job.call, started=True)
+        exc = task.exception()
+        if exc is not None:
+            return self.ex.failed(job.call, exc)
+        return self.ex.result_of(job.call, task.result())
+
+    def _start_ready(self) -> None:
+        jobs = self.jobs
+        skipping = self.skip is not None and self.skip.is_set()
+        for job in jobs:
+            if len(self.tasks) >= self.ex.max_concurrency:
+                return
+            if job.state != 0 or any(jobs[i].state != 2 for i in job.after):
+                continue
+            if skipping:
+                self._done(job, self.ex.skipped(job.call))
+            elif job.fn is None:
+                self._done(job, self.ex.no_tool(job.call))
+            else:
+                job.state = 1
+                work = limited(self.ex._acall(job), job.options.timeout)
+                self.tasks[asyncio.ensure_future(work)] = job
+
+    def _done(self, job: Job, result: ToolResult) -> None:
+        job.state = 2
+        job.result = result
+        if self.on_result is not None:
+            self.on_result(result)
+
+    async def _cancel_all(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(set(self.tasks))
+        for job in self.tasks.values():
+            self._done(job, self.ex.cancelled(job.call, started=True))
+        self.tasks.clear()
+        for job in self.jobs:
+            if job.state == 0:
+                self._done(job, self.ex.cancelled(job.call, started=False))
+
+
+class _Workers:
+    """Daemon threads that run sync tools; a thread is added whenever none is idle.
+
+    Threads, not a ThreadPoolExecutor: a tool that hangs past its timeout is
+    abandoned, and must neither hold a slot that later calls wait for nor keep
+    the interpreter from exiting.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, work: Callable[[], None]) -> None:
+        with self._lock:
+            self._jobs.put(work)
+            if self._idle:
+                self._idle -= 1
+                return
+        threading.Thread(target=self._serve, name="agentfsm-tool", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                work = self._jobs.get(timeout=30.0)
+            except queue.Empty:
+                with self._lock:
+                    if self._jobs.empty():
+                        self._idle -= 1
+                        return
+                continue
+            work()
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _Workers()
+
+
+async def in_thread(fn: Callable[[], Any]) -> Any:
+    """Run a sync callable on a worker thread and await its value."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def work() -> None:
+        try:
+            outcome: tuple[bool, Any] = (True, fn())
+        except BaseException as exc:
+            outcome = (False, exc)
+        # RuntimeError: the loop closed while the tool ran, and nobody waits any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, future, outcome)
+
+    _WORKERS.submit(work)
+    return await future
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    if future.done():
+        return
+    ok, value = outcome
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class TimedOutError(Exception):
+    """A call ran past its timeout (not a TimeoutError the tool raised itself)."""
+
+
+async def limited(work: Awaitable[Any], timeout: float | None) -> Any:
+    if timeout is None:
+        return await work
+    try:
+        async with asyncio.timeout(timeout) as scope:
+            return await work
+    except TimeoutError:
+        if scope.expired():
+            raise TimedOutError from None
+        raise
+
+
+async def awaited(value: Awaitable[Any]) -> Any:
+    return await value
+
+
+def order(jobs: list[Job], parallel: bool) -> None:
+    """Set what each call waits for: earlier writers, and for a writer every earlier call."""
+    last_writer: int | None = None
+    since: list[int] = []  # calls after the last writer
+    for job in jobs:
+        if not parallel:
+            job.after = (job.index - 1,) if job.index else ()
+            continue
+        before = () if last_writer is None else (last_writer,)
+        if job.options.effect == "write":
+            job.after = (*before, *since)
+            last_writer, since = job.index, []
+        else:
+            job.after = before
+            since.append(job.index)

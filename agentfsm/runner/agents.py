@@ -1,0 +1,67 @@
+"""Sub-agents: a handoff runs another agent, whose end comes back as the call's result.
+
+A child agent has its own Controller and policy and runs through the same
+runner (same provider settings, same cancellation). Its final answer, failure,
+limit or interruption is the handoff call's result, never the parent's end;
+its tokens and cost are charged to the parent's budgets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm.core.types import ExitReason, ToolCall, ToolResult
+
+__all__ = ["Agent", "child_messages", "child_result"]
+
+_TASK_KEYS = ("task", "input", "message", "prompt", "query", "request", "question")
+
+
+@dataclass(frozen=True)
+class Agent:
+    """An agent the runner can hand a task to.
+
+    Args:
+        tools: The child's tools (Python callables run by the runner).
+        policy: The child's own `agentfsm.Policy`; None uses the defaults.
+        model: A litellm model name; None uses the parent's model.
+        instructions: A system message for the child.
+        options: Further litellm arguments for the child's calls (`temperature`, ...).
+    """
+
+    tools: Sequence[Any] | None = None
+    policy: Any = None
+    model: str | None = None
+    instructions: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def child_messages(agent: Agent, call: ToolCall) -> list[dict[str, Any]]:
+    """The child's first messages: its instructions, then the task the parent wrote."""
+    arguments = call.arguments or {}
+    task = next((arguments[k] for k in _TASK_KEYS if isinstance(arguments.get(k), str)), None)
+    if task is None:
+        task = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    messages: list[dict[str, Any]] = []
+    if agent.instructions:
+        messages.append({"role": "system", "content": agent.instructions})
+    messages.append({"role": "user", "content": task})
+    return messages
+
+
+def child_result(
+    call: ToolCall, exit_reason: ExitReason, text: str, error: str | None
+) -> ToolResult:
+    """The handoff call's result: the child's answer, or an error saying how it ended."""
+    if exit_reason is ExitReason.COMPLETED:
+        return ToolResult(call_id=call.id, name=call.name, content=text)
+    detail = error or text or "no answer"
+    return ToolResult(
+        call_id=call.id,
+        name=call.name,
+        is_error=True,
+        content=f"sub-agent {call.name!r} ended with {exit_reason.value}: {detail}",
+    )

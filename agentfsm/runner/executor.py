@@ -1,0 +1,368 @@
+"""The executor: run the tool calls a decision asks for, and return one result per call id.
+
+agentfsm decides, the executor acts. It is usable on its own by a host that
+embeds the Controller: `Executor(tools).run(decision)` returns exactly one
+`ToolResult` per call, in the order of the calls, whatever order they finished in.
+
+Rules, in the order a reviewer asks about them:
+- Calls of one batch run concurrently, at most `max_concurrency` (10) at a time;
+  `parallel_tool_calls=False` runs them one after another.
+- A tool declares whether it reads or writes (`ToolOptions(effect=...)`, default
+  `"write"`, the safe choice). A call waits for every earlier writer of its batch,
+  and a writer also waits for every earlier call: reads between two writes run
+  together, and no call sees the batch's state out of the model's order.
+- Exceptions, timeouts (`ToolOptions(timeout=...)` or the executor's `timeout`)
+  and cancellations become error results naming the exception type. A sync tool
+  that times out or is cancelled cannot be killed: its thread is abandoned (a
+  daemon thread) and its late value is dropped.
+- A result longer than `max_result_chars` (as text; JSON for other values) is
+  cut, with a visible marker giving the original size. A value that is neither
+  a string nor JSON-serialisable becomes an error result naming the tool.
+- Only tools declared idempotent (`ToolOptions(idempotent=True)`) are retried,
+  with tenacity, up to `retry_attempts` times.
+- `cancel` (a `threading.Event`, or an `asyncio.Event` in `arun`) cancels what
+  runs and what has not started; `skip` (an event set when a user message
+  arrives) skips the calls not yet started ("skipped: a user message
+  arrived") and lets the running ones finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, overload
+
+from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
+
+from agentfsm.core.tools import ToolSpec, tool_specs
+from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
+from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.runner._batch import (
+    AsyncBatch,
+    Flag,
+    Job,
+    SyncBatch,
+    TimedOutError,
+    awaited,
+    in_thread,
+    order,
+)
+from agentfsm.states.execute import SKIPPED
+
+__all__ = ["SKIPPED", "Executor", "ToolOptions", "tool"]
+
+_OPTIONS_ATTR = "__agentfsm_tool__"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOptions:
+    """How the executor runs one tool."""
+
+    effect: Literal["read", "write"] = "write"
+    """`"read"` tools of a batch run together between writes; `"write"` (the default) waits
+    for every earlier call of its batch."""
+    timeout: float | None = None
+    """Seconds before the call ends with a TimeoutError result; None uses the executor's."""
+    idempotent: bool = False
+    """Whether a failed call may be retried (tenacity); only idempotent tools are."""
+
+    def __post_init__(self) -> None:
+        if self.effect not in ("read", "write"):
+            raise ToolDefinitionError(f"ToolOptions(effect={self.effect!r}): 'read' or 'write'")
+        if self.timeout is not None and not (
+            isinstance(self.timeout, int | float) and math.isfinite(self.timeout)
+        ):
+            raise ToolDefinitionError(f"ToolOptions(timeout={self.timeout!r}): a finite number")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ToolDefinitionError(f"ToolOptions(timeout={self.timeout!r}): must be > 0")
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@overload
+def tool(
+    fn: _F,
+    *,
+    effect: Literal["read", "write"] = "write",
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> _F: ...
+@overload
+def tool(
+    fn: None = None,
+    *,
+    effect: Literal["read", "write"] = "write",
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> Callable[[_F], _F]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    effect: Literal["read", "write"] = "write",
+    timeout: float | None = None,
+    idempotent: bool = False,
+) -> Any:
+    """Mark a Python tool with its ToolOptions (`@tool(effect="read", timeout=5)`)."""
+    options = ToolOptions(effect=effect, timeout=timeout, idempotent=idempotent)
+
+    def mark(function: _F) -> _F:
+        setattr(function, _OPTIONS_ATTR, options)
+        return function
+
+    return mark if fn is None else mark(fn)
+
+
+class Executor:
+    """Run the calls of EXECUTE_TOOLS (or HANDOFF) decisions with Python tools.
+
+    Args:
+        tools: Python callables (or ToolSpecs with `fn`), a list or a mapping by name.
+        max_concurrency: Calls of one batch running at the same time (default 10).
+        parallel_tool_calls: False runs the calls of a batch one after another.
+        timeout: Default seconds per call; None waits as long as the tool takes.
+        max_result_chars: Results longer than this (as text) are cut with a marker.
+        retry_attempts: Attempts of an idempotent tool before its error is the result.
+        options: ToolOptions by tool name; they override options set with `@tool`.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Any] | Mapping[str, Any] | None,
+        *,
+        max_concurrency: int = 10,
+        parallel_tool_calls: bool = True,
+        timeout: float | None = None,
+        max_result_chars: int | None = 50_000,
+        retry_attempts: int = 3,
+        options: Mapping[str, ToolOptions] | None = None,
+    ) -> None:
+        _check_int("max_concurrency", max_concurrency, 1)
+        _check_int("retry_attempts", retry_attempts, 1)
+        if max_result_chars is not None:
+            _check_int("max_result_chars", max_result_chars, 1)
+        self.specs: dict[str, ToolSpec] = _specs(tools)
+        self.max_concurrency = max_concurrency if parallel_tool_calls else 1
+        self.parallel_tool_calls = parallel_tool_calls
+        self.max_result_chars = max_result_chars
+        self.retry_attempts = retry_attempts
+        default = ToolOptions(timeout=timeout)  # checks the timeout
+        given = dict(options or {})
+        unknown = sorted(set(given) - set(self.specs))
+        if unknown:
+            raise ToolDefinitionError(f"options for undeclared tool(s) {unknown}")
+        for name, opt in given.items():
+            if not isinstance(opt, ToolOptions):
+                raise ToolDefinitionError(f"options[{name!r}] must be a ToolOptions")
+        self.options: dict[str, ToolOptions] = {}
+        for name, spec in self.specs.items():
+            found = given.get(name) or getattr(spec.fn, _OPTIONS_ATTR, None) or default
+            if found.timeout is None and default.timeout is not None:
+                found = ToolOptions(found.effect, default.timeout, found.idempotent)
+            self.options[name] = found
+        self._default = default
+
+    # -- planning --------------------------------------------------------------------
+
+    def _plan(self, calls: Decision | Sequence[ToolCall]) -> list[Job]:
+        if isinstance(calls, Decision):
+            if calls.action not in (Action.EXECUTE_TOOLS, Action.HANDOFF):
+                raise InvalidInputError(
+                    f"the executor runs EXECUTE_TOOLS or HANDOFF decisions, not {calls.action}"
+                )
+            calls = calls.tool_calls
+        jobs: list[Job] = []
+        seen: set[str] = set()
+        for index, call in enumerate(calls):
+            if not isinstance(call, ToolCall):
+                raise InvalidInputError(f"call #{index} is a {type(call).__name__}, not a ToolCall")
+            if call.id in seen:
+                raise InvalidInputError(f"call id {call.id!r} appears twice in one batch")
+            seen.add(call.id)
+            spec = self.specs.get(call.name)
+            options = self.options.get(call.name, self._default)
+            jobs.append(Job(index, call, None if spec is None else spec.fn, options))
+        order(jobs, self.parallel_tool_calls)
+        return jobs
+
+    # -- the sync path ---------------------------------------------------------------
+
+    def run(
+        self,
+        calls: Decision | Sequence[ToolCall],
+        *,
+        cancel: Flag | None = None,
+        skip: Flag | None = None,
+        on_result: Callable[[ToolResult], None] | None = None,
+    ) -> list[ToolResult]:
+        """Run a batch in worker threads; return one result per call, in call order.
+
+        Args:
+            calls: The decision, or its calls.
+            cancel: When set, running calls are abandoned and the rest are not started.
+            skip: When set, calls not yet started are skipped; running ones finish.
+            on_result: Called (in this thread) with each result as soon as it is known.
+        """
+        jobs = self._plan(calls)
+        batch = SyncBatch(self, jobs, cancel, skip, on_result)
+        batch.drive()
+        return [job.result for job in jobs if job.result is not None]
+
+    def _call(self, job: Job) -> Any:
+        """Call the tool (retrying an idempotent one); a coroutine is run to its end here."""
+        fn = job.fn
+        assert fn is not None
+        args = job.call.arguments or {}
+
+        def once() -> Any:
+            value = fn(**args)
+            if inspect.isawaitable(value):
+                value = asyncio.run(awaited(value))
+            return value
+
+        if not job.options.idempotent or self.retry_attempts == 1:
+            return once()
+        return Retrying(**self._retry_args())(once)
+
+    def _retry_args(self) -> dict[str, Any]:
+        return {
+            "stop": stop_after_attempt(self.retry_attempts),
+            "wait": wait_exponential(multiplier=0.05, max=1.0),
+            "reraise": True,
+        }
+
+    # -- the async path --------------------------------------------------------------
+
+    async def arun(
+        self,
+        calls: Decision | Sequence[ToolCall],
+        *,
+        cancel: Flag | None = None,
+        skip: Flag | None = None,
+        on_result: Callable[[ToolResult], None] | None = None,
+    ) -> list[ToolResult]:
+        """Run a batch on the event loop (sync tools in worker threads); results in call order.
+
+        Like `run`. When the task awaiting `arun` is itself cancelled, the running
+        calls are cancelled and CancelledError propagates; `on_result` has seen
+        every result that was known by then.
+        """
+        jobs = self._plan(calls)
+        batch = AsyncBatch(self, jobs, cancel, skip, on_result)
+        await batch.drive()
+        return [job.result for job in jobs if job.result is not None]
+
+    async def _acall(self, job: Job) -> Any:
+        fn = job.fn
+        assert fn is not None
+        args = job.call.arguments or {}
+
+        async def once() -> Any:
+            if inspect.iscoroutinefunction(fn):
+                return await fn(**args)
+            value = await in_thread(lambda: fn(**args))
+            if inspect.isawaitable(value):
+                value = await value
+            return value
+
+        if not job.options.idempotent or self.retry_attempts == 1:
+            return await once()
+        return await AsyncRetrying(**self._retry_args())(once)
+
+    # -- results ---------------------------------------------------------------------
+
+    def result_of(self, call: ToolCall, value: Any) -> ToolResult:
+        """Make the result of a call that returned `value`: checked, serialisable, size-capped."""
+        if isinstance(value, str):
+            text = value
+        elif value is None or isinstance(value, bool | int) or _finite_float(value):
+            return ToolResult(call_id=call.id, name=call.name, content=value)
+        else:
+            try:
+                text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                return self.error_of(
+                    call,
+                    f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__}, "
+                    f"which cannot be serialised to JSON ({exc})",
+                )
+        cap = self.max_result_chars
+        if cap is not None and len(text) > cap:
+            cut = (
+                f"{text[:cap]}\n[... cut: the result was {len(text):,} characters; "
+                f"the first {cap:,} are shown]"
+            )
+            return ToolResult(call_id=call.id, name=call.name, content=cut)
+        return ToolResult(call_id=call.id, name=call.name, content=value)
+
+    @staticmethod
+    def error_of(call: ToolCall, text: str) -> ToolResult:
+        """An error result for `call`."""
+        return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True)
+
+    def timed_out(self, call: ToolCall) -> ToolResult:
+        """The error result of a call that ran past its timeout."""
+        limit = self.options.get(call.name, self._default).timeout or 0.0
+        return self.error_of(
+            call, f"TimeoutError: tool {call.name!r} did not finish within {limit:g}s"
+        )
+
+    def failed(self, call: ToolCall, exc: BaseException) -> ToolResult:
+        """The error result of a call that raised `exc`."""
+        if isinstance(exc, TimedOutError):
+            return self.timed_out(call)
+        if isinstance(exc, asyncio.CancelledError):
+            return self.cancelled(call, started=True)
+        message = str(exc)
+        return self.error_of(
+            call, f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+        )
+
+    @staticmethod
+    def cancelled(call: ToolCall, *, started: bool) -> ToolResult:
+        """The error result of a call the run's cancellation stopped or never started."""
+        text = (
+            f"CancelledError: tool {call.name!r} was cancelled: the run was interrupted"
+            if started
+            else f"cancelled: {call.name!r} was not started: the run was interrupted"
+        )
+        return Executor.error_of(call, text)
+
+    @staticmethod
+    def skipped(call: ToolCall) -> ToolResult:
+        """The result of a call a user message skipped before it started."""
+        return Executor.error_of(call, SKIPPED)
+
+    def no_tool(self, call: ToolCall) -> ToolResult:
+        """The error result of a call to a tool with no Python implementation."""
+        known = ", ".join(sorted(n for n, s in self.specs.items() if s.fn)) or "none"
+        return self.error_of(
+            call, f"tool {call.name!r} has no Python implementation here; tools that run: {known}"
+        )
+
+
+def _specs(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, ToolSpec]:
+    if tools is None:
+        return {}
+    if isinstance(tools, Mapping):
+        specs: dict[str, ToolSpec] = {}
+        for name, fn in tools.items():
+            spec = ToolSpec.from_declaration(fn)
+            specs[name] = spec if spec.name == name else spec.model_copy(update={"name": name})
+        return specs
+    if isinstance(tools, str):
+        raise ToolDefinitionError("tools must be a list of tools, not a string")
+    return tool_specs(tools) or {}
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise DefinitionError(f"Executor({name}={value!r}): an int >= {low}")
+
+
+def _finite_float(value: object) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
