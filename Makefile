@@ -5,17 +5,17 @@ PY     := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo lint typecheck test check bench diagrams
+.PHONY: help install demo lint typecheck test check bench diagrams docs
 
 help: ## List the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray,integrations]'
 	@touch $@
 
-install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm and ray extras
+install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray and integrations extras
 
 demo: install ## Run the weather agent end to end (local server, no key), then draw the machine
 	$(PY) -m agentfsm demo
@@ -40,13 +40,18 @@ $(BENCH_VENV)/.installed: pyproject.toml
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench,litellm]'
 	@touch $@
 
-bench: $(BENCH_VENV)/.installed ## Benchmarks (own venv with the peer frameworks); writes bench/RESULTS.md
+bench: $(BENCH_VENV)/.installed ## Benchmarks (own venv with the peer frameworks); writes bench/RESULTS*.md
 	$(BENCH_VENV)/bin/python bench/run.py
 	$(BENCH_VENV)/bin/python bench/bench_normalize.py
 	$(BENCH_VENV)/bin/python bench/bench_replay.py
+	$(MAKE) install
+	$(PY) bench/bench_integrations.py
 
 diagrams: install ## Regenerate the committed diagrams/ from the route table
 	$(PY) -m agentfsm diagram --format mermaid -o diagrams/machine.mmd
 	$(PY) -m agentfsm diagram --format dot -o diagrams/machine.dot
 	@if command -v dot >/dev/null; then $(PY) -m agentfsm diagram --format svg -o diagrams/machine.svg; \
 	else echo "Graphviz 'dot' not installed: skipped diagrams/machine.svg (apt-get install graphviz)"; fi
+
+docs: install ## Regenerate docs/reference.md from the models' field docstrings
+	$(PY) docs/gen_reference.py

@@ -265,8 +265,13 @@ class Controller:
         return decision
 
     @_atomic
-    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any]]) -> Decision:
-        """Route the results of the calls the last decision asked for."""
+    def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any] | Any]) -> Decision:
+        """Route the results of the calls the last decision asked for.
+
+        Each result is a `ToolResult`, a dict of its fields, an OpenAI tool message dict
+        (`{"role": "tool", "tool_call_id", "content"}`, or a legacy `function` message, which
+        answers the pending call of that name) or a LangChain `ToolMessage`.
+        """
         if self._run.state is not State.EXECUTE:
             self._expect((State.EXECUTE, State.HANDOFF), "tool results")
         if type(results) is not list and not _is_sequence(results):
@@ -284,6 +289,12 @@ class Controller:
         return self._route(step, ("tool_results", {"results": items}))
 
     def _as_result(self, index: int, item: object) -> ToolResult:
+        # Tool messages as chat histories hold them: OpenAI tool/function dicts, ToolMessage.
+        from agentfsm.providers._frameworks import tool_result  # the normalizers load lazily
+
+        message = tool_result(item, self._run.pending)
+        if message is not None:
+            return message
         try:
             return ToolResult.model_validate(item)
         except ValidationError as exc:
@@ -324,6 +335,9 @@ class Controller:
         record = None
         if self._events.active:
             record = ("human_reply", {"approved": approved, "message": message})
+        # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
+        # taken after the reply would otherwise hold approvals in execute or end).
+        run.pending_approval, run.pending_rejected = (), ()
         return self._route(Step(snap), record)
 
     @_atomic

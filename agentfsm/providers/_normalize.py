@@ -2,7 +2,8 @@
 
 A payload is a JSON object (a body, or a lone stream event), a list of stream
 events (dicts, JSON strings or bytes, SSE `data:` lines), JSON text, or an
-object with `model_dump()` (openai/anthropic SDK types, litellm responses).
+object with `model_dump()` (openai/anthropic SDK types, litellm responses), or an agent
+framework's model output (LangChain `AIMessage`, an Agents SDK or pydantic-ai `ModelResponse`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from agentfsm.core.types import ModelTurn
 from agentfsm.exceptions import PayloadError
+from agentfsm.providers._frameworks import read_object, unknown_object
 from agentfsm.providers._litellm import is_litellm_object
 from agentfsm.providers._registry import FORMATS, Reader, detect_body, detect_event
 
@@ -178,9 +180,12 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
         accumulator = StreamAccumulator(provider)
         accumulator.extend(payload)
         return accumulator.turn()
+    turn = read_object(payload, provider)
+    if turn is not None:
+        return turn
     value, hint = _dump(payload)
     if value is payload:
-        raise _unknown(payload)
+        raise unknown_object(payload)
     return normalize(value, provider or hint)
 
 
@@ -209,7 +214,10 @@ def detect_provider(payload: object) -> str:
         return detect_provider(_text_payload(payload))
     if isinstance(payload, list | tuple | Iterator):
         return _detect_stream(payload)
+    turn = read_object(payload)
+    if turn is not None and turn.provider is not None:
+        return turn.provider
     value, hint = _dump(payload)
     if value is payload:
-        raise _unknown(payload)
+        raise unknown_object(payload)
     return hint or detect_provider(value)

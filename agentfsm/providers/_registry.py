@@ -12,6 +12,7 @@ from agentfsm.providers import (
     _anthropic,
     _bedrock,
     _cohere,
+    _frameworks,
     _gemini,
     _litellm,
     _ollama,
@@ -20,7 +21,15 @@ from agentfsm.providers import (
 )
 from agentfsm.providers._common import Draft
 
-__all__ = ["FORMATS", "Format", "Provider", "Reader", "detect_body", "detect_event"]
+__all__ = [
+    "FORMATS",
+    "OBJECT_PROVIDERS",
+    "Format",
+    "Provider",
+    "Reader",
+    "detect_body",
+    "detect_event",
+]
 
 
 class Provider(StrEnum):
@@ -34,6 +43,9 @@ class Provider(StrEnum):
     OLLAMA = "ollama"
     COHERE = "cohere"
     LITELLM = "litellm"
+    LANGCHAIN = "langchain"
+    OPENAI_AGENTS = "openai_agents"
+    PYDANTIC_AI = "pydantic_ai"
 
 
 class Reader(Protocol):
@@ -52,6 +64,20 @@ def _never(payload: dict[str, Any]) -> bool:
 
 def _cohere_stream(provider: str) -> Reader:
     return _OneShot(provider, _cohere.read_body)
+
+
+def _langchain_stream(provider: str) -> Reader:
+    return _OneShot(provider, _frameworks.read_langchain)
+
+
+def _is_chat_body(payload: dict[str, Any]) -> bool:
+    return _openai_chat.is_chat(payload) or _frameworks.is_assistant_message(payload)
+
+
+def _read_chat_body(payload: dict[str, Any], provider: str) -> Draft:
+    if _frameworks.is_assistant_message(payload):
+        return _frameworks.read_assistant_message(payload, provider)
+    return _openai_chat.read_body(payload, provider)
 
 
 class _OneShot:
@@ -84,8 +110,8 @@ FORMATS: dict[str, Format] = {
     for fmt in (
         Format(
             Provider.OPENAI,
-            _openai_chat.is_chat,
-            _openai_chat.read_body,
+            _is_chat_body,
+            _read_chat_body,
             _openai_chat.is_chat,
             _openai_chat.ChatStream,
         ),
@@ -132,9 +158,20 @@ FORMATS: dict[str, Format] = {
             _openai_chat.is_chat,
             _openai_chat.ChatStream,
         ),
+        Format(
+            Provider.LANGCHAIN,
+            _frameworks.is_langchain,
+            _frameworks.read_langchain,
+            _never,
+            _langchain_stream,
+        ),
     )
 }
-"""Every format, by provider name, in the order detection tries them."""
+"""Every dict format, by provider name, in the order detection tries them. The Agents SDK's
+and pydantic-ai's `ModelResponse` are objects only: `_frameworks.read_object` reads them."""
+
+OBJECT_PROVIDERS = (Provider.OPENAI_AGENTS, Provider.PYDANTIC_AI)
+"""Providers read from framework objects only, never from a JSON object."""
 
 
 def detect_body(payload: dict[str, Any]) -> str | None:

@@ -105,6 +105,9 @@ class TestDetection:
             "ollama",
             "cohere",
             "litellm",
+            "langchain",
+            "openai_agents",
+            "pydantic_ai",
         }
 
 

@@ -1,0 +1,26 @@
+"""Keeping a Controller's state in a host's own state, as JSON-compatible data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
+
+__all__ = ["restore", "save"]
+
+
+def save(ctl: Controller) -> dict[str, Any]:
+    """The controller's state as data the host can checkpoint (`Controller.dump`)."""
+    return ctl.dump()
+
+
+def restore(data: dict[str, Any], policy: Policy, tools: Sequence[Any] | None) -> Controller:
+    """The controller `save` described, with the live policy and tools (`Controller.load`).
+
+    Raises:
+        CheckpointError: the data is from another format version, corrupted, or saved under
+            another policy or other tools.
+    """
+    return Controller.load(data, policy=policy, tools=tools)

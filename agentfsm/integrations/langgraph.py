@@ -1,0 +1,321 @@
+"""LangGraph: agentfsm decides where the graph goes after every model output and tool batch.
+
+`Decide` is a node and its `route` a routing function, used in place of `tools_condition`;
+`create_agent` builds the ReAct-style graph with them. Every action maps onto LangGraph's own
+mechanisms:
+
+- EXECUTE_TOOLS / HANDOFF: one `Send` to the `ToolNode` per call agentfsm lets run;
+- RETRY: the broken AI message is removed (`RemoveMessage`) and the model node runs again
+  (after a cut output, with the model's `max_tokens` doubled when it declares one);
+- ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
+  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`;
+- FINAL / STOP: the graph ends; every call the model made has exactly one `ToolMessage`;
+- the controller's own error results (undeclared tool, bad arguments, denied, declined)
+  become `ToolMessage`s with `status="error"`, and ids the controller issued are written back
+  into the AI message the graph keeps;
+- the Controller's state lives in the graph state (`agentfsm`), so checkpoints carry it, and
+  every decision is appended to `decisions` as plain data.
+
+Needs the `langgraph` extra: `pip install agentfsm[langgraph]`.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Send, interrupt
+
+from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
+from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
+from agentfsm.exceptions import InvalidInputError
+from agentfsm.integrations._state import restore, save
+
+__all__ = ["AgentState", "Decide", "create_agent", "human_reply"]
+
+
+class AgentState(TypedDict):
+    """The graph state: the messages, the Controller's saved state, and every decision."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    agentfsm: NotRequired[dict[str, Any]]
+    decisions: NotRequired[Annotated[list[dict[str, Any]], operator.add]]
+
+
+_LIVE_RUNS = 256
+"""Controllers kept per Decide node to skip `load` while their own data is current."""
+_TO_TOOLS = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF})
+_TO_MODEL = frozenset({Action.RETRY, Action.CONTINUE})
+
+
+def _spec(tool: BaseTool | dict[str, Any] | Any) -> Any:
+    if isinstance(tool, BaseTool):
+        function: dict[str, Any] = convert_to_openai_tool(tool)["function"]
+        return function
+    return tool
+
+
+def _lc_call(call: ToolCall) -> dict[str, Any]:
+    return {"name": call.name, "args": call.arguments or {}, "id": call.id, "type": "tool_call"}
+
+
+def _tool_message(result: ToolResult) -> ToolMessage:
+    content = result.content if isinstance(result.content, str | list) else str(result.content)
+    return ToolMessage(
+        content=content,
+        tool_call_id=result.call_id,
+        name=result.name,
+        status="error" if result.is_error else "success",
+    )
+
+
+def _record(decision: Decision) -> dict[str, Any]:
+    """A decision as plain data a checkpointer stores."""
+    data = decision.model_dump(
+        mode="json", include={"action", "priority", "guard", "reason", "exit_reason", "turn"}
+    )
+    data["tool_calls"] = [_lc_call(c) for c in decision.tool_calls]
+    data["adjust"] = dict(decision.adjust)
+    return data
+
+
+def human_reply(answer: object) -> tuple[bool, str | None]:
+    """Read a `Command(resume=...)` value: a bool, a str, or `{"approved", "message"}`.
+
+    A string is the human's message (it declines pending calls, answers a clarification);
+    anything not understood declines.
+    """
+    if isinstance(answer, bool):
+        return answer, None
+    if isinstance(answer, str):
+        return False, answer
+    if isinstance(answer, dict):
+        approved, message = answer.get("approved"), answer.get("message")
+        return approved is True, message if isinstance(message, str) else None
+    return False, None
+
+
+def _after_tools(messages: Sequence[BaseMessage], pending: set[str]) -> list[ToolMessage]:
+    found: list[ToolMessage] = []
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            break
+        if isinstance(message, ToolMessage) and message.tool_call_id in pending:
+            found.append(message)
+    return found[::-1]
+
+
+class Decide:
+    """A LangGraph node that asks agentfsm what follows, with the routing function and human node.
+
+    Args:
+        policy: The run's policy; `Policy()` when omitted.
+        tools: The tools the model may call (LangChain tools, specs or names); None accepts any.
+        agent: The name of the node that calls the model.
+        tools_node: The name of the `ToolNode`.
+        human: The name of the node that asks a human (`Decide.human`).
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        tools: Sequence[Any] | None = None,
+        *,
+        agent: str = "agent",
+        tools_node: str = "tools",
+        human: str = "human",
+    ) -> None:
+        self.policy = policy if policy is not None else Policy()
+        self.tools = None if tools is None else [_spec(t) for t in tools]
+        self.agent, self.tools_node, self.human_node = agent, tools_node, human
+        Controller(self.policy, self.tools)  # a bad policy or tool list fails here, not mid-run
+        self._live: dict[str, tuple[dict[str, Any], Controller]] = {}
+
+    def controller(self, state: dict[str, Any]) -> Controller:
+        """The run's Controller, restored from the graph state (a new one on the first step).
+
+        The Controller that wrote the state's data is reused while that very data object is
+        what the state holds (the same process, no checkpoint read in between); any other
+        data (a checkpoint, another process, an older step) is loaded with `Controller.load`.
+        """
+        data = state.get("agentfsm")
+        if not data:
+            return Controller(self.policy, self.tools)
+        for saved, ctl in self._live.values():
+            if saved is data:
+                return ctl
+        return restore(data, self.policy, self.tools)
+
+    def _save(self, ctl: Controller) -> dict[str, Any]:
+        data = save(ctl)
+        self._live.pop(ctl.run_id, None)
+        if len(self._live) >= _LIVE_RUNS:
+            self._live.pop(next(iter(self._live)))
+        self._live[ctl.run_id] = (data, ctl)
+        return data
+
+    def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Route the last AI message, or the tool results that answer the pending calls."""
+        ctl = self.controller(state)
+        messages: list[BaseMessage] = state["messages"]
+        if ctl.state == "execute":
+            pending = {c.id for c in ctl.pending_calls}
+            decision = ctl.on_tool_results(_after_tools(messages, pending))
+            update: dict[str, Any] = {"messages": [_tool_message(r) for r in decision.results]}
+        else:
+            last = messages[-1] if messages else None
+            if not isinstance(last, AIMessage):
+                raise InvalidInputError(
+                    f"the decide node expects an AIMessage last, not {type(last).__name__}",
+                    state=ctl.state,
+                    turn=ctl.turn,
+                )
+            decision = ctl.on_model_output(last)
+            update = {"messages": self._after_output(ctl, decision, last)}
+        return update | {"agentfsm": self._save(ctl), "decisions": [_record(decision)]}
+
+    def _after_output(self, ctl: Controller, decision: Decision, ai: AIMessage) -> list[Any]:
+        if decision.action is Action.RETRY:
+            return [RemoveMessage(id=ai.id or "")]
+        out: list[Any] = []
+        issued = [c.id for c in ctl.last_output.tool_calls] if ctl.last_output else []
+        valid, invalid = len(ai.tool_calls), len(ai.invalid_tool_calls)
+        if issued[: valid + invalid] != [
+            c.get("id") for c in (*ai.tool_calls, *ai.invalid_tool_calls)
+        ]:
+            out.append(
+                ai.model_copy(
+                    update={
+                        "tool_calls": [
+                            {**c, "id": i} for c, i in zip(ai.tool_calls, issued, strict=False)
+                        ],
+                        "invalid_tool_calls": [
+                            {**c, "id": i}
+                            for c, i in zip(ai.invalid_tool_calls, issued[valid:], strict=False)
+                        ],
+                    }
+                )
+            )
+        out += [_tool_message(r) for r in decision.results]
+        if decision.action is Action.STOP:
+            out += self._unanswered(issued, decision)
+        return out
+
+    @staticmethod
+    def _unanswered(issued: list[str], decision: Decision) -> list[ToolMessage]:
+        """Error results for the calls a stop leaves without one, so the history stays valid."""
+        answered = {r.call_id for r in decision.results}
+        why = f"not executed: the run stopped ({decision.exit_reason}): {decision.reason}"
+        return [
+            ToolMessage(content=why, tool_call_id=i, status="error")
+            for i in issued
+            if i not in answered
+        ]
+
+    def human(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Ask a human through `interrupt()`; the resume value approves or declines."""
+        ctl = self.controller(state)
+        asked = state["decisions"][-1]
+        approved, message = human_reply(
+            interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
+        )
+        had_calls = bool(ctl.pending_calls)
+        decision = ctl.on_human_reply(approved, message)
+        out: list[Any] = [_tool_message(r) for r in decision.results]
+        if message and not had_calls:
+            out.append(HumanMessage(content=message))
+        return {"messages": out, "agentfsm": self._save(ctl), "decisions": [_record(decision)]}
+
+    def route(self, state: dict[str, Any]) -> str | list[Send]:
+        """Where the graph goes after a decision: the tools, the model, a human, or the end."""
+        last = state["decisions"][-1]
+        action = Action(last["action"])
+        if action in _TO_TOOLS and last["tool_calls"]:
+            return [Send(self.tools_node, [call]) for call in last["tool_calls"]]
+        if action in _TO_MODEL or action in _TO_TOOLS:
+            return self.agent
+        if action is Action.ASK_HUMAN:
+            return self.human_node
+        return END
+
+    @property
+    def destinations(self) -> list[str]:
+        """Every node `route` may return, for `add_conditional_edges`."""
+        return [self.agent, self.tools_node, self.human_node, END]
+
+
+def _bind(model: BaseChatModel | Runnable[Any, Any], tools: Sequence[Any]) -> Runnable[Any, Any]:
+    """The model with the tools bound; a model that cannot bind tools (a fake) is used as is."""
+    bind = getattr(model, "bind_tools", None)
+    if not tools or bind is None:
+        return model
+    try:
+        bound: Runnable[Any, Any] = bind(list(tools))
+    except NotImplementedError:
+        return model
+    return bound
+
+
+def _max_tokens(model: Any, decisions: list[dict[str, Any]]) -> int | None:
+    """After retries of cut outputs, the model's own `max_tokens` times their factors."""
+    base = getattr(model, "max_tokens", None)
+    if not isinstance(base, int) or isinstance(base, bool):
+        return None
+    factor = 1
+    for decision in reversed(decisions):
+        step = decision.get("adjust", {}).get("max_tokens_factor")
+        if decision.get("action") != Action.RETRY or not step:
+            break
+        factor *= int(step)
+    return base * factor if factor > 1 else None
+
+
+def create_agent(
+    model: BaseChatModel | Runnable[Any, Any],
+    tools: Sequence[BaseTool | Any],
+    policy: Policy | None = None,
+    *,
+    checkpointer: Any = None,
+    state_schema: type[Any] = AgentState,
+) -> Any:
+    """Build a ReAct-style graph whose every step agentfsm decides.
+
+    Nodes: `agent` (calls the model), `decide` (agentfsm), `tools` (LangGraph's `ToolNode`),
+    `human` (an `interrupt()`; needs a checkpointer). Returns the compiled graph.
+    """
+    decide = Decide(policy, tools)
+    bound = _bind(model, tools)
+
+    def agent(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        limit = _max_tokens(model, state.get("decisions", []))
+        runnable = bound if limit is None else bound.bind(max_tokens=limit)
+        return {"messages": [runnable.invoke(state["messages"], config)]}
+
+    builder: Any = StateGraph(state_schema)
+    builder.add_node("agent", agent)
+    builder.add_node("decide", decide)
+    builder.add_node("tools", ToolNode(list(tools)))
+    builder.add_node("human", decide.human)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "decide")
+    builder.add_edge("tools", "decide")
+    builder.add_conditional_edges("decide", decide.route, decide.destinations)
+    builder.add_conditional_edges("human", decide.route, decide.destinations)
+    return builder.compile(checkpointer=checkpointer)

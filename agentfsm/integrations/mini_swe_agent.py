@@ -1,0 +1,221 @@
+"""mini-swe-agent: a `DefaultAgent` whose `step()` asks agentfsm what to do with each output.
+
+`GovernedAgent(model, env, policy=..., approve=..., **agent_config)` is used like
+`DefaultAgent`. Each step queries the model as mini-swe-agent does, then the Controller decides
+(from the full provider response when the model kept it in `extra.response`, so the finish
+reason counts; from the message otherwise):
+
+- EXECUTE_TOOLS: only the calls agentfsm lets run reach `env.execute`; the controller's error
+  results (undeclared tool, arguments that fit no schema, denied) become `tool` messages beside
+  the real observations; ids agentfsm issued are written into the assistant message;
+- a response the model class refused with `FormatError` (mini-swe-agent's LitellmModel rejects
+  a whole message for one unknown tool or one cut call) is decided by agentfsm instead: the
+  valid calls run, a cut output is retried;
+- RETRY: the broken message is dropped and the model is asked again;
+- ASK_HUMAN: `approve(calls)` answers: True approves, False declines, a string declines with
+  that message; without `approve` every such call is declined (fail closed);
+- the submit command (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`) is the host's end: its output is
+  the answer, the Controller ends COMPLETED, and mini-swe-agent's own `Submitted` exit follows;
+- FINAL on a text answer: the run exits `Submitted` with that text; STOP: it exits with the exit
+  reason as `exit_status` and the reason as content.
+
+`agent.decisions` lists every decision. Needs the `mini-swe-agent` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from minisweagent.agents.default import DefaultAgent
+from minisweagent.exceptions import FormatError, Submitted
+from minisweagent.models.utils.actions_toolcall import BASH_TOOL
+
+from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
+from agentfsm.core.types import Action, Decision, FinishReason, ModelTurn, ToolCall, ToolResult
+
+__all__ = ["Approver", "GovernedAgent"]
+
+Approver = Callable[[list[ToolCall]], bool | str]
+"""Answers an ASK_HUMAN: True approves, False declines, a string declines with that message."""
+
+
+def _turn_from_actions(message: dict[str, Any]) -> ModelTurn:
+    """A text-based model's parsed actions as bash calls (ids from the actions, if any)."""
+    actions = message.get("extra", {}).get("actions", [])
+    calls = [
+        ToolCall(id=a.get("tool_call_id", ""), name="bash", arguments={"command": a["command"]})
+        for a in actions
+        if isinstance(a, dict) and isinstance(a.get("command"), str)
+    ]
+    text = message.get("content")
+    return ModelTurn(text=text if isinstance(text, str) else "", tool_calls=calls)
+
+
+class GovernedAgent(DefaultAgent):
+    """A mini-swe-agent `DefaultAgent` whose every step agentfsm decides.
+
+    Args:
+        model: A mini-swe-agent model.
+        env: A mini-swe-agent environment.
+        policy: The run's policy; `Policy()` when omitted.
+        approve: Answers calls that need a human (see `Approver`); None declines them.
+        **kwargs: `AgentConfig` fields, as for `DefaultAgent`.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        env: Any,
+        *,
+        policy: Policy | None = None,
+        approve: Approver | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, env, **kwargs)
+        self.policy = policy if policy is not None else Policy()
+        self.approve = approve
+        self.controller = Controller(self.policy, [BASH_TOOL["function"]])
+        self.decisions: list[Decision] = []
+
+    def run(self, task: str = "", **kwargs: Any) -> dict[str, Any]:
+        """Run the task to its end with a fresh Controller."""
+        self.controller = Controller(self.policy, [BASH_TOOL["function"]])
+        self.decisions = []
+        result: dict[str, Any] = super().run(task, **kwargs)
+        return result
+
+    def _decide(self, decision: Decision) -> Decision:
+        self.decisions.append(decision)
+        return decision
+
+    def step(self) -> list[dict[str, Any]]:
+        """Query the model, ask agentfsm, and do what it decided."""
+        try:
+            message: dict[str, Any] | None = self.query()
+        except FormatError as error:
+            response = (
+                error.messages[0].get("extra", {}).get("response") if error.messages else None
+            )
+            if not isinstance(response, dict):
+                raise
+            decision = self._decide(self.controller.on_model_output(response))
+            choice = (response.get("choices") or [{}])[0].get("message") or {}
+            return self._act(decision, self._adopt(dict(choice)))
+        assert message is not None
+        extra = message.get("extra", {})
+        if isinstance(extra.get("response"), dict):
+            output: Any = extra["response"]
+        elif message.get("tool_calls") is not None:
+            output = {k: v for k, v in message.items() if k != "extra"}
+        else:
+            output = _turn_from_actions(message)
+        return self._act(self._decide(self.controller.on_model_output(output)), message)
+
+    def _adopt(self, choice: dict[str, Any]) -> dict[str, Any]:
+        """Put a message the model class refused into the history, so its calls are answered."""
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": choice.get("content"),
+            "extra": {"actions": []},
+        }
+        if choice.get("tool_calls"):
+            message["tool_calls"] = choice["tool_calls"]
+        self.add_messages(message)
+        return message
+
+    def _act(self, decision: Decision, message: dict[str, Any]) -> list[dict[str, Any]]:
+        action = decision.action
+        if action is Action.RETRY:
+            if self.messages and self.messages[-1] is message:
+                self.messages.pop()
+            return []
+        self._write_ids(message)
+        if action is Action.ASK_HUMAN:
+            return self._ask(decision, message)
+        if action in (Action.EXECUTE_TOOLS, Action.HANDOFF):
+            return self._execute(decision)
+        out = self._error_messages(decision.results)
+        if action is Action.FINAL:
+            text = self.controller.last_output.text if self.controller.last_output else ""
+            out.append(self._exit("Submitted", text, decision))
+        elif action is Action.STOP:
+            out.append(self._exit(str(decision.exit_reason), decision.reason, decision))
+        return self.add_messages(*out)
+
+    def _write_ids(self, message: dict[str, Any]) -> None:
+        """Rewrite the assistant message's call ids with the ones agentfsm issued."""
+        last = self.controller.last_output
+        calls = message.get("tool_calls")
+        if last is None or not isinstance(calls, list):
+            return
+        for call, issued in zip(calls, last.tool_calls, strict=False):
+            if isinstance(call, dict) and call.get("id") != issued.id:
+                call["id"] = issued.id
+
+    def _exit(self, status: str, content: str, decision: Decision) -> dict[str, Any]:
+        submission = content if status == "Submitted" else ""
+        return {
+            "role": "exit",
+            "content": content,
+            "extra": {
+                "exit_status": status,
+                "submission": submission,
+                "agentfsm": decision.model_dump(mode="json", include={"action", "exit_reason"}),
+            },
+        }
+
+    @staticmethod
+    def _error_messages(results: list[ToolResult]) -> list[dict[str, Any]]:
+        return [
+            {"role": "tool", "tool_call_id": r.call_id, "content": str(r.content)} for r in results
+        ]
+
+    def _ask(self, decision: Decision, message: dict[str, Any]) -> list[dict[str, Any]]:
+        answer = self.approve(list(decision.tool_calls)) if self.approve else False
+        approved, note = (answer, None) if isinstance(answer, bool) else (False, str(answer))
+        if self.approve is None:
+            note = "no human was there to approve this call"
+        reply = self._decide(self.controller.on_human_reply(approved, note))
+        return self._act(reply, message)
+
+    def _execute(self, decision: Decision) -> list[dict[str, Any]]:
+        actions = [
+            {"command": (c.arguments or {}).get("command", ""), "tool_call_id": c.id}
+            for c in decision.tool_calls
+        ]
+        outputs: list[dict[str, Any]] = []
+        try:
+            for action in actions:
+                outputs.append(self.env.execute(action))
+        except Submitted as submitted:
+            self._submitted(submitted, actions[: len(outputs) + 1], decision)
+            raise
+        observed = self.model.format_observation_messages(
+            {"extra": {"actions": actions}}, outputs, self.get_template_vars()
+        )
+        added = self.add_messages(*self._error_messages(decision.results), *observed)
+        results = [
+            ToolResult(
+                call_id=a["tool_call_id"],
+                content=o.get("output", ""),
+                is_error=o.get("returncode") != 0,
+            )
+            for a, o in zip(actions, outputs, strict=True)
+        ]
+        after = self._decide(self.controller.on_tool_results(results))
+        if after.action is Action.STOP:
+            added += self.add_messages(self._exit(str(after.exit_reason), after.reason, after))
+        return added
+
+    def _submitted(
+        self, submitted: Submitted, actions: list[dict[str, Any]], decision: Decision
+    ) -> None:
+        """The submit command ends the run (the host's end): the Controller ends COMPLETED."""
+        text = str(submitted.messages[0].get("content", "")) if submitted.messages else ""
+        results = [ToolResult(call_id=a["tool_call_id"], content=text) for a in actions]
+        self._decide(self.controller.on_tool_results(results))
+        if not self.controller.done:
+            final = ModelTurn(text=text or "submitted", finish_reason=FinishReason.STOP)
+            self._decide(self.controller.on_model_output(final))

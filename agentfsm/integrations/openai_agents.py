@@ -1,0 +1,334 @@
+"""OpenAI Agents SDK: agentfsm decides each turn through a `Model` wrapper in front of `Runner`.
+
+`governed(agent, policy)` returns a clone of the agent whose model is wrapped; nothing else
+about the agent or the `Runner` call changes. After every model response the wrapper asks the
+Controller and maps its decision onto what the SDK already does:
+
+- EXECUTE_TOOLS / HANDOFF: the response goes on with only the calls agentfsm lets run; a call
+  it refused (undeclared tool, broken arguments, denied) is removed from the output, so the SDK
+  neither crashes with `ModelBehaviorError` nor runs half a call, and that call with the
+  controller's error result is put back into the next request so the model reads why;
+- RETRY: the model is called again inside the same turn, without the broken output (a cut
+  output doubles `max_tokens` when one was set); the usage of every attempt is counted
+  (streamed runs count only the accepted attempt's);
+- ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
+  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it;
+- CONTINUE after an answer that fails the completion checks: the model is called again;
+- FINAL: the response goes on unchanged and the SDK ends the run with it;
+- STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
+  `result.final_output` shows it; `decisions(result)` lists every decision, RETRY included.
+
+Streaming (`Runner.run_streamed`) is supported: events are held until agentfsm has decided on
+the response, then released (the terminal event carrying the filtered output). One governed
+agent serves one run at a time. Needs the `openai-agents` extra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from agents import Agent, FunctionTool, ModelSettings
+from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
+from agents.models.interface import Model
+from agents.models.multi_provider import MultiProvider
+from agents.result import RunResultBase
+from agents.usage import Usage
+from openai.types.responses import (
+    ResponseCompletedEvent,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
+from agentfsm.core.types import Action, Decision, ToolResult
+from agentfsm.exceptions import AgentFSMError
+
+__all__ = ["GovernedModel", "decisions", "governed"]
+
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def _dump(item: Any) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return item
+    data: dict[str, Any] = item.model_dump(exclude_none=True)
+    return data
+
+
+def _stop_message(decision: Decision) -> ResponseOutputMessage:
+    text = f"[agentfsm stop: {decision.exit_reason}] {decision.reason}"
+    return ResponseOutputMessage(
+        id="agentfsm_stop",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+def _declared(tools: Sequence[Any], handoffs: Sequence[Any]) -> list[dict[str, Any]]:
+    specs = [
+        {"name": t.name, "description": t.description, "parameters": t.params_json_schema}
+        for t in tools
+        if isinstance(t, FunctionTool)
+    ]
+    specs += [
+        {"name": h.tool_name, "description": h.tool_description, "parameters": h.input_json_schema}
+        for h in handoffs
+    ]
+    return specs
+
+
+class GovernedModel(Model):
+    """A `Model` that asks agentfsm about every response of the model it wraps.
+
+    Args:
+        inner: The model that really answers.
+        policy: The run's policy; `Policy()` when omitted.
+    """
+
+    def __init__(self, inner: Model, policy: Policy | None = None) -> None:
+        self.inner = inner
+        self.policy = policy if policy is not None else Policy()
+        self.controller: Controller | None = None
+        self.decisions: list[Decision] = []
+        self._carry: list[dict[str, Any]] = []
+
+    # -- the run's Controller --------------------------------------------------------------
+
+    def _start(self, tools: Sequence[Any], handoffs: Sequence[Any]) -> Controller:
+        ctl = self.controller
+        if ctl is None or ctl.done:
+            ctl = self.controller = Controller(self.policy, _declared(tools, handoffs) or None)
+            self.decisions, self._carry = [], []
+        return ctl
+
+    def _decide(self, decision: Decision) -> Decision:
+        self.decisions.append(decision)
+        return decision
+
+    def needs_approval(self, call_id: str) -> bool:
+        """Whether agentfsm is waiting for a human to approve this call."""
+        ctl = self.controller
+        return (
+            ctl is not None
+            and ctl.state == "await_human"
+            and any(c.id == call_id for c in ctl.pending_calls)
+        )
+
+    def approved(self, call_id: str) -> None:
+        """The SDK runs an approved call: tell the Controller the human said yes."""
+        if self.needs_approval(call_id) and self.controller is not None:
+            self._decide(self.controller.on_human_reply(approved=True))
+
+    def _feed_results(self, items: list[dict[str, Any]]) -> Decision | None:
+        """Give the Controller the outputs (or the human's rejections) of its pending calls."""
+        ctl = self.controller
+        if ctl is None or ctl.state not in ("execute", "await_human"):
+            return None
+        pending = {c.id for c in ctl.pending_calls}
+        outputs = {
+            i["call_id"]: i.get("output", "")
+            for i in items
+            if i.get("type") == "function_call_output" and i.get("call_id") in pending
+        }
+        if ctl.state == "await_human":  # the SDK sent a rejection instead of running the call
+            text = next(iter(outputs.values()), None)
+            message = text if isinstance(text, str) and text else None
+            return self._decide(ctl.on_human_reply(approved=False, message=message))
+        results = [
+            ToolResult(call_id=k, content=v if isinstance(v, str) else json.dumps(v, default=str))
+            for k, v in outputs.items()
+        ]
+        return self._decide(ctl.on_tool_results(results))
+
+    # -- turning a decision into the response the SDK reads ----------------------------------
+
+    def _shape(self, output: list[Any], decision: Decision) -> list[Any]:
+        """The output the SDK should act on, and the refused calls carried to the next request."""
+        if decision.action is Action.STOP:
+            return [_stop_message(decision)]
+        if decision.action not in (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN):
+            return output
+        ctl = self.controller
+        issued = [c.id for c in ctl.last_output.tool_calls] if ctl and ctl.last_output else []
+        keep = {c.id for c in decision.tool_calls}
+        by_id = {r.call_id: r for r in decision.results}
+        shaped, number = [], 0
+        for item in output:
+            if getattr(item, "type", None) != "function_call":
+                shaped.append(item)
+                continue
+            call_id = issued[number] if number < len(issued) else item.call_id
+            number += 1
+            if call_id != item.call_id:
+                item = item.model_copy(update={"call_id": call_id})
+            if call_id in keep:
+                shaped.append(item)
+            elif call_id in by_id:
+                result = by_id[call_id]
+                self._carry += [
+                    _dump(item),
+                    {
+                        "type": "function_call_output",
+                        "call_id": call_id,
+                        "output": str(result.content),
+                    },
+                ]
+        return shaped
+
+    def _next_input(self, input: str | list[TResponseInputItem]) -> str | list[TResponseInputItem]:
+        if not self._carry:
+            return input
+        items: list[Any] = (
+            [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        )
+        return [*items, *self._carry]
+
+    @staticmethod
+    def _settings(settings: ModelSettings, decision: Decision) -> ModelSettings:
+        factor = decision.adjust.get("max_tokens_factor")
+        if factor and settings.max_tokens:
+            return dataclasses.replace(settings, max_tokens=int(settings.max_tokens * factor))
+        return settings
+
+    # -- the Model interface -------------------------------------------------------------
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> ModelResponse:
+        """Call the wrapped model until agentfsm accepts a response, and shape it."""
+        ctl = self._start(tools, handoffs)
+        items = [] if isinstance(input, str) else [_dump(i) for i in input]
+        fed = self._feed_results(items)
+        usage = Usage()
+        if fed is not None and fed.action is Action.STOP:
+            return ModelResponse(output=[_stop_message(fed)], usage=usage, response_id=None)
+        while True:
+            response = await self.inner.get_response(
+                system_instructions,
+                self._next_input(input),
+                model_settings,
+                tools,
+                output_schema,
+                handoffs,
+                tracing,
+                previous_response_id=previous_response_id,
+                conversation_id=conversation_id,
+                prompt=prompt,
+            )
+            usage.add(response.usage)
+            decision = self._decide(ctl.on_model_output(response))
+            if decision.action is Action.RETRY:
+                model_settings = self._settings(model_settings, decision)
+                continue
+            if decision.action is Action.CONTINUE:  # an answer the completion checks refused
+                input = [*self._as_items(input), *response.to_input_items()]
+                continue
+            self._carry = []
+            output = self._shape(list(response.output), decision)
+            return dataclasses.replace(response, output=output, usage=usage)
+
+    @staticmethod
+    def _as_items(input: str | list[TResponseInputItem]) -> list[Any]:
+        return [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """Stream the wrapped model; release its events once agentfsm has decided on them."""
+        ctl = self._start(tools, handoffs)
+        fed = self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
+        while True:
+            held: list[Any] = []
+            async for event in self.inner.stream_response(
+                system_instructions,
+                self._next_input(input),
+                model_settings,
+                tools,
+                output_schema,
+                handoffs,
+                tracing,
+                previous_response_id=previous_response_id,
+                conversation_id=conversation_id,
+                prompt=prompt,
+            ):
+                held.append(event)
+            terminal = next((e for e in reversed(held) if e.type in _TERMINAL), None)
+            if fed is not None and fed.action is Action.STOP:
+                decision = fed
+            else:
+                decision = self._decide(ctl.on_model_output([_dump(e) for e in held]))
+            if decision.action is Action.RETRY:
+                model_settings = self._settings(model_settings, decision)
+                continue
+            break
+        if terminal is None:
+            raise AgentFSMError("the wrapped model's stream ended without a terminal event")
+        self._carry = []
+        output = self._shape(list(terminal.response.output), decision)
+        response = terminal.response.model_copy(update={"output": output, "status": "completed"})
+        for event in held:
+            if event.type not in _TERMINAL:
+                yield event
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=len(held)
+        )
+
+
+def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
+    """The tool, asking the SDK for approval whenever agentfsm waits for a human on its call."""
+    invoke = tool.on_invoke_tool
+
+    async def needs_approval(_ctx: Any, _params: Any, call_id: str) -> bool:
+        return model.needs_approval(call_id)
+
+    async def on_invoke(ctx: Any, arguments: str) -> Any:
+        model.approved(getattr(ctx, "tool_call_id", ""))
+        return await invoke(ctx, arguments)
+
+    return dataclasses.replace(tool, needs_approval=needs_approval, on_invoke_tool=on_invoke)
+
+
+def governed(agent: Agent[Any], policy: Policy | None = None) -> Agent[Any]:
+    """A clone of `agent` whose every turn agentfsm decides (see the module's docstring)."""
+    inner = agent.model
+    if not isinstance(inner, Model):
+        inner = MultiProvider().get_model(inner)
+    model = GovernedModel(inner, policy)
+    tools = [_approval(model, t) if isinstance(t, FunctionTool) else t for t in agent.tools]
+    return agent.clone(model=model, tools=tools)
+
+
+def decisions(result: RunResultBase) -> list[Decision]:
+    """Every decision agentfsm made in the run that produced `result`, RETRY included."""
+    model = result.last_agent.model
+    if not isinstance(model, GovernedModel):
+        raise AgentFSMError("this result did not come from an agent made by governed()")
+    return list(model.decisions)

@@ -1,0 +1,252 @@
+"""pydantic-ai: agentfsm decides every step of the agent graph through a `Model` wrapper.
+
+`GovernedModel(model, policy)` wraps any pydantic-ai model (`FunctionModel`, `TestModel` or a
+provider's); `model.toolset(tools)` wraps the agent's tools so agentfsm's approvals use
+pydantic-ai's own deferred-tool flow. After every response the Controller decides, and:
+
+- EXECUTE_TOOLS: the response goes on with only the calls agentfsm lets run, and without its
+  text, so the graph's end strategy cannot end the run on text beside tool calls; a refused
+  call (undeclared tool, broken arguments, denied) is taken out, and in the next request it is
+  put back with the controller's error as a failed `ToolReturnPart`, so the model reads why;
+- RETRY: the model is called again inside the same step without the broken response (doubling
+  `max_tokens` after a cut output when one was set), instead of pydantic-ai sending the broken
+  call back as a validation retry; agentfsm's `max_retries` bounds it;
+- ASK_HUMAN: the tool raises `ApprovalRequired`; the run ends with `DeferredToolRequests`
+  (give the agent `output_type=[str, DeferredToolRequests]`) and resumes with
+  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`;
+- FINAL: the response goes on unchanged; STOP: the run ends with the text
+  `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
+
+One GovernedModel serves one run at a time. Streaming (`run_stream`) is refused with an
+`AgentFSMError` rather than let a response through undecided. Needs the `pydantic-ai` extra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import RunContext
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from agentfsm.core.controller import Controller
+from agentfsm.core.policy import Policy
+from agentfsm.core.types import Action, Decision, ToolResult
+from agentfsm.exceptions import AgentFSMError
+
+__all__ = ["GovernedModel", "GovernedToolset"]
+
+
+def _declared(params: ModelRequestParameters) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description or "", "parameters": t.parameters_json_schema}
+        for t in (*params.function_tools, *params.output_tools)
+    ]
+
+
+def _text(part: ToolReturnPart[Any] | RetryPromptPart) -> str:
+    if isinstance(part, RetryPromptPart):
+        return part.model_response()
+    return part.model_response_str()
+
+
+class GovernedModel(WrapperModel):
+    """A pydantic-ai `Model` that asks agentfsm about every response of the model it wraps.
+
+    Args:
+        wrapped: The model that really answers.
+        policy: The run's policy; `Policy()` when omitted.
+    """
+
+    def __init__(self, wrapped: Model | str, policy: Policy | None = None) -> None:
+        super().__init__(wrapped)
+        self.policy = policy if policy is not None else Policy()
+        self.controller: Controller | None = None
+        self.decisions: list[Decision] = []
+        self._refused: list[tuple[ToolCallPart, ToolResult]] = []
+
+    def toolset(self, tools: AbstractToolset[Any] | Sequence[Any]) -> GovernedToolset:
+        """The agent's tools, asking for a human's approval whenever agentfsm says so."""
+        wrapped = tools if isinstance(tools, AbstractToolset) else FunctionToolset(list(tools))
+        return GovernedToolset(wrapped, self)
+
+    # -- the run's Controller -------------------------------------------------------------
+
+    def _start(self, params: ModelRequestParameters, messages: list[ModelMessage]) -> Controller:
+        ctl = self.controller
+        if ctl is None or ctl.done or len(messages) <= 1:
+            ctl = self.controller = Controller(self.policy, _declared(params) or None)
+            self.decisions, self._refused = [], []
+        return ctl
+
+    def _decide(self, decision: Decision) -> Decision:
+        self.decisions.append(decision)
+        return decision
+
+    def awaits_approval(self, call_id: str | None) -> bool:
+        """Whether agentfsm is waiting for a human to approve this call."""
+        ctl = self.controller
+        return (
+            ctl is not None
+            and ctl.state == "await_human"
+            and any(c.id == call_id for c in ctl.pending_calls)
+        )
+
+    def approved(self, call_id: str | None) -> None:
+        """pydantic-ai runs an approved call: tell the Controller the human said yes."""
+        if self.awaits_approval(call_id) and self.controller is not None:
+            self._decide(self.controller.on_human_reply(approved=True))
+
+    def _feed(self, messages: list[ModelMessage]) -> Decision | None:
+        """Give the Controller the returns (or the human's denial) of its pending calls."""
+        ctl = self.controller
+        last = messages[-1] if messages else None
+        if ctl is None or ctl.state not in ("execute", "await_human"):
+            return None
+        pending = {c.id for c in ctl.pending_calls}
+        parts: list[ToolReturnPart[Any] | RetryPromptPart] = [
+            p
+            for p in (last.parts if isinstance(last, ModelRequest) else [])
+            if isinstance(p, ToolReturnPart | RetryPromptPart) and p.tool_call_id in pending
+        ]
+        if ctl.state == "await_human":  # denied: pydantic-ai answered without running the call
+            denial = next((_text(p) for p in parts), None)
+            return self._decide(ctl.on_human_reply(approved=False, message=denial))
+        results = [
+            ToolResult(
+                call_id=p.tool_call_id,
+                content=_text(p),
+                is_error=isinstance(p, RetryPromptPart) or p.outcome != "success",
+                name=p.tool_name,
+            )
+            for p in parts
+        ]
+        return self._decide(ctl.on_tool_results(results))
+
+    # -- shaping -----------------------------------------------------------------------------
+
+    def _with_refused(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """The history with the refused calls put back, each answered by its error."""
+        if not self._refused or len(messages) < 2:
+            return messages
+        response, request = messages[-2], messages[-1]
+        if not isinstance(response, ModelResponse) or not isinstance(request, ModelRequest):
+            return messages
+        calls = [call for call, _ in self._refused]
+        errors = [
+            ToolReturnPart(
+                tool_name=c.tool_name,
+                content=str(r.content),
+                tool_call_id=c.tool_call_id,
+                outcome="failed",
+            )
+            for c, r in self._refused
+        ]
+        return [
+            *messages[:-2],
+            dataclasses.replace(response, parts=[*response.parts, *calls]),
+            dataclasses.replace(request, parts=[*request.parts, *errors]),
+        ]
+
+    def _shape(self, response: ModelResponse, decision: Decision) -> ModelResponse:
+        if decision.action is Action.STOP:
+            text = f"[agentfsm stop: {decision.exit_reason}] {decision.reason}"
+            return dataclasses.replace(response, parts=[TextPart(content=text)])
+        if decision.action not in (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN):
+            return response
+        ctl = self.controller
+        issued = [c.id for c in ctl.last_output.tool_calls] if ctl and ctl.last_output else []
+        keep = {c.id for c in decision.tool_calls}
+        refused = {r.call_id: r for r in decision.results}
+        calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+        parts: list[Any] = []
+        for call, call_id in zip(calls, issued, strict=False):
+            call = dataclasses.replace(call, tool_call_id=call_id)
+            if call_id in keep:
+                parts.append(call)
+            elif call_id in refused:
+                self._refused.append((call, refused[call_id]))
+        other = [p for p in response.parts if not isinstance(p, ToolCallPart | TextPart)]
+        return dataclasses.replace(response, parts=[*other, *parts])
+
+    @staticmethod
+    def _adjusted(settings: ModelSettings | None, decision: Decision) -> ModelSettings | None:
+        factor = decision.adjust.get("max_tokens_factor")
+        if factor and settings and settings.get("max_tokens"):
+            return {**settings, "max_tokens": int(settings["max_tokens"] * factor)}
+        return settings
+
+    # -- the Model interface --------------------------------------------------------------
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """Call the wrapped model until agentfsm accepts a response, and shape it."""
+        ctl = self._start(model_request_parameters, messages)
+        fed = self._feed(messages)
+        if fed is not None and fed.action is Action.STOP:
+            return self._shape(ModelResponse(parts=[]), fed)
+        history = self._with_refused(messages)
+        self._refused = []
+        while True:
+            response = await self.wrapped.request(history, model_settings, model_request_parameters)
+            decision = self._decide(ctl.on_model_output(response))
+            if decision.action is Action.RETRY:
+                model_settings = self._adjusted(model_settings, decision)
+                continue
+            if decision.action is Action.CONTINUE:  # an answer the completion checks refused
+                history = [*history, response]
+                continue
+            return self._shape(response, decision)
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        """Refuse streaming: a streamed response would reach the graph before agentfsm decides."""
+        raise AgentFSMError(
+            "GovernedModel does not stream yet: use agent.run / run_sync (agentfsm must see the "
+            "whole response before pydantic-ai acts on it)"
+        )
+        yield  # pragma: no cover  (makes this an async generator for asynccontextmanager)
+
+
+class GovernedToolset(WrapperToolset[Any]):
+    """Tools that raise `ApprovalRequired` while agentfsm waits for a human on their call."""
+
+    def __init__(self, wrapped: AbstractToolset[Any], model: GovernedModel) -> None:
+        super().__init__(wrapped)
+        self.model = model
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        """Run the call, or ask for approval first when agentfsm waits for a human on it."""
+        if self.model.awaits_approval(ctx.tool_call_id):
+            if not ctx.tool_call_approved:
+                raise ApprovalRequired
+            self.model.approved(ctx.tool_call_id)
+        return await super().call_tool(name, tool_args, ctx, tool)

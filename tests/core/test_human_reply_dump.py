@@ -1,0 +1,31 @@
+"""A run dumped right after a human's reply loads again, whatever the reply led to."""
+
+from __future__ import annotations
+
+import pytest
+
+import agentfsm as af
+from agentfsm.testing import call, turn
+
+A = af.Action
+
+
+class TestDumpAfterHumanReply:
+    """Nothing is left awaiting approval once the human has answered."""
+
+    @pytest.mark.parametrize(
+        ("approved", "message", "action"),
+        [(True, None, A.EXECUTE_TOOLS), (False, None, A.STOP), (False, "no", A.CONTINUE)],
+    )
+    def test_dump_loads_and_decides_the_same(
+        self, approved: bool, message: str | None, action: af.Action
+    ) -> None:
+        """Approve, decline, or decline with a message: the dump loads, in the same state."""
+        ctl = af.Controller(af.Policy(permissions={"rm": "ask"}))
+        assert ctl.on_model_output(turn(calls=[call("rm", {}, id="c1")])).action is A.ASK_HUMAN
+        assert ctl.on_human_reply(approved, message).action is action
+        loaded = af.Controller.load(ctl.dump())
+        assert (loaded.state, loaded.pending_calls) == (ctl.state, ctl.pending_calls)
+        if action is A.EXECUTE_TOOLS:
+            results = [af.ToolResult(call_id="c1", content="removed")]
+            assert loaded.on_tool_results(results) == ctl.on_tool_results(results)

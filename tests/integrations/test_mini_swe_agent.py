@@ -1,0 +1,282 @@
+"""mini-swe-agent with agentfsm deciding, beside mini-swe-agent's own `DefaultAgent`.
+
+Both run mini-swe-agent's own deterministic model (`DeterministicToolcallModel`) on a real
+`LocalEnvironment`. The scripted outputs have the shape mini-swe-agent's LitellmModel returns
+(tool calls, parsed actions, and the full response in `extra.response`); where LitellmModel
+rejects a response with `FormatError` (its response kept in the error, as LitellmModel does),
+the deterministic model raises that same error. Each test says what mini-swe-agent does
+natively and what agentfsm does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from minisweagent.agents.default import DefaultAgent
+from minisweagent.environments.local import LocalEnvironment
+from minisweagent.exceptions import FormatError
+from minisweagent.models.test_models import DeterministicToolcallModel
+
+import agentfsm as af
+from agentfsm.integrations.mini_swe_agent import GovernedAgent
+
+A, X = af.Action, af.ExitReason
+CONFIG: dict[str, Any] = {
+    "system_template": "You are a helpful assistant.",
+    "instance_template": "{{task}}",
+    "step_limit": 6,
+}
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo fixed"
+
+
+def bash(call_id: str, command: str, name: str = "bash", raw: str | None = None) -> dict[str, Any]:
+    """An OpenAI tool call, as the chat completion carries it."""
+    arguments = raw if raw is not None else json.dumps({"command": command})
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def body(
+    calls: list[dict[str, Any]], finish: str, content: str = "", **message: Any
+) -> dict[str, Any]:
+    """The chat completion LitellmModel keeps in `extra.response`."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": finish,
+                "message": {"role": "assistant", "content": content, "tool_calls": calls or None}
+                | message,
+            }
+        ],
+    }
+
+
+def output(*calls: dict[str, Any], finish: str = "tool_calls") -> dict[str, Any]:
+    """A message as LitellmModel returns it when it parsed every call."""
+    actions = [
+        {"command": json.loads(c["function"]["arguments"])["command"], "tool_call_id": c["id"]}
+        for c in calls
+    ]
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": list(calls),
+        "extra": {"actions": actions, "cost": 0.0, "response": body(list(calls), finish)},
+    }
+
+
+def rejected(error: str, response: dict[str, Any]) -> dict[str, Any]:
+    """A step where LitellmModel raises FormatError (the response kept in the error)."""
+    return {"role": "assistant", "content": "", "extra": {"reject": error, "response": response}}
+
+
+class LitellmShaped(DeterministicToolcallModel):
+    """The deterministic model, raising FormatError where LitellmModel would."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+
+    def query(self, messages: list[dict[str, str]], **kwargs: Any) -> dict[str, Any]:
+        """The next scripted output, or the FormatError LitellmModel raises for it."""
+        out: dict[str, Any] = super().query(messages, **kwargs)
+        extra = out["extra"]
+        if "reject" in extra:
+            raise FormatError(
+                {
+                    "role": "user",
+                    "content": extra["reject"],
+                    "extra": {"interrupt_type": "FormatError", "response": extra["response"]},
+                }
+            )
+        return out
+
+
+class Sandbox:
+    """A scratch directory the commands run in."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def native(self, outputs: list[dict[str, Any]]) -> DefaultAgent:
+        """mini-swe-agent's own agent on the deterministic model."""
+        model = LitellmShaped(outputs=outputs)
+        return DefaultAgent(model, LocalEnvironment(cwd=str(self.root)), **CONFIG)
+
+    def ruled(self, outputs: list[dict[str, Any]], **options: Any) -> GovernedAgent:
+        """The same agent with agentfsm deciding."""
+        model = LitellmShaped(outputs=outputs)
+        return GovernedAgent(model, LocalEnvironment(cwd=str(self.root)), **options, **CONFIG)
+
+    def log(self) -> list[str]:
+        """The lines the commands appended to `log`."""
+        path = self.root / "log"
+        return path.read_text().split() if path.exists() else []
+
+
+def actions(agent: GovernedAgent) -> list[af.Action]:
+    """The actions agentfsm decided."""
+    return [d.action for d in agent.decisions]
+
+
+class TestToolCallsUnderStop:
+    """Tool calls under finish reason `stop`."""
+
+    def test_both_execute(self, tmp_path: Path) -> None:
+        """Natively the actions run; with agentfsm they run too, and P7 names the conflict."""
+        outputs = [output(bash("c1", "echo a >> log"), finish="stop"), output(bash("c2", SUBMIT))]
+        sandbox = Sandbox(tmp_path)
+        assert sandbox.native(outputs).run("task")["exit_status"] == "Submitted"
+        assert sandbox.log() == ["a"]
+        (tmp_path / "log").unlink()
+        agent = sandbox.ruled(outputs)
+        assert agent.run("task")["exit_status"] == "Submitted"
+        assert sandbox.log() == ["a"]
+        assert agent.decisions[0].priority == "P7"
+
+
+class TestLengthCutCall:
+    """A call cut by the token limit: LitellmModel rejects the response."""
+
+    CUT = body([bash("c1", "", raw='{"command": "echo a >')], "length")
+
+    def test_native_feeds_a_format_error_agentfsm_retries(self, tmp_path: Path) -> None:
+        """Natively a format-error message enters the history; agentfsm asks again cleanly."""
+        outputs = [
+            rejected("Error parsing tool call arguments", self.CUT),
+            output(bash("c2", "echo a >> log")),
+            output(bash("c3", SUBMIT)),
+        ]
+        sandbox = Sandbox(tmp_path)
+        agent = sandbox.native(outputs)
+        agent.run("task")
+        assert any("Error parsing" in str(m.get("content")) for m in agent.messages)
+        governed = Sandbox(tmp_path).ruled(outputs)
+        assert governed.run("task")["exit_status"] == "Submitted"
+        assert actions(governed)[0] is A.RETRY
+        assert not any("Error parsing" in str(m.get("content")) for m in governed.messages)
+
+
+class TestUndeclaredTool:
+    """A call to an undeclared tool beside a valid one."""
+
+    def test_native_rejects_both_agentfsm_runs_the_valid_one(self, tmp_path: Path) -> None:
+        """Natively LitellmModel rejects the whole message and nothing runs; agentfsm runs the
+        valid call and answers the other with an error tool message."""
+        both = [bash("c1", "echo a >> log"), bash("c2", "ls", name="python")]
+        outputs = [
+            rejected("Unknown tool 'python'.", body(both, "tool_calls")),
+            output(bash("c3", SUBMIT)),
+        ]
+        sandbox = Sandbox(tmp_path)
+        sandbox.native(outputs).run("task")
+        assert sandbox.log() == []
+        agent = sandbox.ruled(outputs)
+        assert agent.run("task")["exit_status"] == "Submitted"
+        assert sandbox.log() == ["a"]
+        errors = [m for m in agent.messages if m["role"] == "tool" and m["tool_call_id"] == "c2"]
+        assert len(errors) == 1
+        assert "python" in errors[0]["content"]
+
+
+class TestThirdIdenticalCall:
+    """The same command three times in a row."""
+
+    def test_native_runs_to_the_step_limit_agentfsm_stops(self, tmp_path: Path) -> None:
+        """Natively it runs until LimitsExceeded; agentfsm stops at the third (doom_loop)."""
+        outputs = [output(bash(f"c{i}", "echo a >> log")) for i in range(8)]
+        sandbox = Sandbox(tmp_path)
+        assert sandbox.native(outputs).run("task")["exit_status"] == "LimitsExceeded"
+        assert len(sandbox.log()) == 6
+        (tmp_path / "log").unlink()
+        agent = sandbox.ruled(outputs)
+        assert agent.run("task")["exit_status"] == "doom_loop"
+        assert len(sandbox.log()) == 2
+
+
+class TestApproval:
+    """A command that needs a human."""
+
+    POLICY = af.Policy(
+        permission=lambda c: "ask" if "rm " in str((c.arguments or {}).get("command")) else "allow"
+    )
+
+    def outputs(self) -> list[dict[str, Any]]:
+        """Remove a file, then submit."""
+        return [output(bash("c1", "rm -f victim; echo rm >> log")), output(bash("c2", SUBMIT))]
+
+    def test_native_runs_it_agentfsm_runs_it_once_approved(self, tmp_path: Path) -> None:
+        """Natively the command runs at once; governed, it runs after `approve` says yes."""
+        sandbox = Sandbox(tmp_path)
+        sandbox.native(self.outputs()).run("task")
+        assert sandbox.log() == ["rm"]
+        (tmp_path / "log").unlink()
+        asked: list[list[af.ToolCall]] = []
+
+        def approve(calls: list[af.ToolCall]) -> bool:
+            asked.append(calls)
+            return True
+
+        agent = sandbox.ruled(self.outputs(), policy=self.POLICY, approve=approve)
+        assert agent.run("task")["exit_status"] == "Submitted"
+        assert sandbox.log() == ["rm"]
+        assert asked[0][0].id == "c1"
+        assert actions(agent)[:2] == [A.ASK_HUMAN, A.EXECUTE_TOOLS]
+
+    def test_without_a_human_the_command_is_declined(self, tmp_path: Path) -> None:
+        """With no `approve`, the command never runs and the model reads why."""
+        sandbox = Sandbox(tmp_path)
+        agent = sandbox.ruled(self.outputs(), policy=self.POLICY)
+        agent.run("task")
+        assert sandbox.log() == []
+        assert any(m["role"] == "tool" and m["tool_call_id"] == "c1" for m in agent.messages)
+
+
+class TestRefusal:
+    """The model refuses (no tool calls, OpenAI's `refusal` field)."""
+
+    REFUSED = body([], "stop", refusal="I can't help with that.")
+
+    def test_native_loops_on_format_errors_agentfsm_stops(self, tmp_path: Path) -> None:
+        """Natively LitellmModel's "no tool calls" errors repeat until RepeatedFormatError;
+        agentfsm stops at once with REFUSAL."""
+        outputs = [rejected("No tool calls found in the response.", self.REFUSED)] * 4
+        sandbox = Sandbox(tmp_path)
+        assert sandbox.native(outputs).run("task")["exit_status"] == "RepeatedFormatError"
+        agent = sandbox.ruled(outputs)
+        assert agent.run("task")["exit_status"] == "refusal"
+        assert agent.decisions[-1].exit_reason is X.REFUSAL
+
+
+class TestFinalAnswer:
+    """The run ends normally."""
+
+    def test_submit_command_is_the_hosts_end(self, tmp_path: Path) -> None:
+        """Both end Submitted with the submission; agentfsm's last decision is COMPLETED."""
+        outputs = [output(bash("c1", SUBMIT))]
+        sandbox = Sandbox(tmp_path)
+        assert sandbox.native(outputs).run("task") == {
+            "exit_status": "Submitted",
+            "submission": "fixed\n",
+        }
+        agent = sandbox.ruled(outputs)
+        assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed\n"}
+        assert (agent.decisions[-1].action, agent.decisions[-1].exit_reason) == (
+            A.FINAL,
+            X.COMPLETED,
+        )
+
+    def test_a_text_answer_completes(self, tmp_path: Path) -> None:
+        """Natively a text-only answer is a format error; agentfsm takes it as the answer."""
+        answer = body([], "stop", content="The bug is fixed.")
+        outputs = [rejected("No tool calls found in the response.", answer)] * 4
+        sandbox = Sandbox(tmp_path)
+        assert sandbox.native(outputs).run("task")["exit_status"] == "RepeatedFormatError"
+        agent = sandbox.ruled(outputs)
+        result = agent.run("task")
+        assert (result["exit_status"], result["submission"]) == ("Submitted", "The bug is fixed.")
+        assert result["agentfsm"] == {"action": "final", "exit_reason": "completed"}

@@ -1,0 +1,267 @@
+"""pydantic-ai with agentfsm deciding, beside pydantic-ai's own agent graph.
+
+Both run pydantic-ai's own test double, `FunctionModel`, replaying scripted `ModelResponse`s,
+with real function tools; each test says what pydantic-ai does natively and what agentfsm does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import UsageLimits
+
+import agentfsm as af
+from agentfsm.exceptions import AgentFSMError
+from agentfsm.integrations.pydantic_ai import GovernedModel
+
+A, X = af.Action, af.ExitReason
+
+
+class Script:
+    """A FunctionModel function replaying responses and keeping every request it saw."""
+
+    def __init__(self, responses: list[ModelResponse]) -> None:
+        self.responses = list(responses)
+        self.seen: list[list[ModelMessage]] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        """Answer the next request with the next scripted response."""
+        self.seen.append(list(messages))
+        return self.responses[min(len(self.seen), len(self.responses)) - 1]
+
+
+class Tools:
+    """Two real tools that record every execution."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, str]] = []
+
+    def functions(self) -> list[Callable[..., str]]:
+        """The tool functions."""
+
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            self.ran.append(("get_weather", city))
+            return f"sunny in {city}"
+
+        def delete_file(path: str) -> str:
+            """Delete a file."""
+            self.ran.append(("delete_file", path))
+            return f"deleted {path}"
+
+        return [get_weather, delete_file]
+
+
+def weather(call_id: str, args: Any = None) -> ToolCallPart:
+    """A get_weather call."""
+    return ToolCallPart("get_weather", args or {"city": "Paris"}, tool_call_id=call_id)
+
+
+ANSWER = ModelResponse(parts=[TextPart("It is sunny in Paris.")], finish_reason="stop")
+LIMITS = UsageLimits(request_limit=8)
+
+
+def native(script: Script, tools: Tools) -> Any:
+    """pydantic-ai's own run on the FunctionModel."""
+    agent = Agent(FunctionModel(script), tools=tools.functions())
+    return agent.run_sync("weather in Paris?", usage_limits=LIMITS)
+
+
+def ruled(
+    script: Script, tools: Tools, policy: af.Policy | None = None
+) -> tuple[GovernedModel, Agent[None, str | DeferredToolRequests]]:
+    """The same agent with agentfsm deciding."""
+    model = GovernedModel(FunctionModel(script), policy)
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        model,
+        toolsets=[model.toolset(tools.functions())],
+        output_type=[str, DeferredToolRequests],
+    )
+    return model, agent
+
+
+def actions(model: GovernedModel) -> list[af.Action]:
+    """The actions agentfsm decided."""
+    return [d.action for d in model.decisions]
+
+
+class TestToolCallsUnderStop:
+    """Tool calls under finish reason `stop`."""
+
+    def test_both_execute(self) -> None:
+        """Natively the call runs; with agentfsm too, and P7 names the conflict."""
+        responses = [ModelResponse(parts=[weather("c1")], finish_reason="stop"), ANSWER]
+        tools = Tools()
+        native(Script(responses), tools)
+        assert tools.ran == [("get_weather", "Paris")]
+        tools = Tools()
+        model, agent = ruled(Script(responses), tools)
+        assert agent.run_sync("weather?").output == "It is sunny in Paris."
+        assert tools.ran == [("get_weather", "Paris")]
+        assert model.decisions[0].priority == "P7"
+
+
+class TestLengthCutCall:
+    """A call cut by the token limit."""
+
+    CUT = ModelResponse(parts=[weather("c0", '{"city": "Pa')], finish_reason="length")
+
+    def test_native_sends_the_broken_call_back_agentfsm_asks_again_without_it(self) -> None:
+        """Natively the broken call stays in the history with a validation retry; agentfsm
+        calls the model again without it, so no later request contains it."""
+        responses = [self.CUT, ModelResponse(parts=[weather("c1")]), ANSWER]
+        script, tools = Script(responses), Tools()
+        native(script, tools)
+        assert any('{"city": "Pa' in str(m) for m in script.seen[-1])
+        script, tools = Script(responses), Tools()
+        model, agent = ruled(script, tools)
+        assert agent.run_sync("weather?").output == "It is sunny in Paris."
+        assert not any('{"city": "Pa' in str(m) for m in script.seen[-1])
+        assert actions(model)[:2] == [A.RETRY, A.EXECUTE_TOOLS]
+        assert tools.ran == [("get_weather", "Paris")]
+
+
+class TestUndeclaredTool:
+    """A call to an undeclared tool beside a valid call."""
+
+    def test_valid_call_runs_and_the_model_reads_the_error(self) -> None:
+        """Natively pydantic-ai answers the unknown tool with a retry prompt; with agentfsm the
+        call never reaches pydantic-ai and the controller's error answers it."""
+        responses = [
+            ModelResponse(parts=[weather("c1"), ToolCallPart("rm_rf", {}, tool_call_id="c2")]),
+            ANSWER,
+        ]
+        script, tools = Script(responses), Tools()
+        native(script, tools)
+        assert tools.ran == [("get_weather", "Paris")]
+        script, tools = Script(responses), Tools()
+        model, agent = ruled(script, tools)
+        assert agent.run_sync("weather?").output == "It is sunny in Paris."
+        assert tools.ran == [("get_weather", "Paris")]
+        request = script.seen[1][-1]
+        assert isinstance(request, ModelRequest)
+        errors = [
+            p for p in request.parts if isinstance(p, ToolReturnPart) and p.outcome == "failed"
+        ]
+        assert [p.tool_call_id for p in errors] == ["c2"]
+        assert "rm_rf" in str(errors[0].content)
+        assert model.decisions[0].results[0].call_id == "c2"
+
+
+class TestThirdIdenticalCall:
+    """The same call three times in a row."""
+
+    def test_native_runs_to_the_request_limit_agentfsm_stops(self) -> None:
+        """Natively the call runs until UsageLimitExceeded; agentfsm stops at the third."""
+        responses = [ModelResponse(parts=[weather("c1")])]
+        tools = Tools()
+        with pytest.raises(UsageLimitExceeded):
+            native(Script(responses), tools)
+        assert len(tools.ran) >= 7
+        tools = Tools()
+        model, agent = ruled(Script(responses), tools)
+        output = agent.run_sync("weather?").output
+        assert len(tools.ran) == 2
+        assert model.decisions[-1].exit_reason is X.DOOM_LOOP
+        assert str(output).startswith("[agentfsm stop: doom_loop]")
+
+
+class TestApproval:
+    """A call that needs a human: pydantic-ai's own deferred-tool flow."""
+
+    POLICY = af.Policy(permissions={"delete_file": "ask"})
+
+    def responses(self) -> list[ModelResponse]:
+        """Delete a file, then answer."""
+        return [
+            ModelResponse(parts=[ToolCallPart("delete_file", {"path": "/x"}, tool_call_id="d1")]),
+            ModelResponse(parts=[TextPart("Done.")]),
+        ]
+
+    def test_native_runs_it_agentfsm_defers_then_runs_once_approved(self) -> None:
+        """Natively the call runs at once; governed, the run ends with DeferredToolRequests
+        and the call runs only after its approval."""
+        tools = Tools()
+        native(Script(self.responses()), tools)
+        assert tools.ran == [("delete_file", "/x")]
+        tools = Tools()
+        model, agent = ruled(Script(self.responses()), tools, self.POLICY)
+        first = agent.run_sync("delete /x")
+        assert isinstance(first.output, DeferredToolRequests)
+        assert tools.ran == []
+        assert [c.tool_call_id for c in first.output.approvals] == ["d1"]
+        result = agent.run_sync(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={"d1": True}),
+        )
+        assert (result.output, tools.ran) == ("Done.", [("delete_file", "/x")])
+        assert actions(model) == [A.ASK_HUMAN, A.EXECUTE_TOOLS, A.CONTINUE, A.FINAL]
+
+    def test_denied_call_never_runs(self) -> None:
+        """A denial never runs the call; agentfsm hears the human's message."""
+        tools = Tools()
+        model, agent = ruled(Script(self.responses()), tools, self.POLICY)
+        first = agent.run_sync("delete /x")
+        agent.run_sync(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={"d1": ToolDenied("not that")}),
+        )
+        assert tools.ran == []
+        assert model.decisions[1].action is not A.EXECUTE_TOOLS
+
+
+class TestRefusal:
+    """The model refuses (Anthropic's `refusal`, which pydantic-ai maps to content_filter)."""
+
+    REFUSAL = ModelResponse(
+        parts=[TextPart("I can't help with that.")],
+        finish_reason="content_filter",
+        provider_details={"finish_reason": "refusal"},
+    )
+
+    def test_native_returns_it_as_the_answer_agentfsm_stops(self) -> None:
+        """Natively the refusal comes back as the run's output; agentfsm stops with REFUSAL."""
+        assert native(Script([self.REFUSAL]), Tools()).output == "I can't help with that."
+        model, agent = ruled(Script([self.REFUSAL]), Tools())
+        output = agent.run_sync("x").output
+        assert model.decisions[-1].exit_reason is X.REFUSAL
+        assert str(output).startswith("[agentfsm stop: refusal]")
+
+
+class TestFinalAnswer:
+    """A normal answer."""
+
+    def test_both_end_with_it(self) -> None:
+        """Both return the answer; agentfsm's decision is FINAL, COMPLETED."""
+        assert native(Script([ANSWER]), Tools()).output == "It is sunny in Paris."
+        model, agent = ruled(Script([ANSWER]), Tools())
+        assert agent.run_sync("x").output == "It is sunny in Paris."
+        assert (model.decisions[-1].action, model.decisions[-1].exit_reason) == (
+            A.FINAL,
+            X.COMPLETED,
+        )
+
+
+class TestStreaming:
+    """Streaming is refused rather than let a response through before agentfsm decides."""
+
+    def test_run_stream_fails_closed(self) -> None:
+        """`run_stream_sync` raises AgentFSMError; no tool runs."""
+        tools = Tools()
+        _, agent = ruled(Script([ModelResponse(parts=[weather("c1")])]), tools)
+        with pytest.raises(AgentFSMError, match="does not stream"):
+            agent.run_stream_sync("weather?").get_output()
+        assert tools.ran == []
