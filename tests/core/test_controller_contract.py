@@ -268,8 +268,8 @@ def executing() -> af.Controller:
 def bad_inputs() -> Iterator[tuple[str, Callable[[af.Controller], Any], str]]:
     """Bad arguments to the inputs of a Controller that awaits tool results."""
     yield "on_tool_results(None)", lambda c: c.on_tool_results(None), "results"  # type: ignore[arg-type]
-    yield "on_tool_results('x')", lambda c: c.on_tool_results("x"), "results"  # type: ignore[arg-type]
-    yield "on_tool_results([None])", lambda c: c.on_tool_results([None]), "tool result #0"  # type: ignore[list-item]
+    yield "on_tool_results('x')", lambda c: c.on_tool_results("x"), "results"
+    yield "on_tool_results([None])", lambda c: c.on_tool_results([None]), "tool result #0"
     yield "add_observer(1)", lambda c: c.add_observer(1), "observers"  # type: ignore[arg-type]
 
 
