@@ -12,10 +12,10 @@ help: ## List the targets
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray,integrations]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray,integrations,durable]'
 	@touch $@
 
-install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray and integrations extras
+install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray, integrations and durable extras
 
 demo: install ## Run the weather agent end to end (local server, no key), then draw the machine
 	$(PY) -m agentfsm demo

@@ -54,7 +54,7 @@ RULES = (
 
 ONLY_IMPORTER = {
     "transitions": ("agentfsm.core.machine",),
-    "litellm": ("agentfsm.runner",),
+    "litellm": ("agentfsm.runner", "agentfsm.durable"),
 }
 """A third-party package and the only modules allowed to import it."""
 

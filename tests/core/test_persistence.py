@@ -6,6 +6,7 @@ import copy
 import json
 import pickle
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -304,6 +305,20 @@ class TestPickle:
         copy_ = pickle.loads(pickle.dumps(ctl))
         assert (copy_.state, copy_.pending_calls) == (ctl.state, ctl.pending_calls)
         assert copy_.on_human_reply(True) == ctl.on_human_reply(True)
+
+    def test_a_controller_with_a_trace_writer_refuses_to_pickle(self, tmp_path: Path) -> None:
+        """A trace writer holds an open file: pickling says to pickle the dump instead."""
+        from agentfsm.replay.trace import TraceWriter
+
+        with TraceWriter(tmp_path / "t.jsonl") as writer:
+            ctl = af.Controller(run_id="r-w", observers=[writer])
+            ctl.on_model_output(turn(calls=[call("search", id="c1")]))
+            with pytest.raises(CheckpointError, match=r"r-w.*Controller\.load\(data, observers"):
+                pickle.dumps(ctl)
+            loaded = af.Controller.load(ctl.dump(), observers=[writer])
+            loaded.on_tool_results([af.ToolResult(call_id="c1", content="r")])
+        events = (tmp_path / "t.jsonl").read_text().splitlines()
+        assert json.loads(events[-1])["event"] == "decision"
 
     def test_a_controller_with_an_observer_refuses_to_pickle(self) -> None:
         """With observers attached (a trace writer), pickling raises a clear error instead."""

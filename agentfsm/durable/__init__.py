@@ -1,0 +1,260 @@
+"""Durable runs on DBOS Transact: survive a crash, pause for days, never run a tool twice.
+
+Install with `pip install 'agentfsm[durable]'`. Every process that runs or
+recovers runs declares the same agents and calls `launch`:
+
+    agent = DurableAgent("support", "openai/gpt-4o-mini", tools=[lookup], policy=policy)
+    durable.launch([agent], database_url="sqlite:///runs.sqlite")  # or postgresql://...
+    run_id = durable.start("support", [{"role": "user", "content": "..."}])
+    durable.status(run_id)            # "waiting_for_human" once the run asks
+    durable.reply(run_id, approved=True)
+    durable.result(run_id)            # a DurableResult
+
+Each model call and each tool call is a DBOS step, recorded once in the
+database; after a crash, `launch` in any process on the same database
+recovers the runs: recorded steps are not run again, and the Controller,
+rebuilt from the recorded outputs, makes the same decisions. A run waiting
+for a human holds no thread: it is a coroutine waiting on `DBOS.recv_async`.
+
+The application version DBOS records is `app_version(agents)`: agentfsm's
+state and event formats plus a digest of the agents' models, tools and
+policies. DBOS recovers only runs of the current version, so `launch` refuses
+to start while runs of another version are pending (`StrandedRunsError`)
+instead of leaving them silently unrecovered.
+
+Known limit: a policy's `max_seconds` counts the wall time of the current
+process's pass over the run; after a recovery it starts again from zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+try:
+    from dbos import DBOS, DBOSConfig, SetWorkflowID
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "agentfsm.durable needs DBOS Transact: pip install 'agentfsm[durable]'"
+    ) from exc
+
+from agentfsm.core.types import Decision, ExitReason
+from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
+from agentfsm.durable._workflow import (
+    HUMAN_TOPIC,
+    WAITING_KEY,
+    WORKFLOW_NAME,
+    agent_run,
+    load_litellm,
+)
+from agentfsm.exceptions import CheckpointError, InvalidInputError, RunError
+
+__all__ = [
+    "HUMAN_TOPIC",
+    "DurableAgent",
+    "DurableResult",
+    "Progress",
+    "RunStatus",
+    "StrandedRunsError",
+    "app_version",
+    "asked",
+    "launch",
+    "reply",
+    "result",
+    "shutdown",
+    "start",
+    "status",
+]
+
+RunStatus = Literal["running", "waiting_for_human", "done", "failed", "cancelled"]
+
+
+class StrandedRunsError(CheckpointError):
+    """Runs recorded under another application version are pending: this process would not
+    recover them. `details["runs"]` maps each run id to its version."""
+
+
+class DurableResult(BaseModel):
+    """How a durable run ended: the same fields whether or not it was interrupted."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    """The run's id (its DBOS workflow id)."""
+    exit_reason: ExitReason
+    """Why the run ended."""
+    text: str
+    """The last answer text the model gave."""
+    turns: int
+    """Model outputs the run used."""
+    error: str | None = None
+    """The provider failure that ended the run, if any."""
+    decisions: list[Decision]
+    """Every decision the Controller made, in order."""
+    messages: list[dict[str, Any]]
+    """The conversation as the model last saw it, plus the final answer's round."""
+    events: list[dict[str, Any]]
+    """The Controller's events: the run's trace."""
+
+
+def launch(
+    agents: Iterable[DurableAgent],
+    *,
+    database_url: str = "sqlite:///agentfsm-runs.sqlite",
+    name: str = "agentfsm",
+    config: Mapping[str, Any] | None = None,
+) -> str:
+    """Declare `agents`, start DBOS on `database_url`, and recover this database's runs.
+
+    Args:
+        agents: Every agent whose runs this process starts or recovers.
+        database_url: `sqlite:///<file>` (embedded, the default) or `postgresql://...`.
+        name: The DBOS application name.
+        config: More `DBOSConfig` entries (e.g. `executor_id`), applied last.
+
+    Returns:
+        The application version runs are recorded under.
+
+    Raises:
+        StrandedRunsError: pending runs of another application version exist.
+    """
+    listed = register(agents)
+    version = app_version(listed)
+    load_litellm()  # seconds to import: pay it at launch, not inside the first run's first step
+    settings: dict[str, Any] = {
+        "name": name,
+        "system_database_url": database_url,
+        "application_version": version,
+        "log_level": "WARNING",
+        **(config or {}),
+    }
+    DBOS(config=DBOSConfig(**settings))  # type: ignore[typeddict-item]
+    DBOS.launch()
+    stranded = {
+        w.workflow_id: str(w.app_version)
+        for w in DBOS.list_workflows(
+            status="PENDING", name=WORKFLOW_NAME, load_input=False, load_output=False
+        )
+        if w.app_version != version
+    }
+    if stranded:
+        DBOS.destroy()
+        raise StrandedRunsError(
+            f"{len(stranded)} pending run(s) were recorded under another application version "
+            f"than {version!r} (agents, policies or agentfsm's state format changed): "
+            f"{sorted(stranded.items())[:5]}; launch them with the agents they started with",
+            runs=stranded,
+        )
+    return version
+
+
+def shutdown() -> None:
+    """Stop DBOS in this process; pending runs stay in the database for the next `launch`."""
+    global _LOOP
+    DBOS.destroy()
+    with _LOOP_LOCK:
+        loop, _LOOP = _LOOP, None
+    if loop is not None:
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def start(
+    agent: str | DurableAgent,
+    messages: str | Sequence[Mapping[str, Any]],
+    *,
+    run_id: str | None = None,
+) -> str:
+    """Start a run of a declared agent; returns its run id (starting an id twice is one run)."""
+    name = agent if isinstance(agent, str) else agent.name
+    agent_named(name)
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    history = [dict(m) for m in messages]
+
+    async def begin() -> str:
+        with SetWorkflowID(run_id) if run_id is not None else nullcontext():
+            handle = await DBOS.start_workflow_async(agent_run, name, history)
+        return handle.get_workflow_id()
+
+    # The run becomes a task on one event loop: a run (paused or not) holds no thread.
+    # DBOS.start_workflow from this thread would park a pool thread on every run.
+    return asyncio.run_coroutine_threadsafe(begin(), _runs_loop()).result()
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _runs_loop() -> asyncio.AbstractEventLoop:
+    """The event loop the runs this process starts live on (one daemon thread)."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP.is_closed():
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="agentfsm-durable", daemon=True).start()
+        return _LOOP
+
+
+def status(run_id: str) -> RunStatus:
+    """Where a run is: running, waiting for a human, done, failed or cancelled."""
+    found = DBOS.get_workflow_status(run_id)
+    if found is None:
+        raise InvalidInputError(f"no durable run {run_id!r} in this database", run_id=run_id)
+    state = found.status
+    if state == "SUCCESS":
+        return "done"
+    if state in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+        return "failed"
+    if state == "CANCELLED":
+        return "cancelled"
+    asked = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
+    return "waiting_for_human" if asked else "running"
+
+
+def asked(run_id: str) -> dict[str, Any] | None:
+    """What a run waiting for a human asks (turn, reason, tool calls), or None."""
+    value = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
+    return value if isinstance(value, dict) else None
+
+
+def reply(run_id: str, approved: bool, message: str | None = None) -> None:
+    """Answer the question a run waits on; it resumes in the process that holds it.
+
+    Raises:
+        InvalidInputError: the run does not exist or is not waiting for a human.
+    """
+    question = asked(run_id) if status(run_id) == "waiting_for_human" else None
+    if question is None:
+        raise InvalidInputError(
+            f"run {run_id!r} is not waiting for a human (it is {status(run_id)})", run_id=run_id
+        )
+    answer = {"turn": question["turn"], "approved": bool(approved), "message": message}
+    DBOS.send(run_id, answer, topic=HUMAN_TOPIC)
+
+
+def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
+    """Wait for a run to end and return its result.
+
+    Raises:
+        RunError: the run failed, or did not end within `timeout` seconds.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        now = status(run_id)
+        if now == "done":
+            output: dict[str, Any] = DBOS.retrieve_workflow(run_id).get_result()
+            return DurableResult.model_validate(output)
+        if now in ("failed", "cancelled"):
+            raise RunError(f"durable run {run_id!r} {now}", run_id=run_id)
+        if deadline is not None and time.monotonic() > deadline:
+            raise RunError(
+                f"durable run {run_id!r} did not end within {timeout}s (it is {now})",
+                run_id=run_id,
+            )
+        time.sleep(0.05)

@@ -1,0 +1,137 @@
+"""Durable agents by name: what every process that runs or recovers a run must declare.
+
+A workflow's input names its agent; the agent (model, tools, policy) is code,
+declared again in each process before `launch`. The application version DBOS
+records with each run is derived from these declarations and agentfsm's state
+format, so a process whose agents differ never silently replays another's runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from agentfsm.core.events import SCHEMA
+from agentfsm.core.persistence import STATE_VERSION, policy_code
+from agentfsm.core.policy import Policy
+from agentfsm.core.tools import ToolSpec, tool_specs
+from agentfsm.exceptions import DefinitionError, InvalidInputError
+
+__all__ = ["DEFAULT_MAX_TOKENS", "DurableAgent", "Progress", "agent_named", "app_version"]
+
+DEFAULT_MAX_TOKENS = 4096
+"""The max_tokens a retry after a cut output doubles when the output reported no usage."""
+
+Progress = Callable[[str, str, Mapping[str, Any]], None]
+"""Called with (kind, run id, details) after each model and tool step and before waiting
+for a human; kinds are `model`, `tool` and `ask_human`. It runs again when a recovered run
+replays its recorded steps."""
+
+_AGENTS: dict[str, DurableAgent] = {}
+
+
+class DurableAgent:
+    """A model, its tools and a policy, run as a DBOS workflow under a stable name.
+
+    Args:
+        name: The agent's name; runs record it, and recovery finds the agent by it.
+        model: The litellm model name (e.g. `"openai/gpt-4o-mini"`).
+        tools: Python callables (run as steps), names or function specs.
+        policy: The policy every run of this agent follows.
+        api_base: The provider's base URL, when not the default.
+        api_key: The provider key; it is never written to the database.
+        human_timeout: Seconds to wait for a human before declining; None waits forever.
+        on_progress: Called after every step (see `Progress`).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        *,
+        tools: Iterable[Any] | None = None,
+        policy: Policy | None = None,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        human_timeout: float | None = None,
+        on_progress: Progress | None = None,
+    ) -> None:
+        if not name:
+            raise DefinitionError("a durable agent needs a name")
+        self.name = name
+        self.model = model
+        self.specs: dict[str, ToolSpec] | None = tool_specs(tools)
+        self.policy = policy if policy is not None else Policy()
+        self.api_base = api_base
+        self.api_key = api_key
+        self.human_timeout = human_timeout
+        self.on_progress = on_progress
+
+    def request_options(self) -> dict[str, Any]:
+        """The model call's fixed options: model, tools, endpoint (the step adds messages)."""
+        options: dict[str, Any] = {"model": self.model, "max_retries": 0}
+        if self.specs:
+            options["tools"] = [spec.to_openai() for spec in self.specs.values()]
+        if self.api_base is not None:
+            options["api_base"] = self.api_base
+        if self.api_key is not None:
+            options["api_key"] = self.api_key
+        return options
+
+    def progress(self, kind: str, run_id: str, details: Mapping[str, Any]) -> None:
+        """Tell `on_progress`, if any."""
+        if self.on_progress is not None:
+            self.on_progress(kind, run_id, details)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What decides this agent's runs, as data: model, tools, policy and its code parts."""
+        specs = self.specs or {}
+        return {
+            "model": self.model,
+            "tools": None
+            if self.specs is None
+            else [[s.name, s.parameters, s.fn is not None] for s in specs.values()],
+            "policy": self.policy.to_json(),
+            "code": policy_code(self.policy),
+        }
+
+
+def register(agents: Iterable[DurableAgent]) -> list[DurableAgent]:
+    """Declare `agents` in this process; a name declared twice is an error."""
+    listed = list(agents)
+    names = [a.name for a in listed]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise DefinitionError(f"durable agents {twice} are declared twice")
+    _AGENTS.clear()
+    _AGENTS.update((a.name, a) for a in listed)
+    return listed
+
+
+def agent_named(name: str) -> DurableAgent:
+    """The agent declared under `name` in this process."""
+    agent = _AGENTS.get(name)
+    if agent is None:
+        known = ", ".join(sorted(_AGENTS)) or "none"
+        raise InvalidInputError(
+            f"no durable agent named {name!r} is declared in this process (declared: {known}); "
+            "pass it to agentfsm.durable.launch(agents=[...])"
+        )
+    return agent
+
+
+def app_version(agents: Iterable[DurableAgent]) -> str:
+    """The DBOS application version: agentfsm's state format and a digest of the agents."""
+    described = {a.name: a.fingerprint() for a in agents}
+    text = json.dumps(described, sort_keys=True, default=_plain)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"agentfsm-s{STATE_VERSION}-e{SCHEMA}-{digest}"
+
+
+def _plain(value: Any) -> Any:
+    # Sets are sorted: their order changes between processes (string hashing is salted).
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    return repr(value)

@@ -1,0 +1,212 @@
+"""The agent loop as a DBOS workflow: every model call and every tool call is a recorded step.
+
+The workflow rebuilds its Controller from the start each time DBOS runs it (a
+first run, or a recovery after a crash). Steps that were recorded return their
+recorded outputs instead of running again, so the Controller sees the same
+inputs in the same order and makes the same decisions, with no state of its own
+to save. A run that asks a human publishes what it asks (`DBOS.set_event`) and
+waits for the answer with `DBOS.recv_async`: a coroutine on DBOS's event loop,
+not a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dbos import DBOS
+
+from agentfsm.core.controller import Controller
+from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
+from agentfsm.durable._conversation import Conversation
+from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
+from agentfsm.runner.retry import is_transient
+
+__all__ = ["HUMAN_TOPIC", "WAITING_KEY", "WORKFLOW_NAME", "agent_run", "load_litellm"]
+
+WORKFLOW_NAME = "agentfsm.durable.run"
+"""The DBOS name of the agent workflow."""
+HUMAN_TOPIC = "agentfsm.human"
+"""The `DBOS.send` topic a human's answer travels on."""
+WAITING_KEY = "agentfsm.waiting"
+"""The workflow event that holds what the run asks a human, or None when it waits for nothing."""
+_WAIT_CHUNK = 86_400.0
+"""Seconds of one `recv` when the wait has no limit: it is renewed until the answer arrives."""
+_AWAITING_HOST = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN})
+
+
+def load_litellm() -> Any:
+    """Import litellm without its network price-map fetch."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+@DBOS.step(
+    name="agentfsm.durable.model",
+    retries_allowed=True,
+    max_attempts=3,
+    interval_seconds=0.5,
+    should_retry=is_transient,
+)
+async def model_step(agent_name: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Call the model once through litellm; the recorded output is the normalized turn."""
+    from agentfsm.providers import normalize
+
+    agent = agent_named(agent_name)
+    options = {**agent.request_options(), **request}
+    response = await load_litellm().acompletion(**options)
+    return normalize(response, provider="litellm").model_dump(mode="json")
+
+
+@DBOS.step(name="agentfsm.durable.tool")
+async def tool_step(agent_name: str, call: dict[str, Any]) -> dict[str, Any]:
+    """Run one tool call; an exception becomes an error result, recorded like any result."""
+    agent = agent_named(agent_name)
+    tool = ToolCall.model_validate(call)
+    spec = (agent.specs or {}).get(tool.name)
+    if spec is None or spec.fn is None:
+        return _error(tool, f"no implementation for tool {tool.name!r}")
+    try:
+        if inspect.iscoroutinefunction(spec.fn):
+            value = await spec.fn(**(tool.arguments or {}))
+        else:
+            value = await asyncio.to_thread(spec.fn, **(tool.arguments or {}))
+    except Exception as exc:
+        return _error(tool, f"{type(exc).__name__}: {exc}")
+    return ToolResult(call_id=tool.id, name=tool.name, content=value).model_dump(mode="json")
+
+
+def _error(call: ToolCall, text: str) -> dict[str, Any]:
+    return ToolResult(call_id=call.id, name=call.name, content=text, is_error=True).model_dump(
+        mode="json"
+    )
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def agent_run(agent_name: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run one agent to its end; the result holds the decisions and the controller's events."""
+    run_id = DBOS.workflow_id
+    assert run_id is not None  # always set inside a workflow
+    return await _Loop(agent_name, run_id, messages).run()
+
+
+class _Loop:
+    """One run: the Controller, the conversation, and what the result reports."""
+
+    def __init__(self, agent_name: str, run_id: str, messages: list[dict[str, Any]]) -> None:
+        self.agent = agent_named(agent_name)
+        self.run_id = run_id
+        self.events: list[dict[str, Any]] = []
+        specs = self.agent.specs
+        self.ctl = Controller(
+            self.agent.policy,
+            tools=None if specs is None else list(specs.values()),
+            run_id=run_id,
+            observers=[self._record],
+        )
+        self.talk = Conversation(messages)
+        self.decisions: list[Decision] = []
+        self.max_tokens: int | None = None
+        self.text = ""
+        self.error: str | None = None
+
+    def _record(self, event: Mapping[str, Any]) -> None:
+        self.events.append(dict(event))
+
+    async def run(self) -> dict[str, Any]:
+        while not self.ctl.done:
+            request: dict[str, Any] = {"messages": list(self.talk.messages)}
+            if self.max_tokens is not None:
+                request["max_tokens"] = self.max_tokens
+            try:
+                data = await model_step(self.agent.name, request)
+            except Exception as exc:  # the provider failed and the step's retries did not help
+                self.error = f"{type(exc).__name__}: {exc}"
+                break
+            turn = ModelTurn.model_validate(data)
+            self.agent.progress("model", self.run_id, {"turn": self.ctl.turn + 1})
+            decision = self.ctl.on_model_output(turn)
+            self.talk.output(self.ctl.last_output)
+            self.text = turn.text or self.text
+            decision = self._settle(decision, turn)
+            while decision.action in _AWAITING_HOST:
+                if decision.action is Action.ASK_HUMAN:
+                    decision = await self._ask(decision)
+                else:
+                    decision = await self._execute(decision)
+        return self._result()
+
+    def _settle(self, decision: Decision, turn: ModelTurn | None = None) -> Decision:
+        self.decisions.append(decision)
+        self.talk.answer(decision.results)
+        if decision.adjust.get("max_tokens_factor") and turn is not None:
+            used = turn.usage.output_tokens if turn.usage else 0
+            base = self.max_tokens or used or DEFAULT_MAX_TOKENS
+            self.max_tokens = int(base * decision.adjust["max_tokens_factor"])
+        if decision.action in _AWAITING_HOST:
+            return decision
+        if decision.action is Action.RETRY:
+            self.talk.drop()
+        self.talk.settle()
+        return decision
+
+    async def _execute(self, decision: Decision) -> Decision:
+        calls = decision.tool_calls
+        # Parallel calls are concurrent steps; DBOS numbers them in the order they are given.
+        outputs = await asyncio.gather(*(self._tool(c) for c in calls))
+        results = [ToolResult.model_validate(r) for r in outputs]
+        self.talk.answer(results)
+        return self._settle(self.ctl.on_tool_results(results))
+
+    async def _tool(self, call: ToolCall) -> dict[str, Any]:
+        output = await tool_step(self.agent.name, call.model_dump(mode="json"))
+        self.agent.progress("tool", self.run_id, {"call_id": call.id, "name": call.name})
+        return output
+
+    async def _ask(self, decision: Decision) -> Decision:
+        asked = {
+            "turn": self.ctl.turn,
+            "reason": decision.reason,
+            "tool_calls": [c.model_dump(mode="json") for c in decision.tool_calls],
+        }
+        await DBOS.set_event_async(WAITING_KEY, asked)
+        self.agent.progress("ask_human", self.run_id, asked)
+        approved, message = await self._answer(self.ctl.turn)
+        await DBOS.set_event_async(WAITING_KEY, None)
+        if not decision.tool_calls and message:
+            self.talk.user(message)
+        return self._settle(self.ctl.on_human_reply(approved, message))
+
+    async def _answer(self, turn: int) -> tuple[bool, str | None]:
+        """Wait for the answer to the question asked at `turn`; no answer in time declines."""
+        limit = self.agent.human_timeout
+        while True:
+            reply = await DBOS.recv_async(HUMAN_TOPIC, timeout_seconds=limit or _WAIT_CHUNK)
+            if reply is None:
+                if limit is not None:
+                    return False, None
+                continue
+            if isinstance(reply, dict) and reply.get("turn") == turn:
+                message = reply.get("message")
+                # Anything not understood declines: fail closed.
+                return reply.get("approved") is True, message if isinstance(message, str) else None
+
+    def _result(self) -> dict[str, Any]:
+        exit_reason = self.ctl.exit_reason
+        if self.error is not None:
+            exit_reason = ExitReason.PROVIDER_ERROR
+        return {
+            "run_id": self.run_id,
+            "exit_reason": (exit_reason or ExitReason.INTERRUPTED).value,
+            "text": self.text,
+            "turns": self.ctl.turn,
+            "error": self.error,
+            "decisions": [d.model_dump(mode="json") for d in self.decisions],
+            "messages": self.talk.messages,
+            "events": self.events,
+        }

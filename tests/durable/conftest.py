@@ -1,0 +1,94 @@
+"""Fixtures for the durable tests: a scripted model server and worker processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm.testing import ScriptedServer
+from agentfsm.testing.scripted import Reply, call, say, tool_calls
+
+ROOT = Path(__file__).resolve().parents[2]
+POSTGRES_ENV = "AGENTFSM_TEST_POSTGRES_DSN"
+
+
+def script(body: Mapping[str, Any]) -> Reply:
+    """The model: its reply depends only on how many tool results the conversation holds."""
+    answered = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+    if answered == 0:
+        return tool_calls(call("search", {"q": "a"}, id="s1"))
+    if answered == 1:  # a parallel batch: the slow call finishes after the fast one
+        return tool_calls(
+            call("slow_search", {"q": "b"}, id="p1"), call("search", {"q": "c"}, id="p2")
+        )
+    if answered == 3:
+        return tool_calls(call("write_file", {"path": "x"}, id="w1"))
+    return say("all done")
+
+
+@dataclass
+class Worker:
+    """Runs tests/durable/worker.py against one database, model server and side-effect log."""
+
+    db: str
+    server: ScriptedServer
+    log: Path
+    run_id: str = "run-1"
+
+    def run(
+        self, *kills: str, timeout: float = 240, policy: str = "same"
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one worker process to its end (or its kill point)."""
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AGENTFSM_TEST_POLICY": policy}
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.durable.worker",
+                self.db,
+                self.server.openai_base,
+                self.run_id,
+                str(self.log),
+                *kills,
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def effects(self) -> Counter[str]:
+        """How many times each tool call really ran."""
+        lines = self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
+        return Counter(lines)
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    """A scripted OpenAI-compatible server on 127.0.0.1 that answers from the conversation."""
+    with ScriptedServer([script] * 64) as srv:
+        yield srv
+
+
+def postgres_dsn() -> str:
+    """The PostgreSQL DSN for the postgres tests: skipped locally without it, failed in CI."""
+    dsn = os.environ.get(POSTGRES_ENV)
+    if dsn:
+        return dsn
+    how = (
+        f"set {POSTGRES_ENV}=postgresql://postgres:postgres@127.0.0.1:5432/postgres "
+        "(bash .ci/run installs and starts Debian's postgresql)"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(f"PostgreSQL tests need a server in CI: {how}")
+    pytest.skip(f"no PostgreSQL server: {how}")

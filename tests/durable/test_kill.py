@@ -1,0 +1,129 @@
+"""Proof by killing: a worker killed anywhere finishes, after a restart, as if never killed.
+
+Each test kills one run's worker again and again (os._exit and SIGKILL), right
+after a tool step, between steps, inside a parallel batch and while paused for a
+human; the last worker finishes the run. The result and the trace must equal an
+uninterrupted run's, and the tools' side-effect log must show every call ran once.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentfsm.testing import ScriptedServer
+from tests.durable.conftest import Worker, postgres_dsn
+
+ONCE = Counter({"search a": 1, "slow_search b": 1, "search c": 1, "write_file x": 1})
+"""Every tool call of the scripted run, exactly once."""
+
+EXIT_FIRST = ("tool:1:exit", "model:2:sigkill", "tool:2:exit", "ask_human:1:sigkill")
+"""Kill points in order, one per worker; counts include the replays of recorded steps."""
+SIGKILL_FIRST = ("tool:1:sigkill", "model:2:exit", "tool:2:sigkill", "ask_human:1:exit")
+
+
+def finished(worker: Worker) -> dict[str, Any]:
+    """Run a worker without kill points; return the run's result."""
+    done = worker.run()
+    assert done.returncode == 0, done.stderr[-3000:]
+    output = json.loads(done.stdout.strip().splitlines()[-1])
+    # A reply to a run that no longer waits is refused, naming the run.
+    assert output["late_reply"].startswith("InvalidInputError: run 'run-1' is not waiting")
+    result: dict[str, Any] = output["result"]
+    return result
+
+
+def killed(worker: Worker, point: str) -> None:
+    """Run a worker that must die at `point`."""
+    how = point.rsplit(":", 1)[1]
+    died = worker.run(point)
+    expected = 3 if how == "exit" else -signal.SIGKILL
+    assert died.returncode == expected, (point, died.returncode, died.stderr[-3000:])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], int]:
+    """The result of the run never killed, and how many model calls it made."""
+    from tests.durable.conftest import script
+
+    base = tmp_path_factory.mktemp("uninterrupted")
+    with ScriptedServer([script] * 64) as server:
+        worker = Worker(f"sqlite:///{base / 'runs.sqlite'}", server, base / "effects.log")
+        result = finished(worker)
+        assert worker.effects() == ONCE
+        return result, len(server.requests)
+
+
+def check_same(
+    result: dict[str, Any], worker: Worker, baseline: tuple[dict[str, Any], int]
+) -> None:
+    """The killed run ended like the uninterrupted one, and every tool ran once."""
+    expected, model_calls = baseline
+    assert result["exit_reason"] == "completed"
+    assert result["text"] == "all done"
+    assert result["decisions"] == expected["decisions"]
+    assert result["events"] == expected["events"]
+    assert result["messages"] == expected["messages"]
+    assert result == expected
+    assert worker.effects() == ONCE
+    assert len(worker.server.requests) == model_calls
+
+
+class TestKilledWorkers:
+    @pytest.mark.parametrize(
+        "points", [EXIT_FIRST, SIGKILL_FIRST], ids=["exit-first", "sigkill-first"]
+    )
+    def test_a_run_killed_at_every_point_finishes_as_if_never_killed(
+        self,
+        points: tuple[str, ...],
+        server: ScriptedServer,
+        tmp_path: Path,
+        uninterrupted: tuple[dict[str, Any], int],
+    ) -> None:
+        """Killed after a tool, between steps, in a batch, while paused: same result, tools once."""
+        worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
+        for point in points:
+            killed(worker, point)
+        check_same(finished(worker), worker, uninterrupted)
+
+    def test_the_tools_had_run_before_the_kill_inside_the_batch(
+        self, server: ScriptedServer, tmp_path: Path
+    ) -> None:
+        """A kill inside the parallel batch comes after the fast call and before the slow one."""
+        worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
+        killed(worker, "tool:2:exit")
+        assert worker.effects() == Counter({"search a": 1, "search c": 1})
+
+
+class TestVersions:
+    def test_a_changed_policy_refuses_to_launch_over_pending_runs(
+        self, server: ScriptedServer, tmp_path: Path
+    ) -> None:
+        """Runs recorded under another policy are never silently left unrecovered."""
+        worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
+        killed(worker, "ask_human:1:exit")
+        changed = worker.run(policy="changed")
+        assert changed.returncode != 0
+        assert "StrandedRunsError" in changed.stderr
+        assert "run-1" in changed.stderr
+        assert worker.effects() == Counter({"search a": 1, "slow_search b": 1, "search c": 1})
+
+
+@pytest.mark.postgres
+class TestPostgres:
+    def test_a_killed_run_on_postgresql_finishes_as_if_never_killed(
+        self, server: ScriptedServer, tmp_path: Path, uninterrupted: tuple[dict[str, Any], int]
+    ) -> None:
+        """The same code on PostgreSQL: killed at every point, the run ends as uninterrupted."""
+        dsn = postgres_dsn().rstrip("/")
+        database = f"{dsn.rsplit('/', 1)[0]}/afsm_{uuid.uuid4().hex[:10]}"
+        worker = Worker(database, server, tmp_path / "effects.log")
+        for point in EXIT_FIRST:
+            killed(worker, point)
+        check_same(finished(worker), worker, uninterrupted)
