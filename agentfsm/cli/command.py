@@ -30,15 +30,45 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_BAD_INPUT = 2
+"""Bad input or usage (argparse exits with 2 for usage errors too)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the `agentfsm` command line; return the exit status."""
+    """Run the `agentfsm` command line; return the exit status.
+
+    0 success (or the same decisions), 1 the policies' decisions differ (or a
+    self-replay diverges), 2 bad input or usage: a file that cannot be read or
+    written, a malformed policy or trace, a bad argument. Bad input prints
+    one line, never a traceback.
+    """
     args = _parser().parse_args(argv)
     try:
         status: int = args.handler(args)
     except AgentFSMError as exc:
-        print(f"agentfsm {args.command}: {exc}", file=sys.stderr)
-        return 2
+        print(f"agentfsm {args.command}: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # unreadable file, symlink loop, directory, missing folder
+        print(f"agentfsm {args.command}: {one_line(describe_os_error(exc))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UnicodeError as exc:
+        print(f"agentfsm {args.command}: not UTF-8 text: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return status
+
+
+def describe_os_error(exc: OSError) -> str:
+    """An OSError as `file: what went wrong`, in the words of the OS."""
+    what = exc.strerror or str(exc)
+    return f"{exc.filename}: {what}" if exc.filename is not None else what
+
+
+def one_line(text: str, limit: int = 2000) -> str:
+    """Make `text` one line: line breaks and other control characters escaped, long text cut."""
+    if text.isprintable() and len(text) <= limit:
+        return text
+    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return escaped if len(escaped) <= limit else f"{escaped[:limit]}... ({len(escaped)} chars)"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,9 +21,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm.cli.command import one_line
 from agentfsm.core.policy import Policy
 from agentfsm.exceptions import AgentFSMError, TraceError
-from agentfsm.replay.engine import ReplayResult, compare, replay_run
+from agentfsm.replay.engine import ReplayResult, compare, divergence, replay_run
 from agentfsm.replay.trajectories import expand_paths, read_runs
 
 __all__ = ["Job", "Outcome", "add_parser", "cli", "main", "replay_file"]
@@ -58,7 +59,8 @@ class Outcome:
 
 
 def _load_policy(path: str | None) -> Any:
-    return Policy() if path is None else Policy.from_file(path)
+    """The policy file's policy; None replays each run with the policy its trace recorded."""
+    return None if path is None else Policy.from_file(path)
 
 
 def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
@@ -72,10 +74,12 @@ def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
         if not job.explicit and "unknown trajectory format" in exc.message:
             outcome.skipped = True
         else:
-            outcome.errors.append(str(exc))
+            outcome.errors.append(one_line(str(exc)))
     except AgentFSMError as exc:
-        outcome.errors.append(f"{job.path}: {exc}")
-    outcome.errors.extend(str(e) for e in errors or ())
+        outcome.errors.append(one_line(f"{job.path}: {exc}"))
+    except OSError as exc:  # this file only: the others still replay under --keep-going
+        outcome.errors.append(one_line(f"{job.path}: cannot read: {exc.strerror or exc}"))
+    outcome.errors.extend(one_line(str(e)) for e in errors or ())
     return outcome
 
 
@@ -88,18 +92,31 @@ def _replay_runs(job: Job, outcome: Outcome, write: Emit, errors: list[TraceErro
         result = replay_run(run, policy)
         against = replay_run(run, other) if other is not None else None
         outcome.runs += 1
-        outcome.differs |= _report(result, against, job.as_json, write)
+        # Replayed with the policy it recorded, an agentfsm trace must decide as it did live.
+        diverged = divergence(run, result) if policy is None else None
+        outcome.differs |= _report(result, against, job.as_json, write, diverged)
 
 
-def _report(result: ReplayResult, against: ReplayResult | None, as_json: bool, write: Emit) -> bool:
+def _report(
+    result: ReplayResult,
+    against: ReplayResult | None,
+    as_json: bool,
+    write: Emit,
+    diverged: str | None = None,
+) -> bool:
     comparison = compare(result, against) if against is not None else None
     marks = comparison.against if comparison is not None else {}
     if as_json:
-        write(json.dumps(_json_of(result, against, marks), ensure_ascii=False))
+        data = _json_of(result, against, marks)
+        if diverged is not None:
+            data["diverges"] = diverged
+        write(json.dumps(data, ensure_ascii=False))
     else:
         for line in _text_of(result, against, marks):
             write(line)
-    return comparison is not None and comparison.differs
+        if diverged is not None:
+            write(f"  DIVERGES from the recording: {diverged}")
+    return diverged is not None or (comparison is not None and comparison.differs)
 
 
 def _json_of(
@@ -124,7 +141,8 @@ def _text_of(
     yield f"== {result.source} run {result.run} ({result.format})"
     for index, r in enumerate(result.decisions):
         path = ">".join(r.path) or "-"
-        line = f"  turn {r.turn:>3}  {path}  {r.action} {r.priority} {r.guard}  {r.reason}"
+        reason = one_line(r.reason)
+        line = f"  turn {r.turn:>3}  {path}  {r.action} {r.priority} {r.guard}  {reason}"
         if index in marks:
             line += f"  [against: {marks[index]}]"
         yield line
@@ -134,7 +152,7 @@ def _text_of(
 
 
 def _summary_line(result: ReplayResult) -> str:
-    stops = "; ".join(result.stops) or "none"
+    stops = one_line("; ".join(result.stops) or "none")
     return (
         f"summary: exit={result.exit_reason} recorded_end={result.recorded_end} "
         f"turns={result.steps} tool_calls={result.tool_calls} episodes={len(result.episode_exits)} "
@@ -230,7 +248,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
     parser.add_argument("--engine", choices=sorted(ENGINES), default="process")
-    parser.add_argument("--workers", type=int, default=None, help="parallel workers")
+    parser.add_argument("--workers", type=_positive, default=None, help="parallel workers (>= 1)")
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an int >= 1 (argparse reports anything else as a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
@@ -240,11 +269,18 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
         _arguments(parser)
         args = parser.parse_args(args)
     files = expand_paths(args.traces)
-    missing = [path for path, _ in files if not os.path.exists(path)]
+    # A file found in a directory that cannot be opened (a broken link) is that file's error.
+    missing = [path for path, explicit in files if explicit and not os.path.exists(path)]
     if missing or not files:
         print(
             f"agentfsm replay: no such file: {', '.join(missing or args.traces)}", file=sys.stderr
         )
+        return EXIT_BAD_INPUT
+    try:  # once here, not in every worker: a bad policy file is one error, not one per trace
+        _load_policy(args.policy)
+        _load_policy(args.against)
+    except AgentFSMError as exc:
+        print(f"agentfsm replay: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     jobs = [
         Job(path, explicit, args.policy, args.against, args.json, args.keep_going)
@@ -282,17 +318,22 @@ def _print_lines(outcome: Outcome, progress: Progress) -> None:
         sys.stdout.flush()
 
 
+SHOWN = 20
+"""How many skipped files or bad lines are named before the rest are only counted."""
+
+
 def _finish(errors: list[str], skipped: list[str], differs: bool, keep_going: bool) -> int:
     if skipped:
-        print(
-            f"skipped {len(skipped)} file(s) of unknown format: {', '.join(skipped)}",
-            file=sys.stderr,
-        )
+        names = ", ".join(skipped[:SHOWN])
+        more = f" and {len(skipped) - SHOWN} more" if len(skipped) > SHOWN else ""
+        print(f"skipped {len(skipped)} file(s) of unknown format: {names}{more}", file=sys.stderr)
     if errors:
         heading = f"{len(errors)} bad line(s) or file(s):" if keep_going else "error:"
         print(heading, file=sys.stderr)
-        for error in errors:
+        for error in errors[:SHOWN]:
             print(f"  {error}", file=sys.stderr)
+        if len(errors) > SHOWN:
+            print(f"  ... and {len(errors) - SHOWN} more", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_DIFFERS if differs else 0
 

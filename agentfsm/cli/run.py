@@ -55,7 +55,13 @@ def _load_tool(spec: str) -> Callable[..., Any]:
     module_name, _, attr = spec.partition(":")
     if not attr:
         raise AgentFSMError(f"--tool {spec!r}: expected module:function")
-    tool: Any = getattr(importlib.import_module(module_name), attr, None)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # an import runs the module's code: any error can come out
+        raise AgentFSMError(
+            f"--tool {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    tool: Any = getattr(module, attr, None)
     if not callable(tool):
         raise AgentFSMError(f"--tool {spec!r}: {attr!r} is not a callable in {module_name}")
     return tool  # type: ignore[no-any-return]

@@ -8,11 +8,13 @@ route table, evaluating pure guards on one frozen snapshot per input.
 from __future__ import annotations
 
 import functools
+import sys
+import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -20,7 +22,7 @@ from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
-from agentfsm.core.run_state import Run, Step
+from agentfsm.core.run_state import Run, Step, save_run
 from agentfsm.core.snapshot import Phase, RunSnapshot
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import (
@@ -36,7 +38,12 @@ from agentfsm.core.types import (
     Usage,
     build,
 )
-from agentfsm.exceptions import CheckpointError, InvalidInputError
+from agentfsm.exceptions import (
+    CheckpointError,
+    DefinitionError,
+    InvalidInputError,
+    PolicyError,
+)
 from agentfsm.guards import Guard, Hit, Route, RouteTable, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
@@ -52,11 +59,54 @@ _ACTION_AT = {
 }
 
 
+_MODULES = sys.modules
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Make a public input all or nothing, one at a time: a failed call leaves the run as it was.
+
+    The call runs under the controller's lock, so one Controller shared by
+    threads serializes their inputs instead of losing updates. The run's
+    fields are saved before (a tuple of references: states replace a field,
+    they never change one in place) and put back when anything raises, be it
+    a guard, a verifier, a permission hook, an observer or the trace writer,
+    so the host can fix the cause and give the same input again.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        ctl: Controller = args[0]  # type: ignore[assignment]
+        lock = ctl._lock
+        lock.acquire()  # acquire/release: cheaper than a with block on the per-step path
+        run, last = ctl._run, ctl._last_output
+        saved = save_run(run)
+        try:
+            return method(*args, **kwargs)
+        except BaseException as exc:
+            run.restore(saved)
+            ctl._run, ctl._last_output = run, last
+            if isinstance(exc, AttributeError | TypeError):
+                _check_hits(ctl._fired, exc)  # a guard that answered something else than a Hit
+            raise
+        finally:
+            lock.release()
+
+    return wrapper
+
+
 class Controller:
     """Decide what an agent does after each model output, tool result or human reply.
 
+    A Controller may be shared by threads: each input is routed under a lock,
+    one at a time. Every input is all or nothing: when it raises (a bad
+    argument, or a guard, verifier, hook or observer that fails) the run is
+    left exactly as it was before the call.
+
     Args:
-        policy: Limits and routing choices; `Policy()` when omitted.
+        policy: Limits and routing choices; `Policy()` when omitted. A mapping
+            is read as a policy file's content (`{"max_turns": 3}`).
         tools: `None` accepts any tool name; otherwise the declared tools (names,
             OpenAI-style function specs, or Python callables).
         run_id: An id for events and traces; a random one when omitted.
@@ -75,28 +125,33 @@ class Controller:
         observers: Iterable[Observer] = (),
         engine: Literal["compiled", "transitions"] = "compiled",
     ) -> None:
-        self.policy = policy if policy is not None else Policy()
+        self.policy = _as_policy(policy)
+        if engine not in ("compiled", "transitions"):
+            raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise DefinitionError(f"run_id must be a non-empty str or None, not {run_id!r}")
+        observers = _as_observers(observers)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
         self._engine: TransitionsEngine | None = None
         self._last_output: ModelTurn | None = None
+        self._lock = threading.RLock()
+        self._fired: list[tuple[Route, Hit]] = []
         if engine == "transitions":
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
-        elif engine != "compiled":
-            raise ValueError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         self._base = RunSnapshot(run_id=self._run.run_id)
         self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
-            self._events.started(self.policy.to_json())
+            self._events.started(self.policy.to_json(), _declared(self._run.specs))
 
     # -- what the host can read -------------------------------------------------
 
     @property
-    def state(self) -> str:
-        """The name of the current state."""
-        return self._run.state.value
+    def state(self) -> State:
+        """The current state: a `State`, which compares equal to its name (`"execute"`)."""
+        return self._run.state
 
     @property
     def run_id(self) -> str:
@@ -136,10 +191,11 @@ class Controller:
 
     def add_observer(self, observer: Observer) -> None:
         """Send every later event to `observer` too."""
-        self._events.observers.append(observer)
+        self._events.observers.append(*_as_observers((observer,)))
 
     # -- save and restore -----------------------------------------------------------
 
+    @_atomic
     def dump(self) -> dict[str, Any]:
         """Return the whole state of the run as JSON-compatible data; `load` restores it.
 
@@ -175,7 +231,7 @@ class Controller:
         ctl = cls(loaded.run.policy, run_id=loaded.run.run_id, engine=loaded.engine)
         ctl._run = loaded.run
         ctl._last_output = loaded.last_output
-        ctl._events.observers.extend(observers)
+        ctl._events.observers.extend(_as_observers(observers))
         return ctl
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -197,6 +253,7 @@ class Controller:
 
     # -- inputs -------------------------------------------------------------------
 
+    @_atomic
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
         if self._run.state is not State.AWAIT_MODEL:
@@ -207,6 +264,7 @@ class Controller:
         self._last_output = step.output
         return decision
 
+    @_atomic
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any] | Any]) -> Decision:
         """Route the results of the calls the last decision asked for.
 
@@ -216,13 +274,19 @@ class Controller:
         """
         if self._run.state is not State.EXECUTE:
             self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+        if type(results) is not list and not _is_sequence(results):
+            raise InvalidInputError(
+                "results must be a list of ToolResult (or of mappings with call_id, content, "
+                f"is_error), not {type(results).__name__}",
+                state=self._run.state.value,
+                turn=self._run.turn,
+            )
         items = [
             r if isinstance(r, ToolResult) else self._as_result(i, r) for i, r in enumerate(results)
         ]
         step = Step(self._snapshot("tool_results", **collect(self._run, items)))
-        if self._events.active:
-            self._events.record("tool_results", self._run.turn, results=dump(step.snap.results))
-        return self._route(step)
+        # What the host gave, dumped only if anyone listens: replay synthesizes the rest again.
+        return self._route(step, ("tool_results", {"results": items}))
 
     def _as_result(self, index: int, item: object) -> ToolResult:
         # Tool messages as chat histories hold them: OpenAI tool/function dicts, ToolMessage.
@@ -244,9 +308,13 @@ class Controller:
                 turn=self._run.turn,
             ) from exc
 
+    @_atomic
     def on_human_reply(self, approved: bool, message: str | None = None) -> Decision:
         """Route a human's answer to an ASK_HUMAN decision."""
         self._expect((State.AWAIT_HUMAN,), "a human reply")
+        self._check_type("approved", approved, bool)
+        if message is not None:
+            self._check_type("message", message, str)
         run = self._run
         calls = run.pending_approval
         # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
@@ -264,13 +332,15 @@ class Controller:
             human_approved=approved,
             human_message=message,
         )
+        record = None
         if self._events.active:
-            self._events.record("human_reply", run.turn, approved=approved, message=message)
+            record = ("human_reply", {"approved": approved, "message": message})
         # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
         # taken after the reply would otherwise hold approvals in execute or end).
         run.pending_approval, run.pending_rejected = (), ()
-        return self._route(Step(snap))
+        return self._route(Step(snap), record)
 
+    @_atomic
     def on_user_message(self, text: str) -> Decision | None:
         """Record a user message; it resets the repeated-call streak.
 
@@ -282,12 +352,7 @@ class Controller:
         next decision's `results`. After FINAL (or a stop with INTERRUPTED) it
         opens the next episode of the conversation and returns None.
         """
-        if not isinstance(text, str):
-            raise InvalidInputError(
-                f"a user message must be a str, not {type(text).__name__}",
-                state=self._run.state.value,
-                turn=self._run.turn,
-            )
+        self._check_type("text", text, str)
         run = self._run
         if run.state is State.END:
             self._open_episode()
@@ -322,6 +387,7 @@ class Controller:
         if self._events.active:
             self._events.record("episode_started", run.turn, episode=run.episode)
 
+    @_atomic
     def stop(
         self, reason: ExitReason | str = ExitReason.INTERRUPTED, message: str | None = None
     ) -> Decision:
@@ -394,6 +460,7 @@ class Controller:
                 turn=self._run.turn,
             ) from None
 
+    @_atomic
     def charge(self, usage: Usage) -> None:
         """Add tokens and cost spent outside this run's model calls (a sub-agent's) to its budgets.
 
@@ -412,6 +479,14 @@ class Controller:
             self._events.record("charged", run.turn, usage=usage.model_dump(mode="json"))
 
     # -- routing ------------------------------------------------------------------
+
+    def _check_type(self, name: str, value: object, kind: type) -> None:
+        if not isinstance(value, kind):
+            raise InvalidInputError(
+                f"{name} must be a {kind.__name__}, not {type(value).__name__} ({value!r:.60})",
+                state=self._run.state.value,
+                turn=self._run.turn,
+            )
 
     def _expect(self, states: tuple[State, ...], what: str) -> None:
         run = self._run
@@ -441,12 +516,19 @@ class Controller:
         values.update(changes)
         return build(RunSnapshot, values)
 
-    def _route(self, step: Step) -> Decision:
-        """Walk the route table from the current state to the next waiting state."""
+    def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
+        """Walk the route table from the current state to the next waiting state.
+
+        `record` is the input's own event (tool results, a human reply); it is
+        emitted with the step's events once the decision is made, so a failed
+        input leaves no event behind. `fired` is kept on the controller: when
+        the walk fails, the input's wrapper looks there for a guard that answered
+        something other than a Hit or None (so the walk pays nothing for it).
+        """
+        self._fired = fired = []
         run = self._run
         state = run.state
         path = [state]
-        fired: list[tuple[Route, Hit]] = []
         engine = self._engine
         if engine is not None:
             engine.set_state(state)
@@ -475,7 +557,10 @@ class Controller:
                 break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
-        if self._events.observers or structlog_configured():
+        if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
+            if record is not None:
+                fields = {k: dump(v) if type(v) is list else v for k, v in record[1].items()}
+                self._events.record(record[0], run.turn, **fields)
             self._events.step(run.turn, step.output, fired, decision)
         return decision
 
@@ -544,6 +629,66 @@ class Controller:
                 "answer": _answer(action, snap, run.policy.final_tools),
             },
         )
+
+
+def _as_policy(policy: object) -> Policy:
+    """The policy a Controller is given: a Policy, None (the defaults) or a mapping."""
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        return Policy.from_mapping(policy, source="policy")
+    raise PolicyError(
+        f"policy must be an agentfsm.Policy, a mapping of its fields or None, "
+        f"not {type(policy).__name__}"
+    )
+
+
+def _is_sequence(value: object) -> bool:
+    """Whether `value` is an iterable of items, not a str, bytes or mapping (one item)."""
+    return not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable)
+
+
+def _as_observers(observers: object) -> list[Observer]:
+    """Observers as a list, each checked to be callable."""
+    if not _is_sequence(observers):
+        raise DefinitionError(
+            f"observers must be a list of callables, not {type(observers).__name__}"
+        )
+    found: list[Observer] = list(cast(Iterable[Observer], observers))
+    for index, observer in enumerate(found):
+        if not callable(observer):
+            raise DefinitionError(
+                f"observers[{index}] must be callable (it gets every event), "
+                f"not {type(observer).__name__}"
+            )
+    return found
+
+
+def _declared(specs: dict[str, ToolSpec] | None) -> list[dict[str, Any]] | None:
+    """The declared tools as the trace records them: name, description, JSON schema."""
+    if specs is None:
+        return None
+    return [
+        {"name": s.name, "description": s.description, "parameters": s.parameters}
+        for s in specs.values()
+    ]
+
+
+def _check_hits(fired: list[tuple[Route, Hit]], exc: Exception) -> None:
+    """Raise DefinitionError naming the guard that answered something other than a Hit or None."""
+    for route, hit in fired:
+        if isinstance(hit, Hit) and isinstance(hit.reason, str):
+            continue
+        if isinstance(hit, Hit):
+            what = f"a Hit whose reason is a {type(hit.reason).__name__}"
+        else:
+            what = f"{hit!r:.80}"
+        raise DefinitionError(
+            f"guard {route.code} returned {what} on the edge {route.source.value} -> "
+            f"{route.dest.value}; a guard returns a Hit (with a str reason) or None"
+        ) from exc
 
 
 _Row = tuple[Guard, Route, Callable[[Run, Step], None] | None, bool]

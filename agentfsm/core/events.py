@@ -59,10 +59,20 @@ class Emitter:
         """Emit one event of the run, with its id and turn."""
         self.emit({"event": name, "run_id": self.run_id, "turn": turn, **fields})
 
-    def started(self, policy: dict[str, Any]) -> None:
-        """Emit the start of the run, with the policy that routes it."""
+    def started(self, policy: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> None:
+        """Emit the start of the run: the policy that routes it and the declared tools.
+
+        `tools` is None when any tool name is accepted, else each tool's name,
+        description and JSON schema: replay rebuilds the same Controller from them.
+        """
         self.emit(
-            {"event": "run_started", "run_id": self.run_id, "schema": SCHEMA, "policy": policy}
+            {
+                "event": "run_started",
+                "run_id": self.run_id,
+                "schema": SCHEMA,
+                "policy": policy,
+                "tools": tools,
+            }
         )
 
     def step(

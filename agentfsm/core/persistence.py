@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -162,16 +161,19 @@ def _rounds(run: Run) -> list[Any]:
     ]
 
 
-def _unrounds(data: Any, _: _Context) -> deque[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]]:
+_Round = tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]
+
+
+def _unrounds(data: Any, _: _Context) -> tuple[_Round, ...]:
     if not isinstance(data, list) or len(data) > RECENT_ROUNDS:
         raise ValueError(f"expected a list of at most {RECENT_ROUNDS} rounds")
-    rounds: deque[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = deque(maxlen=RECENT_ROUNDS)
+    rounds: list[_Round] = []
     for key, seen in data:
         calls = _thaw(key)
         if not isinstance(calls, tuple) or not isinstance(seen, list):
             raise ValueError("a round is [calls, results]")
         rounds.append((calls, [(bool(err), content) for err, content in seen]))
-    return rounds
+    return tuple(rounds)
 
 
 def _specs(specs: dict[str, ToolSpec] | None) -> list[dict[str, Any]] | None:

@@ -97,6 +97,14 @@ class Policy(BaseModel):
     guards: tuple[Guard, ...] = ()
     """Extra stop conditions, evaluated with the budgets."""
 
+    def __init__(self, **data: Any) -> None:
+        """Build a policy; a bad value raises PolicyError naming the field, not pydantic's error."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            problems = _problems(exc)
+            raise PolicyError(f"Policy: {problems}", problems=problems) from exc
+
     @field_validator("guards", mode="before")
     @classmethod
     def _parse_guards(cls, value: Any) -> tuple[Guard, ...]:
@@ -180,13 +188,11 @@ class Policy(BaseModel):
         """Build a policy from plain data, naming `source` in errors."""
         try:
             return cls.model_validate(dict(data))
-        except PolicyError as exc:  # raised as-is by the guards validator
-            raise PolicyError(f"{source}: guards: {exc.message}") from exc
+        except PolicyError as exc:  # from __init__ (a field), or as-is from the guards validator
+            where = exc.details.get("problems") or f"guards: {exc.message}"
+            raise PolicyError(f"{source}: {where}") from exc
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            raise PolicyError(f"{source}: {problems}") from exc
+            raise PolicyError(f"{source}: {_problems(exc)}") from exc
 
     @classmethod
     def from_file(cls, path: str | Path) -> Policy:
@@ -195,7 +201,9 @@ class Policy(BaseModel):
         try:
             text = file.read_text(encoding="utf-8")
         except OSError as exc:
-            raise PolicyError(f"cannot read policy file {file}: {exc.strerror}") from exc
+            raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
         try:
             data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -203,3 +211,8 @@ class Policy(BaseModel):
         if not isinstance(data, dict):
             raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
         return cls.from_mapping(data.get("policy", data), source=str(file))
+
+
+def _problems(exc: ValidationError) -> str:
+    """Each problem of a pydantic error as `field: message`, on one line."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())

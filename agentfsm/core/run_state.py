@@ -7,8 +7,8 @@ never see it, they see the frozen `RunSnapshot` built from it.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Hashable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from agentfsm.core.snapshot import RunSnapshot
@@ -19,14 +19,19 @@ if TYPE_CHECKING:
     from agentfsm.core.tools import ToolSpec
     from agentfsm.guards import Hit, Route
 
-__all__ = ["RECENT_ROUNDS", "Run", "Step"]
+__all__ = ["RECENT_ROUNDS", "Run", "Step", "save_run"]
 
 RECENT_ROUNDS = 8
 """How many recent tool rounds the no-progress check remembers."""
 
 
 class Run:
-    """Counters and pending work of one run, owned by its Controller."""
+    """Counters and pending work of one run, owned by its Controller.
+
+    A field is replaced, never changed in place (`run.pending = {...}`, not
+    `run.pending[id] = call`): `save()` is then a tuple of references, and
+    `restore()` puts a run back exactly as it was before a failed input.
+    """
 
     __slots__ = (
         "context_tokens",
@@ -74,9 +79,7 @@ class Run:
         self.incomplete = 0
         self.tool_errors = 0
         self.same_results = 0
-        self.last_results: deque[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]] = deque(
-            maxlen=RECENT_ROUNDS
-        )
+        self.last_results: tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...] = ()
         self.last_call: Hashable | None = None
         self.streak = 0
         self.pending: dict[str, ToolCall] = {}
@@ -95,6 +98,23 @@ class Run:
         self.prices = policy.prices_turns
         """Whether turns are priced (the policy has a cost budget)."""
         self.price_warned = False
+
+    def save(self) -> tuple[Any, ...]:
+        """Every field an input can change, for `restore` (one C call, about 0.2 µs)."""
+        return _SAVE(self)
+
+    def restore(self, saved: tuple[Any, ...]) -> None:
+        """Put back the fields `save` returned."""
+        for name, value in zip(_CHANGING, saved, strict=True):
+            setattr(self, name, value)
+
+
+_FIXED = frozenset({"policy", "run_id", "specs"})
+"""Fields set once when the run is made."""
+_CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
+_SAVE = attrgetter(*_CHANGING)
+save_run = _SAVE
+"""`Run.save` as one C call, for the Controller's per-input rollback."""
 
 
 class Step:

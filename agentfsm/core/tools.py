@@ -201,6 +201,11 @@ def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
     """Index declared tools by name; `None` means any tool name is accepted."""
     if tools is None:
         return None
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise ToolDefinitionError(
+            f"tools must be a list of tools (names, function specs or callables) or None, "
+            f"not {type(tools).__name__} {tools!r:.60}; a single tool goes in a list: [tool]"
+        )
     specs: dict[str, ToolSpec] = {}
     for item in tools:
         spec = ToolSpec.from_declaration(item)

@@ -8,11 +8,13 @@ child fired.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agentfsm.core.snapshot import Phase, RunSnapshot
 from agentfsm.core.types import ExitReason, Priority
+from agentfsm.exceptions import PolicyError
 
 __all__ = [
     "ALL_PHASES",
@@ -27,6 +29,7 @@ __all__ = [
     "Not",
     "Otherwise",
     "as_guard",
+    "check_number",
 ]
 
 ALL_PHASES: frozenset[Phase] = frozenset({"model_output", "tool_results", "human_reply"})
@@ -147,7 +150,7 @@ class _Composite(Guard):
             guard = as_guard(child)
             flat.extend(guard.children if type(guard) is type(self) else (guard,))
         if not flat:
-            raise ValueError(f"{type(self).__name__} needs at least one guard")
+            raise PolicyError(f"{type(self).__name__} needs at least one guard")
         self.children: tuple[Guard, ...] = tuple(flat)
         self.phases = self._combine([c.phases for c in flat])
 
@@ -258,10 +261,18 @@ class FunctionGuard(Guard):
         priority: Priority | str = Priority.P6,
         exit_reason: ExitReason | str | None = ExitReason.INTERRUPTED,
     ) -> None:
+        if not callable(fn):
+            raise PolicyError(f"FunctionGuard: fn must be callable, not {type(fn).__name__}")
+        check_number("FunctionGuard", "layer", layer, minimum=1, integer=True)
         self.fn = fn
         self._layer = layer
-        self._priority = Priority(priority)
-        self._exit = None if exit_reason is None else ExitReason(exit_reason)
+        self._priority = _priority("FunctionGuard", priority)
+        try:
+            self._exit = None if exit_reason is None else ExitReason(exit_reason)
+        except ValueError:
+            raise PolicyError(
+                f"FunctionGuard: exit_reason {exit_reason!r} is not an ExitReason"
+            ) from None
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         reason = self.check(snap)
@@ -290,8 +301,10 @@ class Otherwise(Guard):
     """Always apply: the fallback edge out of a state, with the reason it gives."""
 
     def __init__(self, reason: str = "no other route applies", priority: str = "P4") -> None:
+        if not isinstance(reason, str):
+            raise PolicyError(f"Otherwise: reason must be a str, not {type(reason).__name__}")
         self.reason = reason
-        self._priority = Priority(priority)
+        self._priority = _priority("Otherwise", priority)
         self._hit = Hit(self, reason, None)
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
@@ -313,4 +326,27 @@ def as_guard(value: Guard | Callable[[RunSnapshot], Any]) -> Guard:
         return value
     if callable(value):
         return FunctionGuard(value)
-    raise TypeError(f"expected a Guard or a function of a RunSnapshot, got {type(value).__name__}")
+    raise PolicyError(
+        f"expected a Guard or a function of a RunSnapshot, got {type(value).__name__}"
+    )
+
+
+def _priority(owner: str, value: object) -> Priority:
+    try:
+        if isinstance(value, str):
+            return Priority(value)
+    except ValueError:
+        pass
+    raise PolicyError(f"{owner}: priority {value!r} is not one of P0..P7")
+
+
+def check_number(
+    owner: str, name: str, value: object, *, minimum: float, integer: bool = False
+) -> None:
+    """Raise PolicyError unless `value` is a finite number (an int when `integer`) >= `minimum`."""
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an int" if integer else "a number"
+        raise PolicyError(f"{owner}: {name} must be {kind}, not {type(value).__name__}")
+    if not math.isfinite(value) or value < minimum:
+        raise PolicyError(f"{owner} needs a finite {name} >= {minimum}, got {value}")

@@ -39,7 +39,7 @@ def _build(node: ast.expr, text: str, registry: dict[str, type[Guard]]) -> Guard
         kwargs = {k.arg: _literal(k.value, text) for k in node.keywords if k.arg}
         try:
             return cls(*args, **kwargs)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, PolicyError) as exc:
             raise PolicyError(f"cannot build {node.func.id} in {text!r}: {exc}") from exc
     raise PolicyError(f"unsupported syntax in guard {text!r}: use Guard(args), |, & and ~ only")
 

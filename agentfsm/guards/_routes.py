@@ -9,6 +9,7 @@ can be verified locally first (structure, P0, P7), then boundaries and safety
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -201,9 +202,10 @@ def boundary_guards(policy: Policy) -> list[Guard]:
         found.append(MaxToolCalls(policy.max_tool_calls))
     if policy.max_tokens is not None:
         found.append(TokenBudget(policy.max_tokens))
-    if policy.max_cost is not None:
+    # An infinite budget is no budget: it validates, and builds no guard.
+    if policy.max_cost is not None and math.isfinite(policy.max_cost):
         found.append(CostBudget(policy.max_cost, on_unknown=policy.on_unknown_price))
-    if policy.max_seconds is not None:
+    if policy.max_seconds is not None and math.isfinite(policy.max_seconds):
         found.append(Deadline(policy.max_seconds))
     if policy.max_context_tokens is not None:
         found.append(ContextLimit(policy.max_context_tokens))

@@ -6,12 +6,11 @@ complete final answer needs neither, so it still ends as COMPLETED.
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, FinishReason, Priority
-from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit
+from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, check_number
 
 __all__ = [
     "ContentFiltered",
@@ -34,8 +33,7 @@ class _Limit(Guard):
     priority = Priority.P6
 
     def __init__(self, limit: float) -> None:
-        if not math.isfinite(limit) or limit < 0:
-            raise ValueError(f"{type(self).__name__} needs a finite limit >= 0, got {limit}")
+        check_number(type(self).__name__, "limit", limit, minimum=0)
         self.limit = limit
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:

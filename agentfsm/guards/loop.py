@@ -5,15 +5,16 @@ from __future__ import annotations
 from agentfsm.core.call_identity import describe
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, Priority
-from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
+from agentfsm.guards._base import ON_OUTPUT, Guard, Hit, check_number
 
 __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
 
 
 class _Threshold(Guard):
+    minimum = 1
+
     def __init__(self, n: int) -> None:
-        if n < 1:
-            raise ValueError(f"{type(self).__name__} needs a threshold >= 1, got {n}")
+        check_number(type(self).__name__, "threshold", n, minimum=self.minimum, integer=True)
         self.n = n
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
@@ -76,7 +77,9 @@ class NoProgress(_Threshold):
 
 
 class RetriesExhausted(_Threshold):
-    """Give up when `n` recoveries in a row did not produce a usable output."""
+    """Give up when `n` recoveries in a row did not produce a usable output (0: at the first)."""
+
+    minimum = 0
 
     layer = 4
     priority = Priority.P0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, Priority
-from agentfsm.guards._base import ON_RESULTS, Guard, Hit
+from agentfsm.guards._base import ON_RESULTS, Guard, Hit, check_number
 
 __all__ = ["FinalTool", "ResultsReady", "ToolErrorLimit", "ToolFailed"]
 
@@ -21,8 +21,7 @@ class ToolErrorLimit(Guard):
     exit_reason = ExitReason.TOOL_ERRORS
 
     def __init__(self, n: int) -> None:
-        if n < 1:
-            raise ValueError(f"ToolErrorLimit needs a limit >= 1, got {n}")
+        check_number("ToolErrorLimit", "limit", n, minimum=1, integer=True)
         self.n = n
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:

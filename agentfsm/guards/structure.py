@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import ExitReason, FinishReason, Priority
+from agentfsm.core.types import ExitReason, FinishReason, ModelTurn, Priority, ToolCall
 from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit
 
 __all__ = [
@@ -52,7 +52,7 @@ class MalformedToolCall(Guard):
             if call.error is not None or call.arguments is None:
                 return Hit(
                     self,
-                    f"tool call {call.name!r} ({call.id}) is unusable: {call.error}",
+                    f"tool call {call.name!r} ({call.id}) is unusable: {_why(call)}",
                     self.exit_reason,
                 )
         return None
@@ -99,16 +99,18 @@ class SignalConflict(Guard):
         out = snap.output
         if out is None:
             return None
-        claim = out.raw_finish_reason if out.raw_finish_reason is not None else "no finish reason"
         if out.tool_calls and out.finish_reason not in self._agrees:
             return Hit(
                 self,
-                f"provider said {claim!r} but the output has {len(out.tool_calls)} tool call(s)",
+                f"provider said {_claim(out)!r} but the output has {len(out.tool_calls)} "
+                "tool call(s)",
                 self.exit_reason,
             )
         if not out.tool_calls and out.finish_reason is FinishReason.TOOL_CALLS:
             return Hit(
-                self, f"provider said {claim!r} but the output has no tool call", self.exit_reason
+                self,
+                f"provider said {_claim(out)!r} but the output has no tool call",
+                self.exit_reason,
             )
         return None
 
@@ -141,3 +143,21 @@ class HandoffRequested(Guard):
         if not snap.handoffs:
             return None
         return Hit(self, f"handoff to {snap.handoffs[0].name!r}", self.exit_reason)
+
+
+def _why(call: ToolCall) -> str:
+    """Why a call cannot run, also for a hand-built call that carries no `error`."""
+    if call.error is not None:
+        return call.error
+    if call.raw_arguments is not None:
+        return f"its arguments are not a JSON object: {call.raw_arguments!r:.200}"
+    return "it has no arguments (arguments=None)"
+
+
+def _claim(out: ModelTurn) -> str:
+    """The provider's finish reason as it said it; a hand-built turn's mapped value otherwise."""
+    if out.raw_finish_reason is not None:
+        return out.raw_finish_reason
+    if out.finish_reason is not FinishReason.UNKNOWN:
+        return out.finish_reason.value
+    return "no finish reason"

@@ -28,6 +28,7 @@ from typing import Any
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy
 from agentfsm.core.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.exceptions import PolicyError, TraceError
 from agentfsm.replay.trajectories import (
     HumanReply,
     ModelOutput,
@@ -38,7 +39,15 @@ from agentfsm.replay.trajectories import (
 )
 from agentfsm.replay.trajectories._pairing import pair_results
 
-__all__ = ["Comparison", "DecisionRecord", "ReplayResult", "compare", "replay_run"]
+__all__ = [
+    "Comparison",
+    "DecisionRecord",
+    "ReplayResult",
+    "compare",
+    "divergence",
+    "recorded_policy",
+    "replay_run",
+]
 
 Observer = Callable[[Mapping[str, Any]], None]
 _AWAITS = {
@@ -204,6 +213,51 @@ def _keyed(records: list[DecisionRecord]) -> list[tuple[tuple[int, int, int], De
     return keyed
 
 
+def recorded_policy(run: RecordedRun) -> Policy | None:
+    """The policy an agentfsm trace recorded for `run`, rebuilt; None when it recorded none.
+
+    Raises TraceError when the recorded policy cannot be rebuilt (a guard given
+    as a plain function records only its name): pass a policy file instead.
+    """
+    data = run.info.get("policy")
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise TraceError(f"{run.source}: run {run.id}: the recorded policy is not an object")
+    try:
+        return Policy.from_mapping(data, source=f"{run.source}: run {run.id}: recorded policy")
+    except PolicyError as exc:
+        raise TraceError(f"{exc.message}; replay it with --policy FILE instead") from exc
+
+
+def divergence(run: RecordedRun, result: ReplayResult) -> str | None:
+    """Where a replay decided otherwise than its recording did, in one line; None if nowhere.
+
+    Only agentfsm traces record decisions. Decisions are compared by action,
+    priority, guard and exit reason, in order (reasons may differ in notes only).
+    """
+    recorded = run.recorded
+    if recorded is None:
+        return None
+    replayed = [(d.action, d.priority, d.guard, d.exit_reason) for d in result.decisions]
+    for index, (live, again) in enumerate(zip(recorded, replayed, strict=False)):
+        if live != again:
+            turn = result.decisions[index].turn
+            return (
+                f"decision {index + 1} (turn {turn}) was {_brief(live)} when recorded, "
+                f"{_brief(again)} in replay"
+            )
+    if len(recorded) != len(replayed):
+        return f"{len(recorded)} decisions were recorded, {len(replayed)} replayed"
+    return None
+
+
+def _brief(decision: tuple[str, str, str, str | None]) -> str:
+    action, priority, guard, exit_reason = decision
+    end = f" ({exit_reason})" if exit_reason else ""
+    return f"{action}{end} {priority} {guard}"
+
+
 def replay_run(
     run: RecordedRun,
     policy: Any = None,
@@ -211,11 +265,16 @@ def replay_run(
     observers: Iterable[Observer] = (),
     keep_decisions: bool = True,
 ) -> ReplayResult:
-    """Replay one recorded run through `policy` (the default Policy when None).
+    """Replay one recorded run through `policy`; by default the one its trace recorded.
+
+    An agentfsm trace records its policy and declared tools: with `policy`
+    None the replay uses them (so replay gives the live decisions), other
+    formats the default Policy. A given `policy` overrides the recorded one;
+    the recorded tools are kept.
 
     Args:
         run: The recorded run; its steps are iterated once.
-        policy: An `agentfsm.Policy`, or None for the defaults.
+        policy: An `agentfsm.Policy`, or None for the recorded one (or the defaults).
         observers: Passed to every Controller the replay creates (e.g. a TraceWriter).
         keep_decisions: Keep every decision in the result (False keeps only counts).
     """
@@ -231,7 +290,10 @@ class _Replayer:
     def __init__(
         self, run: RecordedRun, policy: Any, observers: tuple[Observer, ...], keep: bool
     ) -> None:
-        self.policy = Policy() if policy is None else policy
+        if policy is None:
+            policy = recorded_policy(run) or Policy()
+        self.policy = policy
+        self.tools = run.info.get("tools")
         self.run = run
         self.observers = observers
         self.keep = keep
@@ -244,7 +306,7 @@ class _Replayer:
 
     def _new_controller(self) -> Any:
         run_id = f"{self.run.id}#{self.result.episodes}"
-        return Controller(self.policy, run_id=run_id, observers=self.observers)
+        return Controller(self.policy, self.tools, run_id=run_id, observers=self.observers)
 
     # -- what the controller waits for -----------------------------------------------------
 

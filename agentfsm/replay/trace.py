@@ -9,6 +9,7 @@ redacts values whose key is named like a secret before they reach the disk.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -16,7 +17,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from agentfsm.core import limits
 from agentfsm.exceptions import TraceError
@@ -116,10 +117,13 @@ def scrub(value: Any, secrets: Collection[str]) -> Any:
 
 
 class TraceWriter:
-    """Write every event it is called with as one redacted JSON line, flushed at once.
+    """Write every event it is called with as one redacted JSON line, on disk at once.
 
     Use it as a Controller observer: `Controller(policy, observers=[TraceWriter(path)])`.
-    The header line is written when the writer is created. A writer given a
+    The header line is written when the writer is created. A line is written
+    whole or not at all: when the disk is full the file is cut back to the last
+    whole line and the OSError reaches the Controller, which then leaves the run
+    as it was before the input. A writer given a
     path owns the file and closes it on `close()`; one given an open text file
     leaves closing to the caller.
 
@@ -132,16 +136,20 @@ class TraceWriter:
         self, path_or_file: str | os.PathLike[str] | IO[str], *, fsync: bool = False
     ) -> None:
         self._closer = ExitStack()
+        self._raw: BinaryIO | None = None
         if isinstance(path_or_file, str | os.PathLike):
-            # The writer holds the file for its whole life; close() releases it.
-            file = open(path_or_file, "w", encoding="utf-8")  # noqa: SIM115
-            self._file: IO[str] = self._closer.enter_context(file)
+            # Unbuffered: a line is on disk whole or not at all (a failed write is cut
+            # back), and nothing half-written waits in a buffer for the next event.
+            raw = open(path_or_file, "wb", buffering=0)  # noqa: SIM115
+            self._raw = self._closer.enter_context(raw)
+            self._file: IO[str] | None = None
             self.path: str | None = os.fspath(path_or_file)
         else:
             self._file = path_or_file
             self.path = getattr(path_or_file, "name", None)
         self._fsync = fsync
         self._secrets: set[str] = set()
+        self._size = 0
         self.events = 0
         self._write({"event": HEADER_EVENT, "schema": TRACE_SCHEMA, "producer": "agentfsm"})
 
@@ -161,10 +169,35 @@ class TraceWriter:
         self.events += 1
 
     def _write(self, obj: Any) -> None:
-        self._file.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
-        self._file.flush()
-        if self._fsync:
-            os.fsync(self._file.fileno())
+        line = json.dumps(obj, ensure_ascii=False, default=str) + "\n"
+        if self._raw is None:
+            assert self._file is not None
+            self._file.write(line)
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+            return
+        self._append(line.encode("utf-8"))
+
+    def _append(self, data: bytes) -> None:
+        """Write one whole line; on failure (a full disk) cut the file back to the last line."""
+        raw = self._raw
+        assert raw is not None
+        try:
+            view = memoryview(data)
+            while view:
+                written = raw.write(view)
+                if not written:
+                    raise OSError(f"cannot write the trace {self.path}: nothing was written")
+                view = view[written:]
+            if self._fsync:
+                os.fsync(raw.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                raw.truncate(self._size)
+                raw.seek(self._size)
+            raise
+        self._size += len(data)
 
     def close(self) -> None:
         """Close the file when this writer opened it."""

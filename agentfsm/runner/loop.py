@@ -97,6 +97,11 @@ class _Loop:
         return child_result(call, child.exit_reason, child.text, child.error)
 
 
+PROVIDER_TIMEOUT = 120.0
+"""Seconds one provider call may take by default, per attempt: a hung provider ends in a
+retried timeout, not in litellm's 6,000 s wait."""
+
+
 def run(
     model: str,
     messages: Sequence[Mapping[str, Any]],
@@ -113,6 +118,7 @@ def run(
     trace: str | os.PathLike[str] | None = None,
     retry: ProviderRetry | None = None,
     on_ask: OnAsk | None = None,
+    timeout: float | None = PROVIDER_TIMEOUT,
     executor: Executor | None = None,
     cancel: _Flag | None = None,
     inbox: Inbox | None = None,
@@ -138,6 +144,7 @@ def run(
         trace: Write the events to this JSON-lines file as well.
         retry: How transient provider failures are retried (default `ProviderRetry()`).
         on_ask: Answers ASK_HUMAN decisions; without it every ask is declined.
+        timeout: Seconds one provider call may take, per attempt (None: litellm's own).
         executor: Runs the tool calls; by default an `Executor` over `tools` (10 at a
             time, one at a time when `parallel_tool_calls=False`).
         cancel: A `threading.Event` (or an `asyncio.Event` for `arun`): once set, the
@@ -169,6 +176,8 @@ def run(
         loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
         request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
         request.update(completion_kwargs)
+        if timeout is not None:
+            request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).retrying()
         while loop.going_on():
             try:
@@ -219,6 +228,7 @@ async def arun(
     trace: str | os.PathLike[str] | None = None,
     retry: ProviderRetry | None = None,
     on_ask: OnAsk | None = None,
+    timeout: float | None = PROVIDER_TIMEOUT,
     executor: Executor | None = None,
     cancel: _Flag | None = None,
     inbox: Inbox | None = None,
@@ -248,6 +258,8 @@ async def arun(
         loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
         request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
         request.update(completion_kwargs)
+        if timeout is not None:
+            request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).async_retrying()
         try:
             while loop.going_on():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from agentfsm.core.call_identity import round_signature, signature
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.core.run_state import Run, Step
+from agentfsm.core.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
 
@@ -126,5 +126,5 @@ def _remember(run: Run, ordered: list[ToolResult]) -> int:
         if key == calls_key and seen == contents:
             stale = run.same_results + 1
             break
-    run.last_results.append((calls_key, contents))
+    run.last_results = (*run.last_results[1 - RECENT_ROUNDS :], (calls_key, contents))
     return stale

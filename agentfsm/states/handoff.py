@@ -6,6 +6,7 @@ and the run waits for the delegate's result through `on_tool_results`.
 
 from __future__ import annotations
 
+from agentfsm.core.call_identity import signature
 from agentfsm.core.run_state import Run, Step
 
 __all__ = ["enter"]
@@ -13,5 +14,8 @@ __all__ = ["enter"]
 
 def enter(run: Run, step: Step) -> None:
     """Make the handoff call pending until the delegate answers."""
-    run.pending = {call.id: call for call in step.snap.handoffs}
+    calls = step.snap.handoffs
+    run.pending = {call.id: call for call in calls}
+    # Like executed calls, a pending handoff has its call key: a dump of the run is whole.
+    run.pending_sigs = {call.id: step.sigs.get(call.id) or signature(call) for call in calls}
     run.incomplete = 0

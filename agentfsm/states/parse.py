@@ -8,6 +8,7 @@ turn are (re)issued deterministically; the snapshot's notes say so.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.pricing import turn_cost, unknown_price
@@ -95,10 +96,18 @@ def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
     return turn, ""
 
 
-def _normalize(payload: object) -> ModelTurn:
-    from agentfsm.providers import normalize
+_PROVIDERS: dict[str, Callable[[object], ModelTurn]] = {}
+"""`normalize`, once imported: a `from ... import` on every step costs a Python-level
+importlib call (about 1.5% of a step)."""
 
-    return normalize(payload)
+
+def _normalize(payload: object) -> ModelTurn:
+    read = _PROVIDERS.get("normalize")
+    if read is None:
+        from agentfsm.providers import normalize
+
+        read = _PROVIDERS["normalize"] = normalize
+    return read(payload)
 
 
 def _issue_ids(calls: list[ToolCall], turn: int) -> tuple[list[ToolCall], list[str]]:

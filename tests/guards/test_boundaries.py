@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfsm import ExitReason, FinishReason, ModelTurn, Priority
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards import (
     ContentFiltered,
     ContextLimit,
@@ -52,7 +53,7 @@ def test_layer_priority_and_exit_reason(
 )
 def test_a_negative_limit_is_refused(cls: type[MaxTurns]) -> None:
     """A budget below zero is a ValueError naming the guard."""
-    with pytest.raises(ValueError, match=cls.__name__):
+    with pytest.raises(PolicyError, match=cls.__name__):
         cls(-1)
 
 

@@ -105,12 +105,12 @@ class TestOperators:
 
     def test_something_not_callable_is_refused(self) -> None:
         """Composing with a value that is neither a guard nor a function is a TypeError."""
-        with pytest.raises(TypeError, match="int"):
+        with pytest.raises(PolicyError, match="int"):
             as_guard(3)  # type: ignore[arg-type]
 
     def test_an_empty_composite_is_refused(self) -> None:
         """An AnyOf with no children is a ValueError."""
-        with pytest.raises(ValueError, match="at least one"):
+        with pytest.raises(PolicyError, match="at least one"):
             AnyOf()
 
 
@@ -157,7 +157,7 @@ class TestRepr:
         """A budget given inf or nan either refuses it or still has a repr that reads back."""
         try:
             guard = Deadline(limit)
-        except ValueError:
+        except PolicyError:
             return
         assert parse_guard(repr(guard)) == guard
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfsm import ExitReason, Priority
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards import Guard, NoProgress, RepeatedCall, RetriesExhausted
 from agentfsm.testing import snapshot
 
@@ -24,11 +25,18 @@ def test_layer_priority_and_exit_reason(
     assert (guard.layer, guard.priority, guard.exit_reason) == (layer, priority, exit_reason)
 
 
-@pytest.mark.parametrize("cls", [RepeatedCall, NoProgress, RetriesExhausted])
+@pytest.mark.parametrize("cls", [RepeatedCall, NoProgress])
 def test_a_threshold_below_one_is_refused(cls: type[RepeatedCall]) -> None:
-    """A threshold of 0 would fire on every step, so it is a ValueError naming the guard."""
-    with pytest.raises(ValueError, match=cls.__name__):
+    """A threshold of 0 would fire on every step, so it is a PolicyError naming the guard."""
+    with pytest.raises(PolicyError, match=cls.__name__):
         cls(0)
+
+
+def test_retries_exhausted_takes_zero_and_refuses_negative() -> None:
+    """RetriesExhausted(0) means no retry at all; a negative threshold is a PolicyError."""
+    assert RetriesExhausted(0).n == 0
+    with pytest.raises(PolicyError, match="RetriesExhausted"):
+        RetriesExhausted(-1)
 
 
 class TestRepeatedCall:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfsm import ExitReason, Priority, ToolResult
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards import Guard, ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.testing import snapshot
 
@@ -46,7 +47,7 @@ class TestToolErrorLimit:
 
     def test_refuses_a_limit_below_one(self) -> None:
         """A limit of 0 would stop runs that had no error: a ValueError, like RepeatedCall(0)."""
-        with pytest.raises(ValueError, match="ToolErrorLimit"):
+        with pytest.raises(PolicyError, match="ToolErrorLimit"):
             ToolErrorLimit(0)
 
     def test_repr_reads_as_code(self) -> None:

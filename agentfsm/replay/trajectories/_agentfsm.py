@@ -67,8 +67,11 @@ def read_file(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
     index = 0
     while (head := events.peek()) is not None:
         run = RecordedRun(
-            id=str(head[1].get("run_id") or index), source=path, format=NAME, steps=()
+            id=str(head[1].get("run_id") or index), source=path, format=NAME, steps=(), recorded=[]
         )
+        if head[1].get("event") == "run_started":
+            # Known before the steps are read, so replay can build the recorded Controller.
+            run.info = {"policy": head[1].get("policy"), "tools": head[1].get("tools")}
         steps = _RunSteps(path, run, events, errors)
         run.steps = steps
         yield run
@@ -91,8 +94,6 @@ class _RunSteps:
     def __iter__(self) -> Iterator[Step]:
         while (item := self._next_event()) is not None:
             number, event = item
-            if event.get("event") == "run_started":
-                self._run.info = {"policy": event.get("policy")}
             step = _step(self._path, number, event, self._run, self._errors)
             if step is not None:
                 yield step
@@ -151,8 +152,19 @@ def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
     if kind == "human_reply":
         message = event.get("message")
         return HumanReply(bool(event["approved"]), None if message is None else str(message))
-    if kind == "decision" and event.get("exit_reason"):
-        run.end = str(event["exit_reason"])
+    if kind == "decision":
+        exit_reason = event.get("exit_reason")
+        if run.recorded is not None:
+            run.recorded.append(
+                (
+                    str(event["action"]),
+                    str(event.get("priority")),
+                    str(event.get("guard")),
+                    None if exit_reason is None else str(exit_reason),
+                )
+            )
+        if exit_reason:
+            run.end = str(exit_reason)
     return None
 
 

@@ -73,7 +73,11 @@ class RecordedRun:
     end: str | None = None
     """How the recording says the run ended, when it says so."""
     info: dict[str, Any] = field(default_factory=dict)
-    """Small extra facts from the source (reward, model, ...)."""
+    """Small extra facts from the source (reward, model, ...); an agentfsm trace's
+    `policy` and `tools` (None: any tool name) as its `run_started` event recorded them."""
+    recorded: list[tuple[str, str, str, str | None]] | None = None
+    """The decisions an agentfsm trace recorded, as (action, priority, guard, exit reason),
+    filled while `steps` is read; None for formats that do not record decisions."""
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)

@@ -1,0 +1,169 @@
+"""Replaying agentfsm's own trace gives the live decisions (issue 11, item 3).
+
+The trace records the policy and the declared tools; replay rebuilds the same
+Controller from them, so every decision comes out as it did live. `--policy`
+overrides on purpose, and a self-replay that diverges exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agentfsm as af
+from agentfsm.replay.engine import divergence, replay_run
+from agentfsm.replay.trace import TraceWriter
+from agentfsm.replay.trajectories import read_runs
+from agentfsm.testing import call, turn
+from tests.strategies import model_turns, tool_calls
+
+A = af.Action
+Key = tuple[str, str, str, str | None]
+SPEC = {
+    "name": "get_weather",
+    "description": "the weather",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+POLICIES = [
+    af.Policy(),
+    af.Policy(max_turns=4, max_retries=0, repeat_threshold=2, on_repeat="ask"),
+    af.Policy(permissions={"search": "ask", "*": "allow"}, max_tool_calls=3, on_deny="stop"),
+    af.Policy(max_tokens=50_000, handoffs=frozenset({"search"}), no_progress_threshold=2),
+]
+TOOLS: list[list[Any] | None] = [None, ["get_weather", "search"], [SPEC], ["search"]]
+
+
+def key(d: af.Decision) -> Key:
+    exit_reason = None if d.exit_reason is None else d.exit_reason.value
+    return (d.action.value, d.priority.value, d.guard, exit_reason)
+
+
+def live_run(ctl: af.Controller, data: st.DataObject) -> list[Key]:
+    """Drive a controller with random outputs, results and replies; return its decisions."""
+    decisions: list[Key] = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        if ctl.done:
+            break
+        if ctl.state == "await_model":
+            if data.draw(st.integers(0, 5)) == 0:
+                ctl.on_user_message(data.draw(st.text(max_size=5)))
+            d = ctl.on_model_output(data.draw(model_turns(calls=tool_calls(), max_calls=2)))
+        elif ctl.state == "await_human":
+            d = ctl.on_human_reply(data.draw(st.booleans()), data.draw(st.none() | st.just("no")))
+        else:
+            pending = ctl.pending_calls
+            picked = data.draw(st.lists(st.integers(0, len(pending) - 1), unique=True))
+            given = [pending[i] for i in picked]
+            d = ctl.on_tool_results(
+                [
+                    af.ToolResult(call_id=c.id, content=data.draw(st.sampled_from(["a", "b"])))
+                    for c in given
+                ]
+            )
+        decisions.append(key(d))
+    return decisions
+
+
+class TestLiveEqualsReplay:
+    """The property: an agentfsm trace replayed with what it recorded decides as live."""
+
+    @settings(
+        max_examples=400,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(policy=st.sampled_from(POLICIES), tools=st.sampled_from(TOOLS), data=st.data())
+    def test_replay_of_a_random_run_gives_the_live_decisions(
+        self, policy: af.Policy, tools: list[Any] | None, data: st.DataObject
+    ) -> None:
+        """Random outputs, partial results and human replies: replay gives the same decisions."""
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "trace.jsonl")
+            with TraceWriter(path) as writer:
+                live = live_run(af.Controller(policy, tools, observers=[writer]), data)
+            (run,) = list(read_runs(path))
+            result = replay_run(run)
+            assert [
+                (r.action, r.priority, r.guard, r.exit_reason) for r in result.decisions
+            ] == live
+            assert divergence(run, result) is None
+
+
+def write_unknown_tool_run(path: Path) -> None:
+    """A run whose first call names an undeclared tool, then an answer."""
+    with TraceWriter(path) as writer:
+        ctl = af.Controller(af.Policy(max_turns=5), tools=["get_weather"], observers=[writer])
+        ctl.on_model_output(turn(calls=[call("get_time", {}, id="t1")]))
+        ctl.on_model_output(turn("it is noon", finish="stop"))
+
+
+def agentfsm(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+
+
+class TestReplayCommandOnAgentfsmTraces:
+    """`agentfsm replay` on its own traces: recorded policy and tools, divergence exits 1."""
+
+    def test_the_trace_records_the_declared_tools(self, tmp_path: Path) -> None:
+        """run_started carries each declared tool's name, description and schema."""
+        path = tmp_path / "t.jsonl"
+        with TraceWriter(path) as writer:
+            af.Controller(tools=["search", SPEC], observers=[writer])
+        started = json.loads(path.read_text().splitlines()[1])
+        assert [t["name"] for t in started["tools"]] == ["search", "get_weather"]
+        assert started["tools"][1]["parameters"] == SPEC["parameters"]
+
+    def test_an_unknown_tool_replays_as_unknown_and_exits_0(self, tmp_path: Path) -> None:
+        """The live 'unknown tool' decision replays the same, with the recorded max_turns."""
+        path = tmp_path / "t.jsonl"
+        write_unknown_tool_run(path)
+        done = agentfsm("replay", path, "--json")
+        assert done.returncode == 0, done.stderr
+        (line,) = done.stdout.splitlines()
+        record = json.loads(line)
+        assert "unknown tool 'get_time'" in record["decisions"][0]["reason"]
+        assert record["exit_reason"] == "completed"
+        assert "diverges" not in record
+
+    def test_a_diverging_self_replay_is_reported_and_exits_1(self, tmp_path: Path) -> None:
+        """A trace whose recorded decision differs from what its policy decides exits 1."""
+        path = tmp_path / "t.jsonl"
+        write_unknown_tool_run(path)
+        lines = path.read_text().splitlines()
+        tampered = [
+            line.replace('"action": "continue"', '"action": "execute_tools"') for line in lines
+        ]
+        path.write_text("\n".join(tampered) + "\n")
+        done = agentfsm("replay", path)
+        assert done.returncode == 1, done.stderr
+        assert "DIVERGES from the recording: decision 1 (turn 1)" in done.stdout
+
+    def test_policy_overrides_the_recorded_one_on_purpose(self, tmp_path: Path) -> None:
+        """With --policy the run replays under that policy, and no divergence is claimed."""
+        path = tmp_path / "t.jsonl"
+        write_unknown_tool_run(path)
+        policy = tmp_path / "p.json"
+        policy.write_text(json.dumps({"max_turns": 1}))
+        done = agentfsm("replay", path, "--json", "--policy", policy)
+        assert done.returncode == 0, done.stderr
+        record = json.loads(done.stdout)
+        assert record["exit_reason"] == "max_turns"
+        assert "diverges" not in record
