@@ -31,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
     """Write the page; 0 when written, 1 when `--against` decided otherwise somewhere."""
     from agentfsm.report import build
 
-    policy = Policy.from_file(args.policy) if args.policy else Policy()
+    policy = Policy.from_file(args.policy) if args.policy else None
     against = Policy.from_file(args.against) if args.against else None
     report = build(args.traces, policy, against=against, title=args.title)
     if args.output:

@@ -44,11 +44,13 @@ def build(
 ) -> Report:
     """Replay the runs in `paths` (files, directories, globs) and render the page.
 
+    Without `policy`, an agentfsm trace replays under the policy and tools it recorded (so
+    the page shows what the live run decided) and other formats under the defaults.
+
     Raises:
         TraceError: a file named explicitly is unreadable or malformed (the message names
             the file and line), or no run was found at all.
     """
-    policy = Policy() if policy is None else policy
     views: list[RunView] = []
     skipped: list[str] = []
     files = expand_paths(paths)
@@ -61,5 +63,6 @@ def build(
             skipped.append(path)
     if not files:
         raise TraceError("no trace files given or found", path=None, line=None)
-    html = page(views, policy, title=title, against=against, skipped=skipped)
+    shown = Policy() if policy is None else policy
+    html = page(views, shown, title=title, against=against, skipped=skipped)
     return Report(html, views, skipped)

@@ -190,8 +190,8 @@ def _clipped(items: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def collect_run(run: RecordedRun, policy: Policy, against: Policy | None = None) -> RunView:
-    """Replay `run` through `policy` (and `against`), keeping every step for the page."""
+def collect_run(run: RecordedRun, policy: Policy | None, against: Policy | None = None) -> RunView:
+    """Replay `run` through `policy` (None: the recorded one), keeping every step."""
     if against is not None:
         run.steps = list(run.steps)  # replayed twice
     collector = _Collector()

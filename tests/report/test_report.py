@@ -163,3 +163,23 @@ class TestCommand:
         report = build([str(doom_trace)], Policy(), against=Policy())
         assert not report.differs
         assert "decided the same at every step" in report.html
+
+
+class TestRecordedPolicy:
+    def test_an_agentfsm_trace_is_shown_as_it_was_decided_live(self, tmp_path: Path) -> None:
+        """A run recorded under a loose policy is reported under that policy, not the defaults."""
+        from agentfsm import Action, Controller, ToolResult
+        from agentfsm.replay.trace import TraceWriter
+        from agentfsm.testing import call, turn
+
+        path = tmp_path / "loose.jsonl"
+        with TraceWriter(path) as writer:
+            ctl = Controller(Policy(repeat_threshold=6), observers=[writer])
+            for i in range(4):
+                d = ctl.on_model_output(turn("", [call("poll", {"job": 1}, id=f"p{i}")]))
+                assert d.action is Action.EXECUTE_TOOLS
+                ctl.on_tool_results([ToolResult(call_id=f"p{i}", content="pending")])
+            assert ctl.on_model_output(turn("done")).action is Action.FINAL
+        (view,) = build([str(path)]).runs
+        assert view.exit_reason == "completed"
+        assert build([str(path)], Policy()).runs[0].exit_reason != "completed"
