@@ -96,20 +96,7 @@ class Emitter:
                 layer=hit.guard.leaf_layer(),
                 reason=hit.reason,
             )
-        self.record(
-            "decision",
-            turn,
-            action=decision.action.value,
-            priority=decision.priority.value,
-            layer=decision.layer,
-            guard=decision.guard,
-            fired=decision.fired,
-            reason=decision.reason,
-            exit_reason=None if decision.exit_reason is None else decision.exit_reason.value,
-            state=decision.state.value,
-            tool_calls=dump(decision.tool_calls),
-            results=dump(decision.results),
-        )
+        self.decided(turn, decision)
 
     def stopped(self, turn: int, source: str, decision: Decision) -> None:
         """Emit an end decided from outside: its transition to `end`, then the decision."""
@@ -123,6 +110,10 @@ class Emitter:
             layer=decision.layer,
             reason=decision.reason,
         )
+        self.decided(turn, decision)
+
+    def decided(self, turn: int, decision: Decision) -> None:
+        """Emit a decision event: what the step decided, with its calls and results."""
         self.record(
             "decision",
             turn,
@@ -134,7 +125,7 @@ class Emitter:
             reason=decision.reason,
             exit_reason=None if decision.exit_reason is None else decision.exit_reason.value,
             state=decision.state.value,
-            tool_calls=[],
+            tool_calls=dump(decision.tool_calls),
             results=dump(decision.results),
         )
 
