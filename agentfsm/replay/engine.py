@@ -45,6 +45,7 @@ __all__ = [
     "ReplayResult",
     "compare",
     "divergence",
+    "keyed",
     "recorded_policy",
     "replay_run",
 ]
@@ -192,10 +193,10 @@ class Comparison:
 
 def compare(first: ReplayResult, second: ReplayResult) -> Comparison:
     """Align two replays' decisions by (turn, order within the turn) and list the differences."""
-    theirs = dict(_keyed(second.decisions))
+    theirs = dict(keyed(second.decisions))
     against: dict[int, str | None] = {}
     seen = set()
-    for index, (key, record) in enumerate(_keyed(first.decisions)):
+    for index, (key, record) in enumerate(keyed(first.decisions)):
         seen.add(key)
         other = theirs.get(key)
         if other is None or other.action != record.action:
@@ -204,13 +205,14 @@ def compare(first: ReplayResult, second: ReplayResult) -> Comparison:
     return Comparison(against, extra, (first.exit_reason, second.exit_reason))
 
 
-def _keyed(records: list[DecisionRecord]) -> list[tuple[tuple[int, int, int], DecisionRecord]]:
-    keyed = []
+def keyed(records: list[DecisionRecord]) -> list[tuple[tuple[int, int, int], DecisionRecord]]:
+    """Each decision with the key `compare` aligns by: (episode, turn, order within the turn)."""
+    out = []
     order: Counter[tuple[int, int]] = Counter()
     for record in records:
         order[(record.episode, record.turn)] += 1
-        keyed.append(((record.episode, record.turn, order[(record.episode, record.turn)]), record))
-    return keyed
+        out.append(((record.episode, record.turn, order[(record.episode, record.turn)]), record))
+    return out
 
 
 def recorded_policy(run: RecordedRun) -> Policy | None:

@@ -9,13 +9,12 @@ far. Text longer than `MAX_TEXT` is cut here, so a page never embeds megabytes o
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentfsm.core.policy import Policy
-from agentfsm.replay.engine import DecisionRecord, ReplayResult, compare, replay_run
+from agentfsm.replay.engine import DecisionRecord, ReplayResult, compare, keyed, replay_run
 from agentfsm.replay.trajectories import RecordedRun
 
 __all__ = ["MAX_TEXT", "Budgets", "Difference", "RunView", "StepView", "clip", "collect_run"]
@@ -210,18 +209,9 @@ def _differences(mine: ReplayResult, theirs: ReplayResult) -> list[Difference]:
     marks = compare(mine, theirs).against
     if not marks:
         return []
-    by_key = dict(_keyed(theirs.decisions))
+    by_key = dict(keyed(theirs.decisions))
     differences = []
-    for index, (key, record) in enumerate(_keyed(mine.decisions)):
+    for index, (key, record) in enumerate(keyed(mine.decisions)):
         if index in marks:
             differences.append(Difference(index, record.turn, record, by_key.get(key)))
     return differences
-
-
-def _keyed(records: list[DecisionRecord]) -> list[tuple[tuple[int, int, int], DecisionRecord]]:
-    order: Counter[tuple[int, int]] = Counter()
-    keyed = []
-    for record in records:
-        order[(record.episode, record.turn)] += 1
-        keyed.append(((record.episode, record.turn, order[(record.episode, record.turn)]), record))
-    return keyed
