@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentfsm.core.policy import Policy
-from agentfsm.exceptions import TraceError
+from agentfsm.exceptions import InvalidInputError, PolicyError, TraceError
 from agentfsm.replay.trajectories import expand_paths, read_runs
 from agentfsm.report.collect import RunView, collect_run
 from agentfsm.report.render import page
@@ -36,7 +36,7 @@ class Report:
 
 
 def build(
-    paths: Iterable[str],
+    paths: str | Iterable[str],
     policy: Policy | None = None,
     *,
     against: Policy | None = None,
@@ -50,10 +50,13 @@ def build(
     Raises:
         TraceError: a file named explicitly is unreadable or malformed (the message names
             the file and line), or no run was found at all.
+        InvalidInputError: `paths` is not strings, or `title` is not a str.
+        PolicyError: `policy` or `against` is not a Policy.
     """
+    _check_arguments(paths, policy, against, title)
     views: list[RunView] = []
     skipped: list[str] = []
-    files = expand_paths(paths)
+    files = expand_paths([paths] if isinstance(paths, str) else paths)
     for path, explicit in files:
         try:
             views.extend(collect_run(run, policy, against) for run in read_runs(path))
@@ -66,3 +69,15 @@ def build(
     shown = Policy() if policy is None else policy
     html = page(views, shown, title=title, against=against, skipped=skipped)
     return Report(html, views, skipped)
+
+
+def _check_arguments(paths: object, policy: object, against: object, title: object) -> None:
+    """Refuse arguments of the wrong kind where they are given, naming them."""
+    listed = [paths] if isinstance(paths, str) else paths
+    if not isinstance(listed, list | tuple) or not all(isinstance(p, str) for p in listed):
+        raise InvalidInputError(f"paths must be a list of str, not {paths!r:.80}")
+    for name, value in (("policy", policy), ("against", against)):
+        if value is not None and not isinstance(value, Policy):
+            raise PolicyError(f"{name} must be a Policy or None, not {type(value).__name__}")
+    if not isinstance(title, str):
+        raise InvalidInputError(f"title must be a str, not {type(title).__name__}")

@@ -183,3 +183,25 @@ class TestRecordedPolicy:
         (view,) = build([str(path)]).runs
         assert view.exit_reason == "completed"
         assert build([str(path)], Policy()).runs[0].exit_reason != "completed"
+
+
+class TestArguments:
+    @pytest.mark.parametrize(
+        ("kwargs", "error"),
+        [
+            ({"paths": None}, "InvalidInputError"),
+            ({"paths": [1]}, "InvalidInputError"),
+            ({"paths": ["x"], "policy": {"max_turns": 3}}, "PolicyError"),
+            ({"paths": ["x"], "against": "loose.toml"}, "PolicyError"),
+            ({"paths": ["x"], "title": None}, "InvalidInputError"),
+        ],
+    )
+    def test_bad_arguments_raise_agentfsm_errors_naming_them(
+        self, kwargs: dict[str, object], error: str
+    ) -> None:
+        """A wrong kind of argument to build() is refused before any file is read."""
+        from agentfsm.exceptions import AgentFSMError
+
+        with pytest.raises(AgentFSMError) as caught:
+            build(**kwargs)  # type: ignore[arg-type]
+        assert type(caught.value).__name__ == error
