@@ -12,7 +12,6 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import RunError
 from agentfsm.replay.trajectories._io import Errors, iter_jsonl, report, text_of, wrap_run_error
 from agentfsm.replay.trajectories._model import (
@@ -22,7 +21,7 @@ from agentfsm.replay.trajectories._model import (
     ToolResults,
     UserMessage,
 )
-from agentfsm.replay.trajectories._openai import Located, message_list, normalized
+from agentfsm.replay.trajectories._openai import Located, message_list, normalized, result_of
 
 __all__ = ["NAME", "detect", "looks_anthropic", "read_doc", "read_jsonl"]
 
@@ -83,11 +82,7 @@ def message_steps(path: str, messages: Iterable[Located], errors: Errors = None)
 def _user_steps(content: Any) -> Iterator[Step]:
     blocks = _blocks(content)
     results = [
-        ToolResult(
-            call_id=str(b.get("tool_use_id", "")),
-            content=b.get("content", ""),
-            is_error=bool(b.get("is_error")),
-        )
+        result_of(str(b.get("tool_use_id", "")), b.get("content", ""), bool(b.get("is_error")))
         for b in blocks
         if isinstance(b, Mapping) and b.get("type") == "tool_result"
     ]

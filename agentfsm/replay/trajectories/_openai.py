@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm.core.types import ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build
 from agentfsm.exceptions import RunError
 from agentfsm.replay.trajectories._io import (
     Errors,
@@ -33,7 +33,16 @@ from agentfsm.replay.trajectories._model import (
     UserMessage,
 )
 
-__all__ = ["NAME", "Conventions", "detect", "message_steps", "read_doc", "read_jsonl"]
+__all__ = [
+    "NAME",
+    "Conventions",
+    "detect",
+    "message_steps",
+    "normalized",
+    "read_doc",
+    "read_jsonl",
+    "result_of",
+]
 
 NAME = "openai-messages"
 Located = tuple[int | str, Mapping[str, Any]]
@@ -66,10 +75,28 @@ PLAIN = Conventions()
 
 
 def normalized(body: dict[str, Any], provider: str | None) -> ModelTurn:
-    """Normalize a provider body with the providers package (imported on first use)."""
-    from agentfsm.providers import normalize
+    """Normalize a provider body with the providers package (imported on first use).
 
-    return normalize(body, provider=provider)
+    A chat completion body (a `choices` list) read as `openai`, what most
+    recorded model outputs are, goes straight to the chat reader `normalize`
+    would pick for it, without the dispatch around it.
+    """
+    readers = _READERS or _load_readers()
+    if provider == "openai" and type(body.get("choices")) is list:
+        return readers[1](body, readers[2]).build()
+    return readers[0](body, provider=provider)
+
+
+_READERS: list[Any] = []
+"""`normalize`, the chat body reader and its provider name, once the providers are loaded."""
+
+
+def _load_readers() -> list[Any]:
+    from agentfsm.providers import Provider, normalize
+    from agentfsm.providers._openai_chat import read_body
+
+    _READERS[:] = [normalize, read_body, Provider.OPENAI]
+    return _READERS
 
 
 def message_steps(
@@ -117,11 +144,19 @@ def _result(
     if not isinstance(call_id, str) or not call_id:
         call_id = calls[position].id if position < len(calls) else ""
     name = message.get("name")
-    return ToolResult(
-        call_id=call_id,
-        content=message.get("content") or "",
-        is_error=conv.is_error(message),
-        name=name if isinstance(name, str) else None,
+    if not isinstance(name, str):
+        name = None
+    return result_of(call_id, message.get("content") or "", conv.is_error(message), name)
+
+
+def result_of(call_id: str, content: Any, is_error: bool, name: str | None = None) -> ToolResult:
+    """A `ToolResult` of values a reader has already checked, built without validation.
+
+    `call_id` must be a str, `is_error` a bool and `name` a str or None: then
+    pydantic would accept them unchanged (`content` takes any value).
+    """
+    return build(
+        ToolResult, {"call_id": call_id, "content": content, "is_error": is_error, "name": name}
     )
 
 
