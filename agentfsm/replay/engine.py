@@ -138,9 +138,9 @@ class ReplayResult:
         """Count one decision, and keep it when asked to."""
         action = _TEXT[decision.action]
         self.actions[action] += 1
-        exit_reason = decision.exit_reason
-        if exit_reason is not None:
-            exit_reason = _TEXT[exit_reason]
+        exit_reason = None
+        if decision.exit_reason is not None:
+            exit_reason = _TEXT[decision.exit_reason]
             self.exits[exit_reason] += 1
         if action in _STOPPING:
             self.stops.append(f"{action}: {decision.reason}")

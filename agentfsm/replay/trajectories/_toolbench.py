@@ -77,8 +77,8 @@ def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun
     )
     if _truthy(answer.get("valid_data")) and isinstance(chains, list) and chains:
         chain = chains[-1]
-        messages = ((f"train_messages[-1] message {i}", m) for i, m in enumerate(chain))
-        run.steps = message_steps(path, messages, TOOLBENCH, errors)
+        prefix = "train_messages[-1] "
+        run.steps = message_steps(path, enumerate(chain), TOOLBENCH, errors, prefix=prefix)
         run.info = {"walked": "final chain"}
     else:
         run.steps = tree_steps(str(answer.get("query", "")), doc.get("tree"))
