@@ -112,7 +112,8 @@ def main() -> int:
                 print(f"DIFFERS: agentfsm replay {shown}")
                 for name, a, b in zip(("exit", "stdout", "stderr"), theirs, ours, strict=True):
                     if a != b:
-                        print(f"  {name}: {args.base}={str(a)[:300]!r}\n  {name}: here={str(b)[:300]!r}")
+                        print(f"  {name}: {args.base}={str(a)[:300]!r}")
+                        print(f"  {name}: here={str(b)[:300]!r}")
                 return 1
             size = len(ours[1])
             print(f"same: agentfsm replay {shown}  (exit {ours[0]}, {size:,} bytes of output)")
