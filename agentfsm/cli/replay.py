@@ -61,8 +61,28 @@ class Outcome:
 
 
 def _load_policy(path: str | None) -> Any:
-    """The policy file's policy; None replays each run with the policy its trace recorded."""
-    return None if path is None else Policy.from_file(path)
+    """The policy file's policy; None replays each run with the policy its trace recorded.
+
+    A file is read once per process while it stays the same (its size and
+    modification time), not once per trace replayed: reading and building a
+    policy costs as much as replaying a step.
+    """
+    if path is None:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return Policy.from_file(path)  # which says what is wrong with the file
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    policy = _POLICIES.get(key)
+    if policy is None:
+        if len(_POLICIES) >= 16:
+            _POLICIES.clear()
+        policy = _POLICIES[key] = Policy.from_file(path)
+    return policy
+
+
+_POLICIES: dict[tuple[str, int, int], Policy] = {}
 
 
 def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
