@@ -94,26 +94,25 @@ def normalized(body: dict[str, Any], provider: str | None) -> ModelTurn:
     """
     readers = _READERS[0] if _READERS else _load_readers()
     if provider == "openai" and type(body.get("choices")) is list:
-        return readers.chat(body, readers.openai).build()
+        return readers.chat(body, provider).build()
     return readers.normalize(body, provider=provider)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Readers:
     normalize: Callable[..., ModelTurn]
     chat: Callable[[dict[str, Any], str], Draft]
-    openai: str
 
 
 _READERS: list[_Readers] = []
-"""`normalize`, the chat body reader and its provider name, once the providers are loaded."""
+"""`normalize` and the chat body reader, once the providers are loaded."""
 
 
 def _load_readers() -> _Readers:
-    from agentfsm.providers import Provider, normalize
+    from agentfsm.providers import normalize
     from agentfsm.providers._openai_chat import read_body
 
-    _READERS.append(_Readers(normalize, read_body, Provider.OPENAI))
+    _READERS.append(_Readers(normalize, read_body))
     return _READERS[0]
 
 
