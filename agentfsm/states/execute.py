@@ -28,9 +28,10 @@ def enter(run: Run, step: Step) -> None:
     run.tool_errors = step.snap.tool_errors_in_a_row
     run.incomplete = 0
     known = step.sigs
-    run.pending_sigs = {call.id: known.get(call.id) or signature(call) for call in calls}
+    run.pending_sigs = sigs = {call.id: known.get(call.id) or signature(call) for call in calls}
     if calls:
-        key = round_signature(list(run.pending_sigs.values()))
+        # validate keyed this round already when the calls came from a model output.
+        key = step.round if step.round is not None else round_signature(list(sigs.values()))
         run.streak = run.streak + 1 if key == run.last_call else 1
         run.last_call = key
 
