@@ -538,22 +538,22 @@ class Controller:
 
     def _snapshot(self, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
         run = self._run
-        values = self._base.__dict__.copy()
-        values.update(
-            phase=phase,
-            turn=run.turn,
-            tool_calls_used=run.tool_calls_used,
-            tokens_used=run.tokens,
-            cost_used=run.cost,
-            context_tokens=run.context_tokens,
-            elapsed=time.monotonic() - run.started,
-            tool_errors_in_a_row=run.tool_errors,
-            same_results_in_a_row=run.same_results,
-            retries_in_a_row=run.retries,
-            incomplete_in_a_row=run.incomplete,
-            episode_start=run.episode_start,
-        )
-        values.update(changes)
+        values = {
+            **self._base.__dict__,
+            "phase": phase,
+            "turn": run.turn,
+            "tool_calls_used": run.tool_calls_used,
+            "tokens_used": run.tokens,
+            "cost_used": run.cost,
+            "context_tokens": run.context_tokens,
+            "elapsed": time.monotonic() - run.started,
+            "tool_errors_in_a_row": run.tool_errors,
+            "same_results_in_a_row": run.same_results,
+            "retries_in_a_row": run.retries,
+            "incomplete_in_a_row": run.incomplete,
+            "episode_start": run.episode_start,
+            **changes,
+        }
         return build(RunSnapshot, values)
 
     def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
@@ -569,32 +569,29 @@ class Controller:
         run = self._run
         state = run.state
         path = [state]
-        engine = self._engine
-        if engine is not None:
-            engine.set_state(state)
-        snap = step.snap
-        rows = self._rows[snap.phase]
-        while True:
-            if engine is None:
+        if self._engine is not None:
+            state = self._walk_engine(self._engine, step, path, fired)
+        else:
+            snap = step.snap
+            rows = self._rows[snap.phase]
+            while True:
                 for row in rows[state]:
                     hit = row[0](snap)
                     if hit is not None:
                         break
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
-                _, route, entry, waits = row
-            else:
-                route, hit = engine.advance(snap)
-                entry, waits = ENTRY.get(route.dest), route.dest in WAITING
-            fired.append((route, hit))
-            state = route.dest
-            path.append(state)
-            step.route, step.hit = route, hit
-            if entry is not None:
-                entry(run, step)
-                snap = step.snap
-            if waits:
-                break
+                route = row[1]
+                fired.append((route, hit))
+                state = route.dest
+                path.append(state)
+                entry = row[2]
+                if entry is not None:
+                    step.route, step.hit = route, hit
+                    entry(run, step)
+                    snap = step.snap
+                if row[3]:  # the destination waits for the next input
+                    break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
         if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
@@ -603,6 +600,29 @@ class Controller:
                 self._events.record(record[0], run.turn, **fields)
             self._events.step(run.turn, step.output, fired, decision)
         return decision
+
+    def _walk_engine(
+        self,
+        engine: TransitionsEngine,
+        step: Step,
+        path: list[State],
+        fired: list[tuple[Route, Hit]],
+    ) -> State:
+        """The walk of `_route` with the `transitions` machine picking every edge."""
+        run = self._run
+        state = run.state
+        engine.set_state(state)
+        while True:
+            route, hit = engine.advance(step.snap)
+            fired.append((route, hit))
+            state = route.dest
+            path.append(state)
+            step.route, step.hit = route, hit
+            entry = ENTRY.get(state)
+            if entry is not None:
+                entry(run, step)
+            if state in WAITING:
+                return state
 
     def _decide(
         self, step: Step, path: tuple[State, ...], fired: list[tuple[Route, Hit]]
