@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -348,7 +348,7 @@ class TestConcurrency:
 class TestRunsStartedByTools:
     """A run a tool starts with `af.run` is charged to the run that called the tool."""
 
-    SCRIPT: list[Reply | Responder] = [
+    SCRIPT: ClassVar[list[Reply | Responder]] = [
         tool_calls(call("research", {"topic": "x"})),  # the parent asks its tool
         Reply(text="x is 42", input_tokens=500, output_tokens=30),  # the tool's own run
         lambda body: say(f"done: {last_tool_result(body)}"),  # the parent's answer
