@@ -8,6 +8,7 @@ route table, evaluating pure guards on one frozen snapshot per input.
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 import time
@@ -44,7 +45,7 @@ from agentfsm.exceptions import (
     InvalidInputError,
     PolicyError,
 )
-from agentfsm.guards import Guard, Hit, Route, RouteTable, SignalConflict
+from agentfsm.guards import Hit, Route, RouteTable, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
 from agentfsm.states.execute import collect
@@ -85,10 +86,7 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
         try:
             return method(*args, **kwargs)
         except BaseException as exc:
-            run.restore(saved)
-            ctl._run, ctl._last_output = run, last
-            if isinstance(exc, AttributeError | TypeError):
-                _check_hits(ctl._fired, exc)  # a guard that answered something else than a Hit
+            ctl._undo(run, saved, last, exc)
             raise
         finally:
             lock.release()
@@ -114,6 +112,10 @@ class Controller:
         engine: `"compiled"` walks the route table directly (the fast path);
             `"transitions"` lets the shared `transitions` machine pick every
             edge (the reference, for debugging; about 4x slower per step).
+        clock: Seconds on a monotonic clock, read once per input for the run's
+            elapsed time (`max_seconds`); `time.monotonic` when omitted. Replay
+            and durable runs pass the recorded time, so a time budget decides
+            again exactly as it did live.
     """
 
     def __init__(
@@ -124,8 +126,10 @@ class Controller:
         run_id: str | None = None,
         observers: Iterable[Observer] = (),
         engine: Literal["compiled", "transitions"] = "compiled",
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.policy = _as_policy(policy)
+        clock = _as_clock(clock)
         if engine not in ("compiled", "transitions"):
             raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
@@ -133,7 +137,7 @@ class Controller:
         observers = _as_observers(observers)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
-        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
+        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools), clock)
         self._engine: TransitionsEngine | None = None
         self._last_output: ModelTurn | None = None
         self._lock = threading.RLock()
@@ -213,6 +217,7 @@ class Controller:
         policy: Policy | None = None,
         tools: Iterable[Any] | None = None,
         observers: Iterable[Observer] = (),
+        clock: Callable[[], float] | None = None,
     ) -> Controller:
         """Restore a run from `dump()`'s data; it decides exactly as the original would.
 
@@ -222,13 +227,16 @@ class Controller:
                 equal the saved policy.
             tools: The live tools, required when the saved ones include callables.
             observers: Callables that receive every later event.
+            clock: The clock of the restored run (see `Controller`); the time the
+                run had already used is kept.
 
         Raises:
             CheckpointError: another state-format version, a corrupted or impossible
                 state, or a policy or tools that differ from the saved ones.
         """
-        loaded = load_run(data, policy=policy, tools=tools)
-        ctl = cls(loaded.run.policy, run_id=loaded.run.run_id, engine=loaded.engine)
+        clock = _as_clock(clock)
+        loaded = load_run(data, policy=policy, tools=tools, clock=clock)
+        ctl = cls(loaded.run.policy, run_id=loaded.run.run_id, engine=loaded.engine, clock=clock)
         ctl._run = loaded.run
         ctl._last_output = loaded.last_output
         ctl._events.observers.extend(_as_observers(observers))
@@ -253,18 +261,27 @@ class Controller:
 
     # -- inputs -------------------------------------------------------------------
 
-    @_atomic
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
-        if self._run.state is not State.AWAIT_MODEL:
-            self._expect((State.AWAIT_MODEL,), "a model output")
-        # parse.enter fills in the counters; the edge out of await_model reads nothing.
-        step = Step(self._base, output)
-        decision = self._route(step)
-        self._last_output = step.output
-        return decision
+        # The two per-step inputs do `_atomic`'s work inline: no forwarding of *args.
+        lock = self._lock
+        lock.acquire()
+        run, last = self._run, self._last_output
+        saved = save_run(run)
+        try:
+            if run.state is not State.AWAIT_MODEL:
+                self._expect((State.AWAIT_MODEL,), "a model output")
+            # parse.enter fills in the counters; the edge out of await_model reads nothing.
+            step = Step(self._base, output)
+            decision = self._route(step)
+            self._last_output = step.output
+            return decision
+        except BaseException as exc:
+            self._undo(run, saved, last, exc)
+            raise
+        finally:
+            lock.release()
 
-    @_atomic
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any] | Any]) -> Decision:
         """Route the results of the calls the last decision asked for.
 
@@ -272,21 +289,51 @@ class Controller:
         (`{"role": "tool", "tool_call_id", "content"}`, or a legacy `function` message, which
         answers the pending call of that name) or a LangChain `ToolMessage`.
         """
-        if self._run.state is not State.EXECUTE:
-            self._expect((State.EXECUTE, State.HANDOFF), "tool results")
-        if type(results) is not list and not _is_sequence(results):
+        lock = self._lock
+        lock.acquire()
+        run, last = self._run, self._last_output
+        saved = save_run(run)
+        try:
+            if run.state is not State.EXECUTE:
+                self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+            items = self._results(results)
+            step = Step(self._snapshot("tool_results", collect(run, items)))
+            # What the host gave, dumped only if anyone listens: replay synthesizes the rest.
+            return self._route(step, ("tool_results", {"results": items}))
+        except BaseException as exc:
+            self._undo(run, saved, last, exc)
+            raise
+        finally:
+            lock.release()
+
+    def _results(self, results: object) -> list[ToolResult]:
+        """The host's results as ToolResults, in the order given."""
+        if type(results) is list:
+            for r in results:
+                if type(r) is not ToolResult:
+                    break
+            else:
+                return results
+        elif not _is_sequence(results):
             raise InvalidInputError(
                 "results must be a list of ToolResult (or of mappings with call_id, content, "
                 f"is_error), not {type(results).__name__}",
                 state=self._run.state.value,
                 turn=self._run.turn,
             )
-        items = [
-            r if isinstance(r, ToolResult) else self._as_result(i, r) for i, r in enumerate(results)
+        return [
+            r if isinstance(r, ToolResult) else self._as_result(i, r)
+            for i, r in enumerate(cast(Iterable[Any], results))
         ]
-        step = Step(self._snapshot("tool_results", **collect(self._run, items)))
-        # What the host gave, dumped only if anyone listens: replay synthesizes the rest again.
-        return self._route(step, ("tool_results", {"results": items}))
+
+    def _undo(
+        self, run: Run, saved: tuple[Any, ...], last: ModelTurn | None, exc: BaseException
+    ) -> None:
+        """Put the run back as it was before a failed input."""
+        run.restore(saved)
+        self._run, self._last_output = run, last
+        if isinstance(exc, AttributeError | TypeError):
+            _check_hits(self._fired, exc)  # a guard that answered something else than a Hit
 
     def _as_result(self, index: int, item: object) -> ToolResult:
         # Tool messages as chat histories hold them: OpenAI tool/function dicts, ToolMessage.
@@ -327,10 +374,12 @@ class Controller:
             run.last_call, run.streak = None, 0
         snap = self._snapshot(
             "human_reply",
-            executable=calls if approved else (),
-            rejected=tuple(rejected),
-            human_approved=approved,
-            human_message=message,
+            {
+                "executable": calls if approved else (),
+                "rejected": tuple(rejected),
+                "human_approved": approved,
+                "human_message": message,
+            },
         )
         record = None
         if self._events.active:
@@ -498,22 +547,24 @@ class Controller:
                 turn=run.turn,
             )
 
-    def _snapshot(self, phase: Phase, **changes: Any) -> RunSnapshot:
+    def _snapshot(self, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
         run = self._run
-        values = dict(self._base.__dict__)
-        values["phase"] = phase
-        values["turn"] = run.turn
-        values["tool_calls_used"] = run.tool_calls_used
-        values["tokens_used"] = run.tokens
-        values["cost_used"] = run.cost
-        values["context_tokens"] = run.context_tokens
-        values["elapsed"] = time.monotonic() - run.started
-        values["tool_errors_in_a_row"] = run.tool_errors
-        values["same_results_in_a_row"] = run.same_results
-        values["retries_in_a_row"] = run.retries
-        values["incomplete_in_a_row"] = run.incomplete
-        values["episode_start"] = run.episode_start
-        values.update(changes)
+        values = {
+            **self._base.__dict__,
+            "phase": phase,
+            "turn": run.turn,
+            "tool_calls_used": run.tool_calls_used,
+            "tokens_used": run.tokens,
+            "cost_used": run.cost,
+            "context_tokens": run.context_tokens,
+            "elapsed": run.clock() - run.started,
+            "tool_errors_in_a_row": run.tool_errors,
+            "same_results_in_a_row": run.same_results,
+            "retries_in_a_row": run.retries,
+            "incomplete_in_a_row": run.incomplete,
+            "episode_start": run.episode_start,
+            **changes,
+        }
         return build(RunSnapshot, values)
 
     def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
@@ -525,44 +576,66 @@ class Controller:
         the walk fails, the input's wrapper looks there for a guard that answered
         something other than a Hit or None (so the walk pays nothing for it).
         """
-        self._fired = fired = []
+        fired: list[tuple[Route, Hit]] = []
+        self._fired = fired
         run = self._run
         state = run.state
         path = [state]
-        engine = self._engine
-        if engine is not None:
-            engine.set_state(state)
-        snap = step.snap
-        rows = self._rows[snap.phase]
-        while True:
-            if engine is None:
+        if self._engine is not None:
+            state = self._walk_engine(self._engine, step, path, fired)
+        else:
+            snap = step.snap
+            rows = self._rows[snap.phase]
+            while True:
                 for row in rows[state]:
                     hit = row[0](snap)
                     if hit is not None:
                         break
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
-                _, route, entry, waits = row
-            else:
-                route, hit = engine.advance(snap)
-                entry, waits = ENTRY.get(route.dest), route.dest in WAITING
+                route = row[1]
+                fired.append((route, hit))
+                state = route.dest
+                path.append(state)
+                entry = row[2]
+                if entry is not None:
+                    step.route, step.hit = route, hit
+                    entry(run, step)
+                    snap = step.snap
+                if row[3]:  # the destination waits for the next input
+                    break
+        run.state = state
+        decision = self._decide(step, tuple(path), fired)
+        if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
+            elapsed = step.snap.elapsed  # recorded, so replay reads the same clock
+            if record is not None:
+                fields = {k: dump(v) if type(v) is list else v for k, v in record[1].items()}
+                self._events.record(record[0], run.turn, elapsed=elapsed, **fields)
+            self._events.step(run.turn, step.output, fired, decision, elapsed)
+        return decision
+
+    def _walk_engine(
+        self,
+        engine: TransitionsEngine,
+        step: Step,
+        path: list[State],
+        fired: list[tuple[Route, Hit]],
+    ) -> State:
+        """The walk of `_route` with the `transitions` machine picking every edge."""
+        run = self._run
+        state = run.state
+        engine.set_state(state)
+        while True:
+            route, hit = engine.advance(step.snap)
             fired.append((route, hit))
             state = route.dest
             path.append(state)
             step.route, step.hit = route, hit
+            entry = ENTRY.get(state)
             if entry is not None:
                 entry(run, step)
-                snap = step.snap
-            if waits:
-                break
-        run.state = state
-        decision = self._decide(step, tuple(path), fired)
-        if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
-            if record is not None:
-                fields = {k: dump(v) if type(v) is list else v for k, v in record[1].items()}
-                self._events.record(record[0], run.turn, **fields)
-            self._events.step(run.turn, step.output, fired, decision)
-        return decision
+            if state in WAITING:
+                return state
 
     def _decide(
         self, step: Step, path: tuple[State, ...], fired: list[tuple[Route, Hit]]
@@ -603,10 +676,12 @@ class Controller:
             # Every call id gets exactly one result, even when the run stops here.
             results += [r for r in snap.results if r.call_id in snap.missing]
         calls: tuple[ToolCall, ...] = ()
-        if dest is State.END:
-            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
+        if dest is State.EXECUTE:
+            action, calls = Action.EXECUTE_TOOLS, snap.executable
         elif dest is State.AWAIT_MODEL:
             action = Action.RETRY if route.source is State.RECOVER else Action.CONTINUE
+        elif dest is State.END:
+            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
         else:
             action = _ACTION_AT[dest]
             calls = _calls_for(dest, snap, run)
@@ -625,8 +700,10 @@ class Controller:
                 "turn": run.turn,
                 "state": dest,
                 "path": path,
-                "adjust": _adjust(route, step.output),
-                "answer": _answer(action, snap, run.policy.final_tools),
+                "adjust": {} if route.source is not State.RECOVER else _adjust(route, step.output),
+                "answer": None
+                if action is not Action.FINAL
+                else _answer(action, snap, run.policy.final_tools),
             },
         )
 
@@ -643,6 +720,31 @@ def _as_policy(policy: object) -> Policy:
         f"policy must be an agentfsm.Policy, a mapping of its fields or None, "
         f"not {type(policy).__name__}"
     )
+
+
+def _as_clock(clock: object) -> Callable[[], float]:
+    """The run's clock: `time.monotonic`, or a callable that returns a number of seconds.
+
+    It is read once here, for the run's start, and that reading is checked, so a
+    clock that fails does so when it is given, not at the first input.
+    """
+    if clock is None:
+        return time.monotonic
+    if not callable(clock):
+        raise DefinitionError(f"clock must be a callable returning seconds, not {clock!r:.60}")
+    try:
+        now = clock()
+    except Exception as exc:
+        raise DefinitionError(f"clock {clock!r:.60} raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise DefinitionError(f"clock {clock!r:.60} returned {now!r:.60}, not a number of seconds")
+    first = [float(now)]
+
+    def started_then_clock() -> float:
+        # The run's start is the reading just checked; every later read is the clock's own.
+        return first.pop() if first else cast(Callable[[], float], clock)()
+
+    return started_then_clock
 
 
 def _is_sequence(value: object) -> bool:
@@ -691,7 +793,9 @@ def _check_hits(fired: list[tuple[Route, Hit]], exc: Exception) -> None:
         ) from exc
 
 
-_Row = tuple[Guard, Route, Callable[[Run, Step], None] | None, bool]
+_Row = tuple[Callable[[RunSnapshot], Hit | None], Route, Callable[[Run, Step], None] | None, bool]
+"""A compiled edge: the guard's bound `__call__` (a bound method calls faster than an
+instance), the route, the destination's entry work, and whether the destination waits."""
 _COMPILED: dict[RouteTable, dict[str, dict[State, tuple[_Row, ...]]]] = {}
 
 
@@ -703,7 +807,9 @@ def _compiled(table: RouteTable) -> dict[str, dict[State, tuple[_Row, ...]]]:
             _COMPILED.clear()
         rows = _COMPILED[table] = {
             phase: {
-                state: tuple((r.guard, r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes)
+                state: tuple(
+                    (r.guard.__call__, r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes
+                )
                 for state, routes in by_state.items()
             }
             for phase, by_state in table.by_phase.items()

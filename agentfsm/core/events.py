@@ -81,10 +81,17 @@ class Emitter:
         output: ModelTurn | None,
         fired: list[tuple[Route, Hit]],
         decision: Decision,
+        elapsed: float = 0.0,
     ) -> None:
-        """Emit a routed input: the model output, one event per transition, the decision."""
+        """Emit a routed input: the model output, one event per transition, the decision.
+
+        `elapsed` is the run's time when the input was routed; the input's event
+        records it, so a replay reads the clock the live run read.
+        """
         if output is not None:
-            self.record("model_output", turn, output=output.model_dump(mode="json"))
+            self.record(
+                "model_output", turn, output=output.model_dump(mode="json"), elapsed=elapsed
+            )
         for route, hit in fired:
             self.record(
                 "transition",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import math
 import queue
 import threading
@@ -277,8 +278,11 @@ class _Workers:
         self._lock = threading.Lock()
 
     def submit(self, work: Callable[[], None]) -> None:
+        # The caller's context goes with the work, as asyncio.to_thread does: a run the
+        # tool starts finds the run that called it (agentfsm.runner.session).
+        context = contextvars.copy_context()
         with self._lock:
-            self._jobs.put(work)
+            self._jobs.put(lambda: context.run(work))
             if self._idle:
                 self._idle -= 1
                 return

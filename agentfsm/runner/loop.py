@@ -198,7 +198,8 @@ def _act(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decision:
         return session.on_human(decision, *_sync_answer(on_ask, decision))
     if decision.action is Action.HANDOFF:
         return session.on_results([_delegate(loop, c) for c in decision.tool_calls])
-    results = loop.executor.run(decision, cancel=loop.cancel, skip=loop.skip())
+    with session.running_tools():
+        results = loop.executor.run(decision, cancel=loop.cancel, skip=loop.skip())
     session.steer(loop.inbox)
     return session.on_results(results)
 
@@ -292,12 +293,13 @@ async def _aact(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decisi
         return session.on_results([await _adelegate(loop, c) for c in decision.tool_calls])
     seen: dict[str, ToolResult] = {}
     try:
-        results = await loop.executor.arun(
-            decision,
-            cancel=loop.cancel,
-            skip=loop.skip(),
-            on_result=lambda r: seen.__setitem__(r.call_id, r),
-        )
+        with session.running_tools():
+            results = await loop.executor.arun(
+                decision,
+                cancel=loop.cancel,
+                skip=loop.skip(),
+                on_result=lambda r: seen.__setitem__(r.call_id, r),
+            )
     except asyncio.CancelledError:
         # Every call keeps one result: what finished, and a cancellation for the rest.
         done = [seen.get(c.id) or Executor.cancelled(c, started=True) for c in decision.tool_calls]
