@@ -47,6 +47,7 @@ COPIES = 20
 TARGET_STEPS_PER_S = 30_000
 TARGET_STEP_US = 20.0
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 
 
 def copy_corpus(folder: Path, copies: int) -> tuple[int, int]:
@@ -163,7 +164,7 @@ def replay_instructions() -> int | None:
             folder.mkdir()
             outputs, _ = copy_corpus(folder, copies)
             command = [
-                *("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"),
+                *VALGRIND,
                 *(sys.executable, "-m", "agentfsm", "replay", str(folder), "--policy", str(policy)),
                 *("--json", "--engine", "serial"),
             ]
