@@ -18,7 +18,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from pydantic import ValidationError
 
-from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
+from agentfsm.core.events import Emitter, Observer, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
@@ -354,7 +354,8 @@ class Controller:
         """
         self._check_type("text", text, str)
         run = self._run
-        if run.state is State.END:
+        opened = run.state is State.END
+        if opened:
             self._open_episode()
         elif run.state in (State.EXECUTE, State.HANDOFF):
             run.interjection = text
@@ -363,8 +364,8 @@ class Controller:
         else:
             self._expect((State.AWAIT_MODEL,), "a user message")
         run.last_call, run.streak = None, 0
-        if self._events.active:
-            self._events.record("user_message", run.turn, text=text)
+        if self._events.active:  # one delivery: the episode's start and the message, or neither
+            self._events.user_message(run.turn, text, run.episode if opened else None)
         return None
 
     def _open_episode(self) -> None:
@@ -384,8 +385,6 @@ class Controller:
         run.exit_reason = None
         run.retries = run.incomplete = 0
         run.interjection = None
-        if self._events.active:
-            self._events.record("episode_started", run.turn, episode=run.episode)
 
     @_atomic
     def stop(
@@ -558,10 +557,7 @@ class Controller:
         run.state = state
         decision = self._decide(step, tuple(path), fired)
         if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
-            if record is not None:
-                fields = {k: dump(v) if type(v) is list else v for k, v in record[1].items()}
-                self._events.record(record[0], run.turn, **fields)
-            self._events.step(run.turn, step.output, fired, decision)
+            self._events.step(run.turn, step.output, fired, decision, record)
         return decision
 
     def _decide(
