@@ -303,23 +303,41 @@ class _Retractions:
         self.last: deque[Numbered] = deque()
 
     def apply(self, events: Iterator[Numbered]) -> Iterator[Numbered]:
-        """Yield `events` without the retracted ones, keeping their order."""
+        """Yield `events` without the retracted ones, keeping their order.
+
+        A malformed line that raises first releases what was read before it.
+        """
+        try:
+            for item in events:
+                yield from self._take(item)
+        except TraceError:  # a line that raised: what was read before it is final
+            yield from self._release()
+            raise
+        yield from self._release()
+
+    def _release(self) -> list[Numbered]:
+        held = [*self.last, *self.current]
+        self.last.clear()
+        self.current.clear()
+        return held
+
+    def _take(self, item: Numbered) -> list[Numbered]:
+        """Fold one event in; return the events it makes final."""
         current, last = self.current, self.last
-        for item in events:
-            if item[1]["event"] == RETRACTED:
-                self._retract(*item)
-                continue
-            if last and not current:  # a new input begins: the last one is final
-                yield from last
-                last.clear()
-            current.append(item)
-            if item[1]["event"] in _ENDS_INPUT:
-                last.extend(current)
-                current.clear()
-            elif len(current) > limits.MAX_INPUT_EVENTS:
-                yield current.popleft()
-        yield from last
-        yield from current
+        if item[1]["event"] == RETRACTED:
+            self._retract(*item)
+            return []
+        final: list[Numbered] = []
+        if last and not current:  # a new input begins: the last one is final
+            final.extend(last)
+            last.clear()
+        current.append(item)
+        if item[1]["event"] in _ENDS_INPUT:
+            last.extend(current)
+            current.clear()
+        elif len(current) > limits.MAX_INPUT_EVENTS:
+            final.append(current.popleft())
+        return final
 
     def _retract(self, number: int, event: dict[str, Any]) -> None:
         held = self.current or self.last
