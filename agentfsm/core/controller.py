@@ -758,9 +758,22 @@ def _answer(action: Action, snap: RunSnapshot, final_tools: frozenset[str]) -> A
     return snap.output.text if snap.output is not None else None
 
 
+_CONTEXT_FULL = frozenset({"model_context_window_exceeded", "model_length", "ERROR_LIMIT"})
+"""Raw finish reasons read as LENGTH that mean the context window is full, not the output
+limit (Anthropic, Mistral, Cohere v1): a larger max_tokens cannot help."""
+
+
 def _adjust(route: Route, out: ModelTurn | None) -> dict[str, Any]:
-    """After a retry of a cut output, suggest doubling max_tokens for the next call."""
+    """After a retry of an output cut by the token limit, suggest doubling max_tokens.
+
+    Only the provider's own length claim counts (finish reason LENGTH: `length`,
+    `max_tokens`, `MAX_TOKENS`, `max_output_tokens`). An output that is merely
+    `truncated` (a damaged stream, a stream that ended without a finish, an
+    error chunk, a call the provider broke) or cut by a full context window is
+    retried without it: more tokens would not help.
+    """
     if route.source is not State.RECOVER or route.dest is not State.AWAIT_MODEL or out is None:
         return {}
-    cut = out.truncated or out.finish_reason is FinishReason.LENGTH
-    return {"max_tokens_factor": 2} if cut else {}
+    if out.finish_reason is not FinishReason.LENGTH or out.raw_finish_reason in _CONTEXT_FULL:
+        return {}
+    return {"max_tokens_factor": 2}
