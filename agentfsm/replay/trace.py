@@ -20,7 +20,6 @@ import itertools
 import json
 import os
 import re
-from collections import deque
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import ExitStack
 from types import TracebackType
@@ -291,56 +290,46 @@ class _Retractions:
     The Controller delivers one input's events together; a retraction always
     follows the events it takes back. So only the input being read (`current`)
     and the last whole one (`last`, ended by a `decision` or a single event)
-    are held back: anything older is final. Holding back is bounded by
-    `limits.MAX_INPUT_EVENTS`; a retraction that does not match the events
-    before it (another count, run or turn) is a `TraceError`.
+    are held back, never both at once: anything older is final. Holding back
+    is bounded by `limits.MAX_INPUT_EVENTS`; a retraction that does not match
+    the events before it (another count, run or turn) is a `TraceError`.
     """
 
     def __init__(self, name: str, errors: list[TraceError] | None) -> None:
         self.name = name
         self.errors = errors
-        self.current: deque[Numbered] = deque()
-        self.last: deque[Numbered] = deque()
 
     def apply(self, events: Iterator[Numbered]) -> Iterator[Numbered]:
         """Yield `events` without the retracted ones, keeping their order.
 
-        A malformed line that raises first releases what was read before it.
+        A line that raises (malformed, or a retraction that does not fit) first
+        releases what was read before it.
         """
+        current: list[Numbered] = []
+        last: list[Numbered] = []
+        ends, limit = _ENDS_INPUT, limits.MAX_INPUT_EVENTS
         try:
             for item in events:
-                yield from self._take(item)
-        except TraceError:  # a line that raised: what was read before it is final
-            yield from self._release()
+                kind = item[1]["event"]
+                if kind == RETRACTED:
+                    self._retract(*item, current or last)
+                    continue
+                if last:  # a new input begins: the last one is final
+                    yield from last
+                    last.clear()
+                current.append(item)
+                if kind in ends:
+                    current, last = last, current
+                elif len(current) > limit:
+                    yield current.pop(0)
+        except TraceError:
+            yield from last
+            yield from current
             raise
-        yield from self._release()
+        yield from last
+        yield from current
 
-    def _release(self) -> list[Numbered]:
-        held = [*self.last, *self.current]
-        self.last.clear()
-        self.current.clear()
-        return held
-
-    def _take(self, item: Numbered) -> list[Numbered]:
-        """Fold one event in; return the events it makes final."""
-        current, last = self.current, self.last
-        if item[1]["event"] == RETRACTED:
-            self._retract(*item)
-            return []
-        final: list[Numbered] = []
-        if last and not current:  # a new input begins: the last one is final
-            final.extend(last)
-            last.clear()
-        current.append(item)
-        if item[1]["event"] in _ENDS_INPUT:
-            last.extend(current)
-            current.clear()
-        elif len(current) > limits.MAX_INPUT_EVENTS:
-            final.append(current.popleft())
-        return final
-
-    def _retract(self, number: int, event: dict[str, Any]) -> None:
-        held = self.current or self.last
+    def _retract(self, number: int, event: dict[str, Any], held: list[Numbered]) -> None:
         try:
             count = _retracted_count(self.name, number, event, held)
         except TraceError as exc:
@@ -352,7 +341,7 @@ class _Retractions:
             held.clear()
 
 
-def _retracted_count(name: str, number: int, event: dict[str, Any], held: deque[Numbered]) -> int:
+def _retracted_count(name: str, number: int, event: dict[str, Any], held: list[Numbered]) -> int:
     """How many held events a retraction takes back; a `TraceError` when it does not fit them."""
     count = event.get("events")
     if type(count) is not int or count < 0:
