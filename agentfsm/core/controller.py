@@ -85,10 +85,7 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
         try:
             return method(*args, **kwargs)
         except BaseException as exc:
-            run.restore(saved)
-            ctl._run, ctl._last_output = run, last
-            if isinstance(exc, AttributeError | TypeError):
-                _check_hits(ctl._fired, exc)  # a guard that answered something else than a Hit
+            ctl._undo(run, saved, last, exc)
             raise
         finally:
             lock.release()
@@ -253,18 +250,27 @@ class Controller:
 
     # -- inputs -------------------------------------------------------------------
 
-    @_atomic
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
-        if self._run.state is not State.AWAIT_MODEL:
-            self._expect((State.AWAIT_MODEL,), "a model output")
-        # parse.enter fills in the counters; the edge out of await_model reads nothing.
-        step = Step(self._base, output)
-        decision = self._route(step)
-        self._last_output = step.output
-        return decision
+        # The two per-step inputs do `_atomic`'s work inline: no forwarding of *args.
+        lock = self._lock
+        lock.acquire()
+        run, last = self._run, self._last_output
+        saved = save_run(run)
+        try:
+            if run.state is not State.AWAIT_MODEL:
+                self._expect((State.AWAIT_MODEL,), "a model output")
+            # parse.enter fills in the counters; the edge out of await_model reads nothing.
+            step = Step(self._base, output)
+            decision = self._route(step)
+            self._last_output = step.output
+            return decision
+        except BaseException as exc:
+            self._undo(run, saved, last, exc)
+            raise
+        finally:
+            lock.release()
 
-    @_atomic
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any] | Any]) -> Decision:
         """Route the results of the calls the last decision asked for.
 
@@ -272,21 +278,51 @@ class Controller:
         (`{"role": "tool", "tool_call_id", "content"}`, or a legacy `function` message, which
         answers the pending call of that name) or a LangChain `ToolMessage`.
         """
-        if self._run.state is not State.EXECUTE:
-            self._expect((State.EXECUTE, State.HANDOFF), "tool results")
-        if type(results) is not list and not _is_sequence(results):
+        lock = self._lock
+        lock.acquire()
+        run, last = self._run, self._last_output
+        saved = save_run(run)
+        try:
+            if run.state is not State.EXECUTE:
+                self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+            items = self._results(results)
+            step = Step(self._snapshot("tool_results", collect(run, items)))
+            # What the host gave, dumped only if anyone listens: replay synthesizes the rest.
+            return self._route(step, ("tool_results", {"results": items}))
+        except BaseException as exc:
+            self._undo(run, saved, last, exc)
+            raise
+        finally:
+            lock.release()
+
+    def _results(self, results: object) -> list[ToolResult]:
+        """The host's results as ToolResults, in the order given."""
+        if type(results) is list:
+            for r in results:
+                if type(r) is not ToolResult:
+                    break
+            else:
+                return results
+        elif not _is_sequence(results):
             raise InvalidInputError(
                 "results must be a list of ToolResult (or of mappings with call_id, content, "
                 f"is_error), not {type(results).__name__}",
                 state=self._run.state.value,
                 turn=self._run.turn,
             )
-        items = [
-            r if isinstance(r, ToolResult) else self._as_result(i, r) for i, r in enumerate(results)
+        return [
+            r if isinstance(r, ToolResult) else self._as_result(i, r)
+            for i, r in enumerate(cast(Iterable[Any], results))
         ]
-        step = Step(self._snapshot("tool_results", **collect(self._run, items)))
-        # What the host gave, dumped only if anyone listens: replay synthesizes the rest again.
-        return self._route(step, ("tool_results", {"results": items}))
+
+    def _undo(
+        self, run: Run, saved: tuple[Any, ...], last: ModelTurn | None, exc: BaseException
+    ) -> None:
+        """Put the run back as it was before a failed input."""
+        run.restore(saved)
+        self._run, self._last_output = run, last
+        if isinstance(exc, AttributeError | TypeError):
+            _check_hits(self._fired, exc)  # a guard that answered something else than a Hit
 
     def _as_result(self, index: int, item: object) -> ToolResult:
         # Tool messages as chat histories hold them: OpenAI tool/function dicts, ToolMessage.
@@ -327,10 +363,12 @@ class Controller:
             run.last_call, run.streak = None, 0
         snap = self._snapshot(
             "human_reply",
-            executable=calls if approved else (),
-            rejected=tuple(rejected),
-            human_approved=approved,
-            human_message=message,
+            {
+                "executable": calls if approved else (),
+                "rejected": tuple(rejected),
+                "human_approved": approved,
+                "human_message": message,
+            },
         )
         record = None
         if self._events.active:
@@ -497,22 +535,24 @@ class Controller:
                 turn=run.turn,
             )
 
-    def _snapshot(self, phase: Phase, **changes: Any) -> RunSnapshot:
+    def _snapshot(self, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
         run = self._run
-        values = dict(self._base.__dict__)
-        values["phase"] = phase
-        values["turn"] = run.turn
-        values["tool_calls_used"] = run.tool_calls_used
-        values["tokens_used"] = run.tokens
-        values["cost_used"] = run.cost
-        values["context_tokens"] = run.context_tokens
-        values["elapsed"] = time.monotonic() - run.started
-        values["tool_errors_in_a_row"] = run.tool_errors
-        values["same_results_in_a_row"] = run.same_results
-        values["retries_in_a_row"] = run.retries
-        values["incomplete_in_a_row"] = run.incomplete
-        values["episode_start"] = run.episode_start
-        values.update(changes)
+        values = {
+            **self._base.__dict__,
+            "phase": phase,
+            "turn": run.turn,
+            "tool_calls_used": run.tool_calls_used,
+            "tokens_used": run.tokens,
+            "cost_used": run.cost,
+            "context_tokens": run.context_tokens,
+            "elapsed": time.monotonic() - run.started,
+            "tool_errors_in_a_row": run.tool_errors,
+            "same_results_in_a_row": run.same_results,
+            "retries_in_a_row": run.retries,
+            "incomplete_in_a_row": run.incomplete,
+            "episode_start": run.episode_start,
+            **changes,
+        }
         return build(RunSnapshot, values)
 
     def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
@@ -528,37 +568,57 @@ class Controller:
         run = self._run
         state = run.state
         path = [state]
-        engine = self._engine
-        if engine is not None:
-            engine.set_state(state)
-        snap = step.snap
-        rows = self._rows[snap.phase]
-        while True:
-            if engine is None:
+        if self._engine is not None:
+            state = self._walk_engine(self._engine, step, path, fired)
+        else:
+            snap = step.snap
+            rows = self._rows[snap.phase]
+            while True:
                 for row in rows[state]:
                     hit = row[0](snap)
                     if hit is not None:
                         break
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
-                _, route, entry, waits = row
-            else:
-                route, hit = engine.advance(snap)
-                entry, waits = ENTRY.get(route.dest), route.dest in WAITING
-            fired.append((route, hit))
-            state = route.dest
-            path.append(state)
-            step.route, step.hit = route, hit
-            if entry is not None:
-                entry(run, step)
-                snap = step.snap
-            if waits:
-                break
+                route = row[1]
+                fired.append((route, hit))
+                state = route.dest
+                path.append(state)
+                entry = row[2]
+                if entry is not None:
+                    step.route, step.hit = route, hit
+                    entry(run, step)
+                    snap = step.snap
+                if row[3]:  # the destination waits for the next input
+                    break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
         if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
             self._events.step(run.turn, step.output, fired, decision, record)
         return decision
+
+    def _walk_engine(
+        self,
+        engine: TransitionsEngine,
+        step: Step,
+        path: list[State],
+        fired: list[tuple[Route, Hit]],
+    ) -> State:
+        """The walk of `_route` with the `transitions` machine picking every edge."""
+        run = self._run
+        state = run.state
+        engine.set_state(state)
+        while True:
+            route, hit = engine.advance(step.snap)
+            fired.append((route, hit))
+            state = route.dest
+            path.append(state)
+            step.route, step.hit = route, hit
+            entry = ENTRY.get(state)
+            if entry is not None:
+                entry(run, step)
+            if state in WAITING:
+                return state
 
     def _decide(
         self, step: Step, path: tuple[State, ...], fired: list[tuple[Route, Hit]]
@@ -599,10 +659,12 @@ class Controller:
             # Every call id gets exactly one result, even when the run stops here.
             results += [r for r in snap.results if r.call_id in snap.missing]
         calls: tuple[ToolCall, ...] = ()
-        if dest is State.END:
-            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
+        if dest is State.EXECUTE:
+            action, calls = Action.EXECUTE_TOOLS, snap.executable
         elif dest is State.AWAIT_MODEL:
             action = Action.RETRY if route.source is State.RECOVER else Action.CONTINUE
+        elif dest is State.END:
+            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
         else:
             action = _ACTION_AT[dest]
             calls = _calls_for(dest, snap, run)
@@ -621,8 +683,10 @@ class Controller:
                 "turn": run.turn,
                 "state": dest,
                 "path": path,
-                "adjust": _adjust(route, step.output),
-                "answer": _answer(action, snap, run.policy.final_tools),
+                "adjust": {} if route.source is not State.RECOVER else _adjust(route, step.output),
+                "answer": None
+                if action is not Action.FINAL
+                else _answer(action, snap, run.policy.final_tools),
             },
         )
 
@@ -687,7 +751,9 @@ def _check_hits(fired: list[tuple[Route, Hit]], exc: Exception) -> None:
         ) from exc
 
 
-_Row = tuple[Guard, Route, Callable[[Run, Step], None] | None, bool]
+_Row = tuple[Callable[[RunSnapshot], Hit | None], Route, Callable[[Run, Step], None] | None, bool]
+"""A compiled edge: the guard's bound `__call__` (a bound method calls faster than an
+instance), the route, the destination's entry work, and whether the destination waits."""
 _COMPILED: dict[RouteTable, dict[str, dict[State, tuple[_Row, ...]]]] = {}
 
 
@@ -699,7 +765,9 @@ def _compiled(table: RouteTable) -> dict[str, dict[State, tuple[_Row, ...]]]:
             _COMPILED.clear()
         rows = _COMPILED[table] = {
             phase: {
-                state: tuple((r.guard, r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes)
+                state: tuple(
+                    (r.guard.__call__, r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes
+                )
                 for state, routes in by_state.items()
             }
             for phase, by_state in table.by_phase.items()

@@ -120,7 +120,7 @@ save_run = _SAVE
 class Step:
     """The input being routed and what the states found out about it."""
 
-    __slots__ = ("hit", "output", "payload", "route", "sigs", "snap")
+    __slots__ = ("hit", "output", "payload", "round", "route", "sigs", "snap")
 
     def __init__(self, snap: RunSnapshot, payload: Any = None) -> None:
         self.snap = snap
@@ -128,4 +128,10 @@ class Step:
         self.output: ModelTurn | None = None
         self.hit: Hit | None = None
         self.route: Route | None = None
-        self.sigs: dict[str, Hashable] = {}
+        self.sigs: dict[str, Hashable] = _NO_SIGS
+        """Each call's key, by id (validate); read only, so one empty dict is shared."""
+        self.round: Hashable | None = None
+        """The key of the round of calls that may run (validate), for the streak."""
+
+
+_NO_SIGS: dict[str, Hashable] = {}

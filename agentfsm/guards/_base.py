@@ -29,6 +29,7 @@ __all__ = [
     "Not",
     "Otherwise",
     "as_guard",
+    "cached",
     "check_number",
 ]
 
@@ -50,6 +51,22 @@ class Hit:
 
     def __repr__(self) -> str:
         return f"Hit({self.guard!r}, {self.reason!r})"
+
+
+_CACHED_HITS = 256
+"""How many distinct hits a guard that reuses its hits keeps."""
+
+
+def cached(hits: dict[Any, Hit], key: object, hit: Hit) -> Hit:
+    """Keep `hit` under `key` for the next step that would build the same one; return it.
+
+    A Hit is never changed once made, so a guard whose reason depends only on
+    `key` can hand out the same one; the cache is bounded.
+    """
+    if len(hits) >= _CACHED_HITS:
+        hits.clear()
+    hits[key] = hit
+    return hit
 
 
 class Guard:

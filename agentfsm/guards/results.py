@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, Priority
-from agentfsm.guards._base import ON_RESULTS, Guard, Hit, check_number
+from agentfsm.guards._base import ON_RESULTS, Guard, Hit, cached, check_number
 
 __all__ = ["FinalTool", "ResultsReady", "ToolErrorLimit", "ToolFailed"]
 
@@ -44,8 +44,12 @@ class ToolFailed(Guard):
     priority = Priority.P5
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
-        if not any(r.is_error for r in snap.results) and not snap.rejected:
-            return None
+        if not snap.rejected:
+            for result in snap.results:
+                if result.is_error:
+                    break
+            else:
+                return None
         failed = [r for r in (*snap.rejected, *snap.results) if r.is_error]
         why = "; ".join(f"{r.call_id}: {_short(r.content)}" for r in failed[:3])
         more = f" (+{len(failed) - 3} more)" if len(failed) > 3 else ""
@@ -94,10 +98,19 @@ class ResultsReady(Guard):
     layer = 2
     priority = Priority.P1
 
+    def __init__(self) -> None:
+        self._hits: dict[int, Hit] = {}
+        """Hits by the number of results: the reason is the same for every round of that size."""
+
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         if snap.phase != "tool_results":
             return None
-        return Hit(self, f"{len(snap.results)} result(s) ready for the model", self.exit_reason)
+        count = len(snap.results)
+        hit = self._hits.get(count)
+        if hit is None:
+            reason = f"{count} result(s) ready for the model"
+            hit = cached(self._hits, count, Hit(self, reason, self.exit_reason))
+        return hit
 
 
 def _short(content: object, limit: int = 80) -> str:

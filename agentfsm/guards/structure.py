@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, FinishReason, ModelTurn, Priority, ToolCall
-from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit
+from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, cached
 
 __all__ = [
     "HandoffRequested",
@@ -122,14 +122,19 @@ class HasToolCalls(Guard):
     layer = 1
     priority = Priority.P1
 
+    def __init__(self) -> None:
+        self._hits: dict[str | tuple[str, ...], Hit] = {}
+        """Hits by the calls' names: every step of a tool loop asks twice with the same names."""
+
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         calls = snap.executable
         if not calls:
             return None
-        if len(calls) == 1:
-            return Hit(self, f"1 valid tool call: {calls[0].name}", None)
-        names = ", ".join([c.name for c in calls])
-        return Hit(self, f"{len(calls)} valid tool calls: {names}", None)
+        key = calls[0].name if len(calls) == 1 else tuple([c.name for c in calls])
+        hit = self._hits.get(key)
+        if hit is None:
+            hit = cached(self._hits, key, Hit(self, _valid_calls(calls), None))
+        return hit
 
 
 class HandoffRequested(Guard):
@@ -143,6 +148,12 @@ class HandoffRequested(Guard):
         if not snap.handoffs:
             return None
         return Hit(self, f"handoff to {snap.handoffs[0].name!r}", self.exit_reason)
+
+
+def _valid_calls(calls: tuple[ToolCall, ...]) -> str:
+    if len(calls) == 1:
+        return f"1 valid tool call: {calls[0].name}"
+    return f"{len(calls)} valid tool calls: {', '.join([c.name for c in calls])}"
 
 
 def _why(call: ToolCall) -> str:

@@ -9,6 +9,7 @@ mutable `Draft` and frozen once, at the end.
 from __future__ import annotations
 
 import json
+import json.scanner
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,11 +99,32 @@ def _call(
     )
 
 
+_scan = json.scanner.make_scanner(json.JSONDecoder())
+"""The C scanner `json.loads` ends in, without its three Python frames and two regexes."""
+
+
+def _loads(raw: str) -> Any:
+    """`json.loads(raw)` for a str: an object that fills the text is scanned directly.
+
+    Anything else (leading or trailing whitespace, a parse error) goes through
+    `json.loads`, so values and error messages are exactly its own.
+    """
+    if raw[0] == "{":
+        try:
+            value, end = _scan(raw, 0)
+        except StopIteration:
+            pass  # json.loads raises the error a reader can read
+        else:
+            if end == len(raw):
+                return value
+    return json.loads(raw)
+
+
 def _parse(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if not raw or raw.isspace():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = _loads(raw)
     except ValueError as exc:
         return None, f"arguments are not valid JSON ({exc})"
     except RecursionError:

@@ -33,7 +33,7 @@ NATIVE: dict[str, FinishReason] = {
 }
 """Every provider's own finish reasons; the tables do not disagree on any string."""
 
-_MARKERS = ("_hidden_params", "vertex_ai_grounding_metadata", "vertex_ai_safety_results")
+_MARKERS = frozenset({"_hidden_params", "vertex_ai_grounding_metadata", "vertex_ai_safety_results"})
 
 
 def is_litellm_object(payload: object) -> bool:
@@ -43,12 +43,14 @@ def is_litellm_object(payload: object) -> bool:
 
 def is_litellm_dict(payload: dict[str, Any]) -> bool:
     """Whether a chat completion dict came from litellm (it carries litellm-only keys)."""
-    if any(key in payload for key in _MARKERS):
+    if not _MARKERS.isdisjoint(payload):
         return True
     for choice in as_list(payload.get("choices")):
-        entry = as_dict(choice)
-        if "provider_specific_fields" in entry or "provider_specific_fields" in as_dict(
-            entry.get("message")
+        if type(choice) is not dict:
+            continue
+        message = choice.get("message")
+        if "provider_specific_fields" in choice or (
+            type(message) is dict and "provider_specific_fields" in message
         ):
             return True
     return False

@@ -64,7 +64,11 @@ def _content_text(content: object) -> str:
 
 
 def _reasoning(message: dict[str, Any]) -> str:
-    return as_str(message.get("reasoning_content")) or as_str(message.get("reasoning"))
+    text = message.get("reasoning_content")
+    if type(text) is str and text:
+        return text
+    text = message.get("reasoning")
+    return text if type(text) is str else ""
 
 
 def _usage(draft: Draft, usage: object) -> None:
@@ -90,8 +94,8 @@ def _body_calls(message: dict[str, Any]) -> list[ToolCall]:
         calls.append(
             call_from_string(entry.get("id"), function.get("name"), function.get("arguments"))
         )
-    legacy = as_dict(message.get("function_call"))
-    if as_str(legacy.get("name")):
+    legacy = message.get("function_call")
+    if type(legacy) is dict and as_str(legacy.get("name")):
         calls.append(call_from_string("", legacy.get("name"), legacy.get("arguments")))
     return calls
 
@@ -104,13 +108,19 @@ def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
         stream.add(payload)
         return stream.draft()
     message = as_dict(choice.get("message"))
-    draft = Draft(provider, model=as_str(payload.get("model")))
-    draft.text = _content_text(message.get("content"))
-    draft.calls = _body_calls(message)
+    model = payload.get("model")
+    draft = Draft(provider, model=model if type(model) is str else "")
+    content = message.get("content")
+    draft.text = content if type(content) is str else _content_text(content)
+    if "tool_calls" in message or "function_call" in message:
+        draft.calls = _body_calls(message)
     draft.set_finish(choice.get("finish_reason"), TABLE)
-    draft.refusal = as_str(message.get("refusal"))
+    refusal = message.get("refusal")
+    draft.refusal = refusal if type(refusal) is str else ""
     draft.reasoning = _reasoning(message)
-    _usage(draft, payload.get("usage"))
+    usage = payload.get("usage")
+    if type(usage) is dict:
+        _usage(draft, usage)
     if payload.get("error"):
         draft.error = _error_text(payload["error"])
     return draft

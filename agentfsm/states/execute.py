@@ -28,9 +28,10 @@ def enter(run: Run, step: Step) -> None:
     run.tool_errors = step.snap.tool_errors_in_a_row
     run.incomplete = 0
     known = step.sigs
-    run.pending_sigs = {call.id: known.get(call.id) or signature(call) for call in calls}
+    run.pending_sigs = sigs = {call.id: known.get(call.id) or signature(call) for call in calls}
     if calls:
-        key = round_signature(list(run.pending_sigs.values()))
+        # validate keyed this round already when the calls came from a model output.
+        key = step.round if step.round is not None else round_signature(list(sigs.values()))
         run.streak = run.streak + 1 if key == run.last_call else 1
         run.last_call = key
 
@@ -45,8 +46,11 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
     was never asked for, or a second result for the same id, and
     InvalidInputError for content nested deeper than `MAX_DEPTH`.
     """
-    by_id = _by_id(run, results)
-    ordered, missing = _in_call_order(run, by_id)
+    missing: list[str] = []
+    if _answers_in_order(run, results):
+        ordered = results
+    else:
+        ordered, missing = _in_call_order(run, _by_id(run, results))
     skipped = run.interjection is not None
     errors = run.tool_errors
     for result in ordered:
@@ -62,6 +66,26 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
     if skipped and missing:
         fields["notes"] = (f"a user message arrived: {len(missing)} call(s) were skipped",)
     return fields
+
+
+def _answers_in_order(run: Run, results: list[ToolResult]) -> bool:
+    """Whether `results` answer the pending calls one each, in call order, as they stand.
+
+    The common case, taken without pairing by id; anything else (a missing, unknown
+    or repeated id, content to check for depth, a name to fix) goes the long way.
+    """
+    pending = run.pending
+    if len(results) != len(pending) or run.policy.final_tools:
+        return False
+    for result, call_id in zip(results, pending, strict=True):
+        if result.call_id != call_id:
+            return False
+        content = result.content
+        if type(content) is dict or type(content) is list:
+            for item in content.values() if type(content) is dict else content:
+                if type(item) is dict or type(item) is list:
+                    return False  # nested: its depth is checked the long way
+    return True
 
 
 def _by_id(run: Run, results: list[ToolResult]) -> dict[str, ToolResult]:
@@ -113,18 +137,14 @@ def _in_call_order(run: Run, by_id: dict[str, ToolResult]) -> tuple[list[ToolRes
 def _remember(run: Run, ordered: list[ToolResult]) -> int:
     """Keep the round's results; return how many rounds in a row only repeated a recent one."""
     sigs = run.pending_sigs
-    calls_key = tuple(sigs.get(r.call_id, r.call_id) for r in ordered)
+    calls_key = tuple([sigs.get(r.call_id, r.call_id) for r in ordered])
     contents = [(r.is_error, r.content) for r in ordered]
     if run.last_results:
         key, seen = run.last_results[-1]
         if key == calls_key and seen != contents:
             # The same calls answered differently (polling a job): progress, not a loop.
             run.streak = 1
-    # Contents are compared (==) only against recent rounds that made the same calls.
-    stale = 0
-    for key, seen in run.last_results:
-        if key == calls_key and seen == contents:
-            stale = run.same_results + 1
-            break
+    # A pair compares its calls first: contents are compared (==) only for the same calls.
+    stale = run.same_results + 1 if (calls_key, contents) in run.last_results else 0
     run.last_results = (*run.last_results[1 - RECENT_ROUNDS :], (calls_key, contents))
     return stale

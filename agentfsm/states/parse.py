@@ -13,8 +13,8 @@ from collections.abc import Callable
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.pricing import turn_cost, unknown_price
 from agentfsm.core.run_state import Run, Step
-from agentfsm.core.snapshot import evolve
-from agentfsm.core.types import ModelTurn, ToolCall
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.types import ModelTurn, ToolCall, build
 
 __all__ = ["enter"]
 
@@ -22,11 +22,14 @@ __all__ = ["enter"]
 def enter(run: Run, step: Step) -> None:
     """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
     payload = step.payload
-    turn = _bounded(payload) if isinstance(payload, ModelTurn) else _normalize(payload)
+    turn = _bounded(payload) if type(payload) is ModelTurn else _read(payload)
     next_turn = run.turn + 1
-    calls, notes = _issue_ids(turn.tool_calls, next_turn)
-    if notes:
-        turn = turn.model_copy(update={"tool_calls": calls})
+    notes: list[str] = []
+    calls = turn.tool_calls
+    if calls and (len(calls) > 1 or not calls[0].id):  # one call with an id: nothing to fix
+        calls, notes = _issue_ids(calls, next_turn)
+        if notes:
+            turn = turn.model_copy(update={"tool_calls": calls})
     unknown = ""
     if run.prices:
         turn, unknown = _priced(turn)
@@ -40,23 +43,27 @@ def enter(run: Run, step: Step) -> None:
         run.cost += usage.cost or 0.0
         run.context_tokens = usage.input_tokens + usage.output_tokens
     step.output = turn
-    step.snap = evolve(
-        step.snap,
-        phase="model_output",
-        turn=next_turn,
-        episode_start=run.episode_start,
-        output=turn,
-        notes=tuple(notes),
-        tokens_used=run.tokens,
-        cost_used=run.cost,
-        context_tokens=run.context_tokens,
-        cost_unknown=unknown,
-        elapsed=time.monotonic() - run.started,
-        retries_in_a_row=run.retries,
-        tool_calls_used=run.tool_calls_used,
-        tool_errors_in_a_row=run.tool_errors,
-        same_results_in_a_row=run.same_results,
-        incomplete_in_a_row=run.incomplete,
+    # One dict, built in place: `evolve(**changes)` would build and merge a second one.
+    step.snap = build(
+        RunSnapshot,
+        {
+            **step.snap.__dict__,
+            "phase": "model_output",
+            "turn": next_turn,
+            "episode_start": run.episode_start,
+            "output": turn,
+            "notes": tuple(notes),
+            "tokens_used": run.tokens,
+            "cost_used": run.cost,
+            "context_tokens": run.context_tokens,
+            "cost_unknown": unknown,
+            "elapsed": time.monotonic() - run.started,
+            "retries_in_a_row": run.retries,
+            "tool_calls_used": run.tool_calls_used,
+            "tool_errors_in_a_row": run.tool_errors,
+            "same_results_in_a_row": run.same_results,
+            "incomplete_in_a_row": run.incomplete,
+        },
     )
 
 
@@ -67,7 +74,10 @@ def _bounded(turn: ModelTurn) -> ModelTurn:
     turns the host built itself, so no later step meets Python's recursion limit.
     """
     calls = turn.tool_calls
-    if not any(_nested(call) for call in calls):
+    for call in calls:
+        if _nested(call):
+            break
+    else:
         return turn
     fixed = [
         call.model_copy(
@@ -82,7 +92,11 @@ def _bounded(turn: ModelTurn) -> ModelTurn:
 
 def _nested(call: ToolCall) -> bool:
     args = call.arguments
-    return args is not None and any(type(v) is dict or type(v) is list for v in args.values())
+    if args:
+        for value in args.values():
+            if type(value) is dict or type(value) is list:
+                return True
+    return False
 
 
 def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
@@ -99,6 +113,12 @@ def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
 _PROVIDERS: dict[str, Callable[[object], ModelTurn]] = {}
 """`normalize`, once imported: a `from ... import` on every step costs a Python-level
 importlib call (about 1.5% of a step)."""
+
+
+def _read(payload: object) -> ModelTurn:
+    if isinstance(payload, ModelTurn):  # a subclass of ModelTurn
+        return _bounded(payload)
+    return _normalize(payload)
 
 
 def _normalize(payload: object) -> ModelTurn:

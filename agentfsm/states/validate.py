@@ -8,10 +8,10 @@ its turn. The repetition streak counts identical consecutive rounds of calls.
 
 from __future__ import annotations
 
-from agentfsm.core.call_identity import CallKey, describe, round_signature, signature
+from agentfsm.core.call_identity import describe, round_signature, signature
 from agentfsm.core.run_state import Run, Step
-from agentfsm.core.snapshot import evolve
-from agentfsm.core.types import ToolCall, ToolResult
+from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.types import ToolCall, ToolResult, build
 
 __all__ = ["enter"]
 
@@ -36,28 +36,38 @@ def enter(run: Run, step: Step) -> None:
     """Split the turn's calls into runnable, refused, denied, to-approve and handoffs."""
     calls = step.output.tool_calls if step.output is not None else []
     run.retries = 0
+    snap = step.snap
     if not calls:
-        step.snap = evolve(step.snap, incomplete_in_a_row=run.incomplete + 1)
+        step.snap = build(
+            RunSnapshot, {**snap.__dict__, "incomplete_in_a_row": run.incomplete + 1}
+        )
         return
     plan = _plan(run, calls)
-    step.sigs = {call.id: signature(call) for call in calls}
+    sigs = step.sigs = {call.id: signature(call) for call in calls}
     runnable = (*plan.executable, *plan.approval)
-    streak = _streak(run, [step.sigs[c.id] for c in runnable])
+    keys = [sigs[c.id] for c in runnable]
+    streak = 0
+    if keys:
+        step.round = round_signature(keys)
+        streak = run.streak + 1 if step.round == run.last_call else 1
     repeated = describe(runnable) if streak > 1 else ""
     if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
         _feed_back(plan, runnable, streak, repeated)
         # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
-        run.last_call, run.streak = round_signature([step.sigs[c.id] for c in runnable]), streak
-    step.snap = evolve(
-        step.snap,
-        executable=tuple(plan.executable),
-        needs_approval=tuple(plan.approval),
-        denied=tuple(plan.denied),
-        handoffs=tuple(plan.handoffs),
-        rejected=tuple(plan.rejected),
-        repeat_streak=streak,
-        repeated=repeated,
-        tool_errors_in_a_row=run.tool_errors + len(plan.rejected),
+        run.last_call, run.streak = step.round, streak
+    step.snap = build(
+        RunSnapshot,
+        {
+            **snap.__dict__,
+            "executable": tuple(plan.executable),
+            "needs_approval": tuple(plan.approval),
+            "denied": tuple(plan.denied),
+            "handoffs": tuple(plan.handoffs),
+            "rejected": tuple(plan.rejected),
+            "repeat_streak": streak,
+            "repeated": repeated,
+            "tool_errors_in_a_row": run.tool_errors + len(plan.rejected),
+        },
     )
 
 
@@ -108,9 +118,3 @@ def _check(run: Run, call: ToolCall) -> str | None:
         return f"unknown tool {call.name!r}; declared tools: {known}"
     problem = spec.validate_arguments(call.arguments or {})
     return None if problem is None else f"invalid arguments for {call.name!r}: {problem}"
-
-
-def _streak(run: Run, keys: list[CallKey]) -> int:
-    if not keys:
-        return 0
-    return run.streak + 1 if round_signature(keys) == run.last_call else 1
