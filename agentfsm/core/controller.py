@@ -8,6 +8,7 @@ route table, evaluating pure guards on one frozen snapshot per input.
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 import time
@@ -44,7 +45,7 @@ from agentfsm.exceptions import (
     InvalidInputError,
     PolicyError,
 )
-from agentfsm.guards import Guard, Hit, Route, RouteTable, SignalConflict
+from agentfsm.guards import Hit, Route, RouteTable, SignalConflict
 from agentfsm.guards._routes import WAITING
 from agentfsm.states import ENTRY
 from agentfsm.states.execute import collect
@@ -111,6 +112,10 @@ class Controller:
         engine: `"compiled"` walks the route table directly (the fast path);
             `"transitions"` lets the shared `transitions` machine pick every
             edge (the reference, for debugging; about 4x slower per step).
+        clock: Seconds on a monotonic clock, read once per input for the run's
+            elapsed time (`max_seconds`); `time.monotonic` when omitted. Replay
+            and durable runs pass the recorded time, so a time budget decides
+            again exactly as it did live.
     """
 
     def __init__(
@@ -121,8 +126,10 @@ class Controller:
         run_id: str | None = None,
         observers: Iterable[Observer] = (),
         engine: Literal["compiled", "transitions"] = "compiled",
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.policy = _as_policy(policy)
+        clock = _as_clock(clock)
         if engine not in ("compiled", "transitions"):
             raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
@@ -130,7 +137,7 @@ class Controller:
         observers = _as_observers(observers)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
-        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools))
+        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools), clock)
         self._engine: TransitionsEngine | None = None
         self._last_output: ModelTurn | None = None
         self._lock = threading.RLock()
@@ -210,6 +217,7 @@ class Controller:
         policy: Policy | None = None,
         tools: Iterable[Any] | None = None,
         observers: Iterable[Observer] = (),
+        clock: Callable[[], float] | None = None,
     ) -> Controller:
         """Restore a run from `dump()`'s data; it decides exactly as the original would.
 
@@ -219,13 +227,16 @@ class Controller:
                 equal the saved policy.
             tools: The live tools, required when the saved ones include callables.
             observers: Callables that receive every later event.
+            clock: The clock of the restored run (see `Controller`); the time the
+                run had already used is kept.
 
         Raises:
             CheckpointError: another state-format version, a corrupted or impossible
                 state, or a policy or tools that differ from the saved ones.
         """
-        loaded = load_run(data, policy=policy, tools=tools)
-        ctl = cls(loaded.run.policy, run_id=loaded.run.run_id, engine=loaded.engine)
+        clock = _as_clock(clock)
+        loaded = load_run(data, policy=policy, tools=tools, clock=clock)
+        ctl = cls(loaded.run.policy, run_id=loaded.run.run_id, engine=loaded.engine, clock=clock)
         ctl._run = loaded.run
         ctl._last_output = loaded.last_output
         ctl._events.observers.extend(_as_observers(observers))
@@ -545,7 +556,7 @@ class Controller:
             "tokens_used": run.tokens,
             "cost_used": run.cost,
             "context_tokens": run.context_tokens,
-            "elapsed": time.monotonic() - run.started,
+            "elapsed": run.clock() - run.started,
             "tool_errors_in_a_row": run.tool_errors,
             "same_results_in_a_row": run.same_results,
             "retries_in_a_row": run.retries,
@@ -564,7 +575,8 @@ class Controller:
         the walk fails, the input's wrapper looks there for a guard that answered
         something other than a Hit or None (so the walk pays nothing for it).
         """
-        self._fired = fired = []
+        fired: list[tuple[Route, Hit]] = []
+        self._fired = fired
         run = self._run
         state = run.state
         path = [state]
@@ -594,7 +606,8 @@ class Controller:
         run.state = state
         decision = self._decide(step, tuple(path), fired)
         if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
-            self._events.step(run.turn, step.output, fired, decision, record)
+            # The input's event records the run's time, so replay reads the clock live read.
+            self._events.step(run.turn, step.output, fired, decision, record, step.snap.elapsed)
         return decision
 
     def _walk_engine(
@@ -703,6 +716,31 @@ def _as_policy(policy: object) -> Policy:
         f"policy must be an agentfsm.Policy, a mapping of its fields or None, "
         f"not {type(policy).__name__}"
     )
+
+
+def _as_clock(clock: object) -> Callable[[], float]:
+    """The run's clock: `time.monotonic`, or a callable that returns a number of seconds.
+
+    It is read once here, for the run's start, and that reading is checked, so a
+    clock that fails does so when it is given, not at the first input.
+    """
+    if clock is None:
+        return time.monotonic
+    if not callable(clock):
+        raise DefinitionError(f"clock must be a callable returning seconds, not {clock!r:.60}")
+    try:
+        now = clock()
+    except Exception as exc:
+        raise DefinitionError(f"clock {clock!r:.60} raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise DefinitionError(f"clock {clock!r:.60} returned {now!r:.60}, not a number of seconds")
+    first = [float(now)]
+
+    def started_then_clock() -> float:
+        # The run's start is the reading just checked; every later read is the clock's own.
+        return first.pop() if first else cast(Callable[[], float], clock)()
+
+    return started_then_clock
 
 
 def _is_sequence(value: object) -> bool:

@@ -163,17 +163,32 @@ class Emitter:
         fired: list[tuple[Route, Hit]],
         decision: Decision,
         given: tuple[str, dict[str, Any]] | None = None,
+        elapsed: float = 0.0,
     ) -> None:
         """Deliver a routed input: what the host gave (`given`: tool results, a human reply),
-        the model output, one event per transition, then the decision."""
+        the model output, one event per transition, then the decision.
+
+        `elapsed` is the run's time when the input was routed; the input's event
+        records it, so a replay reads the clock the live run read.
+        """
         run_id = self.run_id
         events: list[dict[str, Any]] = []
         if given is not None:
             fields = {k: dump(v) if type(v) is list else v for k, v in given[1].items()}
-            events.append({"event": given[0], "run_id": run_id, "turn": turn, **fields})
+            events.append(
+                {"event": given[0], "run_id": run_id, "turn": turn, "elapsed": elapsed, **fields}
+            )
         if output is not None:
             out = output.model_dump(mode="json")
-            events.append({"event": "model_output", "run_id": run_id, "turn": turn, "output": out})
+            events.append(
+                {
+                    "event": "model_output",
+                    "run_id": run_id,
+                    "turn": turn,
+                    "output": out,
+                    "elapsed": elapsed,
+                }
+            )
         for route, hit in fired:
             guard = hit.guard
             events.append(

@@ -57,11 +57,12 @@ _RESTING = WAITING
 
 @dataclass(frozen=True)
 class _Context:
-    """What decoding a run needs besides the data: the live policy and tools."""
+    """What decoding a run needs besides the data: the live policy, tools and clock."""
 
     run_id: str
     policy: Policy
     specs: dict[str, ToolSpec] | None
+    clock: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -229,10 +230,10 @@ CODECS: dict[str, Codec] = {
     "run_id": Codec(lambda r: r.run_id, lambda d, ctx: ctx.run_id),
     "same_results": Codec(lambda r: r.same_results, _int),
     "specs": Codec(lambda r: None, lambda d, ctx: ctx.specs),
+    # The clock is code: it is given again to `load` (the default is time.monotonic).
+    "clock": Codec(lambda r: None, lambda d, ctx: ctx.clock),
     # A monotonic clock means nothing in another process: keep the time already used.
-    "started": Codec(
-        lambda r: time.monotonic() - r.started, lambda d, _: time.monotonic() - _float(d, _)
-    ),
+    "started": Codec(lambda r: r.clock() - r.started, lambda d, ctx: ctx.clock() - _float(d, ctx)),
     "state": Codec(lambda r: r.state.value, lambda d, _: State(d)),
     "streak": Codec(lambda r: r.streak, _int),
     "tokens": Codec(lambda r: r.tokens, _int),
@@ -369,15 +370,21 @@ def dump_run(run: Run, last_output: ModelTurn | None, engine: str) -> dict[str, 
 
 
 def load_run(
-    data: Any, *, policy: Policy | None = None, tools: Iterable[Any] | None = None
+    data: Any,
+    *,
+    policy: Policy | None = None,
+    tools: Iterable[Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Loaded:
     """Decode a dump, checking it is whole, of this version and a state a run can reach."""
     run_id = _header(data)
     ctx = _Context(run_id, _load_policy(run_id, data.get("policy"), policy), None)
-    ctx = _Context(run_id, ctx.policy, _load_tools(run_id, data.get("tools"), tools))
+    ctx = _Context(run_id, ctx.policy, _load_tools(run_id, data.get("tools"), tools), clock)
     fields = data.get("run")
     if not isinstance(fields, dict):
         raise CheckpointError(f"run {run_id}: the dump has no 'run' object", run_id=run_id)
+    # A dump made before the clock was a field has no "clock": it holds no data anyway.
+    fields = {"clock": None, **fields}
     differ = sorted(set(fields) ^ set(CODECS))
     if differ:
         raise CheckpointError(

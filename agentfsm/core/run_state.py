@@ -7,7 +7,7 @@ never see it, they see the frozen `RunSnapshot` built from it.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ class Run:
     """
 
     __slots__ = (
+        "clock",
         "context_tokens",
         "cost",
         "episode",
@@ -64,12 +65,20 @@ class Run:
         "turn",
     )
 
-    def __init__(self, run_id: str, policy: Policy, specs: dict[str, ToolSpec] | None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        policy: Policy,
+        specs: dict[str, ToolSpec] | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.run_id = run_id
         self.policy = policy
         self.specs = specs
+        self.clock = clock
+        """Seconds on a monotonic clock; the run's elapsed time is read from it once per input."""
         self.state = State.AWAIT_MODEL
-        self.started = time.monotonic()
+        self.started = clock()
         self.turn = 0
         self.tokens = 0
         self.cost = 0.0
@@ -109,7 +118,7 @@ class Run:
             setattr(self, name, value)
 
 
-_FIXED = frozenset({"policy", "run_id", "specs"})
+_FIXED = frozenset({"clock", "policy", "run_id", "specs"})
 """Fields set once when the run is made."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)

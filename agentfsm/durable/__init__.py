@@ -22,8 +22,10 @@ policies. DBOS recovers only runs of the current version, so `launch` refuses
 to start while runs of another version are pending (`StrandedRunsError`)
 instead of leaving them silently unrecovered.
 
-Known limit: a policy's `max_seconds` counts the wall time of the current
-process's pass over the run; after a recovery it starts again from zero.
+A policy's `max_seconds` counts the run's wall time from its start, across
+recoveries (a crash's downtime and a wait for a human included): the time
+before each input is a recorded step, so a recovery replays the times the
+first pass read and decides exactly as it did.
 """
 
 from __future__ import annotations

@@ -122,12 +122,17 @@ def agent_named(name: str) -> DurableAgent:
     return agent
 
 
+WORKFLOW_VERSION = 2
+"""The order of the workflow's steps; a recorded run replays only under the same order.
+2: a clock step before every input, for `max_seconds`."""
+
+
 def app_version(agents: Iterable[DurableAgent]) -> str:
     """The DBOS application version: agentfsm's state format and a digest of the agents."""
     described = {a.name: a.fingerprint() for a in agents}
     text = json.dumps(described, sort_keys=True, default=_plain)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return f"agentfsm-s{STATE_VERSION}-e{SCHEMA}-{digest}"
+    return f"agentfsm-s{STATE_VERSION}-e{SCHEMA}-w{WORKFLOW_VERSION}-{digest}"
 
 
 def _plain(value: Any) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,6 +88,12 @@ def _error(call: ToolCall, text: str) -> dict[str, Any]:
     )
 
 
+@DBOS.step(name="agentfsm.durable.clock")
+async def clock_step() -> float:
+    """The wall time, recorded: a recovered run reads the times its first pass read."""
+    return time.time()
+
+
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def agent_run(agent_name: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """Run one agent to its end; the result holds the decisions and the controller's events."""
@@ -102,12 +109,17 @@ class _Loop:
         self.agent = agent_named(agent_name)
         self.run_id = run_id
         self.events: list[dict[str, Any]] = []
+        self.started_at = 0.0
+        self.elapsed = 0.0
+        """The run's time, from recorded clock steps: `max_seconds` counts the whole run,
+        across recoveries, and a recovery decides with the times the first pass read."""
         specs = self.agent.specs
         self.ctl = Controller(
             self.agent.policy,
             tools=None if specs is None else list(specs.values()),
             run_id=run_id,
             observers=[self._record],
+            clock=self._clock,
         )
         self.talk = Conversation(messages)
         self.decisions: list[Decision] = []
@@ -118,7 +130,15 @@ class _Loop:
     def _record(self, event: Mapping[str, Any]) -> None:
         self.events.append(dict(event))
 
+    def _clock(self) -> float:
+        return self.elapsed
+
+    async def _tick(self) -> None:
+        """Read the recorded wall time before an input, for the Controller's clock."""
+        self.elapsed = max(0.0, await clock_step() - self.started_at)
+
     async def run(self) -> dict[str, Any]:
+        self.started_at = await clock_step()
         while not self.ctl.done:
             request: dict[str, Any] = {"messages": list(self.talk.messages)}
             if self.max_tokens is not None:
@@ -130,6 +150,7 @@ class _Loop:
                 break
             turn = ModelTurn.model_validate(data)
             self.agent.progress("model", self.run_id, {"turn": self.ctl.turn + 1})
+            await self._tick()
             decision = self.ctl.on_model_output(turn)
             self.talk.output(self.ctl.last_output)
             self.text = turn.text or self.text
@@ -161,6 +182,7 @@ class _Loop:
         outputs = await asyncio.gather(*(self._tool(c) for c in calls))
         results = [ToolResult.model_validate(r) for r in outputs]
         self.talk.answer(results)
+        await self._tick()
         return self._settle(self.ctl.on_tool_results(results))
 
     async def _tool(self, call: ToolCall) -> dict[str, Any]:
@@ -180,6 +202,7 @@ class _Loop:
         await DBOS.set_event_async(WAITING_KEY, None)
         if not decision.tool_calls and message:
             self.talk.user(message)
+        await self._tick()
         return self._settle(self.ctl.on_human_reply(approved, message))
 
     async def _answer(self, turn: int) -> tuple[bool, str | None]:

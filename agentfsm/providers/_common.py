@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import json.scanner
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage, build
@@ -99,7 +100,9 @@ def _call(
     )
 
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    cast(Any, json.JSONDecoder())  # typeshed types the argument as the scanner itself
+)
 """The C scanner `json.loads` ends in, without its three Python frames and two regexes."""
 
 

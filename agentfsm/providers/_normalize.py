@@ -17,8 +17,8 @@ from typing import Any
 
 from agentfsm.core.types import ModelTurn
 from agentfsm.exceptions import PayloadError
-from agentfsm.providers._frameworks import read_object, unknown_object
 from agentfsm.providers import _openai_chat
+from agentfsm.providers._frameworks import read_object, unknown_object
 from agentfsm.providers._litellm import is_litellm_dict, is_litellm_object
 from agentfsm.providers._registry import FORMATS, Provider, Reader, detect_body, detect_event
 
@@ -387,9 +387,9 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
     """
     if type(payload) is dict:
         # The most common payload of all, a chat completion body, is read without detection.
-        if provider is None and type(payload.get("choices")) is list:
-            if not is_litellm_dict(payload):
-                return _openai_chat.read_body(payload, Provider.OPENAI).build()
+        chat = provider is None and type(payload.get("choices")) is list
+        if chat and not is_litellm_dict(payload):
+            return _openai_chat.read_body(payload, Provider.OPENAI).build()
         if provider is not None and provider not in FORMATS:
             raise PayloadError(
                 f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"

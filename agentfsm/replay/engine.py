@@ -300,6 +300,9 @@ class _Replayer:
         self.observers = observers
         self.keep = keep
         self.result = ReplayResult(source=run.source, run=run.id, format=run.format)
+        self.now = 0.0
+        """The replayed run's clock: the time the recording gives for the step being fed
+        (it stands still where the recording gives none)."""
         self.ctl = self._new_controller()
         self.last: Decision | None = None
         self.turn_calls: list[ToolCall] = []
@@ -308,7 +311,12 @@ class _Replayer:
 
     def _new_controller(self) -> Any:
         run_id = f"{self.run.id}#{self.result.episodes}"
-        return Controller(self.policy, self.tools, run_id=run_id, observers=self.observers)
+        return Controller(
+            self.policy, self.tools, run_id=run_id, observers=self.observers, clock=self._clock
+        )
+
+    def _clock(self) -> float:
+        return self.now
 
     # -- what the controller waits for -----------------------------------------------------
 
@@ -323,6 +331,9 @@ class _Replayer:
     # -- steps -----------------------------------------------------------------------------
 
     def feed(self, step: Step) -> None:
+        elapsed = getattr(step, "elapsed", None)
+        if elapsed is not None:
+            self.now = elapsed
         if isinstance(step, ModelOutput):
             self._model(step.turn)
         elif self.stopped:

@@ -7,7 +7,6 @@ turn are (re)issued deterministically; the snapshot's notes say so.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
@@ -57,7 +56,7 @@ def enter(run: Run, step: Step) -> None:
             "cost_used": run.cost,
             "context_tokens": run.context_tokens,
             "cost_unknown": unknown,
-            "elapsed": time.monotonic() - run.started,
+            "elapsed": run.clock() - run.started,
             "retries_in_a_row": run.retries,
             "tool_calls_used": run.tool_calls_used,
             "tool_errors_in_a_row": run.tool_errors,

@@ -38,9 +38,7 @@ def enter(run: Run, step: Step) -> None:
     run.retries = 0
     snap = step.snap
     if not calls:
-        step.snap = build(
-            RunSnapshot, {**snap.__dict__, "incomplete_in_a_row": run.incomplete + 1}
-        )
+        step.snap = build(RunSnapshot, {**snap.__dict__, "incomplete_in_a_row": run.incomplete + 1})
         return
     plan = _plan(run, calls)
     sigs = step.sigs = {call.id: signature(call) for call in calls}

@@ -22,6 +22,8 @@ from typing import Any
 from agentfsm import AgentFSMError, Policy, durable
 
 AGENT = "killable"
+DEADLINE = 8.0
+"""The `max_seconds` of the "deadline" policy; the whole run takes about 2 s."""
 LOG = os.environ.get("AGENTFSM_SIDE_EFFECTS", "")
 
 
@@ -67,6 +69,8 @@ def agent(api_base: str, kills: Mapping[tuple[str, int], str]) -> durable.Durabl
         policy=Policy(
             permissions={"write_file": "ask"},
             max_turns=40 if os.environ.get("AGENTFSM_TEST_POLICY") == "changed" else 50,
+            # "deadline": a budget the run meets unless a crash's downtime is counted.
+            max_seconds=DEADLINE if os.environ.get("AGENTFSM_TEST_POLICY") == "deadline" else None,
         ),
         api_base=api_base,
         api_key="sk-local",

@@ -7,6 +7,7 @@ overrides on purpose, and a self-replay that diverges exits 1.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -41,6 +42,7 @@ POLICIES = [
     af.Policy(max_turns=4, max_retries=0, repeat_threshold=2, on_repeat="ask"),
     af.Policy(permissions={"search": "ask", "*": "allow"}, max_tool_calls=3, on_deny="stop"),
     af.Policy(max_tokens=50_000, handoffs=frozenset({"search"}), no_progress_threshold=2),
+    af.Policy(max_seconds=5),  # the run's clock moves 1.5 s per input: a deadline in the run
 ]
 TOOLS: list[list[Any] | None] = [None, ["get_weather", "search"], [SPEC], ["search"]]
 
@@ -92,7 +94,9 @@ class TestLiveEqualsReplay:
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "trace.jsonl")
             with TraceWriter(path) as writer:
-                live = live_run(af.Controller(policy, tools, observers=[writer]), data)
+                ticks = itertools.count(0.0, 1.5)
+                ctl = af.Controller(policy, tools, observers=[writer], clock=lambda: next(ticks))
+                live = live_run(ctl, data)
             (run,) = list(read_runs(path))
             result = replay_run(run)
             assert [
@@ -167,3 +171,71 @@ class TestReplayCommandOnAgentfsmTraces:
         record = json.loads(done.stdout)
         assert record["exit_reason"] == "max_turns"
         assert "diverges" not in record
+
+
+class TestTimeReplays:
+    """A time budget replays from the times the trace recorded, not from replay's own clock."""
+
+    def write_deadline_run(self, path: Path) -> list[Key]:
+        """Each input 4 s after the last, a 10 s budget: the third input stops with DEADLINE."""
+        readings = iter([0.0, 4.0, 8.0, 12.0])
+        with TraceWriter(path) as writer:
+            ctl = af.Controller(
+                af.Policy(max_seconds=10), observers=[writer], clock=lambda: next(readings)
+            )
+            decisions = [ctl.on_model_output(turn(calls=[call("search", {"q": "a"}, id="c1")]))]
+            decisions.append(ctl.on_tool_results([af.ToolResult(call_id="c1", content="x")]))
+            decisions.append(ctl.on_model_output(turn(calls=[call("search", {"q": "b"}, id="c2")])))
+        return [key(d) for d in decisions]
+
+    def test_a_run_stopped_by_its_deadline_replays_stopped_at_the_same_step(
+        self, tmp_path: Path
+    ) -> None:
+        """Live: continue, continue, DEADLINE; the replay, done in microseconds, says the same."""
+        path = tmp_path / "t.jsonl"
+        live = self.write_deadline_run(path)
+        assert live[-1][3] == "deadline"
+        (run,) = list(read_runs(path))
+        result = replay_run(run)
+        assert [(r.action, r.priority, r.guard, r.exit_reason) for r in result.decisions] == live
+        assert divergence(run, result) is None
+
+    def test_the_input_events_record_the_run_time(self, tmp_path: Path) -> None:
+        """model_output and tool_results carry `elapsed`: 4, 8 and 12 seconds."""
+        path = tmp_path / "t.jsonl"
+        self.write_deadline_run(path)
+        events = [json.loads(line) for line in path.read_text().splitlines()]
+        inputs = [e for e in events if e["event"] in ("model_output", "tool_results")]
+        assert [(e["event"], e["elapsed"]) for e in inputs] == [
+            ("model_output", 4.0),
+            ("tool_results", 8.0),
+            ("model_output", 12.0),
+        ]
+
+    def test_a_trace_without_times_replays_as_if_no_time_passed(self, tmp_path: Path) -> None:
+        """Older traces carry no `elapsed`: the budget never fires instead of firing at random."""
+        path = tmp_path / "t.jsonl"
+        self.write_deadline_run(path)
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for event in lines:
+            event.pop("elapsed", None)
+        path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+        (run,) = list(read_runs(path))
+        result = replay_run(run)
+        actions = [r.action for r in result.decisions]
+        assert actions == ["execute_tools", "continue", "execute_tools"]
+
+    def test_a_bad_time_is_reported_with_file_and_line(self, tmp_path: Path) -> None:
+        """An `elapsed` that is not seconds names the file and the line of the event."""
+        path = tmp_path / "t.jsonl"
+        self.write_deadline_run(path)
+        lines = path.read_text().splitlines()
+        number = next(i for i, line in enumerate(lines) if '"model_output"' in line)
+        event = json.loads(lines[number])
+        event["elapsed"] = "soon"
+        lines[number] = json.dumps(event)
+        path.write_text("\n".join(lines) + "\n")
+        done = agentfsm("replay", path, "--json")
+        assert done.returncode == 2
+        assert f"{path}:{number + 1}" in done.stderr
+        assert "elapsed must be a number of seconds" in done.stderr

@@ -70,6 +70,11 @@ SCRIPT: list[Input] = [
 ]
 
 
+def still() -> float:
+    """A clock that never moves: the two traces compared record the same elapsed times."""
+    return 0.0
+
+
 def key(d: af.Decision) -> Key:
     return (d.action.value, d.priority.value, d.guard, d.exit_reason and d.exit_reason.value)
 
@@ -93,7 +98,7 @@ def write_trace(
     """Run `inputs` with a TraceWriter and the `extra` observers (before or after it)."""
     with TraceWriter(path) as writer:
         observers: list[Observer] = [*extra, writer] if before else [writer, *extra]
-        ctl = af.Controller(POLICY, tools=None, run_id="run-1", observers=observers)
+        ctl = af.Controller(POLICY, run_id="run-1", observers=observers, clock=still)
         return give(ctl, inputs)
 
 
@@ -252,7 +257,7 @@ FULL_DISK = textwrap.dedent(
     path, room = sys.argv[1], int(sys.argv[2])
     hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
     writer = TraceWriter(path)
-    ctl = af.Controller(run_id="run-1", observers=[writer])
+    ctl = af.Controller(run_id="run-1", observers=[writer], clock=lambda: 0.0)
     ctl.on_model_output(turn(calls=[call("get_weather", {"city": "Oslo"}, id="c1")]))
     results = [af.ToolResult(call_id="c1", content="sunny")]
     resource.setrlimit(resource.RLIMIT_FSIZE, (writer._size + room, hard))
@@ -280,7 +285,7 @@ class TestTheTraceWriterOnAFullDisk:
             ("on_model_output", (turn("sunny"),)),
         ]
         with TraceWriter(clean) as writer:
-            give(af.Controller(run_id="run-1", observers=[writer]), inputs)
+            give(af.Controller(run_id="run-1", observers=[writer], clock=still), inputs)
         raw = clean.read_bytes().splitlines(keepends=True)
         first_step = next(i for i, line in enumerate(raw) if b'"tool_results"' in line)
         room = len(raw[first_step]) + len(raw[first_step + 1])  # two lines fit, the third not
@@ -335,9 +340,9 @@ class TestRetractionProperty:
                 flaky = FlakyObserver(fail_at)
                 observers: list[Observer] = [flaky, writer] if before else [writer, flaky]
                 try:  # even the start of the run may fail, and be retracted
-                    ctl = af.Controller(POLICY, run_id="run-1", observers=observers)
+                    ctl = af.Controller(POLICY, run_id="run-1", observers=observers, clock=still)
                 except BoomError:
-                    ctl = af.Controller(POLICY, run_id="run-1", observers=observers)
+                    ctl = af.Controller(POLICY, run_id="run-1", observers=observers, clock=still)
                 for _ in range(data.draw(st.integers(1, 6))):
                     if ctl.done:
                         break

@@ -144,14 +144,16 @@ def _describe(event: dict[str, Any], exc: Exception) -> str:
 def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
     kind = event.get("event")
     if kind == "model_output":
-        return ModelOutput(_turn(event["output"]))
+        return ModelOutput(_turn(event["output"]), _elapsed(event))
     if kind == "tool_results":
-        return ToolResults(tuple(ToolResult.model_validate(r) for r in event["results"]))
+        results = tuple(ToolResult.model_validate(r) for r in event["results"])
+        return ToolResults(results, _elapsed(event))
     if kind == "user_message":
         return UserMessage(str(event["text"]))
     if kind == "human_reply":
         message = event.get("message")
-        return HumanReply(bool(event["approved"]), None if message is None else str(message))
+        text = None if message is None else str(message)
+        return HumanReply(bool(event["approved"]), text, _elapsed(event))
     if kind == "decision":
         exit_reason = event.get("exit_reason")
         if run.recorded is not None:
@@ -166,6 +168,16 @@ def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
         if exit_reason:
             run.end = str(exit_reason)
     return None
+
+
+def _elapsed(event: dict[str, Any]) -> float | None:
+    """The run's time an input event records; a trace written before it was recorded has none."""
+    value = event.get("elapsed")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise TypeError(f"elapsed must be a number of seconds >= 0, not {value!r:.60}")
+    return float(value)
 
 
 def _turn(output: Any) -> ModelTurn:

@@ -22,6 +22,8 @@ class ModelOutput:
     """One model output, normalized."""
 
     turn: ModelTurn
+    elapsed: float | None = None
+    """The run's time when the output was routed, where the recording says (agentfsm traces)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,8 @@ class ToolResults:
     """
 
     results: tuple[ToolResult, ...]
+    elapsed: float | None = None
+    """The run's time when the results were routed, where the recording says."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,8 @@ class HumanReply:
 
     approved: bool
     message: str | None = None
+    elapsed: float | None = None
+    """The run's time when the reply was routed, where the recording says."""
 
 
 Step = ModelOutput | ToolResults | UserMessage | HumanReply
