@@ -306,12 +306,12 @@ class _Workers:
 _WORKERS = _Workers()
 
 
-class Abandoned(Exception):
+class AbandonedError(Exception):
     """The caller stopped waiting for `until_cancelled`'s call; it finishes on its own."""
 
 
 def until_cancelled(fn: Callable[[], Any], cancelled: Callable[[], bool]) -> Any:
-    """Run `fn` on a worker thread and return its value, or raise Abandoned once `cancelled()`.
+    """Run `fn` on a worker thread and return its value, or raise AbandonedError once `cancelled()`.
 
     For a blocking call (a sync model request) that a cancellation must not wait
     for: the call is left to finish on its daemon thread, its value unused.
@@ -330,7 +330,7 @@ def until_cancelled(fn: Callable[[], Any], cancelled: Callable[[], bool]) -> Any
     _WORKERS.submit(work)
     while not done.wait(_POLL):
         if cancelled():
-            raise Abandoned
+            raise AbandonedError
     ok, value = outcome[0]
     if not ok:
         raise value

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import ProviderError
-from agentfsm.runner._batch import Abandoned, until_cancelled
+from agentfsm.runner._batch import AbandonedError, until_cancelled
 from agentfsm.runner.agents import Agent, child_messages, child_result
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry, is_transient
@@ -186,7 +186,7 @@ def run(
             except ProviderError as exc:
                 session.fail(exc)
                 break
-            except Abandoned:  # cancelled while the model answered: its answer is not waited for
+            except AbandonedError:  # cancelled while the model answered: its answer is not waited for
                 session.interrupt()
                 break
             decision = session.on_turn(turn)
