@@ -186,7 +186,7 @@ def run(
             except ProviderError as exc:
                 session.fail(exc)
                 break
-            except AbandonedError:  # cancelled while the model answered: its answer is not waited for
+            except AbandonedError:  # cancelled while the model answered: not waited for
                 session.interrupt()
                 break
             decision = session.on_turn(turn)
