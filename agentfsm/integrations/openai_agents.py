@@ -18,9 +18,14 @@ Controller and maps its decision onto what the SDK already does:
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
   `result.final_output` shows it; `decisions(result)` lists every decision, RETRY included.
 
-Streaming (`Runner.run_streamed`) is supported: events are held until agentfsm has decided on
-the response, then released (the terminal event carrying the filtered output). One governed
-agent serves one run at a time. Needs the `openai-agents` extra.
+Streaming (`Runner.run_streamed`) is supported. By default (`stream="held"`) a response's events
+are held until agentfsm has decided on it, then released (the terminal event carrying the
+filtered output), so nothing of a retried or refused attempt reaches the consumer. With
+`governed(agent, policy, stream="text")` the events that only show text (text, refusal and
+reasoning deltas, message parts, the response's start) are passed on as they arrive and only the
+tool-call events and the terminal event wait for the decision: text appears token by token, and a
+retried attempt's text may already have been shown (`decisions(result)` lists the RETRY). One
+governed agent serves one run at a time. Needs the `openai-agents` extra.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from agents import Agent, FunctionTool, ModelSettings
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
@@ -45,11 +50,32 @@ from openai.types.responses import (
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy
 from agentfsm.core.types import Action, Decision, ToolResult
-from agentfsm.exceptions import AgentFSMError
+from agentfsm.exceptions import AgentFSMError, DefinitionError
 
 __all__ = ["GovernedModel", "decisions", "governed"]
 
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_TEXT_ONLY = frozenset(
+    {
+        "response.created",
+        "response.in_progress",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.output_text.annotation.added",
+        "response.refusal.delta",
+        "response.refusal.done",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+    }
+)
+"""Stream events that only show text: with `stream="text"` they are not held for the decision."""
+StreamMode = Literal["held", "text"]
 
 
 def _dump(item: Any) -> dict[str, Any]:
@@ -89,10 +115,17 @@ class GovernedModel(Model):
     Args:
         inner: The model that really answers.
         policy: The run's policy; `Policy()` when omitted.
+        stream: `"held"` holds a streamed response's events until the decision; `"text"`
+            passes the events that only show text on as they arrive (see the module's docstring).
     """
 
-    def __init__(self, inner: Model, policy: Policy | None = None) -> None:
+    def __init__(
+        self, inner: Model, policy: Policy | None = None, stream: StreamMode = "held"
+    ) -> None:
+        if stream not in ("held", "text"):
+            raise DefinitionError(f"stream must be 'held' or 'text', not {stream!r}")
         self.inner = inner
+        self.stream = stream
         self.policy = policy if policy is not None else Policy()
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
@@ -266,7 +299,8 @@ class GovernedModel(Model):
         ctl = self._start(tools, handoffs)
         fed = self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
         while True:
-            held: list[Any] = []
+            seen: list[Any] = []  # the attempt's every event, for the decision
+            held: list[Any] = []  # those not passed on yet
             async for event in self.inner.stream_response(
                 system_instructions,
                 self._next_input(input),
@@ -279,12 +313,16 @@ class GovernedModel(Model):
                 conversation_id=conversation_id,
                 prompt=prompt,
             ):
-                held.append(event)
+                seen.append(event)
+                if self.stream == "text" and event.type in _TEXT_ONLY:
+                    yield event
+                else:
+                    held.append(event)
             terminal = next((e for e in reversed(held) if e.type in _TERMINAL), None)
             if fed is not None and fed.action is Action.STOP:
                 decision = fed
             else:
-                decision = self._decide(ctl.on_model_output([_dump(e) for e in held]))
+                decision = self._decide(ctl.on_model_output([_dump(e) for e in seen]))
             if decision.action is Action.RETRY:
                 model_settings = self._settings(model_settings, decision)
                 continue
@@ -298,7 +336,7 @@ class GovernedModel(Model):
             if event.type not in _TERMINAL:
                 yield event
         yield ResponseCompletedEvent(
-            type="response.completed", response=response, sequence_number=len(held)
+            type="response.completed", response=response, sequence_number=len(seen)
         )
 
 
@@ -316,12 +354,21 @@ def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
     return dataclasses.replace(tool, needs_approval=needs_approval, on_invoke_tool=on_invoke)
 
 
-def governed(agent: Agent[Any], policy: Policy | None = None) -> Agent[Any]:
-    """A clone of `agent` whose every turn agentfsm decides (see the module's docstring)."""
+def governed(
+    agent: Agent[Any], policy: Policy | None = None, *, stream: StreamMode = "held"
+) -> Agent[Any]:
+    """A clone of `agent` whose every turn agentfsm decides (see the module's docstring).
+
+    Args:
+        agent: The agent to govern; it is not changed.
+        policy: The run's policy; `Policy()` when omitted.
+        stream: For `Runner.run_streamed`: `"held"` (events wait for the decision) or
+            `"text"` (text events pass on as they arrive).
+    """
     inner = agent.model
     if not isinstance(inner, Model):
         inner = MultiProvider().get_model(inner)
-    model = GovernedModel(inner, policy)
+    model = GovernedModel(inner, policy, stream)
     tools = [_approval(model, t) if isinstance(t, FunctionTool) else t for t in agent.tools]
     return agent.clone(model=model, tools=tools)
 

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,14 @@ class Inbox:
         return texts
 
 
+_TOOLS_OF: ContextVar[Session | None] = ContextVar("agentfsm_tools_of", default=None)
+"""The run whose tools are running in this context (None outside a batch of tools).
+
+A run started inside a tool (`af.run` called by the tool's code, in its thread or
+task: contexts travel with both) finds the run that called the tool here, and
+charges its usage to it when it ends, as a handoff's child is charged."""
+
+
 class Session:
     """Feed one run's model outputs, tool results and human answers to its Controller."""
 
@@ -99,6 +108,7 @@ class Session:
         self._users: list[str] = []
         self._text = ""
         self._usage = Usage()
+        self._charging = threading.Lock()  # tools on several threads may charge at once
 
     @classmethod
     @contextmanager
@@ -130,10 +140,32 @@ class Session:
             )
             session = cls(model, messages, controller, specs)
             session.max_tokens = max_tokens
-            yield session
+            # Inside this run nothing is a tool of the caller's run until a batch says so
+            # (a handoff's child is charged by the handoff, not here).
+            caller, token = _TOOLS_OF.get(), _TOOLS_OF.set(None)
+            try:
+                yield session
+            finally:
+                _TOOLS_OF.reset(token)
+                if caller is not None:
+                    caller.charge(session.usage)
         finally:
             if writer is not None:
                 writer.close()
+
+    @contextmanager
+    def running_tools(self) -> Iterator[None]:
+        """Mark this context as running this run's tools: runs started by them charge it."""
+        token = _TOOLS_OF.set(self)
+        try:
+            yield
+        finally:
+            _TOOLS_OF.reset(token)
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and cost so far: the run's model calls and what was charged to it."""
+        return self._usage
 
     @property
     def finished(self) -> bool:
@@ -205,8 +237,9 @@ class Session:
 
     def charge(self, usage: Usage) -> None:
         """Charge a sub-agent's tokens and cost to this run's budgets and usage."""
-        self.controller.charge(usage)
-        self._usage = _add_usage(self._usage, usage)
+        with self._charging:
+            self.controller.charge(usage)
+            self._usage = _add_usage(self._usage, usage)
 
     def result(self) -> RunResult:
         """Return the run's result."""

@@ -15,13 +15,15 @@ from agents import (
     FunctionTool,
     MaxTurnsExceeded,
     ModelBehaviorError,
+    ModelSettings,
+    ModelTracing,
     RunConfig,
     Runner,
     function_tool,
 )
 from agents.exceptions import ModelRefusalError
 from agents.result import RunResultBase
-from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 
@@ -266,3 +268,83 @@ class TestDecisions:
         result = run(native([ANSWER], Tools()))
         with pytest.raises(AgentFSMError, match="governed"):
             decisions(result)
+
+
+async def scripted_events(items: list[Any]) -> list[Any]:
+    """The stream events the SDK's ScriptedModel sends for a response of `items`."""
+    model = ScriptedModel([items])
+    return [
+        event
+        async for event in model.stream_response(
+            None,
+            "hi",
+            ModelSettings(),
+            [],
+            None,
+            [],
+            ModelTracing.DISABLED,
+            previous_response_id=None,
+            conversation_id=None,
+            prompt=None,
+        )
+    ]
+
+
+class TestIncrementalStreaming:
+    """stream="text" shows text as it arrives; "held" waits for the decision."""
+
+    def first_delta_then_wait(self, mode: str) -> bool:
+        """Whether the consumer saw the first text delta while the model was still streaming.
+
+        The scripted stream sends its first text delta, then waits (up to 2 s) until the
+        consumer of `Runner.run_streamed` has received it before it sends the rest.
+        """
+
+        async def go() -> bool:
+            events = await scripted_events(ANSWER)
+            first = next(i for i, e in enumerate(events) if e.type == "response.output_text.delta")
+            shown = asyncio.Event()
+            in_time: list[bool] = []
+
+            async def stream(_call: Any) -> Any:
+                for index, event in enumerate(events):
+                    yield event
+                    if index == first:
+                        try:
+                            await asyncio.wait_for(shown.wait(), timeout=2.0)
+                            in_time.append(True)
+                        except TimeoutError:
+                            in_time.append(False)
+
+            model = ScriptedModel([ModelStep.stream(stream, output=ANSWER)])
+            agent = governed(Agent(name="weather", model=model), stream=mode)  # type: ignore[arg-type]
+            result = Runner.run_streamed(agent, "weather in Paris?", run_config=CONFIG)
+            async for event in result.stream_events():
+                if event.type == "raw_response_event" and event.data.type.endswith("text.delta"):
+                    shown.set()
+            assert result.final_output == "It is sunny in Paris."
+            return in_time == [True]
+
+        return asyncio.run(go())
+
+    def test_text_mode_shows_the_text_while_the_model_streams(self) -> None:
+        """With stream="text" the first delta reaches the consumer before the stream ends."""
+        assert self.first_delta_then_wait("text")
+
+    def test_held_mode_shows_nothing_before_the_decision(self) -> None:
+        """With the default, the delta arrives only after the whole response was decided."""
+        assert not self.first_delta_then_wait("held")
+
+    def test_text_mode_still_holds_the_calls_it_refuses(self) -> None:
+        """A call to an undeclared tool never reaches the SDK, streamed text or not."""
+        tools = Tools()
+        script = [[function_call("rm_rf", {"path": "/"}, call_id="c0"), weather("c1")], ANSWER]
+        agent = governed(native(script, tools), stream="text")
+        result = run(agent, stream=True)
+        assert tools.ran == [("get_weather", "Paris")]
+        assert result.final_output == "It is sunny in Paris."
+
+    def test_an_unknown_mode_is_refused(self) -> None:
+        """stream must be "held" or "text"."""
+        with pytest.raises(AgentFSMError, match="stream must be 'held' or 'text'"):
+            governed(native([ANSWER], Tools()), stream="live")  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -108,6 +108,20 @@ class TestInterruption:
         assert (tmp_path / "out-0.txt").read_text() == "0"
         assert events(trace)[-1]["exit_reason"] == "interrupted"
         assert result.decisions[-1].action is Action.STOP
+
+    def test_cancel_during_a_slow_model_call_returns_at_once(self) -> None:
+        """The model takes 30 s to answer; the cancel, 0.3 s in, ends the run well before."""
+        cancel = threading.Event()
+        slow = Reply(text="too late", delay=30.0)
+        with ScriptedServer([slow]) as server:
+            threading.Timer(0.3, cancel.set).start()
+            started = time.monotonic()
+            result = go(server, [], cancel=cancel)
+            waited = time.monotonic() - started
+        assert result.exit_reason is ExitReason.INTERRUPTED
+        assert waited < 10.0
+        assert result.decisions[-1].action is Action.STOP
+        assert "too late" not in result.text
 
     def test_cancelling_the_arun_task_returns_the_interrupted_result(self) -> None:
         """Cancelling the task of `arun` mid-batch returns INTERRUPTED with every result kept."""
@@ -343,3 +357,83 @@ class TestConcurrency:
         with ScriptedServer([THREE, say("done")]) as server:
             go(server, [step])
         assert max(s for s, _ in spans) < min(e for _, e in spans)
+
+
+class TestRunsStartedByTools:
+    """A run a tool starts with `af.run` is charged to the run that called the tool."""
+
+    SCRIPT: ClassVar[list[Reply | Responder]] = [
+        tool_calls(call("research", {"topic": "x"})),  # the parent asks its tool
+        Reply(text="x is 42", input_tokens=500, output_tokens=30),  # the tool's own run
+        lambda body: say(f"done: {last_tool_result(body)}"),  # the parent's answer
+    ]
+
+    def research_tool(self, server: ScriptedServer) -> Any:
+        def research(topic: str) -> str:
+            inner = run(
+                "openai/scripted",
+                [{"role": "user", "content": f"research {topic}"}],
+                tools=None,
+                api_base=server.openai_base,
+                api_key="sk-test",
+                retry=ProviderRetry(attempts=1),
+            )
+            return inner.text
+
+        return research
+
+    def test_the_tools_run_is_charged_to_the_caller(self) -> None:
+        """The parent's usage holds its own two calls and the tool's run (500 + 2 x 20 in)."""
+        with ScriptedServer(self.SCRIPT) as server:
+            result = go(server, [self.research_tool(server)])
+        assert result.text == "done: x is 42"
+        assert result.usage.input_tokens == 500 + 2 * 20
+        assert result.usage.output_tokens == 30 + 2 * 10
+
+    def test_the_tools_run_counts_toward_the_callers_budget(self) -> None:
+        """A 300-token budget: the tool's 530 tokens stop the parent before its next call."""
+        with ScriptedServer(self.SCRIPT) as server:
+            result = go(server, [self.research_tool(server)], policy=Policy(max_tokens=300))
+            assert server.remaining == 1
+        assert result.exit_reason is ExitReason.TOKEN_BUDGET
+
+    def test_an_async_tools_run_is_charged_to_the_caller(self) -> None:
+        """The same from arun with an async tool that awaits arun."""
+
+        async def main(server: ScriptedServer) -> RunResult:
+            async def research(topic: str) -> str:
+                inner = await arun(
+                    "openai/scripted",
+                    [{"role": "user", "content": f"research {topic}"}],
+                    tools=None,
+                    api_base=server.openai_base,
+                    api_key="sk-test",
+                    retry=ProviderRetry(attempts=1),
+                )
+                return inner.text
+
+            return await arun(
+                "openai/scripted",
+                TASK,
+                tools=[research],
+                api_base=server.openai_base,
+                api_key="sk-test",
+                retry=ProviderRetry(attempts=1),
+            )
+
+        with ScriptedServer(self.SCRIPT) as server:
+            result = asyncio.run(main(server))
+        assert result.text == "done: x is 42"
+        assert result.usage.input_tokens == 500 + 2 * 20
+
+    def test_a_handoff_child_is_charged_once(self) -> None:
+        """A handoff's child is charged by the handoff only, not a second time as a tool's run."""
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"task": "dig"})),
+            Reply(text="found it", input_tokens=100),
+            lambda body: say(f"done: {last_tool_result(body)}"),
+        ]
+        policy = Policy(handoffs=frozenset({"research"}))
+        with ScriptedServer(script) as server:
+            result = go(server, ["research"], policy=policy, agents={"research": Agent()})
+        assert result.usage.input_tokens == 100 + 2 * 20
