@@ -19,7 +19,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from pydantic import ValidationError
 
-from agentfsm.core.events import Emitter, Observer, dump, structlog_configured
+from agentfsm.core.events import Emitter, Observer, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
@@ -403,7 +403,8 @@ class Controller:
         """
         self._check_type("text", text, str)
         run = self._run
-        if run.state is State.END:
+        opened = run.state is State.END
+        if opened:
             self._open_episode()
         elif run.state in (State.EXECUTE, State.HANDOFF):
             run.interjection = text
@@ -412,8 +413,8 @@ class Controller:
         else:
             self._expect((State.AWAIT_MODEL,), "a user message")
         run.last_call, run.streak = None, 0
-        if self._events.active:
-            self._events.record("user_message", run.turn, text=text)
+        if self._events.active:  # one delivery: the episode's start and the message, or neither
+            self._events.user_message(run.turn, text, run.episode if opened else None)
         return None
 
     def _open_episode(self) -> None:
@@ -433,8 +434,6 @@ class Controller:
         run.exit_reason = None
         run.retries = run.incomplete = 0
         run.interjection = None
-        if self._events.active:
-            self._events.record("episode_started", run.turn, episode=run.episode)
 
     @_atomic
     def stop(
@@ -607,11 +606,8 @@ class Controller:
         run.state = state
         decision = self._decide(step, tuple(path), fired)
         if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
-            elapsed = step.snap.elapsed  # recorded, so replay reads the same clock
-            if record is not None:
-                fields = {k: dump(v) if type(v) is list else v for k, v in record[1].items()}
-                self._events.record(record[0], run.turn, elapsed=elapsed, **fields)
-            self._events.step(run.turn, step.output, fired, decision, elapsed)
+            # The input's event records the run's time, so replay reads the clock live read.
+            self._events.step(run.turn, step.output, fired, decision, record, step.snap.elapsed)
         return decision
 
     def _walk_engine(
@@ -868,9 +864,22 @@ def _answer(action: Action, snap: RunSnapshot, final_tools: frozenset[str]) -> A
     return snap.output.text if snap.output is not None else None
 
 
+_CONTEXT_FULL = frozenset({"model_context_window_exceeded", "model_length", "ERROR_LIMIT"})
+"""Raw finish reasons read as LENGTH that mean the context window is full, not the output
+limit (Anthropic, Mistral, Cohere v1): a larger max_tokens cannot help."""
+
+
 def _adjust(route: Route, out: ModelTurn | None) -> dict[str, Any]:
-    """After a retry of a cut output, suggest doubling max_tokens for the next call."""
+    """After a retry of an output cut by the token limit, suggest doubling max_tokens.
+
+    Only the provider's own length claim counts (finish reason LENGTH: `length`,
+    `max_tokens`, `MAX_TOKENS`, `max_output_tokens`). An output that is merely
+    `truncated` (a damaged stream, a stream that ended without a finish, an
+    error chunk, a call the provider broke) or cut by a full context window is
+    retried without it: more tokens would not help.
+    """
     if route.source is not State.RECOVER or route.dest is not State.AWAIT_MODEL or out is None:
         return {}
-    cut = out.truncated or out.finish_reason is FinishReason.LENGTH
-    return {"max_tokens_factor": 2} if cut else {}
+    if out.finish_reason is not FinishReason.LENGTH or out.raw_finish_reason in _CONTEXT_FULL:
+        return {}
+    return {"max_tokens_factor": 2}

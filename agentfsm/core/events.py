@@ -5,10 +5,33 @@ Events also go to `structlog.get_logger("agentfsm")`, but only once the
 application has configured structlog: a library must not configure logging,
 nor print to stdout on its own. structlog is imported only when the
 application has imported it, so `import agentfsm` stays cheap.
+
+One input's events are delivered together, all or nothing. The Controller
+builds the whole list of an input's events (`model_output`, one `transition`
+per edge, `decision`; or one event such as `user_message`) once the input is
+decided, then hands it to each observer in turn (structlog last). When an
+observer raises, the input did not happen: the Controller puts the run back
+as it was and the host may give the same input again. So that nobody keeps
+events of an input that never happened, every observer that had received
+some of them (the one that raised too, best effort, with the events it took
+before raising) is then given one retraction:
+
+    {"event": "step_retracted", "run_id": ..., "turn": ...,
+     "events": <how many of this input's events it had received>,
+     "error": <the exception's type name>}
+
+The retracted events are always the last `events` events that observer was
+given, right before the retraction. Then the observer's exception propagates
+unchanged. Trace readers drop the retracted events and the retraction, so a
+trace holding one reads exactly like a trace where the failed input never
+happened. An observer must take an event whole or not at all: one that
+raises has not taken the event it raised on (the trace writer cuts a line it
+could not finish back off the file).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -17,18 +40,28 @@ if TYPE_CHECKING:
     from agentfsm.core.types import Decision, ModelTurn, ToolCall, ToolResult
     from agentfsm.guards import Hit, Route
 
-__all__ = ["SCHEMA", "Emitter", "Observer", "dump", "structlog_configured"]
+__all__ = ["RETRACTED", "SCHEMA", "Emitter", "Observer", "dump", "structlog_configured"]
 
 Observer = Callable[[Mapping[str, Any]], None]
 
 SCHEMA = 1
 """The version of the events' shape; traces record it."""
+RETRACTED = "step_retracted"
+"""The `event` name of a retraction: the events just before it, of an input that failed."""
 
 
 def structlog_configured() -> bool:
     """Whether the application configured structlog (never imports it)."""
     module = sys.modules.get("structlog")
     return module is not None and bool(module.is_configured())
+
+
+def _log(event: Mapping[str, Any]) -> None:
+    """Log one event to structlog (only called once the application configured it)."""
+    import structlog
+
+    fields = {k: v for k, v in event.items() if k != "event"}
+    structlog.get_logger("agentfsm").info(event["event"], **fields)
 
 
 class Emitter:
@@ -45,35 +78,83 @@ class Emitter:
         """Whether anyone listens; events are not even built otherwise."""
         return bool(self.observers) or structlog_configured()
 
-    def emit(self, event: dict[str, Any]) -> None:
-        """Deliver one event to every observer, then to structlog."""
-        for observer in self.observers:
-            observer(event)
-        if structlog_configured():
-            import structlog
+    def deliver(self, turn: int, events: list[dict[str, Any]]) -> None:
+        """Deliver one input's events to every observer, all or nothing.
 
-            fields = {k: v for k, v in event.items() if k != "event"}
-            structlog.get_logger("agentfsm").info(event["event"], **fields)
+        Each observer (then structlog, when configured) is given the whole list
+        in order. When one raises, every observer that had received any of the
+        events gets a `step_retracted` event, then the exception propagates.
+        """
+        sinks = self.observers
+        if structlog_configured():
+            sinks = [*sinks, _log]
+        for index, sink in enumerate(sinks):
+            taken = 0
+            try:
+                for event in events:
+                    sink(event)
+                    taken += 1
+            except BaseException as exc:
+                self._retract(turn, exc, sinks[:index], len(events), sink, taken)
+                raise
+
+    def _retract(
+        self,
+        turn: int,
+        exc: BaseException,
+        served: list[Observer],
+        count: int,
+        failed: Observer,
+        taken: int,
+    ) -> None:
+        """Tell the observers that received an input's events that it did not happen."""
+
+        def retraction(events: int) -> dict[str, Any]:
+            return {
+                "event": RETRACTED,
+                "run_id": self.run_id,
+                "turn": turn,
+                "events": events,
+                "error": type(exc).__name__,
+            }
+
+        for sink in served:
+            try:
+                sink(retraction(count))
+            except Exception as again:  # the original error must propagate, not this one
+                exc.add_note(
+                    f"agentfsm: observer {sink!r} raised {type(again).__name__} on the "
+                    f"retraction of {count} events of turn {turn} that did not happen"
+                )
+        with contextlib.suppress(Exception):  # best effort: this observer just failed
+            failed(retraction(taken))
 
     def record(self, name: str, turn: int, **fields: Any) -> None:
-        """Emit one event of the run, with its id and turn."""
-        self.emit({"event": name, "run_id": self.run_id, "turn": turn, **fields})
+        """Deliver one event of the run, with its id and turn."""
+        self.deliver(turn, [{"event": name, "run_id": self.run_id, "turn": turn, **fields}])
 
     def started(self, policy: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> None:
-        """Emit the start of the run: the policy that routes it and the declared tools.
+        """Deliver the start of the run: the policy that routes it and the declared tools.
 
         `tools` is None when any tool name is accepted, else each tool's name,
         description and JSON schema: replay rebuilds the same Controller from them.
         """
-        self.emit(
-            {
-                "event": "run_started",
-                "run_id": self.run_id,
-                "schema": SCHEMA,
-                "policy": policy,
-                "tools": tools,
-            }
-        )
+        started = {
+            "event": "run_started",
+            "run_id": self.run_id,
+            "schema": SCHEMA,
+            "policy": policy,
+            "tools": tools,
+        }
+        self.deliver(0, [started])
+
+    def user_message(self, turn: int, text: str, episode: int | None) -> None:
+        """Deliver a user message, after the start of the episode it opened (if `episode`)."""
+        events = [{"event": "user_message", "run_id": self.run_id, "turn": turn, "text": text}]
+        if episode is not None:
+            opened = {"event": "episode_started", "run_id": self.run_id, "turn": turn}
+            events.insert(0, {**opened, "episode": episode})
+        self.deliver(turn, events)
 
     def step(
         self,
@@ -81,60 +162,83 @@ class Emitter:
         output: ModelTurn | None,
         fired: list[tuple[Route, Hit]],
         decision: Decision,
+        given: tuple[str, dict[str, Any]] | None = None,
         elapsed: float = 0.0,
     ) -> None:
-        """Emit a routed input: the model output, one event per transition, the decision.
+        """Deliver a routed input: what the host gave (`given`: tool results, a human reply),
+        the model output, one event per transition, then the decision.
 
         `elapsed` is the run's time when the input was routed; the input's event
         records it, so a replay reads the clock the live run read.
         """
+        run_id = self.run_id
+        events: list[dict[str, Any]] = []
+        if given is not None:
+            fields = {k: dump(v) if type(v) is list else v for k, v in given[1].items()}
+            events.append(
+                {"event": given[0], "run_id": run_id, "turn": turn, "elapsed": elapsed, **fields}
+            )
         if output is not None:
-            self.record(
-                "model_output", turn, output=output.model_dump(mode="json"), elapsed=elapsed
+            out = output.model_dump(mode="json")
+            events.append(
+                {
+                    "event": "model_output",
+                    "run_id": run_id,
+                    "turn": turn,
+                    "output": out,
+                    "elapsed": elapsed,
+                }
             )
         for route, hit in fired:
-            self.record(
-                "transition",
-                turn,
-                src=route.source.value,
-                dst=route.dest.value,
-                guard=route.code,
-                priority=hit.guard.leaf_priority().value,
-                layer=hit.guard.leaf_layer(),
-                reason=hit.reason,
+            guard = hit.guard
+            events.append(
+                {
+                    "event": "transition",
+                    "run_id": run_id,
+                    "turn": turn,
+                    "src": route.source.value,
+                    "dst": route.dest.value,
+                    "guard": route.code,
+                    "priority": guard.leaf_priority().value,
+                    "layer": guard.leaf_layer(),
+                    "reason": hit.reason,
+                }
             )
-        self.decided(turn, decision)
+        events.append(self._decision(turn, decision))
+        self.deliver(turn, events)
 
     def stopped(self, turn: int, source: str, decision: Decision) -> None:
-        """Emit an end decided from outside: its transition to `end`, then the decision."""
-        self.record(
-            "transition",
-            turn,
-            src=source,
-            dst="end",
-            guard=decision.guard,
-            priority=decision.priority.value,
-            layer=decision.layer,
-            reason=decision.reason,
-        )
-        self.decided(turn, decision)
+        """Deliver an end decided from outside: its transition to `end`, then the decision."""
+        transition = {
+            "event": "transition",
+            "run_id": self.run_id,
+            "turn": turn,
+            "src": source,
+            "dst": "end",
+            "guard": decision.guard,
+            "priority": decision.priority.value,
+            "layer": decision.layer,
+            "reason": decision.reason,
+        }
+        self.deliver(turn, [transition, self._decision(turn, decision)])
 
-    def decided(self, turn: int, decision: Decision) -> None:
-        """Emit a decision event: what the step decided, with its calls and results."""
-        self.record(
-            "decision",
-            turn,
-            action=decision.action.value,
-            priority=decision.priority.value,
-            layer=decision.layer,
-            guard=decision.guard,
-            fired=decision.fired,
-            reason=decision.reason,
-            exit_reason=None if decision.exit_reason is None else decision.exit_reason.value,
-            state=decision.state.value,
-            tool_calls=dump(decision.tool_calls),
-            results=dump(decision.results),
-        )
+    def _decision(self, turn: int, decision: Decision) -> dict[str, Any]:
+        """The decision event: what the step decided, with its calls and results."""
+        return {
+            "event": "decision",
+            "run_id": self.run_id,
+            "turn": turn,
+            "action": decision.action.value,
+            "priority": decision.priority.value,
+            "layer": decision.layer,
+            "guard": decision.guard,
+            "fired": decision.fired,
+            "reason": decision.reason,
+            "exit_reason": None if decision.exit_reason is None else decision.exit_reason.value,
+            "state": decision.state.value,
+            "tool_calls": dump(decision.tool_calls),
+            "results": dump(decision.results),
+        }
 
 
 def dump(items: Iterable[ToolCall | ToolResult]) -> list[dict[str, Any]]:

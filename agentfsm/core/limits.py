@@ -15,6 +15,7 @@ from collections.abc import Iterable
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
+    "MAX_INPUT_EVENTS",
     "MAX_JSON_PATH_STEPS",
     "MAX_LINE_BYTES",
     "MAX_STREAM_EVENTS",
@@ -42,6 +43,12 @@ to reject, not gigabytes."""
 
 MAX_DOCUMENT_BYTES = 256 << 20
 """Largest single-document trajectory file (`.json`) loaded whole (256 MiB)."""
+
+MAX_INPUT_EVENTS = 32
+"""Events of one input a trace reader holds back in case a `step_retracted` takes them back.
+
+One input writes its own event, the model output, one transition per edge
+walked (a handful) and the decision; a retraction of more is refused."""
 
 
 def nesting_exceeds(value: object, limit: int) -> bool:

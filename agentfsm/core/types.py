@@ -265,7 +265,8 @@ class Decision(BaseModel):
     path: tuple[State, ...] = ()
     """The states passed through while deciding, in order."""
     adjust: dict[str, Any] = Field(default_factory=dict)
-    """Suggestions for the next model call, e.g. `{"max_tokens_factor": 2}` after truncation."""
+    """Suggestions for the next model call, e.g. `{"max_tokens_factor": 2}` after a cut by the
+    token limit."""
     answer: Any = None
     """The answer when the action is FINAL: the model's text, or the content of the result of
     a `final_tools` call that ended the run."""

@@ -14,8 +14,9 @@ reason counts; from the message otherwise):
 - RETRY: the broken message is dropped and the model is asked again;
 - ASK_HUMAN: `approve(calls)` answers: True approves, False declines, a string declines with
   that message; without `approve` every such call is declined (fail closed);
-- the submit command (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`) is the host's end: its output is
-  the answer, the Controller ends COMPLETED, and mini-swe-agent's own `Submitted` exit follows;
+- the submit command (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`) is the host's end: its output
+  answers the call, `Controller.stop(COMPLETED)` ends the run without another model turn (the
+  last decision is FINAL), and mini-swe-agent's own `Submitted` exit follows;
 - FINAL on a text answer: the run exits `Submitted` with that text; STOP: it exits with the exit
   reason as `exit_status` and the reason as content.
 
@@ -24,7 +25,7 @@ reason counts; from the message otherwise):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from minisweagent.agents.default import DefaultAgent
@@ -32,8 +33,9 @@ from minisweagent.exceptions import FormatError, Submitted
 from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 
 from agentfsm.core.controller import Controller
+from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy
-from agentfsm.core.types import Action, Decision, FinishReason, ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 
 __all__ = ["Approver", "GovernedAgent"]
 
@@ -61,6 +63,7 @@ class GovernedAgent(DefaultAgent):
         env: A mini-swe-agent environment.
         policy: The run's policy; `Policy()` when omitted.
         approve: Answers calls that need a human (see `Approver`); None declines them.
+        observers: Receive every event of each run's Controller (e.g. a `TraceWriter`).
         **kwargs: `AgentConfig` fields, as for `DefaultAgent`.
     """
 
@@ -71,17 +74,22 @@ class GovernedAgent(DefaultAgent):
         *,
         policy: Policy | None = None,
         approve: Approver | None = None,
+        observers: Iterable[Observer] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(model, env, **kwargs)
         self.policy = policy if policy is not None else Policy()
         self.approve = approve
-        self.controller = Controller(self.policy, [BASH_TOOL["function"]])
+        self.observers = list(observers)
+        self.controller = self._controller()
         self.decisions: list[Decision] = []
+
+    def _controller(self) -> Controller:
+        return Controller(self.policy, [BASH_TOOL["function"]], observers=self.observers)
 
     def run(self, task: str = "", **kwargs: Any) -> dict[str, Any]:
         """Run the task to its end with a fresh Controller."""
-        self.controller = Controller(self.policy, [BASH_TOOL["function"]])
+        self.controller = self._controller()
         self.decisions = []
         result: dict[str, Any] = super().run(task, **kwargs)
         return result
@@ -190,7 +198,7 @@ class GovernedAgent(DefaultAgent):
             for action in actions:
                 outputs.append(self.env.execute(action))
         except Submitted as submitted:
-            self._submitted(submitted, actions[: len(outputs) + 1], decision)
+            self._submitted(submitted, actions[: len(outputs) + 1], outputs)
             raise
         observed = self.model.format_observation_messages(
             {"extra": {"actions": actions}}, outputs, self.get_template_vars()
@@ -210,12 +218,25 @@ class GovernedAgent(DefaultAgent):
         return added
 
     def _submitted(
-        self, submitted: Submitted, actions: list[dict[str, Any]], decision: Decision
+        self, submitted: Submitted, actions: list[dict[str, Any]], outputs: list[dict[str, Any]]
     ) -> None:
-        """The submit command ends the run (the host's end): the Controller ends COMPLETED."""
+        """The submit command ends the run (the host's end): the Controller stops COMPLETED.
+
+        The commands that ran (the submit last, its submission as its output) are answered
+        first; then `stop(COMPLETED)` ends the run without another model turn. Calls of the
+        same message after the submit never ran and get the stop's error results.
+        """
         text = str(submitted.messages[0].get("content", "")) if submitted.messages else ""
-        results = [ToolResult(call_id=a["tool_call_id"], content=text) for a in actions]
+        results = [
+            ToolResult(
+                call_id=a["tool_call_id"],
+                content=o.get("output", ""),
+                is_error=o.get("returncode") != 0,
+            )
+            for a, o in zip(actions, outputs, strict=False)
+        ]
+        results.append(ToolResult(call_id=actions[-1]["tool_call_id"], content=text))
         self._decide(self.controller.on_tool_results(results))
         if not self.controller.done:
-            final = ModelTurn(text=text or "submitted", finish_reason=FinishReason.STOP)
-            self._decide(self.controller.on_model_output(final))
+            why = "the agent ran the submit command"
+            self._decide(self.controller.stop(ExitReason.COMPLETED, why))

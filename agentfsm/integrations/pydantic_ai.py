@@ -17,14 +17,17 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
 - FINAL: the response goes on unchanged; STOP: the run ends with the text
   `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
 
-One GovernedModel serves one run at a time. Streaming (`run_stream`) is refused with an
-`AgentFSMError` rather than let a response through undecided. Needs the `pydantic-ai` extra.
+Streaming (`run_stream`, `run_stream_events`, an `event_stream_handler`) works: the wrapped
+model's stream is read to its end, agentfsm decides, and pydantic-ai gets the decided response as
+a stream of its parts (`CompletedStreamedResponse`), so nothing of a retried or refused attempt
+reaches the graph; text arrives per part, not token by token. One GovernedModel serves one run
+at a time. Needs the `pydantic-ai` extra.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,7 +41,12 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import (
+    CompletedStreamedResponse,
+    Model,
+    ModelRequestParameters,
+    StreamedResponse,
+)
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
@@ -48,7 +56,6 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy
 from agentfsm.core.types import Action, Decision, ToolResult
-from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["GovernedModel", "GovernedToolset"]
 
@@ -201,14 +208,28 @@ class GovernedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """Call the wrapped model until agentfsm accepts a response, and shape it."""
-        ctl = self._start(model_request_parameters, messages)
+
+        async def ask(history: list[ModelMessage], settings: ModelSettings | None) -> ModelResponse:
+            return await self.wrapped.request(history, settings, model_request_parameters)
+
+        return await self._accepted(messages, model_settings, model_request_parameters, ask)
+
+    async def _accepted(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        ask: Callable[[list[ModelMessage], ModelSettings | None], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """Ask the wrapped model (`ask`) until agentfsm accepts a response; shape that one."""
+        ctl = self._start(params, messages)
         fed = self._feed(messages)
         if fed is not None and fed.action is Action.STOP:
             return self._shape(ModelResponse(parts=[]), fed)
         history = self._with_refused(messages)
         self._refused = []
         while True:
-            response = await self.wrapped.request(history, model_settings, model_request_parameters)
+            response = await ask(history, model_settings)
             decision = self._decide(ctl.on_model_output(response))
             if decision.action is Action.RETRY:
                 model_settings = self._adjusted(model_settings, decision)
@@ -226,12 +247,20 @@ class GovernedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
-        """Refuse streaming: a streamed response would reach the graph before agentfsm decides."""
-        raise AgentFSMError(
-            "GovernedModel does not stream yet: use agent.run / run_sync (agentfsm must see the "
-            "whole response before pydantic-ai acts on it)"
+        """Stream the wrapped model to its end; give pydantic-ai the response agentfsm accepted."""
+
+        async def ask(history: list[ModelMessage], settings: ModelSettings | None) -> ModelResponse:
+            async with self.wrapped.request_stream(
+                history, settings, model_request_parameters, run_context
+            ) as streamed:
+                async for _ in streamed:
+                    pass
+                return streamed.get()
+
+        decided = await self._accepted(messages, model_settings, model_request_parameters, ask)
+        yield CompletedStreamedResponse(
+            decided, model_request_parameters=model_request_parameters, replay_events=True
         )
-        yield  # pragma: no cover  (makes this an async generator for asynccontextmanager)
 
 
 class GovernedToolset(WrapperToolset[Any]):

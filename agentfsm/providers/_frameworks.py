@@ -172,8 +172,11 @@ def _item_dict(item: object) -> dict[str, Any]:
 def read_agents_response(value: object, provider: str = "openai_agents") -> Draft:
     """Read an Agents SDK `ModelResponse` through the Responses reader.
 
-    The SDK keeps the output items but drops the response's status, so an item left
-    `incomplete` (a call cut by the token limit) marks the whole output truncated.
+    The SDK keeps the output items but drops the response's status and its
+    `incomplete_details`, so an item left `incomplete` (a call cut by the token
+    limit, the reason the Responses API gives for an incomplete output) marks the
+    whole output truncated with finish reason LENGTH (the raw reason stays
+    `incomplete`).
     """
     items = [_item_dict(item) for item in as_list(list(getattr(value, "output", None) or []))]
     cut = any(item.get("status") in ("incomplete", "in_progress") for item in items)
@@ -187,7 +190,10 @@ def read_agents_response(value: object, provider: str = "openai_agents") -> Draf
             "output_tokens": getattr(usage, "output_tokens", 0),
         },
     }
-    return _openai_responses.read_body(body, provider)
+    draft = _openai_responses.read_body(body, provider)
+    if cut and draft.finish is FinishReason.UNKNOWN:
+        draft.finish = FinishReason.LENGTH
+    return draft
 
 
 # -- pydantic-ai ------------------------------------------------------------------------------

@@ -2,9 +2,15 @@
 
 The first line is a header naming the schema version; every later line is
 one controller event (`run_started`, `model_output`, `transition`,
-`decision`, `tool_results`, `human_reply`, `user_message`). The writer
-flushes after every event, so a crash loses nothing already decided, and
-redacts values whose key is named like a secret before they reach the disk.
+`decision`, `tool_results`, `human_reply`, `user_message`,
+`episode_started`, `charged`, `step_retracted`). The writer flushes after
+every event, so a crash loses nothing already decided, and redacts values
+whose key is named like a secret before they reach the disk.
+
+A `step_retracted` line takes back the events of an input that failed
+because an observer raised (see `agentfsm.core.events`): the readers here
+drop them and the retraction, so a trace holding one reads exactly like a
+trace where that input never happened.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from types import TracebackType
 from typing import IO, Any, BinaryIO
 
 from agentfsm.core import limits
+from agentfsm.core.events import RETRACTED
 from agentfsm.exceptions import TraceError
 
 __all__ = [
@@ -45,6 +52,9 @@ _SECRET_WORDS = frozenset(
 )
 _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")})
 _JSON_STRING_KEYS = frozenset({"raw_arguments", "arguments"})
+Numbered = tuple[int, dict[str, Any]]
+_ENDS_INPUT = frozenset({"decision", "run_started", "user_message", "charged"})
+"""Events that end what one input delivers (`episode_started` comes with a `user_message`)."""
 _MIN_SECRET = 4
 _MAX_REMEMBERED = 1024
 
@@ -150,6 +160,7 @@ class TraceWriter:
         self._fsync = fsync
         self._secrets: set[str] = set()
         self._size = 0
+        self._unwritten: dict[str, Any] | None = None
         self.events = 0
         self._write({"event": HEADER_EVENT, "schema": TRACE_SCHEMA, "producer": "agentfsm"})
 
@@ -157,15 +168,26 @@ class TraceWriter:
         """Write one event as a JSON line, secrets removed, and flush it.
 
         Secret values met under their keys are remembered (up to 1,024), so a
-        later event that only quotes one, in a reason, is scrubbed too.
+        later event that only quotes one, in a reason, is scrubbed too. A
+        `step_retracted` event that cannot be written (the disk that failed
+        the step is still full) is written before the next event instead, so
+        the input given again is not read twice.
         """
+        if self._unwritten is not None:  # a retraction the disk refused goes first
+            self._write(self._unwritten)
+            self._unwritten = None
         found: set[str] = set()
         cleaned = redact(event, found)
         if found and len(self._secrets) < _MAX_REMEMBERED:
             self._secrets.update(found)
         if self._secrets:
             cleaned = scrub(cleaned, self._secrets)
-        self._write(cleaned)
+        try:
+            self._write(cleaned)
+        except BaseException:
+            if cleaned.get("event") == RETRACTED:
+                self._unwritten = cleaned
+            raise
         self.events += 1
 
     def _write(self, obj: Any) -> None:
@@ -200,7 +222,11 @@ class TraceWriter:
         self._size += len(data)
 
     def close(self) -> None:
-        """Close the file when this writer opened it."""
+        """Close the file when this writer opened it, after a retraction still owed (if it can)."""
+        if self._unwritten is not None:
+            with contextlib.suppress(OSError):
+                self._write(self._unwritten)
+                self._unwritten = None
         self._closer.close()
 
     def __enter__(self) -> TraceWriter:
@@ -220,7 +246,9 @@ def read_trace(
 ) -> Iterator[dict[str, Any]]:
     """Yield the events of a trace file one line at a time, after checking its header.
 
-    Memory stays flat in the file's size. A malformed line raises `TraceError`
+    Events of an input that failed (taken back by a `step_retracted` line) are
+    left out, with the retraction itself: what is yielded is the run as it
+    happened. Memory stays flat in the file's size. A malformed line raises `TraceError`
     naming the file, the line number and what was wrong; when `errors` is a
     list, the error is appended there instead and the line skipped.
     """
@@ -231,20 +259,113 @@ def read_trace(
 def read_numbered(
     path: str | os.PathLike[str], *, errors: list[TraceError] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield `(line number, event)` for every event line of a trace, header checked."""
+    """Yield `(line number, event)` for every event line of a trace, header checked.
+
+    Events a `step_retracted` takes back are left out, and so is the retraction.
+    """
     name = os.fspath(path)
     with open(name, "rb") as raw:
         lines = bounded_lines(raw)
         _check_header(name, lines)
-        for number, line in lines:
-            if line is not None and not line.strip():
-                continue
-            try:
-                yield number, parse_event(name, number, line)
-            except TraceError as exc:
-                if errors is None:
-                    raise
-                errors.append(exc)
+        yield from _Retractions(name, errors).apply(_parsed(name, lines, errors))
+
+
+def _parsed(
+    name: str, lines: Iterator[tuple[int, bytes | None]], errors: list[TraceError] | None
+) -> Iterator[Numbered]:
+    for number, line in lines:
+        if line is not None and not line.strip():
+            continue
+        try:
+            yield number, parse_event(name, number, line)
+        except TraceError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+
+
+class _Retractions:
+    """Drop the events of inputs that failed, and their `step_retracted` events, while streaming.
+
+    The Controller delivers one input's events together; a retraction always
+    follows the events it takes back. So only the input being read (`current`)
+    and the last whole one (`last`, ended by a `decision` or a single event)
+    are held back, never both at once: anything older is final. Holding back
+    is bounded by `limits.MAX_INPUT_EVENTS`; a retraction that does not match
+    the events before it (another count, run or turn) is a `TraceError`.
+    """
+
+    def __init__(self, name: str, errors: list[TraceError] | None) -> None:
+        self.name = name
+        self.errors = errors
+
+    def apply(self, events: Iterator[Numbered]) -> Iterator[Numbered]:
+        """Yield `events` without the retracted ones, keeping their order.
+
+        A line that raises (malformed, or a retraction that does not fit) first
+        releases what was read before it.
+        """
+        current: list[Numbered] = []
+        last: list[Numbered] = []
+        ends, limit = _ENDS_INPUT, limits.MAX_INPUT_EVENTS
+        try:
+            for item in events:
+                kind = item[1]["event"]
+                if kind == RETRACTED:
+                    self._retract(*item, current or last)
+                    continue
+                if last:  # a new input begins: the last one is final
+                    yield from last
+                    last.clear()
+                current.append(item)
+                if kind in ends:
+                    current, last = last, current
+                elif len(current) > limit:
+                    yield current.pop(0)
+        except TraceError:
+            yield from last
+            yield from current
+            raise
+        yield from last
+        yield from current
+
+    def _retract(self, number: int, event: dict[str, Any], held: list[Numbered]) -> None:
+        try:
+            count = _retracted_count(self.name, number, event, held)
+        except TraceError as exc:
+            if self.errors is None:
+                raise
+            self.errors.append(exc)
+            return
+        if count:
+            held.clear()
+
+
+def _retracted_count(name: str, number: int, event: dict[str, Any], held: list[Numbered]) -> int:
+    """How many held events a retraction takes back; a `TraceError` when it does not fit them."""
+    count = event.get("events")
+    if type(count) is not int or count < 0:
+        what = f"a {RETRACTED} event needs a count 'events' >= 0, not {count!r}"
+        raise _error(name, number, what)
+    if count == 0:
+        return 0
+    if count != len(held):
+        raise _error(
+            name,
+            number,
+            f"{RETRACTED} takes back {count} events, but the input before it has {len(held)} "
+            "(the trace was edited or two writers share it)",
+        )
+    for _, taken in held:
+        for key in ("run_id", "turn"):
+            if key in taken and taken[key] != event.get(key):
+                raise _error(
+                    name,
+                    number,
+                    f"{RETRACTED} is for {key} {event.get(key)!r}, but the events before it "
+                    f"are of {key} {taken[key]!r}",
+                )
+    return count
 
 
 def bounded_lines(raw: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:

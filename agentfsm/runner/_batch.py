@@ -306,6 +306,41 @@ class _Workers:
 _WORKERS = _Workers()
 
 
+class AbandonedError(Exception):
+    """The caller stopped waiting for `until_cancelled`'s call; it finishes on its own."""
+
+
+def until_cancelled(fn: Callable[[], Any], cancelled: Callable[[], bool]) -> Any:
+    """Run `fn` on a worker thread and return its value, or raise AbandonedError once `cancelled()`.
+
+    For a blocking call (a sync model request) that a cancellation must not wait
+    for: the call is left to finish on its daemon thread, its value unused.
+    """
+    done = threading.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def work() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    _WORKERS.submit(work)
+    while not done.wait(_POLL):
+        if cancelled():
+            raise AbandonedError
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+_POLL = 0.05
+"""Seconds between two looks at the cancellation while a blocking call runs."""
+
+
 async def in_thread(fn: Callable[[], Any]) -> Any:
     """Run a sync callable on a worker thread and await its value."""
     loop = asyncio.get_running_loop()

@@ -14,10 +14,11 @@ import asyncio
 import inspect
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import ProviderError
+from agentfsm.runner._batch import AbandonedError, until_cancelled
 from agentfsm.runner.agents import Agent, child_messages, child_result
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry, is_transient
@@ -181,14 +182,24 @@ def run(
         retrying = (retry or ProviderRetry()).retrying()
         while loop.going_on():
             try:
-                turn = retrying(_complete, session.request(request))
+                turn = _model_call(loop, lambda: retrying(_complete, session.request(request)))
             except ProviderError as exc:
                 session.fail(exc)
+                break
+            except AbandonedError:  # cancelled while the model answered: not waited for
+                session.interrupt()
                 break
             decision = session.on_turn(turn)
             while decision.action in _HOST_WORK and not session.finished and not loop.cancelled():
                 decision = _act(loop, decision, on_ask)
         return session.result()
+
+
+def _model_call(loop: _Loop, call: Callable[[], ModelTurn]) -> ModelTurn:
+    """The model call; with a cancellation it runs on a worker thread so cancel need not wait."""
+    if loop.cancel is None:
+        return call()
+    return cast(ModelTurn, until_cancelled(call, loop.cancelled))
 
 
 def _act(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decision:

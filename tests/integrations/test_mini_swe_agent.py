@@ -21,6 +21,7 @@ from minisweagent.models.test_models import DeterministicToolcallModel
 
 import agentfsm as af
 from agentfsm.integrations.mini_swe_agent import GovernedAgent
+from agentfsm.testing import EventCapture
 
 A, X = af.Action, af.ExitReason
 CONFIG: dict[str, Any] = {
@@ -116,6 +117,13 @@ class Sandbox:
         """The lines the commands appended to `log`."""
         path = self.root / "log"
         return path.read_text().split() if path.exists() else []
+
+
+def model_calls(agent: DefaultAgent) -> int:
+    """How many outputs the deterministic model gave."""
+    model = agent.model
+    assert isinstance(model, LitellmShaped)
+    return int(model.current_index) + 1
 
 
 def actions(agent: GovernedAgent) -> list[af.Action]:
@@ -269,6 +277,46 @@ class TestFinalAnswer:
             A.FINAL,
             X.COMPLETED,
         )
+
+    def test_the_submit_ends_the_run_without_another_model_turn(self, tmp_path: Path) -> None:
+        """Natively two model calls; governed, the Controller counts exactly those two turns and
+        ends COMPLETED by the host's stop, not by a made-up final output."""
+        outputs = [output(bash("c1", "echo a >> log")), output(bash("c2", SUBMIT))]
+        sandbox = Sandbox(tmp_path)
+        native = sandbox.native(outputs)
+        assert native.run("task")["exit_status"] == "Submitted"
+        assert model_calls(native) == 2
+        agent = sandbox.ruled(outputs)
+        assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed\n"}
+        assert model_calls(agent) == 2
+        assert agent.controller.turn == 2
+        assert agent.controller.exit_reason is X.COMPLETED
+        last = agent.decisions[-1]
+        assert (last.action, last.guard, last.turn) == (A.FINAL, "Stop(ExitReason.COMPLETED)", 2)
+        assert "submit" in last.reason
+
+    def test_the_commands_before_the_submit_are_answered_with_their_output(
+        self, tmp_path: Path
+    ) -> None:
+        """In one message, a command before the submit runs and is answered with its own
+        output; one after it never runs and is answered with an error."""
+        first = bash("c1", "echo a >> log; echo ran")
+        after = bash("c3", "echo b >> log")
+        outputs = [output(first, bash("c2", SUBMIT), after)]
+        sandbox = Sandbox(tmp_path)
+        events = EventCapture()
+        agent = sandbox.ruled(outputs, observers=[events])
+        assert agent.run("task")["exit_status"] == "Submitted"
+        assert sandbox.log() == ["a"]
+        assert agent.controller.turn == 1
+        (given,) = events.named("tool_results")
+        assert [(r["call_id"], r["content"]) for r in given["results"]] == [
+            ("c1", "ran\n"),
+            ("c2", "fixed\n"),
+        ]
+        answered = {r.call_id: r for d in agent.decisions for r in d.results}
+        assert answered["c3"].is_error
+        assert agent.controller.exit_reason is X.COMPLETED
 
     def test_a_text_answer_completes(self, tmp_path: Path) -> None:
         """Natively a text-only answer is a format error; agentfsm takes it as the answer."""

@@ -6,7 +6,8 @@ with real function tools; each test says what pydantic-ai does natively and what
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -20,11 +21,10 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 import agentfsm as af
-from agentfsm.exceptions import AgentFSMError
 from agentfsm.integrations.pydantic_ai import GovernedModel
 
 A, X = af.Action, af.ExitReason
@@ -255,13 +255,68 @@ class TestFinalAnswer:
         )
 
 
-class TestStreaming:
-    """Streaming is refused rather than let a response through before agentfsm decides."""
+class Streamed(Script):
+    """The same scripted responses, sent as a FunctionModel stream (text, or call deltas)."""
 
-    def test_run_stream_fails_closed(self) -> None:
-        """`run_stream_sync` raises AgentFSMError; no tool runs."""
+    async def stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        """Send the next response in pieces: its text in two halves, or its calls' deltas."""
+        response = self(messages, info)
+        calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+        if not calls:
+            text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+            yield text[: len(text) // 2]
+            yield text[len(text) // 2 :]
+            return
+        for index, call in enumerate(calls):
+            args = call.args if isinstance(call.args, str) else json.dumps(call.args)
+            yield {index: DeltaToolCall(call.tool_name, args[:5], tool_call_id=call.tool_call_id)}
+            yield {index: DeltaToolCall(None, args[5:])}
+
+
+def streamed(
+    script: Streamed, tools: Tools, policy: af.Policy | None = None
+) -> tuple[GovernedModel, Agent[None, str]]:
+    """The agent on a streaming FunctionModel, with agentfsm deciding."""
+    model = GovernedModel(FunctionModel(script, stream_function=script.stream), policy)
+    agent: Agent[None, str] = Agent(model, toolsets=[model.toolset(tools.functions())])
+    return model, agent
+
+
+class TestStreaming:
+    """run_stream goes through agentfsm like run: the graph sees only decided responses."""
+
+    def test_a_call_runs_and_the_answer_streams(self) -> None:
+        """A streamed call runs once; the streamed answer is the output."""
         tools = Tools()
-        _, agent = ruled(Script([ModelResponse(parts=[weather("c1")])]), tools)
-        with pytest.raises(AgentFSMError, match="does not stream"):
-            agent.run_stream_sync("weather?").get_output()
-        assert tools.ran == []
+        model, agent = streamed(Streamed([ModelResponse(parts=[weather("c1")]), ANSWER]), tools)
+        assert agent.run_stream_sync("weather?").get_output() == "It is sunny in Paris."
+        assert tools.ran == [("get_weather", "Paris")]
+        assert actions(model) == [A.EXECUTE_TOOLS, A.CONTINUE, A.FINAL]
+
+    def test_a_cut_call_is_asked_again_and_never_reaches_the_graph(self) -> None:
+        """A call whose arguments end mid-JSON is retried; the graph never sees it."""
+        cut = ModelResponse(parts=[weather("c0", '{"city": "Pa')])
+        script = Streamed([cut, ModelResponse(parts=[weather("c1")]), ANSWER])
+        tools = Tools()
+        model, agent = streamed(script, tools)
+        assert agent.run_stream_sync("weather?").get_output() == "It is sunny in Paris."
+        assert tools.ran == [("get_weather", "Paris")]
+        assert actions(model) == [A.RETRY, A.EXECUTE_TOOLS, A.CONTINUE, A.FINAL]
+        assert not any("c0" in repr(m) for m in script.seen[-1])
+
+    def test_an_undeclared_tool_is_taken_out_and_the_valid_call_runs(self) -> None:
+        """The undeclared call never runs; the model reads its error in the next request."""
+        rogue = ToolCallPart("rm_rf", {"path": "/"}, tool_call_id="c0")
+        script = Streamed([ModelResponse(parts=[rogue, weather("c1")]), ANSWER])
+        tools = Tools()
+        _, agent = streamed(script, tools)
+        assert agent.run_stream_sync("weather?").get_output() == "It is sunny in Paris."
+        assert tools.ran == [("get_weather", "Paris")]
+        assert "unknown tool 'rm_rf'" in repr(script.seen[-1])
+
+    def test_a_stop_ends_the_streamed_run_with_its_reason(self) -> None:
+        """max_turns 1: the run ends with agentfsm's stop text instead of a second call."""
+        script = Streamed([ModelResponse(parts=[weather("c1")]), ANSWER])
+        _, agent = streamed(script, Tools(), af.Policy(max_turns=1))
+        output = agent.run_stream_sync("weather?").get_output()
+        assert output.startswith("[agentfsm stop: max_turns]")

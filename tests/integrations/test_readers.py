@@ -93,6 +93,17 @@ class TestOpenAIAgents:
         assert turn.truncated
         assert not turn.tool_calls[0].complete
 
+    def test_an_incomplete_item_is_a_token_limit_cut(self) -> None:
+        """The SDK drops the reason; an incomplete item reads as LENGTH, so the retry gets more."""
+        cut = function_call("f", '{"a": 1}', call_id="c1").model_copy(
+            update={"status": "incomplete"}
+        )
+        turn = af.normalize(self.response(cut))
+        assert (turn.finish_reason, turn.raw_finish_reason) == (F.LENGTH, "incomplete")
+        decision = af.Controller().on_model_output(self.response(cut))
+        assert decision.action is af.Action.RETRY
+        assert decision.adjust == {"max_tokens_factor": 2}
+
 
 class TestPydanticAI:
     """pydantic-ai's ModelResponse."""

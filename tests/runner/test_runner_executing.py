@@ -109,6 +109,20 @@ class TestInterruption:
         assert events(trace)[-1]["exit_reason"] == "interrupted"
         assert result.decisions[-1].action is Action.STOP
 
+    def test_cancel_during_a_slow_model_call_returns_at_once(self) -> None:
+        """The model takes 30 s to answer; the cancel, 0.3 s in, ends the run well before."""
+        cancel = threading.Event()
+        slow = Reply(text="too late", delay=30.0)
+        with ScriptedServer([slow]) as server:
+            threading.Timer(0.3, cancel.set).start()
+            started = time.monotonic()
+            result = go(server, [], cancel=cancel)
+            waited = time.monotonic() - started
+        assert result.exit_reason is ExitReason.INTERRUPTED
+        assert waited < 10.0
+        assert result.decisions[-1].action is Action.STOP
+        assert "too late" not in result.text
+
     def test_cancelling_the_arun_task_returns_the_interrupted_result(self) -> None:
         """Cancelling the task of `arun` mid-batch returns INTERRUPTED with every result kept."""
 
