@@ -17,7 +17,8 @@ model output through `on_model_output`, then its results through
 OpenAI chat bodies (`openai`): min and median µs per step over many runs.
 Target: <= 20 µs median for `openai`. On a shared machine wall time varies
 with the load; `--instructions` also counts user-space instructions per
-step with valgrind, which the load does not change.
+step with valgrind, which the load does not change (and, with `replay`, per
+model output of a serial replay: one copy's count taken from two copies').
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ COPIES = 20
 TARGET_STEPS_PER_S = 30_000
 TARGET_STEP_US = 20.0
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 
 
 def copy_corpus(folder: Path, copies: int) -> tuple[int, int]:
@@ -149,6 +151,37 @@ def instructions(variant: str) -> int | None:
     return (counts[1] - counts[0]) // 600
 
 
+def replay_instructions() -> int | None:
+    """User-space instructions per model output of a serial replay: 2 copies minus 1 copy."""
+    if shutil.which("valgrind") is None:
+        return None
+    counts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = Path(tmp) / "policy.json"
+        policy.write_text(json.dumps({"max_turns": 250}))
+        for copies in (1, 2):
+            folder = Path(tmp) / f"corpus{copies}"
+            folder.mkdir()
+            outputs, _ = copy_corpus(folder, copies)
+            command = [
+                *VALGRIND,
+                *(sys.executable, "-m", "agentfsm", "replay", str(folder), "--policy", str(policy)),
+                *("--json", "--engine", "serial"),
+            ]
+            done = subprocess.run(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**ENV, "PYTHONHASHSEED": "0"},
+                check=True,
+            )
+            line = next(x for x in done.stderr.splitlines() if "I" in x and "refs:" in x)
+            counts.append((int(line.split("refs:")[1].replace(",", "").strip()), outputs))
+    (one, per_copy), (two, _) = counts
+    return (two - one) // per_copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["replay", "step"])
@@ -164,6 +197,8 @@ def main() -> None:
                 entry["instructions"] = instructions(entry["variant"])
     if args.only in (None, "replay"):
         figures["replay"] = [replay(args.copies, None), replay(args.copies, "serial")]
+        if args.instructions:
+            figures["replay_instructions_per_model_output"] = replay_instructions()
     figures["load_average"] = os.getloadavg()
     print(json.dumps(figures, indent=2))
 

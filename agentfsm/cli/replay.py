@@ -13,9 +13,11 @@ process (`--engine serial`, also used for a single file, which then streams).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from agentfsm.exceptions import AgentFSMError, TraceError
 from agentfsm.replay.engine import ReplayResult, compare, divergence, replay_run
 from agentfsm.replay.trajectories import expand_paths, read_runs
 
-__all__ = ["Job", "Outcome", "add_parser", "cli", "main", "replay_file"]
+__all__ = ["Job", "Outcome", "add_parser", "cli", "main", "replay_file", "replay_files"]
 
 EXIT_DIFFERS = 1
 EXIT_BAD_INPUT = 2
@@ -59,8 +61,28 @@ class Outcome:
 
 
 def _load_policy(path: str | None) -> Any:
-    """The policy file's policy; None replays each run with the policy its trace recorded."""
-    return None if path is None else Policy.from_file(path)
+    """The policy file's policy; None replays each run with the policy its trace recorded.
+
+    A file is read once per process while it stays the same (its size and
+    modification time), not once per trace replayed: reading and building a
+    policy costs as much as replaying a step.
+    """
+    if path is None:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return Policy.from_file(path)  # which says what is wrong with the file
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    policy = _POLICIES.get(key)
+    if policy is None:
+        if len(_POLICIES) >= 16:
+            _POLICIES.clear()
+        policy = _POLICIES[key] = Policy.from_file(path)
+    return policy
+
+
+_POLICIES: dict[tuple[str, int, int], Policy] = {}
 
 
 def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
@@ -195,13 +217,56 @@ def _serial(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outco
         yield outcome
 
 
+CHUNK_BYTES = 1 << 20
+"""Small files go to a worker together, in file order, up to about this many bytes a task."""
+AHEAD = 16
+"""Tasks queued per worker: enough that no worker idles behind a slow file, few enough that
+the outcomes waiting to be printed in order stay a handful (memory does not grow with the
+number of files)."""
+
+
+def replay_files(jobs: list[Job]) -> list[Outcome]:
+    """Replay several files in order: one task of the process pool."""
+    return [replay_file(job) for job in jobs]
+
+
+def _chunks(jobs: list[Job]) -> Iterator[list[Job]]:
+    chunk: list[Job] = []
+    size = 0
+    for job in jobs:
+        chunk.append(job)
+        size += _size(job.path)
+        if size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:  # the worker reports it, in its place
+        return 0
+
+
 def _pool(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:
+    """Replay on a process pool; outcomes come back in file order, a bounded window ahead."""
+    tasks = _chunks(jobs)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[Outcome]] = [pool.submit(replay_file, job) for job in jobs]
-        for future in futures:
-            outcome = future.result()
-            progress.advance()
-            yield outcome
+        queued: deque[Future[list[Outcome]]] = deque(
+            pool.submit(replay_files, chunk) for chunk in itertools.islice(tasks, workers * AHEAD)
+        )
+        try:
+            while queued:
+                outcomes = queued.popleft().result()
+                queued.extend(pool.submit(replay_files, c) for c in itertools.islice(tasks, 1))
+                for outcome in outcomes:
+                    progress.advance()
+                    yield outcome
+        finally:  # stopped early (a bad file): what has not started never runs
+            for future in queued:
+                future.cancel()
 
 
 def _ray(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:

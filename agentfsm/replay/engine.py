@@ -23,11 +23,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy
-from agentfsm.core.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import (
+    Action,
+    Decision,
+    ExitReason,
+    ModelTurn,
+    Priority,
+    ToolCall,
+    ToolResult,
+)
 from agentfsm.exceptions import PolicyError, TraceError
 from agentfsm.replay.trajectories import (
     HumanReply,
@@ -60,9 +68,12 @@ _AWAITS = {
 """What a controller in each resting state waits for; anything else awaits the model."""
 
 
-@dataclass(frozen=True, slots=True)
-class DecisionRecord:
-    """One decision the controller made during replay, and what it answered."""
+class DecisionRecord(NamedTuple):
+    """One decision the controller made during replay, and what it answered.
+
+    A named tuple, not a dataclass: replay keeps one per decision (about two per
+    model output), and a tuple is built at a tenth of a frozen dataclass's cost.
+    """
 
     turn: int
     """Model outputs replayed in this run when it decided (across episodes)."""
@@ -125,14 +136,29 @@ class ReplayResult:
 
     def add(self, decision: Decision, kind: str, keep: bool) -> None:
         """Count one decision, and keep it when asked to."""
-        action = str(decision.action)
+        action = _TEXT[decision.action]
         self.actions[action] += 1
+        exit_reason = None
         if decision.exit_reason is not None:
-            self.exits[str(decision.exit_reason)] += 1
-        if decision.action in (Action.STOP, Action.ASK_HUMAN):
+            exit_reason = _TEXT[decision.exit_reason]
+            self.exits[exit_reason] += 1
+        if action in _STOPPING:
             self.stops.append(f"{action}: {decision.reason}")
         if keep:
-            self.decisions.append(_record_of(decision, kind, self.steps, self.episodes))
+            fields = (
+                self.steps,
+                self.episodes,
+                kind,
+                action,
+                _TEXT[decision.priority],
+                decision.layer,
+                decision.guard,
+                decision.fired,
+                decision.reason,
+                exit_reason,
+                tuple(map(str, decision.path)),
+            )
+            self.decisions.append(_new_tuple(DecisionRecord, fields))
 
     def close_episode(self, exit_reason: Any) -> None:
         """Close the current episode with its exit reason and count the next one."""
@@ -159,20 +185,13 @@ class ReplayResult:
         }
 
 
-def _record_of(decision: Decision, kind: str, turn: int, episode: int) -> DecisionRecord:
-    return DecisionRecord(
-        turn=turn,
-        episode=episode,
-        input=kind,
-        action=str(decision.action),
-        priority=str(decision.priority),
-        layer=decision.layer,
-        guard=decision.guard,
-        fired=decision.fired,
-        reason=decision.reason,
-        exit_reason=None if decision.exit_reason is None else str(decision.exit_reason),
-        path=tuple(str(state) for state in decision.path),
-    )
+_new_tuple = tuple.__new__
+"""Builds a named tuple from a tuple of its fields without the keyword-taking `__new__`."""
+_TEXT: dict[str, str] = {
+    member: member.value for kind in (Action, Priority, ExitReason) for member in kind
+}
+"""Each enum member a decision carries, as the plain string the records hold."""
+_STOPPING = frozenset({Action.STOP.value, Action.ASK_HUMAN.value})
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,18 +371,22 @@ class _Replayer:
             return
         self.result.steps += 1
         decision = self._record(self.ctl.on_model_output(turn), "model_output")
-        self.turn_calls = list(turn.tool_calls)
+        self.turn_calls = turn.tool_calls  # read, never changed
         self.result.recorded_calls += len(turn.tool_calls)
         if decision.action is Action.EXECUTE_TOOLS:
             self.result.tool_calls += len(decision.tool_calls)
 
     def _ready_for_model(self) -> bool:
         """Bring the controller to await the model as the recording did; False if it ended."""
-        if self.ctl.done:
+        awaits = self._awaits()
+        if awaits == "model":
+            return True
+        if awaits == "nothing":
             return self._next_episode()
-        if self._awaits() == "human":
+        if awaits == "human":
             self._record(self.ctl.on_human_reply(approved=True), "human_reply")
-        if self._awaits() == "results":
+            awaits = self._awaits()
+        if awaits == "results":
             self.result.missing_results += len(self.last.tool_calls if self.last else ())
             self._record(self.ctl.on_tool_results([]), "tool_results")
         return not self.ctl.done
@@ -380,11 +403,13 @@ class _Replayer:
         return True
 
     def _results(self, results: tuple[ToolResult, ...]) -> None:
-        if self.ctl.done:
+        awaits = self._awaits()
+        if awaits == "nothing":
             return
-        if self._awaits() == "human":
+        if awaits == "human":
             self._record(self.ctl.on_human_reply(approved=True), "human_reply")
-        if self._awaits() != "results" or self.last is None:
+            awaits = self._awaits()
+        if awaits != "results" or self.last is None:
             self.result.unmatched_results += len(results)
             return
         paired, missing = pair_results(self.turn_calls, self.last.tool_calls, results)

@@ -20,7 +20,15 @@ from agentfsm.replay.trajectories import (
     expand_paths,
     read_runs,
 )
+from agentfsm.replay.trajectories._miniswe import MINISWE
+from agentfsm.replay.trajectories._openai import (
+    Conventions,
+    message_steps,
+    normalized,
+    result_of,
+)
 from agentfsm.replay.trajectories._pairing import pair_results
+from agentfsm.replay.trajectories._taubench import TAU
 
 
 def _tally(runs: list[RecordedRun]) -> Counter[str]:
@@ -255,6 +263,16 @@ class TestPairResults:
         assert len(paired) == 1
         assert missing == 1
 
+    def test_a_result_naming_its_call_is_passed_on_as_it_is(self) -> None:
+        """A result whose id is the executed call's is not copied; another is re-addressed whole."""
+        calls = [_call("a"), _call("b")]
+        executed = [_call("a"), _call("b#2")]
+        first = ToolResult(call_id="a", content=["x"], is_error=True, name="f")
+        second = ToolResult(call_id="b", content={"k": 1}, name="g")
+        paired, _ = pair_results(calls, executed, (first, second))
+        assert paired[0] is first
+        assert paired[1] == ToolResult(call_id="b#2", content={"k": 1}, name="g")
+
     def test_calls_not_executed_take_no_result(self) -> None:
         """A call the controller answered itself gets no recorded result."""
         calls = [_call("a", "bad"), _call("b", "good")]
@@ -277,3 +295,68 @@ class TestExpandPaths:
             ("b.jsonl", False),
             ("a.json", True),
         ]
+
+
+def _assistant_bodies(corpus: Path) -> list[dict[str, Any]]:
+    """The body every tau-bench and mini-swe-agent assistant message is normalized from."""
+    bodies = []
+    for path, _ in expand_paths(
+        [str(corpus / "tau-bench"), str(corpus / "mini-swe-agent-deepseek")]
+    ):
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        if isinstance(doc, list):
+            chats, body = [entry["traj"] for entry in doc], TAU.body
+        elif isinstance(doc, dict) and "messages" in doc:
+            chats, body = [doc["messages"]], MINISWE.body
+        else:
+            continue
+        bodies += [body(m) for chat in chats for m in chat if m.get("role") == "assistant"]
+    return bodies
+
+
+class TestReadingShortcuts:
+    """What the readers build without the general path equals what the general path builds."""
+
+    def test_chat_bodies_read_as_normalize_reads_them(self, corpus: Path) -> None:
+        """Every recorded chat body read by the chat reader directly equals `normalize`'s turn."""
+        from agentfsm.providers import normalize
+
+        bodies = _assistant_bodies(corpus)
+        assert len(bodies) > 4000
+        for body in bodies:
+            fast, slow = normalized(body, "openai"), normalize(body, provider="openai")
+            assert fast == slow
+            assert type(fast.provider) is type(slow.provider)
+
+    @pytest.mark.parametrize(
+        ("content", "is_error", "name"),
+        [
+            ("", False, None),
+            ("out", True, "f"),
+            (["a", {"b": 1}], False, None),
+            ({"k": []}, True, ""),
+        ],
+    )
+    def test_results_built_unvalidated_equal_validated_ones(
+        self, content: Any, is_error: bool, name: str | None
+    ) -> None:
+        """`result_of` builds the same ToolResult that validation builds from checked values."""
+        built = result_of("c1", content, is_error, name)
+        checked = ToolResult(call_id="c1", content=content, is_error=is_error, name=name)
+        assert built == checked
+        assert built.model_dump() == checked.model_dump()
+
+    def test_an_unreadable_message_is_named_by_its_index(self) -> None:
+        """A message no normalizer reads names its run and index in a document."""
+        unreadable = Conventions(body=lambda message: {"neither": "body nor event"})
+        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]
+        steps = message_steps("t.json", enumerate(messages), unreadable, prefix="run 3 ")
+        with pytest.raises(TraceError, match=r"^t\.json: run 3 message 1: PayloadError"):
+            list(steps)
+
+    def test_an_unreadable_message_line_is_named_by_its_line(self) -> None:
+        """The same message read from JSON lines names the file and line number."""
+        unreadable = Conventions(body=lambda message: {"neither": "body nor event"})
+        steps = message_steps("t.jsonl", [(7, {"role": "assistant", "content": "x"})], unreadable)
+        with pytest.raises(TraceError, match=r"^t\.jsonl:7: PayloadError"):
+            list(steps)

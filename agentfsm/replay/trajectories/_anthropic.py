@@ -12,7 +12,6 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import RunError
 from agentfsm.replay.trajectories._io import Errors, iter_jsonl, report, text_of, wrap_run_error
 from agentfsm.replay.trajectories._model import (
@@ -22,7 +21,13 @@ from agentfsm.replay.trajectories._model import (
     ToolResults,
     UserMessage,
 )
-from agentfsm.replay.trajectories._openai import Located, message_list, normalized
+from agentfsm.replay.trajectories._openai import (
+    Located,
+    message_list,
+    normalized,
+    place,
+    result_of,
+)
 
 __all__ = ["NAME", "detect", "looks_anthropic", "read_doc", "read_jsonl"]
 
@@ -61,8 +66,10 @@ def _blocks(content: Any) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-def message_steps(path: str, messages: Iterable[Located], errors: Errors = None) -> Iterator[Step]:
-    """Yield the steps of one Anthropic conversation."""
+def message_steps(
+    path: str, messages: Iterable[Located], errors: Errors = None, prefix: str | None = None
+) -> Iterator[Step]:
+    """Yield the steps of one Anthropic conversation (messages numbered as `place` reads)."""
     for where, message in messages:
         role = message.get("role")
         if role == "assistant":
@@ -75,7 +82,7 @@ def message_steps(path: str, messages: Iterable[Located], errors: Errors = None)
             try:
                 yield ModelOutput(normalized(body, "anthropic"))
             except RunError as exc:
-                report(errors, wrap_run_error(path, where, exc))
+                report(errors, wrap_run_error(path, place(prefix, where), exc))
         elif role == "user":
             yield from _user_steps(message.get("content"))
 
@@ -83,11 +90,7 @@ def message_steps(path: str, messages: Iterable[Located], errors: Errors = None)
 def _user_steps(content: Any) -> Iterator[Step]:
     blocks = _blocks(content)
     results = [
-        ToolResult(
-            call_id=str(b.get("tool_use_id", "")),
-            content=b.get("content", ""),
-            is_error=bool(b.get("is_error")),
-        )
+        result_of(str(b.get("tool_use_id", "")), b.get("content", ""), bool(b.get("is_error")))
         for b in blocks
         if isinstance(b, Mapping) and b.get("type") == "tool_result"
     ]
@@ -101,11 +104,9 @@ def _user_steps(content: Any) -> Iterator[Step]:
 def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun]:
     """Read a message list held in one JSON document as one run."""
     messages = message_list(doc) or []
-    located = ((f"message {i}", m) for i, m in enumerate(messages))
     end = f"last message: {messages[-1].get('role')}" if messages else None
-    yield RecordedRun(
-        id="0", source=path, format=NAME, steps=message_steps(path, located, errors), end=end
-    )
+    steps = message_steps(path, enumerate(messages), errors, prefix="")
+    yield RecordedRun(id="0", source=path, format=NAME, steps=steps, end=end)
 
 
 def read_jsonl(path: str, errors: Errors = None) -> Iterator[RecordedRun]:

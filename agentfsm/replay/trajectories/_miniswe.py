@@ -56,12 +56,11 @@ def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun
     messages = doc["messages"]
     info = doc.get("info") if isinstance(doc.get("info"), Mapping) else {}
     run_id = doc.get("instance_id") or Path(path).name.removesuffix(".traj.json")
-    located_messages = ((f"message {i}", m) for i, m in enumerate(messages))
     yield RecordedRun(
         id=str(run_id),
         source=path,
         format=NAME,
-        steps=message_steps(path, located_messages, MINISWE, errors),
+        steps=message_steps(path, enumerate(messages), MINISWE, errors, prefix=""),
         end=_exit_status(messages, info),
         info={"model_stats": info.get("model_stats")},
     )

@@ -13,9 +13,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentfsm.core.types import ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build
 from agentfsm.exceptions import RunError
 from agentfsm.replay.trajectories._io import (
     Errors,
@@ -33,11 +33,31 @@ from agentfsm.replay.trajectories._model import (
     UserMessage,
 )
 
-__all__ = ["NAME", "Conventions", "detect", "message_steps", "read_doc", "read_jsonl"]
+if TYPE_CHECKING:
+    from agentfsm.providers._common import Draft
+
+__all__ = [
+    "NAME",
+    "Conventions",
+    "detect",
+    "message_steps",
+    "normalized",
+    "read_doc",
+    "read_jsonl",
+    "result_of",
+]
 
 NAME = "openai-messages"
-Located = tuple[int | str, Mapping[str, Any]]
-"""A message with where it was found: a line number, or a description."""
+Located = tuple[int, Mapping[str, Any]]
+"""A message with where it was found: its line number, or its index in a list (see `place`)."""
+
+
+def place(prefix: str | None, number: int) -> int | str:
+    """Where a message is, for an error: line `number` (no `prefix`), else `<prefix>message <n>`.
+
+    Built only when an error names it: replay reads millions of messages.
+    """
+    return number if prefix is None else f"{prefix}message {number}"
 
 
 def _flagged_error(message: Mapping[str, Any]) -> bool:
@@ -66,18 +86,47 @@ PLAIN = Conventions()
 
 
 def normalized(body: dict[str, Any], provider: str | None) -> ModelTurn:
-    """Normalize a provider body with the providers package (imported on first use)."""
-    from agentfsm.providers import normalize
+    """Normalize a provider body with the providers package (imported on first use).
 
-    return normalize(body, provider=provider)
+    A chat completion body (a `choices` list) read as `openai`, what most
+    recorded model outputs are, goes straight to the chat reader `normalize`
+    would pick for it, without the dispatch around it.
+    """
+    readers = _READERS[0] if _READERS else _load_readers()
+    if provider == "openai" and type(body.get("choices")) is list:
+        return readers.chat(body, provider).build()
+    return readers.normalize(body, provider=provider)
+
+
+@dataclass(frozen=True, slots=True)
+class _Readers:
+    normalize: Callable[..., ModelTurn]
+    chat: Callable[[dict[str, Any], str], Draft]
+
+
+_READERS: list[_Readers] = []
+"""`normalize` and the chat body reader, once the providers are loaded."""
+
+
+def _load_readers() -> _Readers:
+    from agentfsm.providers import normalize
+    from agentfsm.providers._openai_chat import read_body
+
+    _READERS.append(_Readers(normalize, read_body))
+    return _READERS[0]
 
 
 def message_steps(
-    path: str, messages: Iterable[Located], conv: Conventions = PLAIN, errors: Errors = None
+    path: str,
+    messages: Iterable[Located],
+    conv: Conventions = PLAIN,
+    errors: Errors = None,
+    prefix: str | None = None,
 ) -> Iterator[Step]:
     """Yield the steps of one chat: model outputs, tool results by position, user messages.
 
-    System messages and roles this format does not know are skipped.
+    System messages and roles this format does not know are skipped. Messages
+    come numbered by line, or (with a `prefix`) by index: see `place`.
     """
     calls: list[ToolCall] = []
     pending: list[ToolResult] = []
@@ -90,7 +139,7 @@ def message_steps(
             yield ToolResults(tuple(pending))
             pending = []
         if role == "assistant":
-            turn = _turn(path, where, message, conv, errors)
+            turn = _turn(path, place(prefix, where), message, conv, errors)
             if turn is not None:
                 calls = turn.tool_calls
                 yield ModelOutput(turn)
@@ -117,11 +166,19 @@ def _result(
     if not isinstance(call_id, str) or not call_id:
         call_id = calls[position].id if position < len(calls) else ""
     name = message.get("name")
-    return ToolResult(
-        call_id=call_id,
-        content=message.get("content") or "",
-        is_error=conv.is_error(message),
-        name=name if isinstance(name, str) else None,
+    if not isinstance(name, str):
+        name = None
+    return result_of(call_id, message.get("content") or "", conv.is_error(message), name)
+
+
+def result_of(call_id: str, content: Any, is_error: bool, name: str | None = None) -> ToolResult:
+    """A `ToolResult` of values a reader has already checked, built without validation.
+
+    `call_id` must be a str, `is_error` a bool and `name` a str or None: then
+    pydantic would accept them unchanged (`content` takes any value).
+    """
+    return build(
+        ToolResult, {"call_id": call_id, "content": content, "is_error": is_error, "name": name}
     )
 
 
@@ -144,16 +201,11 @@ def detect(doc: Any) -> bool:
     return message_list(doc) is not None
 
 
-def _numbered(messages: list[Any], prefix: str = "") -> Iterator[Located]:
-    for index, message in enumerate(messages):
-        yield f"{prefix}message {index}", message
-
-
 def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun]:
     """Read a chat message list held in one JSON document as one run."""
     messages = message_list(doc) or []
     run = RecordedRun(id="0", source=path, format=NAME, steps=())
-    run.steps = message_steps(path, _numbered(messages), PLAIN, errors)
+    run.steps = message_steps(path, enumerate(messages), PLAIN, errors, prefix="")
     run.end = _end_of(messages[-1]) if messages else None
     yield run
 
@@ -198,6 +250,7 @@ def _chats_per_line(
             report(errors, located(path, number, "expected {'messages': [<chat messages>]}"))
             continue
         run = RecordedRun(id=str(chat.get("id", index)), source=path, format=NAME, steps=())
-        run.steps = message_steps(path, _numbered(messages, f"line {number} "), PLAIN, errors)
+        numbered = enumerate(messages)
+        run.steps = message_steps(path, numbered, PLAIN, errors, prefix=f"line {number} ")
         run.end = _end_of(messages[-1])
         yield run

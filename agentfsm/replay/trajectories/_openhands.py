@@ -25,7 +25,7 @@ from agentfsm.replay.trajectories._model import (
     ToolResults,
     UserMessage,
 )
-from agentfsm.replay.trajectories._openai import chat_body, normalized
+from agentfsm.replay.trajectories._openai import chat_body, normalized, result_of
 
 __all__ = ["NAME", "detect", "read_doc"]
 
@@ -117,9 +117,7 @@ class _Walker:
         call_id = self.calls_by_event.get(str(event.get("cause")))
         if call_id is None:
             return
-        self.pending.append(
-            ToolResult(call_id=call_id, content=event.get("content", ""), is_error=_failed(event))
-        )
+        self.pending.append(result_of(call_id, event.get("content", ""), _failed(event)))
 
 
 def _failed(event: Mapping[str, Any]) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agentfsm.core.types import ToolCall, ToolResult
+from agentfsm.core.types import ToolCall, ToolResult, build
 
 __all__ = ["pair_results"]
 
@@ -26,11 +26,20 @@ def pair_results(
     positions = _positions_by_id(turn_calls, results)
     executed_at = _executed_positions(turn_calls, executed)
     paired = [
-        result.model_copy(update={"call_id": executed_at[position].id})
+        _addressed(result, executed_at[position].id)
         for result, position in zip(results, positions, strict=True)
         if position in executed_at
     ]
     return paired, len(executed) - len(paired)
+
+
+def _addressed(result: ToolResult, call_id: str) -> ToolResult:
+    """The result answering `call_id`: itself when it already names it, else a copy that does."""
+    if result.call_id == call_id:
+        return result
+    values = dict(result.__dict__)
+    values["call_id"] = call_id
+    return build(ToolResult, values)
 
 
 def _positions_by_id(turn_calls: list[ToolCall], results: tuple[ToolResult, ...]) -> list[int]:

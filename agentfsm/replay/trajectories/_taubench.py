@@ -47,12 +47,11 @@ def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun
             report(errors, located(path, f"run {index}", "expected an object with a 'traj' list"))
             continue
         run_id = f"task-{entry.get('task_id')}/trial-{entry.get('trial')}"
-        messages = ((f"run {index} message {i}", m) for i, m in enumerate(traj))
         yield RecordedRun(
             id=run_id,
             source=path,
             format=NAME,
-            steps=message_steps(path, messages, TAU, errors),
+            steps=message_steps(path, enumerate(traj), TAU, errors, prefix=f"run {index} "),
             end=recorded_end(traj),
             info={"reward": entry.get("reward"), "index": index},
         )

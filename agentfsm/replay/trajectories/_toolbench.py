@@ -15,7 +15,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentfsm.core.types import ToolResult
 from agentfsm.replay.trajectories._io import Errors
 from agentfsm.replay.trajectories._model import (
     ModelOutput,
@@ -24,7 +23,13 @@ from agentfsm.replay.trajectories._model import (
     ToolResults,
     UserMessage,
 )
-from agentfsm.replay.trajectories._openai import Conventions, chat_body, message_steps, normalized
+from agentfsm.replay.trajectories._openai import (
+    Conventions,
+    chat_body,
+    message_steps,
+    normalized,
+    result_of,
+)
 
 __all__ = ["NAME", "detect", "read_doc"]
 
@@ -72,8 +77,8 @@ def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun
     )
     if _truthy(answer.get("valid_data")) and isinstance(chains, list) and chains:
         chain = chains[-1]
-        messages = ((f"train_messages[-1] message {i}", m) for i, m in enumerate(chain))
-        run.steps = message_steps(path, messages, TOOLBENCH, errors)
+        prefix = "train_messages[-1] "
+        run.steps = message_steps(path, enumerate(chain), TOOLBENCH, errors, prefix=prefix)
         run.info = {"walked": "final chain"}
     else:
         run.steps = tree_steps(str(answer.get("query", "")), doc.get("tree"))
@@ -119,10 +124,6 @@ def _action_steps(action: Mapping[str, Any], thought: str) -> Iterator[Step]:
     yield ModelOutput(turn)
     if inputs and "observation" in inputs[0] and turn.tool_calls:
         observation = inputs[0]["observation"]
-        result = ToolResult(
-            call_id=turn.tool_calls[0].id,
-            content=observation,
-            is_error=error_field(observation),
-            name=call["name"],
-        )
+        failed = error_field(observation)
+        result = result_of(turn.tool_calls[0].id, observation, failed, call["name"])
         yield ToolResults((result,))
