@@ -145,7 +145,8 @@ class Controller:
         if engine == "transitions":
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
-        self._base = RunSnapshot(run_id=self._run.run_id)
+        # Built from the defaults, not validated: replay makes a Controller per recorded run.
+        self._base = build(RunSnapshot, {**_DEFAULT_SNAPSHOT, "run_id": self._run.run_id})
         self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
             self._events.started(self.policy.to_json(), _declared(self._run.specs))
@@ -748,9 +749,13 @@ def _is_sequence(value: object) -> bool:
     return not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable)
 
 
+_DEFAULT_SNAPSHOT = RunSnapshot().__dict__
+"""Every snapshot field at its default; a Controller's base snapshot differs by its run id."""
+
+
 def _as_observers(observers: object) -> list[Observer]:
     """Observers as a list, each checked to be callable."""
-    if not _is_sequence(observers):
+    if type(observers) is not tuple and type(observers) is not list and not _is_sequence(observers):
         raise DefinitionError(
             f"observers must be a list of callables, not {type(observers).__name__}"
         )
