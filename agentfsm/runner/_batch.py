@@ -61,8 +61,8 @@ class Job:
         self.result: ToolResult | None = None
 
 
-class SyncBatch:
-    """One batch on the sync path: worker threads, one Condition, deadlines and events."""
+class _Batch:
+    """What both batches hold: the executor, the jobs, the cancellation, skip and callback."""
 
     def __init__(
         self,
@@ -77,9 +77,19 @@ class SyncBatch:
         self.cancel = cancel
         self.skip = skip
         self.on_result = on_result
+        self._setup()
+
+    def _setup(self) -> None:
+        """The state of one kind of batch."""
+
+
+class SyncBatch(_Batch):
+    """One batch on the sync path: worker threads, one Condition, deadlines and events."""
+
+    def _setup(self) -> None:
         self.cond = threading.Condition()
         self.running = 0
-        self.left = len(jobs)
+        self.left = len(self.jobs)
         self.finished: list[Job] = []
 
     def drive(self) -> None:
@@ -179,22 +189,10 @@ class SyncBatch:
                 self._done(job, self.ex.cancelled(job.call, started=job.state == 1))
 
 
-class AsyncBatch:
+class AsyncBatch(_Batch):
     """One batch on the async path: a task per running call."""
 
-    def __init__(
-        self,
-        executor: Executor,
-        jobs: list[Job],
-        cancel: Flag | None,
-        skip: Flag | None,
-        on_result: Callable[[ToolResult], None] | None,
-    ) -> None:
-        self.ex = executor
-        self.jobs = jobs
-        self.cancel = cancel
-        self.skip = skip
-        self.on_result = on_result
+    def _setup(self) -> None:
         self.tasks: dict[asyncio.Task[Any], Job] = {}
 
     async def drive(self) -> None:

@@ -160,25 +160,22 @@ def run(
     Returns:
         The `RunResult`: exit reason, decisions, messages, final text, turns and usage.
     """
-    child = {
-        "model": model,
-        "tool_choice": tool_choice,
-        "parallel_tool_calls": parallel_tool_calls,
-        "api_base": api_base,
-        "api_key": api_key,
-        "stream": stream,
-        "retry": retry,
-        "on_ask": on_ask,
-        **completion_kwargs,
-    }
+    child, request = _options(
+        model,
+        tool_choice,
+        parallel_tool_calls,
+        api_base,
+        api_key,
+        stream,
+        retry,
+        on_ask,
+        timeout,
+        completion_kwargs,
+    )
     with Session.open(
         model, messages, tools, policy, observers, trace, max_tokens=max_tokens
     ) as session:
         loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
-        request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
-        request.update(completion_kwargs)
-        if timeout is not None:
-            request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).retrying()
         while loop.going_on():
             try:
@@ -253,25 +250,22 @@ async def arun(
     cancelled and `arun` returns the INTERRUPTED `RunResult`, with every message and
     result produced so far, instead of raising CancelledError.
     """
-    child = {
-        "model": model,
-        "tool_choice": tool_choice,
-        "parallel_tool_calls": parallel_tool_calls,
-        "api_base": api_base,
-        "api_key": api_key,
-        "stream": stream,
-        "retry": retry,
-        "on_ask": on_ask,
-        **completion_kwargs,
-    }
+    child, request = _options(
+        model,
+        tool_choice,
+        parallel_tool_calls,
+        api_base,
+        api_key,
+        stream,
+        retry,
+        on_ask,
+        timeout,
+        completion_kwargs,
+    )
     with Session.open(
         model, messages, tools, policy, observers, trace, max_tokens=max_tokens
     ) as session:
         loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
-        request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
-        request.update(completion_kwargs)
-        if timeout is not None:
-            request["timeout"] = timeout
         retrying = (retry or ProviderRetry()).async_retrying()
         try:
             while loop.going_on():
@@ -327,6 +321,37 @@ async def _adelegate(loop: _Loop, call: ToolCall) -> ToolResult:
     agent, options = found
     model = options.pop("model")
     return loop.adopt(call, await arun(model, child_messages(agent, call), **options))
+
+
+def _options(
+    model: str,
+    tool_choice: str | Mapping[str, Any] | None,
+    parallel_tool_calls: bool | None,
+    api_base: str | None,
+    api_key: str | None,
+    stream: bool,
+    retry: ProviderRetry | None,
+    on_ask: OnAsk | None,
+    timeout: float | None,
+    completion_kwargs: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What `run` and `arun` pass on: a sub-agent's run arguments, and each model request's."""
+    child = {
+        "model": model,
+        "tool_choice": tool_choice,
+        "parallel_tool_calls": parallel_tool_calls,
+        "api_base": api_base,
+        "api_key": api_key,
+        "stream": stream,
+        "retry": retry,
+        "on_ask": on_ask,
+        **completion_kwargs,
+    }
+    request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
+    request.update(completion_kwargs)
+    if timeout is not None:
+        request["timeout"] = timeout
+    return child, request
 
 
 def _request_options(
