@@ -548,24 +548,7 @@ class Controller:
             )
 
     def _snapshot(self, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
-        run = self._run
-        values = {
-            **self._base.__dict__,
-            "phase": phase,
-            "turn": run.turn,
-            "tool_calls_used": run.tool_calls_used,
-            "tokens_used": run.tokens,
-            "cost_used": run.cost,
-            "context_tokens": run.context_tokens,
-            "elapsed": run.clock() - run.started,
-            "tool_errors_in_a_row": run.tool_errors,
-            "same_results_in_a_row": run.same_results,
-            "retries_in_a_row": run.retries,
-            "incomplete_in_a_row": run.incomplete,
-            "episode_start": run.episode_start,
-            **changes,
-        }
-        return build(RunSnapshot, values)
+        return self._run.snapshot(self._base, phase, changes)
 
     def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
         """Walk the route table from the current state to the next waiting state.

@@ -11,8 +11,8 @@ from collections.abc import Callable, Hashable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
+from agentfsm.core.snapshot import Phase, RunSnapshot
+from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult, build
 
 if TYPE_CHECKING:
     from agentfsm.core.policy import Policy
@@ -107,6 +107,31 @@ class Run:
         self.prices = policy.prices_turns
         """Whether turns are priced (the policy has a cost budget)."""
         self.price_warned = False
+
+    def snapshot(self, base: RunSnapshot, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
+        """The frozen view guards read: `base`, the run's counters now, then `changes`.
+
+        One dict literal, built unvalidated: it runs on every input.
+        """
+        return build(
+            RunSnapshot,
+            {
+                **base.__dict__,
+                "phase": phase,
+                "turn": self.turn,
+                "episode_start": self.episode_start,
+                "tool_calls_used": self.tool_calls_used,
+                "tokens_used": self.tokens,
+                "cost_used": self.cost,
+                "context_tokens": self.context_tokens,
+                "elapsed": self.clock() - self.started,
+                "tool_errors_in_a_row": self.tool_errors,
+                "same_results_in_a_row": self.same_results,
+                "retries_in_a_row": self.retries,
+                "incomplete_in_a_row": self.incomplete,
+                **changes,
+            },
+        )
 
     def save(self) -> tuple[Any, ...]:
         """Every field an input can change, for `restore` (one C call, about 0.2 µs)."""

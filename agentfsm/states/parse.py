@@ -12,8 +12,7 @@ from collections.abc import Callable
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.pricing import turn_cost, unknown_price
 from agentfsm.core.run_state import Run, Step
-from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import ModelTurn, ToolCall, build
+from agentfsm.core.types import ModelTurn, ToolCall
 
 __all__ = ["enter"]
 
@@ -42,28 +41,8 @@ def enter(run: Run, step: Step) -> None:
         run.cost += usage.cost or 0.0
         run.context_tokens = usage.input_tokens + usage.output_tokens
     step.output = turn
-    # One dict, built in place: `evolve(**changes)` would build and merge a second one.
-    step.snap = build(
-        RunSnapshot,
-        {
-            **step.snap.__dict__,
-            "phase": "model_output",
-            "turn": next_turn,
-            "episode_start": run.episode_start,
-            "output": turn,
-            "notes": tuple(notes),
-            "tokens_used": run.tokens,
-            "cost_used": run.cost,
-            "context_tokens": run.context_tokens,
-            "cost_unknown": unknown,
-            "elapsed": run.clock() - run.started,
-            "retries_in_a_row": run.retries,
-            "tool_calls_used": run.tool_calls_used,
-            "tool_errors_in_a_row": run.tool_errors,
-            "same_results_in_a_row": run.same_results,
-            "incomplete_in_a_row": run.incomplete,
-        },
-    )
+    changes = {"output": turn, "notes": tuple(notes), "cost_unknown": unknown}
+    step.snap = run.snapshot(step.snap, "model_output", changes)
 
 
 def _bounded(turn: ModelTurn) -> ModelTurn:
