@@ -368,17 +368,21 @@ class TestRunsStartedByTools:
         lambda body: say(f"done: {last_tool_result(body)}"),  # the parent's answer
     ]
 
+    @staticmethod
+    def inner(server: ScriptedServer, topic: str) -> dict[str, Any]:
+        """The arguments of the run a research tool starts (for run and arun alike)."""
+        return {
+            "model": "openai/scripted",
+            "messages": [{"role": "user", "content": f"research {topic}"}],
+            "tools": None,
+            "api_base": server.openai_base,
+            "api_key": "sk-test",
+            "retry": ProviderRetry(attempts=1),
+        }
+
     def research_tool(self, server: ScriptedServer) -> Any:
         def research(topic: str) -> str:
-            inner = run(
-                "openai/scripted",
-                [{"role": "user", "content": f"research {topic}"}],
-                tools=None,
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=ProviderRetry(attempts=1),
-            )
-            return inner.text
+            return run(**self.inner(server, topic)).text
 
         return research
 
@@ -402,15 +406,7 @@ class TestRunsStartedByTools:
 
         async def main(server: ScriptedServer) -> RunResult:
             async def research(topic: str) -> str:
-                inner = await arun(
-                    "openai/scripted",
-                    [{"role": "user", "content": f"research {topic}"}],
-                    tools=None,
-                    api_base=server.openai_base,
-                    api_key="sk-test",
-                    retry=ProviderRetry(attempts=1),
-                )
-                return inner.text
+                return (await arun(**self.inner(server, topic))).text
 
             return await arun(
                 "openai/scripted",
