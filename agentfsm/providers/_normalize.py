@@ -386,10 +386,12 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
         PayloadError: No format recognises the payload, or it does not fit `provider`.
     """
     if type(payload) is dict:
-        # The most common payload of all, a chat completion body, is read without detection.
-        chat = provider is None and type(payload.get("choices")) is list
-        if chat and not is_litellm_dict(payload):
-            return _openai_chat.read_body(payload, Provider.OPENAI).build()
+        # The most common payload of all, a chat completion body, named `openai` or detected as
+        # one (not litellm's), goes to the chat reader without the dispatch around it.
+        if type(payload.get("choices")) is list and (
+            provider == "openai" or (provider is None and not is_litellm_dict(payload))
+        ):
+            return _openai_chat.read_body(payload, provider or Provider.OPENAI).build()
         if provider is not None and provider not in FORMATS:
             raise PayloadError(
                 f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"

@@ -318,15 +318,20 @@ class TestReadingShortcuts:
     """What the readers build without the general path equals what the general path builds."""
 
     def test_chat_bodies_read_as_normalize_reads_them(self, corpus: Path) -> None:
-        """Every recorded chat body read by the chat reader directly equals `normalize`'s turn."""
-        from agentfsm.providers import normalize
+        """Each recorded chat body, read by normalize's short path, equals the dispatch's turn.
+
+        The readers call `normalize` (via `normalized`), which sends a chat body straight to
+        the chat reader; `_read_dict` is the general dispatch it skips.
+        """
+        from agentfsm.providers._normalize import _read_dict
 
         bodies = _assistant_bodies(corpus)
         assert len(bodies) > 4000
         for body in bodies:
-            fast, slow = normalized(body, "openai"), normalize(body, provider="openai")
+            fast, slow = normalized(body, "openai"), _read_dict(body, "openai")
             assert fast == slow
             assert type(fast.provider) is type(slow.provider)
+            assert normalized(body, None) == _read_dict(body, None)
 
     @pytest.mark.parametrize(
         ("content", "is_error", "name"),

@@ -34,7 +34,7 @@ from agentfsm.replay.trajectories._model import (
 )
 
 if TYPE_CHECKING:
-    from agentfsm.providers._common import Draft
+    pass
 
 __all__ = [
     "NAME",
@@ -86,34 +86,20 @@ PLAIN = Conventions()
 
 
 def normalized(body: dict[str, Any], provider: str | None) -> ModelTurn:
-    """Normalize a provider body with the providers package (imported on first use).
-
-    A chat completion body (a `choices` list) read as `openai`, what most
-    recorded model outputs are, goes straight to the chat reader `normalize`
-    would pick for it, without the dispatch around it.
-    """
-    readers = _READERS[0] if _READERS else _load_readers()
-    if provider == "openai" and type(body.get("choices")) is list:
-        return readers.chat(body, provider).build()
-    return readers.normalize(body, provider=provider)
+    """Normalize a provider body with the providers package (imported on first use)."""
+    read = _NORMALIZE[0] if _NORMALIZE else _load_normalize()
+    return read(body, provider=provider)
 
 
-@dataclass(frozen=True, slots=True)
-class _Readers:
-    normalize: Callable[..., ModelTurn]
-    chat: Callable[[dict[str, Any], str], Draft]
+_NORMALIZE: list[Callable[..., ModelTurn]] = []
+"""`normalize`, once the providers are loaded (a chat body takes its short path there)."""
 
 
-_READERS: list[_Readers] = []
-"""`normalize` and the chat body reader, once the providers are loaded."""
-
-
-def _load_readers() -> _Readers:
+def _load_normalize() -> Callable[..., ModelTurn]:
     from agentfsm.providers import normalize
-    from agentfsm.providers._openai_chat import read_body
 
-    _READERS.append(_Readers(normalize, read_body))
-    return _READERS[0]
+    _NORMALIZE.append(normalize)
+    return normalize
 
 
 def message_steps(
