@@ -406,10 +406,12 @@ def parse_event(name: str, number: int, line: bytes | str | None) -> dict[str, A
 
     None stands for a line longer than `MAX_LINE_BYTES`, which is never read whole.
     """
+    from agentfsm.replay._json import loads  # here: the trace writer never imports msgspec
+
     if line is None:
         raise _error(name, number, f"the line is longer than {limits.MAX_LINE_BYTES} bytes")
     try:
-        event = json.loads(line)
+        event = loads(line)
     except ValueError as exc:
         raise _error(name, number, f"not valid JSON ({exc})") from exc
     except RecursionError as exc:

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentfsm.core import limits
 from agentfsm.exceptions import RunError, TraceError
+from agentfsm.replay._json import loads
 from agentfsm.replay.trace import bounded_lines
 
 __all__ = ["Errors", "head_line", "iter_jsonl", "load_json", "located", "text_of"]
@@ -56,7 +57,7 @@ def iter_jsonl(path: str, errors: Errors = None) -> Iterator[tuple[int, dict[str
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads(line)
             except ValueError as exc:
                 report(errors, located(path, number, f"not valid JSON ({exc})"))
                 continue
@@ -80,7 +81,7 @@ def head_line(path: str) -> Any:
             if not line.strip():
                 continue
             try:
-                return json.loads(line)
+                return loads(line)
             except (ValueError, RecursionError):
                 return None
     return None
@@ -94,7 +95,7 @@ def load_json(path: str) -> Any:
             limit = limits.MAX_DOCUMENT_BYTES
             raise located(path, 0, f"a {size}-byte document; the limit is {limit} bytes")
         try:
-            return json.load(raw)
+            return loads(raw.read())
         except ValueError as exc:
             line = getattr(exc, "lineno", 0)
             raise located(path, line, f"not valid JSON ({exc})") from exc

@@ -10,11 +10,11 @@ on its `Action Input` child, backtracking included.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentfsm.replay._json import loads
 from agentfsm.replay.trajectories._io import Errors
 from agentfsm.replay.trajectories._model import (
     ModelOutput,
@@ -41,8 +41,8 @@ def error_field(content: Any) -> bool:
     if not isinstance(content, str) or '"error"' not in content:
         return False
     try:
-        parsed = json.loads(content)
-    except ValueError:
+        parsed = loads(content)
+    except (ValueError, RecursionError):
         return False
     return isinstance(parsed, Mapping) and bool(parsed.get("error"))
 
