@@ -13,6 +13,8 @@ process (`--engine serial`, also used for a single file, which then streams).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import itertools
 import json
 import os
@@ -351,7 +353,31 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
         Job(path, explicit, args.policy, args.against, args.json, args.keep_going)
         for path, explicit in files
     ]
-    return _run_jobs(jobs, args)
+    with fewer_collections():
+        return _run_jobs(jobs, args)
+
+
+GC_FIRST_GENERATION = 20_000
+"""Allocations between two runs of the cyclic collector's youngest generation during a replay."""
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Run the collector's youngest generation every 20,000 allocations instead of 700.
+
+    A replay allocates millions of short-lived objects and frees them by
+    reference counting: it leaves no cycles (the engine's clock does not point
+    back at it), so each collection finds nothing and costs about 2 % of a
+    replay at Python's default. The previous thresholds come back afterwards;
+    the pool's workers, forked inside, inherit the setting.
+    """
+    before = gc.get_threshold()
+    first = before[0] and max(before[0], GC_FIRST_GENERATION)  # 0 (collection off) stays off
+    gc.set_threshold(first, *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:

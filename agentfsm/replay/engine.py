@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 from agentfsm.core.controller import Controller
@@ -319,9 +320,12 @@ class _Replayer:
         self.observers = observers
         self.keep = keep
         self.result = ReplayResult(source=run.source, run=run.id, format=run.format)
-        self.now = 0.0
+        self.now = [0.0]
         """The replayed run's clock: the time the recording gives for the step being fed
         (it stands still where the recording gives none)."""
+        self.clock = partial(list.__getitem__, self.now, 0)
+        """Reads `now`: a C call, and no reference back to this replayer, so a finished
+        run's controllers are freed at once instead of waiting in a cycle for the collector."""
         self.ctl = self._new_controller()
         self.last: Decision | None = None
         self.turn_calls: list[ToolCall] = []
@@ -331,11 +335,8 @@ class _Replayer:
     def _new_controller(self) -> Any:
         run_id = f"{self.run.id}#{self.result.episodes}"
         return Controller(
-            self.policy, self.tools, run_id=run_id, observers=self.observers, clock=self._clock
+            self.policy, self.tools, run_id=run_id, observers=self.observers, clock=self.clock
         )
-
-    def _clock(self) -> float:
-        return self.now
 
     # -- what the controller waits for -----------------------------------------------------
 
@@ -352,7 +353,7 @@ class _Replayer:
     def feed(self, step: Step) -> None:
         elapsed = getattr(step, "elapsed", None)
         if elapsed is not None:
-            self.now = elapsed
+            self.now[0] = elapsed
         if isinstance(step, ModelOutput):
             self._model(step.turn)
         elif self.stopped:

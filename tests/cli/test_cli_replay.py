@@ -202,3 +202,40 @@ class TestProgress:
         progress.advance()
         progress.close()
         assert stream.getvalue() == ""
+
+
+class TestCollectorSetting:
+    """`agentfsm replay` runs the cyclic collector rarely while it replays, then puts it back."""
+
+    def test_the_threshold_is_raised_inside_and_restored_after(self) -> None:
+        """Inside, the youngest generation waits 20,000 allocations; after, the old ones return."""
+        import gc
+
+        from agentfsm.cli.replay import GC_FIRST_GENERATION, fewer_collections
+
+        before = gc.get_threshold()
+        with fewer_collections():
+            assert gc.get_threshold() == (max(before[0], GC_FIRST_GENERATION), *before[1:])
+        assert gc.get_threshold() == before
+
+    def test_a_threshold_of_zero_keeps_collection_off(self) -> None:
+        """A host that switched automatic collection off (threshold 0) keeps it off."""
+        import gc
+
+        from agentfsm.cli.replay import fewer_collections
+
+        before = gc.get_threshold()
+        gc.set_threshold(0, *before[1:])
+        try:
+            with fewer_collections():
+                assert gc.get_threshold()[0] == 0
+        finally:
+            gc.set_threshold(*before)
+
+    def test_main_restores_the_threshold(self, tmp_path: Path) -> None:
+        """A replay run in-process leaves the collector's thresholds as it found them."""
+        import gc
+
+        before = gc.get_threshold()
+        assert main([str(_chat_file(tmp_path / "chat.jsonl")), "--json"]) == 0
+        assert gc.get_threshold() == before
