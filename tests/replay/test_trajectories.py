@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentfsm.core.types import ToolCall, ToolResult
 from agentfsm.exceptions import TraceError
@@ -27,7 +29,7 @@ from agentfsm.replay.trajectories._openai import (
     normalized,
     result_of,
 )
-from agentfsm.replay.trajectories._pairing import pair_results
+from agentfsm.replay.trajectories._pairing import pair_results, paired_by_rules
 from agentfsm.replay.trajectories._taubench import TAU
 
 
@@ -278,6 +280,48 @@ class TestPairResults:
         calls = [_call("a", "bad"), _call("b", "good")]
         paired, missing = pair_results(calls, [calls[1]], (_result("a", "A"), _result("b", "B")))
         assert [(r.call_id, r.content) for r in paired] == [("b", "B")]
+        assert missing == 0
+
+
+IDS = st.sampled_from(["a", "b", "c", ""])
+
+
+@st.composite
+def pairings(draw: st.DrawFn) -> tuple[list[ToolCall], list[ToolCall], tuple[ToolResult, ...]]:
+    """A turn's calls, the calls executed, and recorded results: often all in order."""
+    calls = [_call(i, draw(st.sampled_from(["f", "g"]))) for i in draw(st.lists(IDS, max_size=4))]
+    if draw(st.booleans()):
+        executed = list(calls)
+        results = tuple(_result(c.id, f"r{n}") for n, c in enumerate(calls))
+    else:
+        kept: list[bool] = [draw(st.booleans()) for _ in calls]
+        executed = [c for c, keep in zip(calls, kept, strict=True) if keep]
+        readdress: bool = draw(st.booleans())
+        if executed and readdress:
+            executed[0] = _call(executed[0].id + "#2", executed[0].name)
+        results = tuple(_result(i, "r") for i in draw(st.lists(IDS, max_size=4)))
+    return calls, executed, results
+
+
+class TestPairResultsShortcut:
+    """Results in call order skip the pairing rules, and get what the rules would give."""
+
+    @settings(max_examples=500, deadline=None)
+    @given(pairings())
+    def test_the_shortcut_pairs_as_the_rules_do(
+        self, case: tuple[list[ToolCall], list[ToolCall], tuple[ToolResult, ...]]
+    ) -> None:
+        """For any calls, executed calls and results, `pair_results` equals the full rules."""
+        calls, executed, results = case
+        assert pair_results(calls, executed, results) == paired_by_rules(calls, executed, results)
+
+    def test_results_in_order_are_passed_on_as_they_are(self) -> None:
+        """Result i naming call i, executed as recorded, is passed on itself, none missing."""
+        calls = [_call("a"), _call("a")]
+        results = (_result("a", "1"), _result("a", "2"))
+        paired, missing = pair_results(calls, list(calls), results)
+        assert paired[0] is results[0]
+        assert paired[1] is results[1]
         assert missing == 0
 
 

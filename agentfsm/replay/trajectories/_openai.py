@@ -125,7 +125,7 @@ def message_steps(
             yield ToolResults(tuple(pending))
             pending = []
         if role == "assistant":
-            turn = _turn(path, place(prefix, where), message, conv, errors)
+            turn = _turn(path, prefix, where, message, conv, errors)
             if turn is not None:
                 calls = turn.tool_calls
                 yield ModelOutput(turn)
@@ -136,12 +136,17 @@ def message_steps(
 
 
 def _turn(
-    path: str, where: int | str, message: Mapping[str, Any], conv: Conventions, errors: Errors
+    path: str,
+    prefix: str | None,
+    where: int,
+    message: Mapping[str, Any],
+    conv: Conventions,
+    errors: Errors,
 ) -> ModelTurn | None:
     try:
         return normalized(conv.body(message), conv.provider)
     except RunError as exc:
-        report(errors, wrap_run_error(path, where, exc))
+        report(errors, wrap_run_error(path, place(prefix, where), exc))
         return None
 
 
