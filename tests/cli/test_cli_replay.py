@@ -208,14 +208,14 @@ class TestCollectorSetting:
     """`agentfsm replay` runs the cyclic collector rarely while it replays, then puts it back."""
 
     def test_the_threshold_is_raised_inside_and_restored_after(self) -> None:
-        """Inside, the youngest generation waits 20,000 allocations; after, the old ones return."""
+        """Inside, the collector runs at `GC_THRESHOLDS`; after, the old thresholds return."""
         import gc
 
-        from agentfsm.cli.replay import GC_FIRST_GENERATION, fewer_collections
+        from agentfsm.cli.replay import GC_THRESHOLDS, fewer_collections
 
         before = gc.get_threshold()
         with fewer_collections():
-            assert gc.get_threshold() == (max(before[0], GC_FIRST_GENERATION), *before[1:])
+            assert gc.get_threshold() == tuple(map(max, before, GC_THRESHOLDS))
         assert gc.get_threshold() == before
 
     def test_a_threshold_of_zero_keeps_collection_off(self) -> None:
