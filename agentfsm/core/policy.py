@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentfsm.core._attributes import plain_lookup
 from agentfsm.core.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
@@ -216,3 +217,6 @@ class Policy(BaseModel):
 def _problems(exc: ValidationError) -> str:
     """Each problem of a pydantic error as `field: message`, on one line."""
     return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+
+
+plain_lookup(Policy)  # read on every step

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentfsm.core._attributes import plain_lookup
 from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build
 
 __all__ = ["Phase", "RunSnapshot", "evolve"]
@@ -83,3 +84,6 @@ class RunSnapshot(BaseModel):
 def evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
     """Return a copy of `snap` with `changes`, unvalidated: the routing path's own data."""
     return build(RunSnapshot, {**snap.__dict__, **changes})
+
+
+plain_lookup(RunSnapshot)  # every guard reads it

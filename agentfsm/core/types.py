@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentfsm.core._attributes import plain_lookup
+
 _M = TypeVar("_M", bound=BaseModel)
 
 __all__ = [
@@ -270,3 +272,6 @@ class Decision(BaseModel):
     answer: Any = None
     """The answer when the action is FINAL: the model's text, or the content of the result of
     a `final_tools` call that ended the run."""
+
+
+plain_lookup(ToolCall, Usage, ModelTurn, ToolResult, Decision)  # read on every step

@@ -85,13 +85,13 @@ def _call(
     raw: str | None,
     error: str | None,
 ) -> ToolCall:
-    tool = as_str(name)
+    tool = name if type(name) is str else ""
     if not tool and error is None:
         arguments, error = None, "the call has no tool name"
     return construct(
         ToolCall,
         {
-            "id": as_str(call_id),
+            "id": call_id if type(call_id) is str else "",
             "name": tool,
             "arguments": arguments,
             "raw_arguments": raw,
@@ -132,6 +132,11 @@ def _parse(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"arguments are not valid JSON ({exc})"
     except RecursionError:
         return None, f"arguments nest deeper than {MAX_DEPTH} levels"
+    if type(value) is dict:  # the common case, flat, is settled here
+        for item in value.values():
+            if type(item) is dict or type(item) is list:
+                return _as_arguments(value)
+        return value, None
     return _as_arguments(value)
 
 
@@ -227,6 +232,24 @@ class Draft:
     def break_calls(self, why: str) -> None:
         """Mark every call not executable (the provider said the calls are broken)."""
         self.calls = [broken(call, why) for call in self.calls]
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> Draft:
+        """The draft of a turn's fields (what `build` makes of a draft, read back)."""
+        return cls(
+            values["provider"],
+            values["text"],
+            values["tool_calls"],
+            values["finish_reason"],
+            values["raw_finish_reason"],
+            values["truncated"],
+            values["usage"],
+            values["refusal"],
+            values["reasoning"],
+            values["error"],
+            values["model"],
+            values["server_tool_calls"],
+        )
 
     def build(self) -> ModelTurn:
         """Freeze the draft into a `ModelTurn`."""

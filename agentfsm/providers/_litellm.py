@@ -45,7 +45,8 @@ def is_litellm_dict(payload: dict[str, Any]) -> bool:
     """Whether a chat completion dict came from litellm (it carries litellm-only keys)."""
     if not _MARKERS.isdisjoint(payload):
         return True
-    for choice in as_list(payload.get("choices")):
+    choices = payload.get("choices")
+    for choice in choices if type(choices) is list else ():
         if type(choice) is not dict:
             continue
         message = choice.get("message")

@@ -391,7 +391,7 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
         if type(payload.get("choices")) is list and (
             provider == "openai" or (provider is None and not is_litellm_dict(payload))
         ):
-            return _openai_chat.read_body(payload, provider or Provider.OPENAI).build()
+            return _openai_chat.read_turn(payload, provider or Provider.OPENAI)
         if provider is not None and provider not in FORMATS:
             raise PayloadError(
                 f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"

@@ -13,18 +13,20 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentfsm.core.types import FinishReason, ModelTurn, ToolCall
+from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.providers._common import (
+    _EMPTY,
     Draft,
     as_dict,
     as_list,
     as_str,
     broken,
     call_from_string,
+    construct,
     make_usage,
 )
 
-__all__ = ["TABLE", "ChatStream", "is_chat", "read_body"]
+__all__ = ["TABLE", "ChatStream", "is_chat", "read_body", "read_turn"]
 
 TABLE: dict[str, FinishReason] = {
     # OpenAI Chat Completions API reference, `choices[].finish_reason`.
@@ -73,9 +75,15 @@ def _reasoning(message: dict[str, Any]) -> str:
 
 def _usage(draft: Draft, usage: object) -> None:
     if type(usage) is dict:
-        draft.usage = make_usage(
-            usage.get("prompt_tokens"), usage.get("completion_tokens"), usage.get("cost")
-        )
+        draft.usage = _usage_of(usage)
+
+
+def _usage_of(usage: dict[str, Any]) -> Usage:
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if type(prompt) is int and type(completion) is int and "cost" not in usage:
+        # The usual counts, already whole numbers: nothing for `make_usage` to coerce.
+        return construct(Usage, {"input_tokens": prompt, "output_tokens": completion, "cost": None})
+    return make_usage(prompt, completion, usage.get("cost"))
 
 
 def _error_text(error: object) -> str:
@@ -88,9 +96,12 @@ def _error_text(error: object) -> str:
 
 def _body_calls(message: dict[str, Any]) -> list[ToolCall]:
     calls = []
-    for item in as_list(message.get("tool_calls")):
-        entry = as_dict(item)
-        function = as_dict(entry.get("function"))
+    items = message.get("tool_calls")
+    for item in items if type(items) is list else ():
+        entry = item if type(item) is dict else _EMPTY
+        function = entry.get("function")
+        if type(function) is not dict:
+            function = _EMPTY
         calls.append(
             call_from_string(entry.get("id"), function.get("name"), function.get("arguments"))
         )
@@ -100,30 +111,66 @@ def _body_calls(message: dict[str, Any]) -> list[ToolCall]:
     return calls
 
 
+def read_turn(payload: dict[str, Any], provider: str = "openai") -> ModelTurn:
+    """Read a chat completion body into a turn: `read_body(...).build()` in one pass.
+
+    The most common payload of all takes this path (`normalize`), so it builds the
+    turn's fields directly instead of going through a `Draft`.
+    """
+    values = _body_values(payload, provider)
+    if values is None:
+        return read_body(payload, provider).build()
+    return construct(ModelTurn, values)
+
+
 def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
     """Read a non-streamed chat completion; a lone chunk is read as a one-chunk stream."""
-    choice = _first_choice(payload)
-    if "message" not in choice and "delta" in choice:
+    values = _body_values(payload, provider)
+    if values is None:
         stream = ChatStream(provider)
         stream.add(payload)
         return stream.draft()
-    message = as_dict(choice.get("message"))
-    model = payload.get("model")
-    draft = Draft(provider, model=model if type(model) is str else "")
+    return Draft.of(values)
+
+
+def _body_values(payload: dict[str, Any], provider: str) -> dict[str, Any] | None:
+    """The turn's fields of a chat completion body, or None for a lone stream chunk."""
+    choices = payload.get("choices")
+    choice = choices[0] if type(choices) is list and choices else None
+    if type(choice) is not dict:
+        choice = _EMPTY
+    message = choice.get("message")
+    if type(message) is not dict:
+        if "message" not in choice and "delta" in choice:
+            return None
+        message = _EMPTY
     content = message.get("content")
-    draft.text = content if type(content) is str else _content_text(content)
-    if "tool_calls" in message or "function_call" in message:
-        draft.calls = _body_calls(message)
-    draft.set_finish(choice.get("finish_reason"), TABLE)
+    raw = choice.get("finish_reason")
+    finish = TABLE.get(raw, FinishReason.UNKNOWN) if type(raw) is str else FinishReason.UNKNOWN
     refusal = message.get("refusal")
-    draft.refusal = refusal if type(refusal) is str else ""
-    draft.reasoning = _reasoning(message)
     usage = payload.get("usage")
-    if type(usage) is dict:
-        _usage(draft, usage)
-    if payload.get("error"):
-        draft.error = _error_text(payload["error"])
-    return draft
+    error = payload.get("error")
+    model = payload.get("model")
+    return {
+        "text": content if type(content) is str else _content_text(content) if content else "",
+        "tool_calls": _body_calls(message)
+        if "tool_calls" in message or "function_call" in message
+        else [],
+        "finish_reason": finish,
+        "raw_finish_reason": raw if type(raw) is str else None,
+        "truncated": finish is FinishReason.LENGTH,
+        "usage": _usage_of(usage) if type(usage) is dict else None,
+        "refusal": refusal if type(refusal) is str and refusal else None,
+        "reasoning": (
+            (_reasoning(message) or None)
+            if "reasoning_content" in message or "reasoning" in message
+            else None
+        ),
+        "error": _error_text(error) if error else None,
+        "provider": provider,
+        "model": model if type(model) is str and model else None,
+        "server_tool_calls": 0,
+    }
 
 
 class _Pending:

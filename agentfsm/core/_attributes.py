@@ -1,0 +1,115 @@
+"""Plain attribute reads for the models the routing path reads on every step.
+
+CPython reads an attribute of a class whose MRO defines `__getattr__` through
+a generic hook, and its specializing interpreter never speeds those reads up.
+pydantic's `BaseModel` defines `__getattr__` for private attributes and extra
+fields. The models agentfsm reads on every step (turns, calls, results,
+snapshots, decisions, policies) have neither, so for them pydantic's
+`__getattr__` can only raise the `AttributeError` CPython raises on its own,
+with the same message for any identifier. Giving those classes CPython's plain lookup makes a
+full step about a tenth cheaper (`bench/RESULTS-hardening.md`).
+
+CPython has no Python-level way to drop an inherited `__getattr__` from one
+class, so `plain_lookup` writes the plain lookup into the class's
+`tp_getattro` slot through `ctypes`. It writes only after checking, on this
+very interpreter, where that slot is and what it holds; on any other
+interpreter, layout or class it changes nothing, and reads stay correct, only
+slower. Subclasses (a user's own model with private attributes, say) are built
+by CPython from their own MRO and keep pydantic's lookup.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["plain_lookup"]
+
+_WORD = ctypes.sizeof(ctypes.c_void_p)
+_SCAN_WORDS = 40
+"""`tp_getattro` is the 19th word of a type object; 40 is ample and inside any type."""
+
+
+def _address(name: str) -> int | None:
+    try:
+        return ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
+    except (AttributeError, ValueError):
+        return None
+
+
+def _word(obj: object, offset: int) -> int:
+    return ctypes.c_void_p.from_address(id(obj) + offset).value or 0
+
+
+class _Probe:
+    """A class whose lookup is CPython's `__getattr__` hook, to recognise the hook."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
+
+def _find_slot() -> tuple[int, int, int] | None:
+    """The offset of `tp_getattro`, the plain lookup's address and the hook's, or None.
+
+    The slot is the one word of `object`'s type that holds `PyObject_GenericGetAttr`
+    and is followed by `PyObject_GenericSetAttr` (`tp_setattro`); a class with a
+    `__getattr__` must hold something else there, and a class without one the same.
+    """
+    if sys.implementation.name != "cpython":
+        return None
+    plain, plain_set = _address("PyObject_GenericGetAttr"), _address("PyObject_GenericSetAttr")
+    if plain is None or plain_set is None:
+        return None
+
+    class _Plain:
+        pass
+
+    found = [
+        offset
+        for offset in range(0, _SCAN_WORDS * _WORD, _WORD)
+        if _word(object, offset) == plain and _word(object, offset + _WORD) == plain_set
+    ]
+    if len(found) != 1:
+        return None
+    offset = found[0]
+    hook = _word(_Probe, offset)
+    if hook in (0, plain) or _word(_Plain, offset) != plain:
+        return None
+    return offset, plain, hook
+
+
+_SLOT = _find_slot()
+
+
+def plain_lookup(*classes: type[BaseModel]) -> bool:
+    """Give each class CPython's plain attribute lookup; return whether all got it.
+
+    A class is left as it is unless pydantic's own `__getattr__` is the one it
+    inherits, it has no private attributes, it does not allow extra fields, and
+    its slot holds the hook this interpreter uses for `__getattr__`.
+    """
+    if _SLOT is None:
+        return False
+    offset, plain, hook = _SLOT
+    done = True
+    for cls in classes:
+        if not _eligible(cls) or _word(cls, offset) != hook:
+            done = done and _word(cls, offset) == plain
+            continue
+        ctypes.c_void_p.from_address(id(cls) + offset).value = plain
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
+    return done
+
+
+def _eligible(cls: type[BaseModel]) -> bool:
+    """Whether pydantic's `__getattr__` can only raise CPython's own AttributeError for `cls`."""
+    owner = next((k for k in cls.__mro__ if "__getattr__" in k.__dict__), None)
+    return (
+        owner is BaseModel
+        and cls.__getattribute__ is object.__getattribute__
+        and not cls.__private_attributes__
+        and cls.model_config.get("extra") != "allow"
+    )

@@ -1,0 +1,123 @@
+"""The step's models read attributes through CPython's plain lookup and answer as pydantic does."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+import agentfsm as af
+from agentfsm.core import _attributes
+from agentfsm.core.snapshot import RunSnapshot
+
+STEP_MODELS: list[type[BaseModel]] = [
+    af.ToolCall,
+    af.Usage,
+    af.ModelTurn,
+    af.ToolResult,
+    af.Decision,
+    RunSnapshot,
+    af.Policy,
+]
+
+
+def instances() -> list[BaseModel]:
+    call = af.ToolCall(id="c1", name="echo", arguments={"x": 1})
+    return [
+        call,
+        af.Usage(input_tokens=3, output_tokens=4),
+        af.ModelTurn(text="hi", tool_calls=[call]),
+        af.ToolResult(call_id="c1", content="ok"),
+        af.Controller(tools=["echo"]).on_model_output(af.ModelTurn(text="done")),
+        RunSnapshot(turn=2),
+        af.Policy(max_turns=4),
+    ]
+
+
+def slot_of(cls: type) -> int:
+    assert _attributes._SLOT is not None
+    return _attributes._word(cls, _attributes._SLOT[0])
+
+
+def pydantic_error(model: BaseModel, name: str) -> str:
+    """The message pydantic's own `__getattr__` gives for a missing attribute."""
+    with pytest.raises(AttributeError) as raised:
+        BaseModel.__getattr__(model, name)  # type: ignore[attr-defined]
+    return str(raised.value)
+
+
+cpython = pytest.mark.skipif(
+    sys.implementation.name != "cpython", reason="the slot exists on CPython only"
+)
+
+
+class TestPlainLookup:
+    """Which classes get the plain lookup, and that nothing a user reads changes."""
+
+    @cpython
+    def test_the_slot_is_found_on_this_interpreter(self) -> None:
+        """On CPython the slot is found, and `object` holds the plain lookup there."""
+        assert _attributes._SLOT is not None
+        _offset, plain, hook = _attributes._SLOT
+        assert slot_of(object) == plain
+        assert plain != hook
+
+    @cpython
+    def test_every_step_model_has_the_plain_lookup(self) -> None:
+        """The models read on every step hold CPython's plain lookup, not the hook."""
+        assert _attributes._SLOT is not None
+        for cls in STEP_MODELS:
+            assert slot_of(cls) == _attributes._SLOT[1], cls.__name__
+        assert _attributes.plain_lookup(*STEP_MODELS)
+
+    @given(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True))
+    def test_a_missing_attribute_raises_pydantic_s_own_error(self, name: str) -> None:
+        """Reading a missing attribute (any identifier) raises the error pydantic would raise."""
+        for model in instances():
+            if hasattr(type(model), name) or name in model.__dict__:
+                continue
+            with pytest.raises(AttributeError) as raised:
+                getattr(model, name)
+            assert str(raised.value) == pydantic_error(model, name)
+            assert getattr(model, name, "default") == "default"
+
+    def test_fields_properties_and_methods_read_as_before(self) -> None:
+        """Fields, properties and methods read the same; models still pickle and compare."""
+        for model in instances():
+            for field in type(model).model_fields:
+                assert getattr(model, field) is model.__dict__[field]
+            assert pickle.loads(pickle.dumps(model)) == model
+            assert model.model_copy() == model
+        assert af.Policy(max_turns=4).prices_turns is False
+
+    def test_a_subclass_keeps_pydantic_s_lookup_for_its_private_attributes(self) -> None:
+        """A user's subclass with a private attribute and extras reads both, through pydantic."""
+
+        class Tagged(af.ModelTurn):
+            model_config = ConfigDict(extra="allow")
+            _tag: str = PrivateAttr(default="mine")
+
+        turn = Tagged(text="x", note="kept")
+        assert turn._tag == "mine"
+        assert turn.note == "kept"  # type: ignore[attr-defined]
+        if _attributes._SLOT is not None:
+            assert slot_of(Tagged) == _attributes._SLOT[2]
+
+    def test_a_class_that_needs_pydantic_s_lookup_is_left_as_it_is(self) -> None:
+        """A model with private attributes or extras is refused and still reads them."""
+
+        class Private(BaseModel):
+            _secret: int = PrivateAttr(default=7)
+
+        class Extra(BaseModel):
+            model_config = ConfigDict(extra="allow")
+
+        assert not _attributes.plain_lookup(Private, Extra)
+        assert Private()._secret == 7
+        extra: Any = Extra(colour="red")
+        assert extra.colour == "red"
