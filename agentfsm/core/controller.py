@@ -587,7 +587,7 @@ class Controller:
                 path.append(state)
                 entry = row[2]
                 if entry is not None:
-                    step.route, step.hit = route, hit
+                    step.hit = hit
                     entry(run, step)
                     snap = step.snap
                 if row[3]:  # the destination waits for the next input
@@ -615,7 +615,7 @@ class Controller:
             fired.append((route, hit))
             state = route.dest
             path.append(state)
-            step.route, step.hit = route, hit
+            step.hit = hit
             entry = ENTRY.get(state)
             if entry is not None:
                 entry(run, step)
@@ -630,11 +630,7 @@ class Controller:
         dest = route.dest
         # A fallback edge only says "nothing else applied": the decision belongs to the
         # last guard on the path that did apply (e.g. OutputTruncated, not "retry").
-        cause_route, cause = route, hit
-        for earlier, earlier_hit in reversed(fired):
-            if not earlier.fallback:
-                cause_route, cause = earlier, earlier_hit
-                break
+        cause_route, cause = _cause(fired) if route.fallback else (route, hit)
         guard, reason = cause_route.code, cause.reason
         if cause.guard is cause_route.guard:
             priority, layer, leaf = cause_route.priority, cause_route.layer, guard
@@ -691,6 +687,14 @@ class Controller:
                 else _answer(action, snap, run.policy.final_tools),
             },
         )
+
+
+def _cause(fired: list[tuple[Route, Hit]]) -> tuple[Route, Hit]:
+    """The last edge on the path whose guard did apply (not a fallback), else the last edge."""
+    for route, hit in reversed(fired):
+        if not route.fallback:
+            return route, hit
+    return fired[-1]
 
 
 def _as_policy(policy: object) -> Policy:

@@ -17,7 +17,7 @@ from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResu
 if TYPE_CHECKING:
     from agentfsm.core.policy import Policy
     from agentfsm.core.tools import ToolSpec
-    from agentfsm.guards import Hit, Route
+    from agentfsm.guards import Hit
 
 __all__ = ["RECENT_ROUNDS", "Run", "Step", "save_run"]
 
@@ -151,14 +151,14 @@ save_run = _SAVE
 class Step:
     """The input being routed and what the states found out about it."""
 
-    __slots__ = ("hit", "output", "payload", "round", "route", "sigs", "snap")
+    __slots__ = ("hit", "output", "payload", "round", "sigs", "snap")
 
     def __init__(self, snap: RunSnapshot, payload: Any = None) -> None:
         self.snap = snap
         self.payload = payload
         self.output: ModelTurn | None = None
         self.hit: Hit | None = None
-        self.route: Route | None = None
+        """The Hit of the edge being taken, for the destination's entry work (end reads it)."""
         self.sigs: dict[str, Hashable] = _NO_SIGS
         """Each call's key, by id (validate); read only, so one empty dict is shared."""
         self.round: Hashable | None = None
