@@ -52,6 +52,11 @@ from agentfsm.states.execute import collect
 
 __all__ = ["Controller"]
 
+# Members read on every step, bound once: on Python 3.11 `State.EXECUTE` is read through
+# EnumType's `__getattr__` hook, about fifteen times the cost of reading a global.
+_AWAIT_MODEL, _EXECUTE, _END, _RECOVER = State.AWAIT_MODEL, State.EXECUTE, State.END, State.RECOVER
+_EXECUTE_TOOLS, _RETRY, _CONTINUE = Action.EXECUTE_TOOLS, Action.RETRY, Action.CONTINUE
+_FINAL, _STOP, _COMPLETED = Action.FINAL, Action.STOP, ExitReason.COMPLETED
 _INTENT = frozenset({Priority.P1, Priority.P2, Priority.P3, Priority.P4})
 _ACTION_AT = {
     State.EXECUTE: Action.EXECUTE_TOOLS,
@@ -270,7 +275,7 @@ class Controller:
         run, last = self._run, self._last_output
         saved = save_run(run)
         try:
-            if run.state is not State.AWAIT_MODEL:
+            if run.state is not _AWAIT_MODEL:
                 self._expect((State.AWAIT_MODEL,), "a model output")
             # parse.enter fills in the counters; the edge out of await_model reads nothing.
             step = Step(self._base, output)
@@ -295,7 +300,7 @@ class Controller:
         run, last = self._run, self._last_output
         saved = save_run(run)
         try:
-            if run.state is not State.EXECUTE:
+            if run.state is not _EXECUTE:
                 self._expect((State.EXECUTE, State.HANDOFF), "tool results")
             items = self._results(results)
             step = Step(self._snapshot("tool_results", collect(run, items)))
@@ -582,7 +587,7 @@ class Controller:
                 path.append(state)
                 entry = row[2]
                 if entry is not None:
-                    step.route, step.hit = route, hit
+                    step.hit = hit
                     entry(run, step)
                     snap = step.snap
                 if row[3]:  # the destination waits for the next input
@@ -610,7 +615,7 @@ class Controller:
             fired.append((route, hit))
             state = route.dest
             path.append(state)
-            step.route, step.hit = route, hit
+            step.hit = hit
             entry = ENTRY.get(state)
             if entry is not None:
                 entry(run, step)
@@ -625,11 +630,7 @@ class Controller:
         dest = route.dest
         # A fallback edge only says "nothing else applied": the decision belongs to the
         # last guard on the path that did apply (e.g. OutputTruncated, not "retry").
-        cause_route, cause = route, hit
-        for earlier, earlier_hit in reversed(fired):
-            if not earlier.fallback:
-                cause_route, cause = earlier, earlier_hit
-                break
+        cause_route, cause = _cause(fired) if route.fallback else (route, hit)
         guard, reason = cause_route.code, cause.reason
         if cause.guard is cause_route.guard:
             priority, layer, leaf = cause_route.priority, cause_route.layer, guard
@@ -656,12 +657,12 @@ class Controller:
             # Every call id gets exactly one result, even when the run stops here.
             results += [r for r in snap.results if r.call_id in snap.missing]
         calls: tuple[ToolCall, ...] = ()
-        if dest is State.EXECUTE:
-            action, calls = Action.EXECUTE_TOOLS, snap.executable
-        elif dest is State.AWAIT_MODEL:
-            action = Action.RETRY if route.source is State.RECOVER else Action.CONTINUE
-        elif dest is State.END:
-            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
+        if dest is _EXECUTE:
+            action, calls = _EXECUTE_TOOLS, snap.executable
+        elif dest is _AWAIT_MODEL:
+            action = _RETRY if route.source is _RECOVER else _CONTINUE
+        elif dest is _END:
+            action = _FINAL if run.exit_reason is _COMPLETED else _STOP
         else:
             action = _ACTION_AT[dest]
             calls = _calls_for(dest, snap, run)
@@ -676,16 +677,24 @@ class Controller:
                 "fired": leaf,
                 "tool_calls": list(calls),
                 "results": results,
-                "exit_reason": run.exit_reason if dest is State.END else None,
+                "exit_reason": run.exit_reason if dest is _END else None,
                 "turn": run.turn,
                 "state": dest,
                 "path": path,
-                "adjust": {} if route.source is not State.RECOVER else _adjust(route, step.output),
+                "adjust": {} if route.source is not _RECOVER else _adjust(route, step.output),
                 "answer": None
-                if action is not Action.FINAL
+                if action is not _FINAL
                 else _answer(action, snap, run.policy.final_tools),
             },
         )
+
+
+def _cause(fired: list[tuple[Route, Hit]]) -> tuple[Route, Hit]:
+    """The last edge on the path whose guard did apply (not a fallback), else the last edge."""
+    for route, hit in reversed(fired):
+        if not route.fallback:
+            return route, hit
+    return fired[-1]
 
 
 def _as_policy(policy: object) -> Policy:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agentfsm.core._attributes import plain_lookup
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
 
@@ -179,3 +180,6 @@ def _stronger(current: Verdict | None, new: Verdict) -> Verdict:
     if current is None or _STRENGTH[new[0]] > _STRENGTH[current[0]]:
         return new
     return current
+
+
+plain_lookup(Rule)  # read for every call when a policy has rules

@@ -17,7 +17,7 @@ from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResu
 if TYPE_CHECKING:
     from agentfsm.core.policy import Policy
     from agentfsm.core.tools import ToolSpec
-    from agentfsm.guards import Hit, Route
+    from agentfsm.guards import Hit
 
 __all__ = ["RECENT_ROUNDS", "Run", "Step", "save_run"]
 
@@ -111,27 +111,24 @@ class Run:
     def snapshot(self, base: RunSnapshot, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
         """The frozen view guards read: `base`, the run's counters now, then `changes`.
 
-        One dict literal, built unvalidated: it runs on every input.
+        Built unvalidated on every input: a copy of `base`'s values (a dict of the same
+        keys copies in one block) with the counters stored over it.
         """
-        return build(
-            RunSnapshot,
-            {
-                **base.__dict__,
-                "phase": phase,
-                "turn": self.turn,
-                "episode_start": self.episode_start,
-                "tool_calls_used": self.tool_calls_used,
-                "tokens_used": self.tokens,
-                "cost_used": self.cost,
-                "context_tokens": self.context_tokens,
-                "elapsed": self.clock() - self.started,
-                "tool_errors_in_a_row": self.tool_errors,
-                "same_results_in_a_row": self.same_results,
-                "retries_in_a_row": self.retries,
-                "incomplete_in_a_row": self.incomplete,
-                **changes,
-            },
-        )
+        values = base.__dict__.copy()
+        values["phase"] = phase
+        values["turn"] = self.turn
+        values["episode_start"] = self.episode_start
+        values["tool_calls_used"] = self.tool_calls_used
+        values["tokens_used"] = self.tokens
+        values["cost_used"] = self.cost
+        values["context_tokens"] = self.context_tokens
+        values["elapsed"] = self.clock() - self.started
+        values["tool_errors_in_a_row"] = self.tool_errors
+        values["same_results_in_a_row"] = self.same_results
+        values["retries_in_a_row"] = self.retries
+        values["incomplete_in_a_row"] = self.incomplete
+        values.update(changes)
+        return build(RunSnapshot, values)
 
     def save(self) -> tuple[Any, ...]:
         """Every field an input can change, for `restore` (one C call, about 0.2 µs)."""
@@ -154,14 +151,14 @@ save_run = _SAVE
 class Step:
     """The input being routed and what the states found out about it."""
 
-    __slots__ = ("hit", "output", "payload", "round", "route", "sigs", "snap")
+    __slots__ = ("hit", "output", "payload", "round", "sigs", "snap")
 
     def __init__(self, snap: RunSnapshot, payload: Any = None) -> None:
         self.snap = snap
         self.payload = payload
         self.output: ModelTurn | None = None
         self.hit: Hit | None = None
-        self.route: Route | None = None
+        """The Hit of the edge being taken, for the destination's entry work (end reads it)."""
         self.sigs: dict[str, Hashable] = _NO_SIGS
         """Each call's key, by id (validate); read only, so one empty dict is shared."""
         self.round: Hashable | None = None

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from agentfsm.core._attributes import plain_lookup
 from agentfsm.exceptions import ToolDefinitionError
 
 __all__ = ["ToolSpec", "tool_specs"]
@@ -213,3 +214,6 @@ def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
             raise ToolDefinitionError(f"tool {spec.name!r} is declared twice")
         specs[spec.name] = spec
     return specs
+
+
+plain_lookup(ToolSpec)  # read for every call a turn makes

@@ -372,6 +372,10 @@ def _read_dict(payload: dict[str, Any], provider: str | None) -> ModelTurn:
     )
 
 
+_OPENAI = Provider.OPENAI
+"""Bound once: reading an enum member goes through EnumType's `__getattr__` hook (Python 3.11)."""
+
+
 def normalize(payload: object, provider: str | None = None) -> ModelTurn:
     """Read one model output from any supported wire format into a `ModelTurn`.
 
@@ -391,7 +395,7 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
         if type(payload.get("choices")) is list and (
             provider == "openai" or (provider is None and not is_litellm_dict(payload))
         ):
-            return _openai_chat.read_turn(payload, provider or Provider.OPENAI)
+            return _openai_chat.read_turn(payload, provider or _OPENAI)
         if provider is not None and provider not in FORMATS:
             raise PayloadError(
                 f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"

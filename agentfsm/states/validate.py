@@ -53,20 +53,16 @@ def enter(run: Run, step: Step) -> None:
         _feed_back(plan, runnable, streak, repeated)
         # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
         run.last_call, run.streak = step.round, streak
-    step.snap = build(
-        RunSnapshot,
-        {
-            **snap.__dict__,
-            "executable": tuple(plan.executable),
-            "needs_approval": tuple(plan.approval),
-            "denied": tuple(plan.denied),
-            "handoffs": tuple(plan.handoffs),
-            "rejected": tuple(plan.rejected),
-            "repeat_streak": streak,
-            "repeated": repeated,
-            "tool_errors_in_a_row": run.tool_errors + len(plan.rejected),
-        },
-    )
+    values = snap.__dict__.copy()  # same keys: copied in one block, then stored over
+    values["executable"] = tuple(plan.executable)
+    values["needs_approval"] = tuple(plan.approval)
+    values["denied"] = tuple(plan.denied)
+    values["handoffs"] = tuple(plan.handoffs)
+    values["rejected"] = tuple(plan.rejected)
+    values["repeat_streak"] = streak
+    values["repeated"] = repeated
+    values["tool_errors_in_a_row"] = run.tool_errors + len(plan.rejected)
+    step.snap = build(RunSnapshot, values)
 
 
 def _plan(run: Run, calls: list[ToolCall]) -> _Plan:

@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 import agentfsm as af
 from agentfsm.core import _attributes
+from agentfsm.core.permissions import Rule
 from agentfsm.core.snapshot import RunSnapshot
+from agentfsm.core.tools import ToolSpec
 
 STEP_MODELS: list[type[BaseModel]] = [
     af.ToolCall,
@@ -23,6 +25,8 @@ STEP_MODELS: list[type[BaseModel]] = [
     af.Decision,
     RunSnapshot,
     af.Policy,
+    ToolSpec,
+    Rule,
 ]
 
 
@@ -36,6 +40,8 @@ def instances() -> list[BaseModel]:
         af.Controller(tools=["echo"]).on_model_output(af.ModelTurn(text="done")),
         RunSnapshot(turn=2),
         af.Policy(max_turns=4),
+        ToolSpec(name="echo"),
+        Rule(action="ask", tool="echo"),
     ]
 
 
