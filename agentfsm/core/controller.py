@@ -728,10 +728,11 @@ def _as_clock(clock: object) -> Callable[[], float]:
     if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
         raise DefinitionError(f"clock {clock!r:.60} returned {now!r:.60}, not a number of seconds")
     first = [float(now)]
+    read: Callable[[], float] = clock  # typed once here: a cast in the closure runs each read
 
     def started_then_clock() -> float:
         # The run's start is the reading just checked; every later read is the clock's own.
-        return first.pop() if first else cast(Callable[[], float], clock)()
+        return first.pop() if first else read()
 
     return started_then_clock
 
