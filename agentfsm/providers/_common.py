@@ -65,6 +65,11 @@ construct = build
 
 def make_usage(input_tokens: object, output_tokens: object, cost: object = None) -> Usage:
     """Make a `Usage` from raw counts; a cost that is not a number is dropped."""
+    if type(input_tokens) is int and type(output_tokens) is int and cost is None:
+        # The usual counts, already whole numbers and no cost: nothing to coerce.
+        return construct(
+            Usage, {"input_tokens": input_tokens, "output_tokens": output_tokens, "cost": None}
+        )
     real_cost = (
         float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
     )

@@ -81,11 +81,7 @@ def _usage(draft: Draft, usage: object) -> None:
 
 
 def _usage_of(usage: dict[str, Any]) -> Usage:
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    if type(prompt) is int and type(completion) is int and "cost" not in usage:
-        # The usual counts, already whole numbers: nothing for `make_usage` to coerce.
-        return construct(Usage, {"input_tokens": prompt, "output_tokens": completion, "cost": None})
-    return make_usage(prompt, completion, usage.get("cost"))
+    return make_usage(usage.get("prompt_tokens"), usage.get("completion_tokens"), usage.get("cost"))
 
 
 def _error_text(error: object) -> str:
@@ -121,7 +117,7 @@ def read_turn(payload: dict[str, Any], provider: str = "openai") -> ModelTurn:
     """
     values = _body_values(payload, provider)
     if values is None:
-        return read_body(payload, provider).build()
+        return _one_chunk(payload, provider).build()
     return construct(ModelTurn, values)
 
 
@@ -129,10 +125,14 @@ def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
     """Read a non-streamed chat completion; a lone chunk is read as a one-chunk stream."""
     values = _body_values(payload, provider)
     if values is None:
-        stream = ChatStream(provider)
-        stream.add(payload)
-        return stream.draft()
+        return _one_chunk(payload, provider)
     return Draft.of(values)
+
+
+def _one_chunk(chunk: dict[str, Any], provider: str) -> Draft:
+    stream = ChatStream(provider)
+    stream.add(chunk)
+    return stream.draft()
 
 
 def _body_values(payload: dict[str, Any], provider: str) -> dict[str, Any] | None:
