@@ -204,14 +204,7 @@ class GovernedAgent(DefaultAgent):
             {"extra": {"actions": actions}}, outputs, self.get_template_vars()
         )
         added = self.add_messages(*self._error_messages(decision.results), *observed)
-        results = [
-            ToolResult(
-                call_id=a["tool_call_id"],
-                content=o.get("output", ""),
-                is_error=o.get("returncode") != 0,
-            )
-            for a, o in zip(actions, outputs, strict=True)
-        ]
+        results = _results(actions, outputs)
         after = self._decide(self.controller.on_tool_results(results))
         if after.action is Action.STOP:
             added += self.add_messages(self._exit(str(after.exit_reason), after.reason, after))
@@ -227,16 +220,21 @@ class GovernedAgent(DefaultAgent):
         same message after the submit never ran and get the stop's error results.
         """
         text = str(submitted.messages[0].get("content", "")) if submitted.messages else ""
-        results = [
-            ToolResult(
-                call_id=a["tool_call_id"],
-                content=o.get("output", ""),
-                is_error=o.get("returncode") != 0,
-            )
-            for a, o in zip(actions, outputs, strict=False)
-        ]
+        results = _results(actions[: len(outputs)], outputs)
         results.append(ToolResult(call_id=actions[-1]["tool_call_id"], content=text))
         self._decide(self.controller.on_tool_results(results))
         if not self.controller.done:
             why = "the agent ran the submit command"
             self._decide(self.controller.stop(ExitReason.COMPLETED, why))
+
+
+def _results(actions: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> list[ToolResult]:
+    """The commands' outputs as results of their calls, one each, in order."""
+    return [
+        ToolResult(
+            call_id=a["tool_call_id"],
+            content=o.get("output", ""),
+            is_error=o.get("returncode") != 0,
+        )
+        for a, o in zip(actions, outputs, strict=True)
+    ]
