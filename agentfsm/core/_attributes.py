@@ -20,13 +20,16 @@ by CPython from their own MRO and keep pydantic's lookup.
 
 from __future__ import annotations
 
+import abc
 import ctypes
 import sys
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["plain_lookup"]
+__all__ = ["plain_lookup", "plain_store_twin"]
+
+_M = TypeVar("_M", bound=BaseModel)
 
 _WORD = ctypes.sizeof(ctypes.c_void_p)
 _SCAN_WORDS = 40
@@ -102,6 +105,46 @@ def plain_lookup(*classes: type[BaseModel]) -> bool:
         ctypes.c_void_p.from_address(id(cls) + offset).value = plain
         ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
     return done
+
+
+class _StoreProbe:
+    """A class whose stores go through CPython's `__setattr__` hook, to recognise the hook."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+
+def plain_store_twin(cls: type[_M]) -> type[_M] | None:
+    """A bare subclass of `cls` whose instances take CPython's plain attribute stores, or None.
+
+    Building a model without validation means filling its `__dict__` and pydantic's
+    three slots. Through the slots' descriptors each store is a C call with an
+    argument tuple; on an instance of this twin each is a plain store, and
+    assigning `__class__ = cls` afterwards leaves an ordinary `cls` (same
+    layout: the twin adds no slot). The twin is never seen outside that build.
+    None when the slot cannot be checked on this interpreter, or the class
+    is not one of agentfsm's own (a user's class may act on being subclassed).
+    """
+    if _SLOT is None or not cls.__module__.startswith("agentfsm."):
+        return None
+    offset = _SLOT[0] + _WORD  # tp_setattro follows tp_getattro
+    plain_set, hook = _address("PyObject_GenericSetAttr"), _word(_StoreProbe, offset)
+    if plain_set is None or hook in (0, plain_set):
+        return None
+    # ABCMeta's own __new__ (pydantic's metaclass derives from it) makes a plain
+    # subclass with its ABC bookkeeping, without pydantic building a model class.
+    namespace = {"__slots__": (), "__module__": __name__, "__qualname__": f"_Twin[{cls.__name__}]"}
+    twin: type[_M] = abc.ABCMeta.__new__(type(cls), cls.__name__, (cls,), namespace)
+    if _word(twin, offset) != hook:
+        return None
+    ctypes.c_void_p.from_address(id(twin) + offset).value = plain_set
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(twin))
+    try:  # the layouts must agree for `__class__` assignment; check it once here
+        probe = object.__new__(twin)
+        probe.__class__ = cls
+    except TypeError:
+        return None
+    return twin
 
 
 def _eligible(cls: type[BaseModel]) -> bool:

@@ -1,4 +1,5 @@
-"""The step's models read attributes through CPython's plain lookup and answer as pydantic does."""
+"""The step's models read attributes through CPython's plain lookup and answer as pydantic does,
+and are built through a twin class that takes plain stores."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 
 import agentfsm as af
 from agentfsm.core import _attributes
 from agentfsm.core.permissions import Rule
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.tools import ToolSpec
+from agentfsm.core.types import build
 
 STEP_MODELS: list[type[BaseModel]] = [
     af.ToolCall,
@@ -127,3 +129,78 @@ class TestPlainLookup:
         assert Private()._secret == 7
         extra: Any = Extra(colour="red")
         assert extra.colour == "red"
+
+
+class TestPlainStoreTwin:
+    """`build` fills a twin by plain stores and hands back an ordinary instance of the class."""
+
+    @cpython
+    def test_every_step_model_has_a_twin_here(self) -> None:
+        """On CPython each of agentfsm's step models gets a twin that adds nothing to it."""
+        for cls in STEP_MODELS:
+            twin = _attributes.plain_store_twin(cls)
+            assert twin is not None, cls.__name__
+            assert twin.__bases__ == (cls,)
+            assert twin.__basicsize__ == cls.__basicsize__
+
+    def test_a_user_s_class_gets_no_twin(self) -> None:
+        """A class outside agentfsm is never subclassed: its `__init_subclass__` could act on it."""
+        seen: list[type] = []
+
+        class Watched(BaseModel):
+            value: int = 0
+
+            def __init_subclass__(cls, **kwargs: Any) -> None:
+                seen.append(cls)
+
+        assert _attributes.plain_store_twin(Watched) is None
+        assert seen == []
+        built = build(Watched, {"value": 3})
+        assert type(built) is Watched
+        assert built == Watched(value=3)
+
+    @given(
+        st.text(max_size=20),
+        st.integers(min_value=0, max_value=10**6),
+        st.lists(st.sampled_from(list(af.State)), max_size=4),
+    )
+    def test_a_built_model_is_the_validated_one_of_its_own_class(
+        self, reason: str, turn: int, path: list[af.State]
+    ) -> None:
+        """What build gives is an ordinary, frozen instance equal to the validated model."""
+        values: dict[str, Any] = {
+            "action": af.Action.CONTINUE,
+            "priority": af.Priority.P1,
+            "layer": 2,
+            "reason": reason,
+            "guard": "ResultsReady()",
+            "fired": "ResultsReady()",
+            "tool_calls": [],
+            "results": [],
+            "exit_reason": None,
+            "turn": turn,
+            "state": af.State.AWAIT_MODEL,
+            "path": tuple(path),
+            "adjust": {},
+            "answer": None,
+        }
+        built = build(af.Decision, dict(values))
+        assert type(built) is af.Decision
+        assert built == af.Decision(**values)
+        assert built.model_fields_set == set(af.Decision.model_fields)
+        assert built.model_dump() == af.Decision(**values).model_dump()
+        with pytest.raises(ValidationError):
+            built.turn = turn + 1
+        assert pickle.loads(pickle.dumps(built)) == built
+        assert built.model_copy(update={"turn": 0}).turn == 0
+        assert built.turn == turn
+
+    def test_a_user_s_subclass_of_a_step_model_is_built_as_itself(self) -> None:
+        """build(type(call), ...) for a user's subclass keeps that class (the providers do it)."""
+
+        class Traced(af.ToolCall):
+            _seen: int = PrivateAttr(default=0)
+
+        built = build(Traced, {**af.ToolCall(name="echo").__dict__})
+        assert type(built) is Traced
+        assert built.name == "echo"
