@@ -303,7 +303,7 @@ class Controller:
             if run.state is not _EXECUTE:
                 self._expect((State.EXECUTE, State.HANDOFF), "tool results")
             items = self._results(results)
-            step = Step(self._snapshot("tool_results", collect(run, items)))
+            step = Step(run.snapshot(self._base, "tool_results", collect(run, items)))
             # What the host gave, dumped only if anyone listens: replay synthesizes the rest.
             return self._route(step, ("tool_results", {"results": items}))
         except BaseException as exc:

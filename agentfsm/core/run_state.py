@@ -140,8 +140,8 @@ class Run:
             setattr(self, name, value)
 
 
-_FIXED = frozenset({"clock", "policy", "run_id", "specs"})
-"""Fields set once when the run is made."""
+_FIXED = frozenset({"clock", "policy", "prices", "run_id", "specs", "started"})
+"""Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)
 save_run = _SAVE

@@ -8,10 +8,12 @@ exactly one result per call.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from agentfsm.core.call_identity import round_signature, signature
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.run_state import RECENT_ROUNDS, Run, Step
-from agentfsm.core.types import ToolResult
+from agentfsm.core.types import ToolCall, ToolResult
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
 
 __all__ = ["SKIPPED", "collect", "enter"]
@@ -23,12 +25,16 @@ SKIPPED = "skipped: a user message arrived"
 def enter(run: Run, step: Step) -> None:
     """Make the executable calls pending, count them, and advance the repetition streak."""
     calls = step.snap.executable
-    run.pending = {call.id: call for call in calls}
+    known = step.sigs
+    pending: dict[str, ToolCall] = {}
+    sigs: dict[str, Hashable] = {}
+    for call in calls:  # one loop for both (a comprehension is a call of its own)
+        pending[call.id] = call
+        sigs[call.id] = known.get(call.id) or signature(call)
+    run.pending, run.pending_sigs = pending, sigs
     run.tool_calls_used += len(calls)
     run.tool_errors = step.snap.tool_errors_in_a_row
     run.incomplete = 0
-    known = step.sigs
-    run.pending_sigs = sigs = {call.id: known.get(call.id) or signature(call) for call in calls}
     if calls:
         # validate keyed this round already when the calls came from a model output.
         key = step.round if step.round is not None else round_signature(list(sigs.values()))
@@ -137,8 +143,12 @@ def _in_call_order(run: Run, by_id: dict[str, ToolResult]) -> tuple[list[ToolRes
 def _remember(run: Run, ordered: list[ToolResult]) -> int:
     """Keep the round's results; return how many rounds in a row only repeated a recent one."""
     sigs = run.pending_sigs
-    calls_key = tuple([sigs.get(r.call_id, r.call_id) for r in ordered])
-    contents = [(r.is_error, r.content) for r in ordered]
+    keys: list[Hashable] = []
+    contents: list[tuple[bool, object]] = []
+    for r in ordered:
+        keys.append(sigs.get(r.call_id, r.call_id))
+        contents.append((r.is_error, r.content))
+    calls_key = tuple(keys)
     if run.last_results:
         key, seen = run.last_results[-1]
         if key == calls_key and seen != contents:

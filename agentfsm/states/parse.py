@@ -20,7 +20,10 @@ __all__ = ["enter"]
 def enter(run: Run, step: Step) -> None:
     """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
     payload = step.payload
-    turn = _bounded(payload) if type(payload) is ModelTurn else _read(payload)
+    if type(payload) is ModelTurn or (type(payload) is not dict and isinstance(payload, ModelTurn)):
+        turn = _bounded(payload)  # a turn the host built (isinstance: a subclass of ModelTurn)
+    else:
+        turn = (_PROVIDERS.get("normalize") or _normalizer())(payload)
     next_turn = run.turn + 1
     notes: list[str] = []
     calls = turn.tool_calls
@@ -93,19 +96,11 @@ _PROVIDERS: dict[str, Callable[[object], ModelTurn]] = {}
 importlib call (about 1.5% of a step)."""
 
 
-def _read(payload: object) -> ModelTurn:
-    if isinstance(payload, ModelTurn):  # a subclass of ModelTurn
-        return _bounded(payload)
-    return _normalize(payload)
+def _normalizer() -> Callable[[object], ModelTurn]:
+    from agentfsm.providers import normalize
 
-
-def _normalize(payload: object) -> ModelTurn:
-    read = _PROVIDERS.get("normalize")
-    if read is None:
-        from agentfsm.providers import normalize
-
-        read = _PROVIDERS["normalize"] = normalize
-    return read(payload)
+    _PROVIDERS["normalize"] = normalize
+    return normalize
 
 
 def _issue_ids(calls: list[ToolCall], turn: int) -> tuple[list[ToolCall], list[str]]:

@@ -8,7 +8,7 @@ its turn. The repetition streak counts identical consecutive rounds of calls.
 
 from __future__ import annotations
 
-from agentfsm.core.call_identity import describe, round_signature, signature
+from agentfsm.core.call_identity import CallKey, describe, round_signature, signature
 from agentfsm.core.run_state import Run, Step
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ToolCall, ToolResult, build
@@ -16,20 +16,12 @@ from agentfsm.core.types import ToolCall, ToolResult, build
 __all__ = ["enter"]
 
 
-class _Plan:
-    __slots__ = ("approval", "denied", "executable", "handoffs", "rejected")
+_Plan = tuple[list[ToolCall], list[ToolCall], list[ToolCall], list[ToolCall], list[ToolResult]]
+"""The calls that may run, await approval, are denied, hand off; and the refusals' results."""
 
-    def __init__(self) -> None:
-        self.executable: list[ToolCall] = []
-        self.approval: list[ToolCall] = []
-        self.denied: list[ToolCall] = []
-        self.handoffs: list[ToolCall] = []
-        self.rejected: list[ToolResult] = []
 
-    def reject(self, call: ToolCall, why: str) -> None:
-        self.rejected.append(
-            ToolResult(call_id=call.id, name=call.name, content=why, is_error=True)
-        )
+def _refusal(call: ToolCall, why: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=why, is_error=True)
 
 
 def enter(run: Run, step: Step) -> None:
@@ -40,66 +32,76 @@ def enter(run: Run, step: Step) -> None:
     if not calls:
         step.snap = build(RunSnapshot, {**snap.__dict__, "incomplete_in_a_row": run.incomplete + 1})
         return
-    plan = _plan(run, calls)
-    sigs = step.sigs = {call.id: signature(call) for call in calls}
-    runnable = (*plan.executable, *plan.approval)
-    keys = [sigs[c.id] for c in runnable]
+    executable, approval, denied, handoffs, rejected = _plan(run, calls)
+    sigs: dict[str, CallKey] = {}
+    for call in calls:  # loops, not comprehensions: each of those is a call of its own
+        sigs[call.id] = signature(call)
+    step.sigs = sigs
+    runnable = (*executable, *approval)
+    keys: list[CallKey] = []
+    for call in runnable:
+        keys.append(sigs[call.id])
     streak = 0
     if keys:
         step.round = round_signature(keys)
         streak = run.streak + 1 if step.round == run.last_call else 1
     repeated = describe(runnable) if streak > 1 else ""
     if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
-        _feed_back(plan, runnable, streak, repeated)
+        rejected += _feed_back(runnable, streak, repeated)
+        executable, approval = [], []
         # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
         run.last_call, run.streak = step.round, streak
     values = snap.__dict__.copy()  # same keys: copied in one block, then stored over
-    values["executable"] = tuple(plan.executable)
-    values["needs_approval"] = tuple(plan.approval)
-    values["denied"] = tuple(plan.denied)
-    values["handoffs"] = tuple(plan.handoffs)
-    values["rejected"] = tuple(plan.rejected)
+    values["executable"] = tuple(executable)
+    values["needs_approval"] = tuple(approval)
+    values["denied"] = tuple(denied)
+    values["handoffs"] = tuple(handoffs)
+    values["rejected"] = tuple(rejected)
     values["repeat_streak"] = streak
     values["repeated"] = repeated
-    values["tool_errors_in_a_row"] = run.tool_errors + len(plan.rejected)
+    values["tool_errors_in_a_row"] = run.tool_errors + len(rejected)
     step.snap = build(RunSnapshot, values)
 
 
 def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
-    plan = _Plan()
+    executable: list[ToolCall] = []
+    approval: list[ToolCall] = []
+    denied: list[ToolCall] = []
+    handoffs: list[ToolCall] = []
+    rejected: list[ToolResult] = []
     handoff_names = run.policy.handoffs
     alone = len(calls) == 1
     for call in calls:
         if call.name in handoff_names:
             if alone:
-                plan.handoffs.append(call)
+                handoffs.append(call)
             else:
-                plan.reject(call, f"handoff {call.name!r} must be the only call of its turn")
+                why = f"handoff {call.name!r} must be the only call of its turn"
+                rejected.append(_refusal(call, why))
             continue
         problem = _check(run, call)
         if problem is not None:
-            plan.reject(call, problem)
+            rejected.append(_refusal(call, problem))
             continue
         permission, source = run.policy.permission_verdict(call)
         if permission == "deny":
-            plan.denied.append(call)
-            plan.reject(call, f"permission denied: {call.name!r} may not run ({source})")
+            denied.append(call)
+            why = f"permission denied: {call.name!r} may not run ({source})"
+            rejected.append(_refusal(call, why))
         elif permission == "ask":
-            plan.approval.append(call)
+            approval.append(call)
         else:
-            plan.executable.append(call)
-    return plan
+            executable.append(call)
+    return executable, approval, denied, handoffs, rejected
 
 
-def _feed_back(plan: _Plan, runnable: tuple[ToolCall, ...], streak: int, repeated: str) -> None:
-    """Refuse a repeated round of calls with an error result instead of running it."""
+def _feed_back(runnable: tuple[ToolCall, ...], streak: int, repeated: str) -> list[ToolResult]:
+    """Refusals of a repeated round of calls: error results instead of running it."""
     why = (
         f"not executed: {repeated} was already called {streak - 1} times in a row with the "
         "same arguments, and calling it again would not change anything; try something else"
     )
-    for call in runnable:
-        plan.reject(call, why)
-    plan.executable, plan.approval = [], []
+    return [_refusal(call, why) for call in runnable]
 
 
 def _check(run: Run, call: ToolCall) -> str | None:
