@@ -133,14 +133,20 @@ def plain_store_twin(cls: type[_M]) -> type[_M] | None:
         return None
     # ABCMeta's own __new__ (pydantic's metaclass derives from it) makes a plain
     # subclass with its ABC bookkeeping, without pydantic building a model class.
-    namespace = {"__slots__": (), "__module__": __name__, "__qualname__": f"_Twin[{cls.__name__}]"}
+    # With object's own __init__, `twin()` makes an empty instance without a Python frame.
+    namespace = {
+        "__slots__": (),
+        "__init__": object.__init__,
+        "__module__": __name__,
+        "__qualname__": f"_Twin[{cls.__name__}]",
+    }
     twin: type[_M] = abc.ABCMeta.__new__(type(cls), cls.__name__, (cls,), namespace)
     if _word(twin, offset) != hook:
         return None
     ctypes.c_void_p.from_address(id(twin) + offset).value = plain_set
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(twin))
     try:  # the layouts must agree for `__class__` assignment; check it once here
-        probe = object.__new__(twin)
+        probe = twin()
         probe.__class__ = cls
     except TypeError:
         return None

@@ -139,7 +139,7 @@ def build(cls: type[_M], values: dict[str, Any]) -> _M:
         _set_private(obj, None)
         return obj
     # Plain stores on the twin, then it becomes a `cls` (see `plain_store_twin`).
-    made: _M = _new(twin)  # a `cls` by layout, and by class at the end
+    made: _M = twin()  # a `cls` by layout, and by class at the end
     made.__dict__ = values
     made.__pydantic_fields_set__ = fields
     made.__pydantic_extra__ = None
