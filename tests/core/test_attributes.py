@@ -142,6 +142,11 @@ class TestPlainStoreTwin:
             assert twin is not None, cls.__name__
             assert twin.__bases__ == (cls,)
             assert twin.__basicsize__ == cls.__basicsize__
+            assert twin.__dict__["__init__"] is object.__init__  # made without a Python frame
+            made = twin()
+            made.__class__ = cls  # what build does last: an ordinary instance of cls
+            assert type(made) is cls
+            assert not isinstance(made, twin)
 
     def test_a_user_s_class_gets_no_twin(self) -> None:
         """A class outside agentfsm is never subclassed: its `__init_subclass__` could act on it."""
