@@ -38,6 +38,7 @@ from agentfsm.core.types import (
     ToolResult,
     Usage,
     build,
+    new_decision,
 )
 from agentfsm.exceptions import (
     CheckpointError,
@@ -666,8 +667,7 @@ class Controller:
         else:
             action = _ACTION_AT[dest]
             calls = _calls_for(dest, snap, run)
-        return build(
-            Decision,
+        return new_decision(
             {
                 "action": action,
                 "priority": priority,

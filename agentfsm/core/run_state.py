@@ -11,8 +11,8 @@ from collections.abc import Callable, Hashable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.core.snapshot import Phase, RunSnapshot
-from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult, build
+from agentfsm.core.snapshot import Phase, RunSnapshot, new_snapshot
+from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from agentfsm.core.policy import Policy
@@ -128,7 +128,7 @@ class Run:
         values["retries_in_a_row"] = self.retries
         values["incomplete_in_a_row"] = self.incomplete
         values.update(changes)
-        return build(RunSnapshot, values)
+        return new_snapshot(values)
 
     def save(self) -> tuple[Any, ...]:
         """Every field an input can change, for `restore` (one C call, about 0.2 µs)."""

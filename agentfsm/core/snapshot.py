@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from agentfsm.core._attributes import plain_lookup
-from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build
+from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build, maker
 
 __all__ = ["Phase", "RunSnapshot", "evolve"]
 
@@ -87,3 +87,5 @@ def evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
 
 
 plain_lookup(RunSnapshot)  # every guard reads it
+new_snapshot = maker(RunSnapshot)
+"""`build(RunSnapshot, values)` for the step's own sites (see `maker`)."""

@@ -6,6 +6,7 @@ Every type here is a pydantic model or a string enum. Records are frozen: a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     "build",
+    "maker",
 ]
 
 
@@ -125,27 +127,53 @@ def build(cls: type[_M], values: dict[str, Any]) -> _M:
     The routing path builds a snapshot and a decision on every step from data
     it produced itself; `model_construct` and `model_copy` cost several
     microseconds each, this about a tenth of that. `values` must hold every field.
+    The step's own sites hold `maker(cls)` instead, which saves this lookup and call.
     """
-    how = _HOW.get(cls)
-    if how is None:
-        how = _HOW[cls] = (plain_store_twin(cls), set(cls.model_fields))
-    twin, fields = how
-    # One shared set of field names per class: pydantic copies it before any change.
+    make: Callable[[dict[str, Any]], _M] | None = _MAKERS.get(cls)
+    if make is None:
+        make = maker(cls)
+    return make(values)
+
+
+def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
+    """`build` for one class: a function of the values.
+
+    Each class gets its own function (made once), so the interpreter
+    specializes its stores for that class's twin instead of switching
+    between classes.
+    """
+    make: Callable[[dict[str, Any]], _M] | None = _MAKERS.get(cls)
+    if make is None:
+        make = _MAKERS[cls] = _maker(cls)
+    return make
+
+
+def _maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
+    twin = plain_store_twin(cls)
+    fields = set(cls.model_fields)  # shared by every instance: pydantic copies it before a change
     if twin is None:
-        obj = _new(cls)
-        _set_dict(obj, values)
-        _set_fields(obj, fields)
-        _set_extra(obj, None)
-        _set_private(obj, None)
-        return obj
-    # Plain stores on the twin, then it becomes a `cls` (see `plain_store_twin`).
-    made: _M = twin()  # a `cls` by layout, and by class at the end
-    made.__dict__ = values
-    made.__pydantic_fields_set__ = fields
-    made.__pydantic_extra__ = None
-    made.__pydantic_private__ = None
-    made.__class__ = cls
-    return made
+
+        def make_by_descriptors(values: dict[str, Any]) -> _M:
+            obj = _new(cls)
+            _set_dict(obj, values)
+            _set_fields(obj, fields)
+            _set_extra(obj, None)
+            _set_private(obj, None)
+            return obj
+
+        return make_by_descriptors
+
+    def make(values: dict[str, Any]) -> _M:
+        # Plain stores on the twin, then it becomes a `cls` (see `plain_store_twin`).
+        made: _M = twin()  # a `cls` by layout, and by class at the end
+        made.__dict__ = values
+        made.__pydantic_fields_set__ = fields
+        made.__pydantic_extra__ = None
+        made.__pydantic_private__ = None
+        made.__class__ = cls
+        return made
+
+    return make
 
 
 # BaseModel keeps these in slots; setting them through their descriptors skips the
@@ -155,8 +183,8 @@ _set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-_HOW: dict[type[BaseModel], tuple[Any, set[str]]] = {}
-"""Per class: its plain-store twin (None where there is none) and its field names."""
+_MAKERS: dict[type[BaseModel], Callable[[dict[str, Any]], Any]] = {}
+"""`maker(cls)` of each class `build` was asked for."""
 
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -286,3 +314,8 @@ class Decision(BaseModel):
 
 
 plain_lookup(ToolCall, Usage, ModelTurn, ToolResult, Decision)  # read on every step
+# Built on every step, each through its own function (see `maker`).
+new_tool_call = maker(ToolCall)
+new_usage = maker(Usage)
+new_turn = maker(ModelTurn)
+new_decision = maker(Decision)

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage, build
+from agentfsm.core.types import (
+    FinishReason,
+    ModelTurn,
+    ToolCall,
+    Usage,
+    build,
+    new_tool_call,
+    new_turn,
+    new_usage,
+)
 
 __all__ = [
     "Draft",
@@ -67,14 +76,13 @@ def make_usage(input_tokens: object, output_tokens: object, cost: object = None)
     """Make a `Usage` from raw counts; a cost that is not a number is dropped."""
     if type(input_tokens) is int and type(output_tokens) is int and cost is None:
         # The usual counts, already whole numbers and no cost: nothing to coerce.
-        return construct(
-            Usage, {"input_tokens": input_tokens, "output_tokens": output_tokens, "cost": None}
+        return new_usage(
+            {"input_tokens": input_tokens, "output_tokens": output_tokens, "cost": None}
         )
     real_cost = (
         float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
     )
-    return construct(
-        Usage,
+    return new_usage(
         {
             "input_tokens": as_int(input_tokens),
             "output_tokens": as_int(output_tokens),
@@ -93,8 +101,7 @@ def _call(
     tool = name if type(name) is str else ""
     if not tool and error is None:
         arguments, error = None, "the call has no tool name"
-    return construct(
-        ToolCall,
+    return new_tool_call(
         {
             "id": call_id if type(call_id) is str else "",
             "name": tool,
@@ -198,7 +205,7 @@ def broken(call: ToolCall, why: str) -> ToolCall:
     values = dict(call.__dict__)
     values["arguments"] = None
     values["error"] = why
-    return construct(ToolCall, values)
+    return new_tool_call(values)
 
 
 @dataclass(slots=True)
@@ -258,8 +265,7 @@ class Draft:
 
     def build(self) -> ModelTurn:
         """Freeze the draft into a `ModelTurn`."""
-        return construct(
-            ModelTurn,
+        return new_turn(
             {
                 "text": self.text,
                 "tool_calls": self.calls,

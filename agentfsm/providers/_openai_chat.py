@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage
+from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage, new_turn
 from agentfsm.providers._common import (
     _EMPTY,
     Draft,
@@ -22,7 +22,6 @@ from agentfsm.providers._common import (
     as_str,
     broken,
     call_from_string,
-    construct,
     make_usage,
 )
 
@@ -118,7 +117,7 @@ def read_turn(payload: dict[str, Any], provider: str = "openai") -> ModelTurn:
     values = _body_values(payload, provider)
     if values is None:
         return _one_chunk(payload, provider).build()
-    return construct(ModelTurn, values)
+    return new_turn(values)
 
 
 def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from agentfsm.core.call_identity import CallKey, describe, round_signature, signature
 from agentfsm.core.run_state import Run, Step
-from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import ToolCall, ToolResult, build
+from agentfsm.core.snapshot import new_snapshot
+from agentfsm.core.types import ToolCall, ToolResult
 
 __all__ = ["enter"]
 
@@ -30,7 +30,7 @@ def enter(run: Run, step: Step) -> None:
     run.retries = 0
     snap = step.snap
     if not calls:
-        step.snap = build(RunSnapshot, {**snap.__dict__, "incomplete_in_a_row": run.incomplete + 1})
+        step.snap = new_snapshot({**snap.__dict__, "incomplete_in_a_row": run.incomplete + 1})
         return
     executable, approval, denied, handoffs, rejected = _plan(run, calls)
     sigs: dict[str, CallKey] = {}
@@ -60,7 +60,7 @@ def enter(run: Run, step: Step) -> None:
     values["repeat_streak"] = streak
     values["repeated"] = repeated
     values["tool_errors_in_a_row"] = run.tool_errors + len(rejected)
-    step.snap = build(RunSnapshot, values)
+    step.snap = new_snapshot(values)
 
 
 def _plan(run: Run, calls: list[ToolCall]) -> _Plan:

@@ -17,7 +17,7 @@ from agentfsm.core import _attributes
 from agentfsm.core.permissions import Rule
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.tools import ToolSpec
-from agentfsm.core.types import build
+from agentfsm.core.types import build, maker
 
 STEP_MODELS: list[type[BaseModel]] = [
     af.ToolCall,
@@ -209,3 +209,19 @@ class TestPlainStoreTwin:
         built = build(Traced, {**af.ToolCall(name="echo").__dict__})
         assert type(built) is Traced
         assert built.name == "echo"
+
+
+class TestMaker:
+    """Each class's build function is made once, with one twin, whoever asks for it."""
+
+    def test_one_function_and_one_twin_per_class(self) -> None:
+        """Asking again gives the same function, and building makes no new class."""
+        assert maker(af.Decision) is maker(af.Decision)
+        assert maker(RunSnapshot) is maker(RunSnapshot)
+        before = {cls: len(cls.__subclasses__()) for cls in (af.ToolCall, af.Usage, RunSnapshot)}
+        for _ in range(5):
+            build(af.ToolCall, dict(af.ToolCall(name="echo").__dict__))
+            build(af.Usage, {"input_tokens": 1, "output_tokens": 2, "cost": None})
+            build(RunSnapshot, dict(RunSnapshot().__dict__))
+        after = {cls: len(cls.__subclasses__()) for cls in before}
+        assert after == before
