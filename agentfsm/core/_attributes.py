@@ -87,6 +87,27 @@ def _find_slot() -> tuple[int, int, int] | None:
 _SLOT = _find_slot()
 
 
+class _StoreProbe:
+    """A class whose stores go through CPython's `__setattr__` hook, to recognise the hook."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+
+
+def _find_store() -> tuple[int, int, int] | None:
+    """The offset of `tp_setattro` (the word after `tp_getattro`), the plain store and the hook."""
+    if _SLOT is None:
+        return None
+    offset = _SLOT[0] + _WORD
+    plain_set, hook = _address("PyObject_GenericSetAttr"), _word(_StoreProbe, offset)
+    if plain_set is None or hook in (0, plain_set):
+        return None
+    return offset, plain_set, hook
+
+
+_STORE = _find_store()
+
+
 def plain_lookup(*classes: type[BaseModel]) -> bool:
     """Give each class CPython's plain attribute lookup; return whether all got it.
 
@@ -107,13 +128,6 @@ def plain_lookup(*classes: type[BaseModel]) -> bool:
     return done
 
 
-class _StoreProbe:
-    """A class whose stores go through CPython's `__setattr__` hook, to recognise the hook."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-
-
 def plain_store_twin(cls: type[_M]) -> type[_M] | None:
     """A bare subclass of `cls` whose instances take CPython's plain attribute stores, or None.
 
@@ -121,16 +135,24 @@ def plain_store_twin(cls: type[_M]) -> type[_M] | None:
     three slots. Through the slots' descriptors each store is a C call with an
     argument tuple; on an instance of this twin each is a plain store, and
     assigning `__class__ = cls` afterwards leaves an ordinary `cls` (same
-    layout: the twin adds no slot). The twin is never seen outside that build.
+    layout: the twin adds no slot). No instance of the twin outlives a build;
+    the class itself shows only in `cls.__subclasses__()`, made once per class.
     None when the slot cannot be checked on this interpreter, or the class
     is not one of agentfsm's own (a user's class may act on being subclassed).
     """
-    if _SLOT is None or not cls.__module__.startswith("agentfsm."):
+    if cls not in _TWINS:
+        _TWINS[cls] = _twin(cls)
+    twin: type[_M] | None = _TWINS[cls]
+    return twin
+
+
+_TWINS: dict[type[BaseModel], Any] = {}
+
+
+def _twin(cls: type[_M]) -> type[_M] | None:
+    if _STORE is None or not cls.__module__.startswith("agentfsm."):
         return None
-    offset = _SLOT[0] + _WORD  # tp_setattro follows tp_getattro
-    plain_set, hook = _address("PyObject_GenericSetAttr"), _word(_StoreProbe, offset)
-    if plain_set is None or hook in (0, plain_set):
-        return None
+    offset, plain_set, hook = _STORE
     # ABCMeta's own __new__ (pydantic's metaclass derives from it) makes a plain
     # subclass with its ABC bookkeeping, without pydantic building a model class.
     # With object's own __init__, `twin()` makes an empty instance without a Python frame.

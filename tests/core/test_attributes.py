@@ -218,6 +218,7 @@ class TestMaker:
         """Asking again gives the same function, and building makes no new class."""
         assert maker(af.Decision) is maker(af.Decision)
         assert maker(RunSnapshot) is maker(RunSnapshot)
+        assert _attributes.plain_store_twin(af.Usage) is _attributes.plain_store_twin(af.Usage)
         before = {cls: len(cls.__subclasses__()) for cls in (af.ToolCall, af.Usage, RunSnapshot)}
         for _ in range(5):
             build(af.ToolCall, dict(af.ToolCall(name="echo").__dict__))
