@@ -24,7 +24,7 @@ from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy
 from agentfsm.core.run_state import Run, Step, save_run
-from agentfsm.core.snapshot import Phase, RunSnapshot
+from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import (
     Action,
@@ -379,7 +379,8 @@ class Controller:
             calls = _in_turn_order(run.pending_allowed, calls, self._last_output)
         if message:
             run.last_call, run.streak = None, 0
-        snap = self._snapshot(
+        snap = run.snapshot(
+            self._base,
             "human_reply",
             {
                 "executable": calls if approved else (),
@@ -552,9 +553,6 @@ class Controller:
                 state=run.state.value,
                 turn=run.turn,
             )
-
-    def _snapshot(self, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
-        return self._run.snapshot(self._base, phase, changes)
 
     def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
         """Walk the route table from the current state to the next waiting state.
