@@ -4,6 +4,7 @@
     ├── DefinitionError              the developer's mistake: fix the code or the config
     │   ├── MachineDefinitionError   the route table is not a sound machine
     │   ├── PolicyError              a policy (object or file) is invalid
+    │   ├── DataError                a value given to a data model (ToolResult, ...) is invalid
     │   └── ToolDefinitionError      a declared tool cannot be understood
     └── RunError                     something went wrong during a run
         ├── PayloadError             a model output no normalizer recognises
@@ -24,6 +25,7 @@ from typing import Any
 __all__ = [
     "AgentFSMError",
     "CheckpointError",
+    "DataError",
     "DefinitionError",
     "InvalidInputError",
     "MachineDefinitionError",
@@ -93,6 +95,16 @@ class MachineDefinitionError(DefinitionError):
 
 class PolicyError(DefinitionError):
     """A policy object or policy file is invalid."""
+
+
+class DataError(DefinitionError, ValueError):
+    """A value given to one of agentfsm's data models (`ToolCall`, `ToolResult`, `ModelTurn`,
+    `Decision`, ...) is invalid.
+
+    The message names the model and each field with what was wrong; `details["problems"]`
+    holds the same list as `(field, message)` pairs. It is a `ValueError`, as pydantic's
+    error it replaces was, so code that caught that keeps working.
+    """
 
 
 class ToolDefinitionError(DefinitionError):

@@ -9,7 +9,12 @@ import pytest
 from agentfsm import AgentFSMError
 from agentfsm import exceptions as exc
 
-DEFINITION = [exc.MachineDefinitionError, exc.PolicyError, exc.ToolDefinitionError]
+DEFINITION = [
+    exc.MachineDefinitionError,
+    exc.PolicyError,
+    exc.DataError,
+    exc.ToolDefinitionError,
+]
 RUN = [
     exc.PayloadError,
     exc.TraceError,

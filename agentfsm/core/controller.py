@@ -17,8 +17,6 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
-from pydantic import ValidationError
-
 from agentfsm.core.events import Emitter, Observer, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
@@ -42,6 +40,7 @@ from agentfsm.core.types import (
 )
 from agentfsm.exceptions import (
     CheckpointError,
+    DataError,
     DefinitionError,
     InvalidInputError,
     PolicyError,
@@ -351,10 +350,8 @@ class Controller:
             return message
         try:
             return ToolResult.model_validate(item)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
-            )
+        except DataError as exc:
+            problems = "; ".join(f"{where}: {what}" for where, what in exc.details["problems"])
             raise InvalidInputError(
                 f"tool result #{index} is not a ToolResult (call_id, content, is_error): "
                 + problems,

@@ -17,9 +17,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from agentfsm.core._attributes import plain_lookup
+from agentfsm.core._checked import Checked
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
 
@@ -39,7 +40,7 @@ Verdict = tuple[Permission, str]
 """A permission and why, e.g. `("deny", "rule 'deny bash(command=rm -rf *)'")`."""
 
 
-class Rule(BaseModel):
+class Rule(Checked):
     """Give `action` to calls of tools named like `tool` whose arguments match `args`.
 
     `tool` and each argument pattern are shell-style globs (`*`, `?`, `[...]`),

@@ -25,13 +25,13 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from agentfsm.core.policy import Policy
 from agentfsm.core.run_state import RECENT_ROUNDS, Run
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
-from agentfsm.exceptions import AgentFSMError, CheckpointError
+from agentfsm.exceptions import AgentFSMError, CheckpointError, DataError
 from agentfsm.guards import Guard, parse_guard
 from agentfsm.guards._routes import WAITING
 
@@ -396,14 +396,14 @@ def load_run(
     for name, codec in CODECS.items():
         try:
             setattr(run, name, codec.decode(fields[name], ctx))
-        except (ValueError, TypeError, KeyError, ValidationError) as exc:
+        except (ValueError, TypeError, KeyError) as exc:  # DataError is a ValueError
             raise CheckpointError(
                 f"run {run_id}: saved field {name!r} is invalid: {exc}", run_id=run_id, field=name
             ) from exc
     try:
         raw = data.get("last_output")
         last = None if raw is None else ModelTurn.model_validate(raw)
-    except ValidationError as exc:
+    except DataError as exc:
         raise CheckpointError(
             f"run {run_id}: saved field 'last_output' is invalid: {exc}", run_id=run_id
         ) from exc

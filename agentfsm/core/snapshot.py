@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from agentfsm.core._attributes import plain_lookup
+from agentfsm.core._checked import Checked
 from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build, maker
 
 __all__ = ["Phase", "RunSnapshot", "evolve"]
@@ -20,7 +21,7 @@ __all__ = ["Phase", "RunSnapshot", "evolve"]
 Phase = Literal["model_output", "tool_results", "human_reply"]
 
 
-class RunSnapshot(BaseModel):
+class RunSnapshot(Checked):
     """What a run looks like at the moment a guard is asked."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)

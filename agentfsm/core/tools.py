@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agentfsm.core._attributes import plain_lookup
+from agentfsm.core._checked import Checked
 from agentfsm.exceptions import ToolDefinitionError
 
 __all__ = ["ToolSpec", "tool_specs"]
@@ -29,7 +30,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-class ToolSpec(BaseModel):
+class ToolSpec(Checked):
     """One tool the model may call, with the schema its arguments must follow."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentfsm.core._attributes import plain_lookup, plain_store_twin
+from agentfsm.core._checked import Checked
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -188,7 +189,7 @@ _MAKERS: dict[type[BaseModel], Callable[[dict[str, Any]], Any]] = {}
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
-class ToolCall(BaseModel):
+class ToolCall(Checked):
     """One tool call the model asked for."""
 
     model_config = _FROZEN
@@ -210,7 +211,7 @@ class ToolCall(BaseModel):
         return self.error is None and self.arguments is not None
 
 
-class Usage(BaseModel):
+class Usage(Checked):
     """Tokens (and cost, when known) that one model output used."""
 
     model_config = _FROZEN
@@ -228,7 +229,7 @@ class Usage(BaseModel):
         return self.input_tokens + self.output_tokens
 
 
-class ModelTurn(BaseModel):
+class ModelTurn(Checked):
     """One model output, normalized from any provider's wire format."""
 
     model_config = _FROZEN
@@ -259,7 +260,7 @@ class ModelTurn(BaseModel):
     """Calls the provider ran itself (e.g. Anthropic `server_tool_use`); not for the host."""
 
 
-class ToolResult(BaseModel):
+class ToolResult(Checked):
     """The result of one tool call, sent back to the model."""
 
     model_config = _FROZEN
@@ -274,7 +275,7 @@ class ToolResult(BaseModel):
     """The tool's name, for hosts whose wire format needs it."""
 
 
-class Decision(BaseModel):
+class Decision(Checked):
     """What the controller decided after one input, and why."""
 
     model_config = _FROZEN

@@ -37,7 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from agentfsm.core._checked import Checked
 
 try:
     from dbos import DBOS, DBOSConfig, SetWorkflowID
@@ -82,7 +84,7 @@ class StrandedRunsError(CheckpointError):
     recover them. `details["runs"]` maps each run id to its version."""
 
 
-class DurableResult(BaseModel):
+class DurableResult(Checked):
     """How a durable run ended: the same fields whether or not it was interrupted."""
 
     model_config = ConfigDict(frozen=True)

@@ -17,8 +17,9 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from agentfsm.core._checked import Checked
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult, Usage
 
@@ -29,7 +30,7 @@ DEFAULT_MAX_TOKENS = 4096
 _AWAITING_HOST = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
 
 
-class RunResult(BaseModel):
+class RunResult(Checked):
     """How a run ended, and everything it produced on the way."""
 
     model_config = ConfigDict(frozen=True)

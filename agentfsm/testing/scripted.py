@@ -13,7 +13,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from agentfsm.core._checked import Checked
 
 __all__ = [
     "Reply",
@@ -31,7 +33,7 @@ __all__ = [
 _ANTHROPIC_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
 
-class ScriptedCall(BaseModel):
+class ScriptedCall(Checked):
     """One tool call in a scripted reply; string arguments are sent verbatim (even cut JSON)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -50,7 +52,7 @@ class ScriptedCall(BaseModel):
         return json.dumps(self.arguments, separators=(",", ":"))
 
 
-class Reply(BaseModel):
+class Reply(Checked):
     """One scripted answer to one request, or one fault in its place."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 import agentfsm as af
 from agentfsm.core import _attributes
@@ -18,6 +18,7 @@ from agentfsm.core.permissions import Rule
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.tools import ToolSpec
 from agentfsm.core.types import build, maker
+from agentfsm.exceptions import DataError
 
 STEP_MODELS: list[type[BaseModel]] = [
     af.ToolCall,
@@ -194,7 +195,7 @@ class TestPlainStoreTwin:
         assert built == af.Decision(**values)
         assert built.model_fields_set == set(af.Decision.model_fields)
         assert built.model_dump() == af.Decision(**values).model_dump()
-        with pytest.raises(ValidationError):
+        with pytest.raises(DataError):
             built.turn = turn + 1
         assert pickle.loads(pickle.dumps(built)) == built
         assert built.model_copy(update={"turn": 0}).turn == 0

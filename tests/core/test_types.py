@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from pydantic import ValidationError
+from agentfsm.exceptions import DataError
 
 import agentfsm as af
 from agentfsm.core.types import build
@@ -38,7 +38,7 @@ class TestBuild:
     def test_a_built_model_is_frozen_and_dumps(self) -> None:
         """A built model refuses assignment and dumps to JSON like any other."""
         built = build(af.Decision, decision_values())
-        with pytest.raises(ValidationError):
+        with pytest.raises(DataError):
             built.turn = 4
         assert built.model_dump(mode="json")["path"] == ["execute", "budget_check", "await_model"]
 

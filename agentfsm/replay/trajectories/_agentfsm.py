@@ -13,10 +13,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import ValidationError
-
 from agentfsm.core.types import ModelTurn, ToolResult
-from agentfsm.exceptions import RunError
+from agentfsm.exceptions import DataError, RunError
 from agentfsm.replay.trace import HEADER_EVENT, read_numbered
 from agentfsm.replay.trajectories._io import Errors, located, report, wrap_run_error
 from agentfsm.replay.trajectories._model import (
@@ -130,7 +128,7 @@ def _step(
 ) -> Step | None:
     try:
         return _convert(event, run)
-    except (RunError, ValidationError, TypeError, KeyError) as exc:
+    except (RunError, DataError, TypeError, KeyError) as exc:
         error = wrap_run_error(path, number, exc) if isinstance(exc, RunError) else None
         report(errors, error or located(path, number, _describe(event, exc)))
         return None

@@ -1,0 +1,81 @@
+"""The base of agentfsm's data models: a bad value raises `DataError`, not pydantic's error.
+
+Every public name raises only `AgentFSMError` subclasses on bad arguments. A
+model's constructor, its `model_validate*` class methods and assignment to its
+fields (all models here are frozen) are public, so they turn pydantic's
+`ValidationError` into a `DataError` naming the model and each field. Building a valid model costs what pydantic's own `__init__`
+costs: the same single call into the validator.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from pydantic import BaseModel, ValidationError
+
+from agentfsm.exceptions import DataError
+
+__all__ = ["Checked", "data_error", "problems_of"]
+
+
+def problems_of(exc: ValidationError) -> list[tuple[str, str]]:
+    """Each problem of a pydantic error as `(field path, message)`."""
+    return [(".".join(str(part) for part in e["loc"]) or "value", e["msg"]) for e in exc.errors()]
+
+
+def data_error(model: type[BaseModel], exc: ValidationError) -> DataError:
+    """The `DataError` for pydantic's `exc`, raised while building a `model`."""
+    problems = problems_of(exc)
+    listed = "; ".join(f"{field}: {message}" for field, message in problems)
+    return DataError(f"{model.__name__}: {listed}", model=model.__name__, problems=problems)
+
+
+class Checked(BaseModel):
+    """A pydantic model whose constructor and validators raise `DataError`."""
+
+    def __init__(self, /, **data: Any) -> None:
+        __tracebackhide__ = True
+        try:
+            self.__pydantic_validator__.validate_python(data, self_instance=self)
+        except ValidationError as exc:
+            raise data_error(type(self), exc) from exc
+
+    # Pydantic calls a custom `__init__` for every nested instance it validates; this one
+    # does what pydantic's own does, so nested values keep pydantic's direct path.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:  # a frozen model, or a value that does not validate
+            raise data_error(type(self), exc) from exc
+
+    def __delattr__(self, name: str) -> None:
+        try:
+            super().__delattr__(name)
+        except ValidationError as exc:
+            raise data_error(type(self), exc) from exc
+
+    @classmethod
+    def model_validate(cls, obj: Any, **options: Any) -> Self:
+        """Validate `obj` (a mapping or an instance) into this model; raise `DataError`."""
+        try:
+            return super().model_validate(obj, **options)
+        except ValidationError as exc:
+            raise data_error(cls, exc) from exc
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **options: Any) -> Self:
+        """Validate a JSON document into this model; raise `DataError`."""
+        try:
+            return super().model_validate_json(json_data, **options)
+        except ValidationError as exc:
+            raise data_error(cls, exc) from exc
+
+    @classmethod
+    def model_validate_strings(cls, obj: Any, **options: Any) -> Self:
+        """Validate string data into this model; raise `DataError`."""
+        try:
+            return super().model_validate_strings(obj, **options)
+        except ValidationError as exc:
+            raise data_error(cls, exc) from exc
