@@ -8,7 +8,7 @@
     │   └── ToolDefinitionError      a declared tool cannot be understood
     └── RunError                     something went wrong during a run
         ├── PayloadError             a model output no normalizer recognises
-        ├── TraceError               a trace or trajectory file is malformed
+        ├── TraceError               a trace or trajectory file is malformed or unreadable
         ├── UnknownCallIdError       a tool result answers a call that was never asked for
         ├── InvalidInputError        an input that the current state cannot take
         ├── CheckpointError          a saved run cannot be loaded (version, impossible, corrupt)
@@ -120,7 +120,8 @@ class PayloadError(RunError):
 
 
 class TraceError(RunError):
-    """A trace or trajectory file is malformed; `details` has `path` and `line`."""
+    """A trace or trajectory file is malformed (`details` has `path` and `line`), cannot be
+    opened (`details` has `path`), or replay was given something that is not a recorded run."""
 
 
 class UnknownCallIdError(RunError):

@@ -3,8 +3,9 @@
 Every public name raises only `AgentFSMError` subclasses on bad arguments. A
 model's constructor, its `model_validate*` class methods and assignment to its
 fields (all models here are frozen) are public, so they turn pydantic's
-`ValidationError` into a `DataError` naming the model and each field. Building a valid model costs what pydantic's own `__init__`
-costs: the same single call into the validator.
+`ValidationError` into a `DataError` naming the model and each field.
+Building a valid model costs what pydantic's own `__init__` costs: the same
+single call into the validator.
 """
 
 from __future__ import annotations
@@ -19,8 +20,18 @@ __all__ = ["Checked", "data_error", "problems_of"]
 
 
 def problems_of(exc: ValidationError) -> list[tuple[str, str]]:
-    """Each problem of a pydantic error as `(field path, message)`."""
-    return [(".".join(str(part) for part in e["loc"]) or "value", e["msg"]) for e in exc.errors()]
+    """Each problem of a pydantic error as `(field path, message)`, each on one line."""
+    return [
+        (_one_line(".".join(str(part) for part in e["loc"]) or "value"), _one_line(e["msg"]))
+        for e in exc.errors()
+    ]
+
+
+def _one_line(text: str) -> str:
+    """`text` with line breaks and other control characters escaped (a key may hold them)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def data_error(model: type[BaseModel], exc: ValidationError) -> DataError:

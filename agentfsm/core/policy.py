@@ -8,6 +8,7 @@ guards=[TokenBudget(200_000) | CostBudget(0.5)])` and a policy file with
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from collections.abc import Mapping
 from functools import cached_property
@@ -187,6 +188,10 @@ class Policy(BaseModel):
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str = "policy") -> Policy:
         """Build a policy from plain data, naming `source` in errors."""
+        if not isinstance(data, Mapping):
+            raise PolicyError(
+                f"{source}: a policy is a mapping of fields, not {type(data).__name__}"
+            )
         try:
             return cls.model_validate(dict(data))
         except PolicyError as exc:  # from __init__ (a field), or as-is from the guards validator
@@ -198,6 +203,8 @@ class Policy(BaseModel):
     @classmethod
     def from_file(cls, path: str | Path) -> Policy:
         """Read a policy from a JSON or TOML file."""
+        if not isinstance(path, str | os.PathLike):
+            raise PolicyError(f"a policy file's path is a str or a path, not {type(path).__name__}")
         file = Path(path)
         try:
             text = file.read_text(encoding="utf-8")
@@ -205,6 +212,8 @@ class Policy(BaseModel):
             raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
         except UnicodeDecodeError as exc:
             raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
+        except ValueError as exc:  # a path with a NUL character
+            raise PolicyError(f"cannot read policy file {str(file)!r}: {exc}") from exc
         try:
             data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:

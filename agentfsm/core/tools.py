@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm.core._attributes import plain_lookup
 from agentfsm.core._checked import Checked
@@ -41,9 +42,9 @@ class ToolSpec(Checked):
     """What the tool does, shown to the model."""
     parameters: dict[str, Any] | None = None
     """JSON schema of the arguments object; `None` accepts any object."""
-    fn: Callable[..., Any] | None = None
+    fn: SkipJsonSchema[Callable[..., Any] | None] = None
     """The Python callable that runs the tool, when agentfsm runs it itself."""
-    args_model: type[BaseModel] | None = None
+    args_model: SkipJsonSchema[type[BaseModel] | None] = None
     """A pydantic model of the callable's parameters, used to validate arguments."""
 
     @classmethod

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentfsm.core._attributes import plain_lookup, plain_store_twin
 from agentfsm.core._checked import Checked
+from agentfsm.exceptions import DataError
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -33,7 +34,20 @@ __all__ = [
 ]
 
 
-class FinishReason(StrEnum):
+class _Vocabulary(StrEnum):
+    """A closed set of names; a name outside it raises DataError listing the set."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> None:
+        names = ", ".join(member.value for member in cls)
+        raise DataError(
+            f"{value!r} is not a valid {cls.__name__}: expected one of {names}",
+            model=cls.__name__,
+            problems=[("value", f"expected one of {names}")],
+        )
+
+
+class FinishReason(_Vocabulary):
     """Why the provider says the model stopped, mapped onto one vocabulary.
 
     This is the provider's claim, not the controller's conclusion: `STOP` with
@@ -52,7 +66,7 @@ class FinishReason(StrEnum):
     UNKNOWN = "unknown"
 
 
-class Action(StrEnum):
+class Action(_Vocabulary):
     """What the host should do next."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
@@ -66,7 +80,7 @@ class Action(StrEnum):
     STOP = "stop"
 
 
-class ExitReason(StrEnum):
+class ExitReason(_Vocabulary):
     """Why a run ended. Only `COMPLETED` is a normal end."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
@@ -90,7 +104,7 @@ class ExitReason(StrEnum):
     INTERRUPTED = "interrupted"
 
 
-class Priority(StrEnum):
+class Priority(_Vocabulary):
     """The routing priorities of DESIGN.md, P0 (structure) to P7 (signal conflicts)."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
@@ -105,7 +119,7 @@ class Priority(StrEnum):
     P7 = "P7"
 
 
-class State(StrEnum):
+class State(_Vocabulary):
     """The named states of the loop; each is the work of one loop step."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step

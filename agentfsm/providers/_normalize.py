@@ -262,10 +262,7 @@ class StreamAccumulator:
     """
 
     def __init__(self, provider: str | None = None) -> None:
-        if provider is not None and provider not in FORMATS:
-            raise PayloadError(
-                f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"
-            )
+        _check_provider(provider)
         self._provider = provider
         self._reader: Reader | None = None
         self._first: object = None
@@ -284,6 +281,11 @@ class StreamAccumulator:
 
     def extend(self, chunks: Iterable[object]) -> None:
         """Fold several chunks into the turn, in order."""
+        if isinstance(chunks, str | bytes) or not isinstance(chunks, Iterable):
+            raise PayloadError(
+                f"extend takes an iterable of chunks, not {type(chunks).__name__} "
+                "(add one chunk, or one text blob, with add)"
+            )
         for chunk in chunks:
             self._chunk(chunk)
 
@@ -396,11 +398,9 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
             provider == "openai" or (provider is None and not is_litellm_dict(payload))
         ):
             return _openai_chat.read_turn(payload, provider or _OPENAI)
-        if provider is not None and provider not in FORMATS:
-            raise PayloadError(
-                f"unknown provider {provider!r}; expected one of {', '.join(FORMATS)}"
-            )
+        _check_provider(provider)
         return _read_dict(payload, provider)
+    _check_provider(provider)
     if isinstance(payload, str | bytes):
         return normalize(_text_payload(payload), provider)
     if isinstance(payload, list | tuple | Iterator):
@@ -415,6 +415,14 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
     if value is payload:
         raise unknown_object(payload)
     return normalize(value, provider or hint)
+
+
+def _check_provider(provider: object) -> None:
+    """Raise PayloadError unless `provider` is None or the name of a format."""
+    if provider is not None and (type(provider) is not str or provider not in FORMATS):
+        raise PayloadError(
+            f"unknown provider {provider!r}; expected None or one of {', '.join(FORMATS)}"
+        )
 
 
 def _detect_stream(items: Iterable[Any]) -> str:

@@ -37,7 +37,7 @@ from agentfsm.core.types import (
     ToolCall,
     ToolResult,
 )
-from agentfsm.exceptions import PolicyError, TraceError
+from agentfsm.exceptions import DefinitionError, PolicyError, TraceError
 from agentfsm.replay.trajectories import (
     HumanReply,
     ModelOutput,
@@ -47,6 +47,9 @@ from agentfsm.replay.trajectories import (
     UserMessage,
 )
 from agentfsm.replay.trajectories._pairing import pair_results
+
+_LATER_STEPS = (ToolResults, UserMessage, HumanReply)
+"""The steps other than a model output."""
 
 __all__ = [
     "Comparison",
@@ -213,6 +216,12 @@ class Comparison:
 
 def compare(first: ReplayResult, second: ReplayResult) -> Comparison:
     """Align two replays' decisions by (turn, order within the turn) and list the differences."""
+    for name, value in (("first", first), ("second", second)):
+        if not isinstance(value, ReplayResult):
+            raise TraceError(
+                f"compare takes two ReplayResults (from replay_run); {name} is a "
+                f"{type(value).__name__}"
+            )
     theirs = dict(keyed(second.decisions))
     against: dict[int, str | None] = {}
     seen = set()
@@ -300,6 +309,15 @@ def replay_run(
         observers: Passed to every Controller the replay creates (e.g. a TraceWriter).
         keep_decisions: Keep every decision in the result (False keeps only counts).
     """
+    if not isinstance(run, RecordedRun):
+        raise TraceError(
+            "replay_run takes a RecordedRun (from agentfsm.replay.trajectories.read_runs), "
+            f"not {type(run).__name__}"
+        )
+    if isinstance(observers, str | bytes | Mapping) or not isinstance(observers, Iterable):
+        raise DefinitionError(
+            f"observers must be a list of callables, not {type(observers).__name__}"
+        )
     replayer = _Replayer(run, policy, tuple(observers), keep_decisions)
     for step in run.steps:
         replayer.feed(step)
@@ -356,6 +374,11 @@ class _Replayer:
             self.now[0] = elapsed
         if isinstance(step, ModelOutput):
             self._model(step.turn)
+        elif not isinstance(step, _LATER_STEPS):
+            raise TraceError(
+                f"{self.run.source}: run {self.run.id}: a step is a {type(step).__name__}, not "
+                "a ModelOutput, ToolResults, UserMessage or HumanReply"
+            )
         elif self.stopped:
             return
         elif isinstance(step, ToolResults):

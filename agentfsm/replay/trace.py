@@ -150,10 +150,22 @@ class TraceWriter:
         if isinstance(path_or_file, str | os.PathLike):
             # Unbuffered: a line is on disk whole or not at all (a failed write is cut
             # back), and nothing half-written waits in a buffer for the next event.
-            raw = open(path_or_file, "wb", buffering=0)  # noqa: SIM115
+            try:
+                raw = open(path_or_file, "wb", buffering=0)  # noqa: SIM115
+            except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise TraceError(
+                    f"cannot open the trace {os.fsdecode(path_or_file)!r} for writing: {why}",
+                    path=os.fsdecode(path_or_file),
+                ) from exc
             self._raw = self._closer.enter_context(raw)
             self._file: IO[str] | None = None
             self.path: str | None = os.fspath(path_or_file)
+        elif not callable(getattr(path_or_file, "write", None)):
+            raise TraceError(
+                "TraceWriter writes to a path or to a text file open for writing, "
+                f"not {type(path_or_file).__name__}"
+            )
         else:
             self._file = path_or_file
             self.path = getattr(path_or_file, "name", None)
@@ -256,6 +268,19 @@ def read_trace(
         yield event
 
 
+def path_name(path: object, what: str) -> str:
+    """`path` as a str, or TraceError when it is no path: `what` names the function given it."""
+    if not isinstance(path, str | os.PathLike):
+        raise TraceError(f"{what} takes a path (str or os.PathLike), not {type(path).__name__}")
+    return os.fsdecode(path)
+
+
+def cannot_read(name: str, exc: Exception) -> TraceError:
+    """The TraceError for a file that cannot be opened, in the words of the OS."""
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return TraceError(f"{name}: cannot read: {why}", path=name)
+
+
 def read_numbered(
     path: str | os.PathLike[str], *, errors: list[TraceError] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -263,8 +288,12 @@ def read_numbered(
 
     Events a `step_retracted` takes back are left out, and so is the retraction.
     """
-    name = os.fspath(path)
-    with open(name, "rb") as raw:
+    name = path_name(path, "read_trace")
+    try:
+        raw = open(name, "rb")  # noqa: SIM115 - closed by the with below
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise cannot_read(name, exc) from exc
+    with raw:
         lines = bounded_lines(raw)
         _check_header(name, lines)
         yield from _Retractions(name, errors).apply(_parsed(name, lines, errors))

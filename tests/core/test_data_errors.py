@@ -88,6 +88,15 @@ class TestEveryModelIsChecked:
         assert issubclass(model, Checked)
 
 
+def _build_or_data_error(build: Any, *args: Any) -> DataError | None:
+    """Call `build`; return the DataError it raised, None when it built (anything else escapes)."""
+    try:
+        build(*args)
+    except DataError as exc:
+        return exc
+    return None
+
+
 class TestOnlyDataErrorEscapes:
     @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
     @settings(max_examples=150, deadline=None)
@@ -95,31 +104,24 @@ class TestOnlyDataErrorEscapes:
     def test_constructing_with_any_values(self, model: type[BaseModel], data: Any) -> None:
         """model(**anything) builds or raises DataError naming the model; nothing else."""
         values = data.draw(_kwargs(model))
-        try:
-            model(**values)
-        except DataError as exc:
-            assert exc.message.startswith(f"{model.__name__}: ")
-            assert exc.details["problems"], "a DataError lists at least one problem"
-            assert "\n" not in exc.message
+        error = _build_or_data_error(lambda: model(**values))
+        if error is not None:
+            assert error.message.startswith(f"{model.__name__}: ")
+            assert error.details["problems"], "a DataError lists at least one problem"
+            assert "\n" not in error.message
 
     @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
     @settings(max_examples=100, deadline=None)
     @given(value=_values)
     def test_validating_any_value(self, model: type[BaseModel], value: Any) -> None:
         """model_validate(anything) builds or raises DataError; so does its JSON form."""
-        for validate in (model.model_validate, model.model_validate_strings):
-            try:
-                validate(value)
-            except DataError:
-                pass
+        _build_or_data_error(model.model_validate, value)
+        _build_or_data_error(model.model_validate_strings, value)
         try:
             text = json.dumps(value)
         except (TypeError, ValueError):
             text = repr(value)
-        try:
-            model.model_validate_json(text)
-        except DataError:
-            pass
+        _build_or_data_error(model.model_validate_json, text)
 
 
 class TestDataError:
@@ -150,7 +152,7 @@ class TestDataError:
 
     def test_is_an_agentfsm_error_and_a_value_error(self) -> None:
         """Code that caught pydantic's error as ValueError keeps catching it."""
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="ToolCall: name: Input should be a valid string"):
             af.ToolCall(name=None)
         with pytest.raises(AgentFSMError):
             af.Usage(input_tokens="many")
@@ -189,3 +191,36 @@ class TestNestedValidationKeepsTheDirectPath:
         """A turn validated from plain data holds real ToolCalls."""
         turn = af.ModelTurn.model_validate({"tool_calls": [{"id": "c1", "name": "echo"}]})
         assert type(turn.tool_calls[0]) is af.ToolCall
+
+
+class TestVocabularies:
+    @pytest.mark.parametrize(
+        "enum", [af.Action, af.ExitReason, af.FinishReason, af.Priority, af.State]
+    )
+    @settings(max_examples=50, deadline=None)
+    @given(value=_values)
+    def test_a_name_outside_the_set_raises_data_error(self, enum: Any, value: Any) -> None:
+        """State("bogus") and the like raise DataError listing the names, not ValueError."""
+        members = {m.value for m in enum}
+        if isinstance(value, str) and value in members:
+            assert enum(value).value == value
+            return
+        with pytest.raises(DataError) as caught:
+            enum(value)
+        assert caught.value.message.startswith(f"{value!r} is not a valid {enum.__name__}")
+        assert all(name in caught.value.message for name in members)
+
+    def test_a_member_name_still_reads(self) -> None:
+        """Valid names keep working, and the error is still a ValueError."""
+        assert af.State("parse") is af.State.PARSE
+        with pytest.raises(ValueError, match="is not a valid State"):
+            af.State("bogus")
+
+
+class TestSchemas:
+    @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+    def test_every_public_model_has_a_json_schema(self, model: type[BaseModel]) -> None:
+        """model_json_schema() works for each (ToolSpec's callable fields are left out of it)."""
+        schema = model.model_json_schema()
+        assert schema["title"] == model.__name__
+        assert "fn" not in schema.get("properties", {})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from agentfsm.exceptions import DataError
 
 import agentfsm as af
 from agentfsm.core.types import build
+from agentfsm.exceptions import DataError
 
 
 def decision_values() -> dict[str, object]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from agentfsm.exceptions import TraceError
-from agentfsm.replay.trace import bounded_lines
+from agentfsm.replay.trace import bounded_lines, cannot_read, path_name
 from agentfsm.replay.trajectories import (
     _agentfsm,
     _anthropic,
@@ -66,8 +66,11 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
     With `errors` a list, malformed lines and items are collected there and
     skipped (`--keep-going`); otherwise the first raises `TraceError`.
     """
-    name = os.fspath(path)
-    head = head_line(name)
+    name = path_name(path, "read_runs")
+    try:
+        head = head_line(name)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise cannot_read(name, exc) from exc
     if _agentfsm.detect_head(head) or (isinstance(head, dict) and "event" in head):
         return _agentfsm.read_file(name, errors)
     if isinstance(head, dict) and _openai.is_message(head):

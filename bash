@@ -1,0 +1,1 @@
+{"event": "trace", "schema": 1, "producer": "agentfsm"}

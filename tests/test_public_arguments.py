@@ -1,0 +1,162 @@
+"""Every bad argument to a public name raises an AgentFSMError subclass naming it, where given.
+
+The Controller's own inputs have their contract tests; these are the other
+entry points a host calls: normalizing, streams, policies from data or files,
+the trace writer and replay. Each was found raising TypeError, AttributeError
+or an OSError when given the wrong kind of value.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agentfsm as af
+from agentfsm.exceptions import (
+    AgentFSMError,
+    DefinitionError,
+    PayloadError,
+    PolicyError,
+    TraceError,
+)
+from agentfsm.replay.trajectories import ModelOutput, RecordedRun, read_runs
+
+_odd = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.binary(max_size=8),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=3),
+    st.sampled_from([object(), int, (), frozenset({1}), {"choices": 1}, [{}], 1j]),
+)
+
+
+def _only_agentfsm_errors(call: Any, *args: Any) -> None:
+    """Call and, if the result is an iterator, drain it: only AgentFSMError may escape."""
+    try:
+        result = call(*args)
+        if hasattr(result, "__next__"):
+            for _ in result:
+                pass
+    except AgentFSMError:
+        pass
+
+
+def _a_run() -> RecordedRun:
+    turn = af.ModelTurn(text="done", finish_reason=af.FinishReason.STOP)
+    return RecordedRun(id="r1", source="mem", format="test", steps=[ModelOutput(turn)])
+
+
+class TestAnyArgument:
+    """A property per entry point: arbitrary values raise AgentFSMError or are accepted."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(payload=_odd, provider=_odd)
+    def test_normalize_and_detect(self, payload: Any, provider: Any) -> None:
+        """normalize(payload, provider) and detect_provider(payload)."""
+        _only_agentfsm_errors(af.normalize, payload, provider)
+        _only_agentfsm_errors(af.detect_provider, payload)
+
+    @settings(max_examples=200, deadline=None)
+    @given(provider=_odd, chunks=_odd)
+    def test_stream_accumulator(self, provider: Any, chunks: Any) -> None:
+        """StreamAccumulator(provider), then extend, add and end with anything."""
+        try:
+            stream = af.StreamAccumulator(provider)
+        except AgentFSMError:
+            return
+        _only_agentfsm_errors(stream.extend, chunks)
+        _only_agentfsm_errors(stream.add, chunks)
+        _only_agentfsm_errors(stream.end)
+        _only_agentfsm_errors(stream.turn)
+
+    @settings(max_examples=200, deadline=None)
+    @given(value=_odd)
+    def test_policy_from_data_and_files(self, value: Any) -> None:
+        """Policy.from_mapping and Policy.from_file with anything."""
+        _only_agentfsm_errors(af.Policy.from_mapping, value)
+        _only_agentfsm_errors(af.Policy.from_file, value)
+
+    @settings(max_examples=200, deadline=None)
+    @given(value=_odd)
+    def test_replay_entry_points(self, value: Any) -> None:
+        """replay_run, compare, read_runs and read_trace with anything."""
+        _only_agentfsm_errors(af.replay_run, value)
+        _only_agentfsm_errors(af.replay_run, _a_run(), value)
+        _only_agentfsm_errors(af.compare, value, value)
+        _only_agentfsm_errors(read_runs, value)
+        _only_agentfsm_errors(af.read_trace, value)
+
+    @settings(max_examples=200, deadline=None)
+    @given(value=_odd)
+    def test_trace_writer_targets(self, value: Any, tmp_path_factory: Any) -> None:
+        """TraceWriter(anything that is not a writable path or text file) raises TraceError."""
+        if isinstance(value, str | bytes) and value:
+            value = tmp_path_factory.mktemp("w") / "missing" / "t.jsonl"
+        _only_agentfsm_errors(af.TraceWriter, value)
+
+
+class TestNamedErrors:
+    def test_a_provider_that_is_not_a_name(self) -> None:
+        """A list as provider is an unknown provider, not an unhashable TypeError."""
+        with pytest.raises(PayloadError, match=r"unknown provider \[\]"):
+            af.normalize({"choices": []}, [])  # type: ignore[arg-type]
+        with pytest.raises(PayloadError, match="unknown provider"):
+            af.StreamAccumulator([])  # type: ignore[arg-type]
+
+    def test_extend_takes_an_iterable_of_chunks(self) -> None:
+        """extend(None) and extend("text") say to use add for one chunk."""
+        stream = af.StreamAccumulator()
+        for value in (None, "data: {}"):
+            with pytest.raises(PayloadError, match="iterable of chunks"):
+                stream.extend(value)  # type: ignore[arg-type]
+
+    def test_policy_sources_of_the_wrong_kind(self) -> None:
+        """A policy from a non-mapping, or a file path that is no path, is a PolicyError."""
+        with pytest.raises(PolicyError, match="a policy is a mapping of fields, not str"):
+            af.Policy.from_mapping("max_turns=3")  # type: ignore[arg-type]
+        with pytest.raises(PolicyError, match="not NoneType"):
+            af.Policy.from_file(None)  # type: ignore[arg-type]
+        with pytest.raises(PolicyError, match="embedded null byte"):
+            af.Policy.from_file("policy\x00.json")
+
+    def test_trace_writer_targets_that_cannot_be_written(self, tmp_path: Path) -> None:
+        """A folder, a missing folder or a non-file object: TraceError naming the target."""
+        with pytest.raises(TraceError, match="Is a directory") as caught:
+            af.TraceWriter(tmp_path)
+        assert caught.value.details["path"] == str(tmp_path)
+        with pytest.raises(TraceError, match="No such file or directory"):
+            af.TraceWriter(tmp_path / "missing" / "t.jsonl")
+        with pytest.raises(TraceError, match="not int"):
+            af.TraceWriter(3)  # type: ignore[arg-type]
+        assert af.TraceWriter(io.StringIO()).events == 0  # a text file still works
+
+    def test_replay_takes_recorded_runs(self) -> None:
+        """replay_run(None), compare(None, ...) and bad observers say what was expected."""
+        with pytest.raises(TraceError, match="takes a RecordedRun"):
+            af.replay_run(None)  # type: ignore[arg-type]
+        result = af.replay_run(_a_run())
+        with pytest.raises(TraceError, match="second is a NoneType"):
+            af.compare(result, None)  # type: ignore[arg-type]
+        with pytest.raises(DefinitionError, match="observers must be a list"):
+            af.replay_run(_a_run(), observers=None)  # type: ignore[arg-type]
+
+    def test_a_step_of_unknown_kind_is_not_skipped(self) -> None:
+        """A recorded run holding something that is no step raises, naming the run."""
+        turn = af.ModelTurn(
+            tool_calls=[af.ToolCall(id="c1", name="echo", arguments={})],
+            finish_reason=af.FinishReason.TOOL_CALLS,
+        )
+        run = RecordedRun(
+            id="r2", source="mem", format="test", steps=[ModelOutput(turn), {"results": []}]
+        )
+        with pytest.raises(TraceError, match="mem: run r2: a step is a dict"):
+            af.replay_run(run)
