@@ -110,14 +110,14 @@ class TestNamedErrors:
         with pytest.raises(PayloadError, match=r"unknown provider \[\]"):
             af.normalize({"choices": []}, [])  # type: ignore[arg-type]
         with pytest.raises(PayloadError, match="unknown provider"):
-            af.StreamAccumulator([])  # type: ignore[arg-type]
+            af.StreamAccumulator([])
 
     def test_extend_takes_an_iterable_of_chunks(self) -> None:
         """extend(None) and extend("text") say to use add for one chunk."""
         stream = af.StreamAccumulator()
         for value in (None, "data: {}"):
             with pytest.raises(PayloadError, match="iterable of chunks"):
-                stream.extend(value)  # type: ignore[arg-type]
+                stream.extend(value)
 
     def test_policy_sources_of_the_wrong_kind(self) -> None:
         """A policy from a non-mapping, or a file path that is no path, is a PolicyError."""
@@ -136,18 +136,18 @@ class TestNamedErrors:
         with pytest.raises(TraceError, match="No such file or directory"):
             af.TraceWriter(tmp_path / "missing" / "t.jsonl")
         with pytest.raises(TraceError, match="not int"):
-            af.TraceWriter(3)  # type: ignore[arg-type]
+            af.TraceWriter(3)
         assert af.TraceWriter(io.StringIO()).events == 0  # a text file still works
 
     def test_replay_takes_recorded_runs(self) -> None:
         """replay_run(None), compare(None, ...) and bad observers say what was expected."""
         with pytest.raises(TraceError, match="takes a RecordedRun"):
-            af.replay_run(None)  # type: ignore[arg-type]
+            af.replay_run(None)
         result = af.replay_run(_a_run())
         with pytest.raises(TraceError, match="second is a NoneType"):
-            af.compare(result, None)  # type: ignore[arg-type]
+            af.compare(result, None)
         with pytest.raises(DefinitionError, match="observers must be a list"):
-            af.replay_run(_a_run(), observers=None)  # type: ignore[arg-type]
+            af.replay_run(_a_run(), observers=None)
 
     def test_a_step_of_unknown_kind_is_not_skipped(self) -> None:
         """A recorded run holding something that is no step raises, naming the run."""
@@ -156,7 +156,10 @@ class TestNamedErrors:
             finish_reason=af.FinishReason.TOOL_CALLS,
         )
         run = RecordedRun(
-            id="r2", source="mem", format="test", steps=[ModelOutput(turn), {"results": []}]
+            id="r2",
+            source="mem",
+            format="test",
+            steps=[ModelOutput(turn), {"results": []}],  # type: ignore[list-item]
         )
         with pytest.raises(TraceError, match="mem: run r2: a step is a dict"):
             af.replay_run(run)

@@ -20,7 +20,7 @@ from typing import Any, Literal, ParamSpec, TypeVar, cast
 from agentfsm.core.events import Emitter, Observer, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
-from agentfsm.core.policy import Policy
+from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.run_state import Run, Step, save_run
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.tools import ToolSpec, tool_specs
@@ -43,7 +43,6 @@ from agentfsm.exceptions import (
     DataError,
     DefinitionError,
     InvalidInputError,
-    PolicyError,
 )
 from agentfsm.guards import Hit, Route, RouteTable, SignalConflict
 from agentfsm.guards._routes import WAITING
@@ -133,7 +132,7 @@ class Controller:
         engine: Literal["compiled", "transitions"] = "compiled",
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self.policy = _as_policy(policy)
+        self.policy = as_policy(policy)
         clock = _as_clock(clock)
         if engine not in ("compiled", "transitions"):
             raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
@@ -690,20 +689,6 @@ def _cause(fired: list[tuple[Route, Hit]]) -> tuple[Route, Hit]:
         if not route.fallback:
             return route, hit
     return fired[-1]
-
-
-def _as_policy(policy: object) -> Policy:
-    """The policy a Controller is given: a Policy, None (the defaults) or a mapping."""
-    if policy is None:
-        return Policy()
-    if isinstance(policy, Policy):
-        return policy
-    if isinstance(policy, Mapping):
-        return Policy.from_mapping(policy, source="policy")
-    raise PolicyError(
-        f"policy must be an agentfsm.Policy, a mapping of its fields or None, "
-        f"not {type(policy).__name__}"
-    )
 
 
 def _as_clock(clock: object) -> Callable[[], float]:

@@ -31,7 +31,7 @@ from agentfsm.guards import (
     parse_guard,
 )
 
-__all__ = ["Permission", "Policy"]
+__all__ = ["Permission", "Policy", "as_policy"]
 
 _TABLES: dict[tuple[Any, ...], RouteTable] = {}
 """Route tables by policy content: a policy built per run reuses its table and machine."""
@@ -221,6 +221,21 @@ class Policy(BaseModel):
         if not isinstance(data, dict):
             raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
         return cls.from_mapping(data.get("policy", data), source=str(file))
+
+
+def as_policy(policy: object, where: str = "policy") -> Policy:
+    """The policy given to a Controller or an integration: a Policy, None (the defaults) or a
+    mapping of its fields; anything else raises PolicyError naming `where`."""
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        return Policy.from_mapping(policy, source=where)
+    raise PolicyError(
+        f"{where} must be an agentfsm.Policy, a mapping of its fields or None, "
+        f"not {type(policy).__name__}"
+    )
 
 
 def _problems(exc: ValidationError) -> str:

@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm.core.policy import Policy
 from agentfsm.core.types import State
-from agentfsm.exceptions import AgentFSMError
+from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.guards import Otherwise, Route, RouteTable
 from agentfsm.guards._routes import INITIAL, WAITING
 
@@ -50,10 +51,27 @@ class Overlay:
 
 def edge_label(route: Route) -> str:
     """A route's label: its priority and guard repr, or the reason of a fallback."""
+    if not isinstance(route, Route):
+        raise DefinitionError(f"edge_label takes a Route, not {type(route).__name__}")
     guard = route.guard
     if isinstance(guard, Otherwise):
         return f"{guard.leaf_priority()} otherwise: {guard.reason}"
     return route.label()
+
+
+def _table(table: object, overlay: object, where: str) -> RouteTable:
+    """The route table to draw (a Policy gives its own), with `overlay` checked."""
+    if overlay is not None and not isinstance(overlay, Overlay):
+        raise DefinitionError(
+            f"{where}: overlay must be an Overlay or None, not {type(overlay).__name__}"
+        )
+    if isinstance(table, Policy):
+        return table.routes
+    if isinstance(table, RouteTable):
+        return table
+    raise DefinitionError(
+        f"{where} draws a RouteTable (policy.routes) or a Policy, not {type(table).__name__}"
+    )
 
 
 def _groups(table: RouteTable) -> dict[tuple[State, State], list[Route]]:
@@ -78,8 +96,9 @@ def _labels(routes: list[Route], overlay: Overlay | None) -> list[str]:
     return labels
 
 
-def mermaid(table: RouteTable, overlay: Overlay | None = None) -> str:
-    """Render `table` as a Mermaid state diagram."""
+def mermaid(table: RouteTable | Policy, overlay: Overlay | None = None) -> str:
+    """Render `table` (or a policy's table) as a Mermaid state diagram."""
+    table = _table(table, overlay, "mermaid")
     lines = ["stateDiagram-v2"]
     for state in State:
         visits = overlay.states[state.value] if overlay else 0
@@ -104,12 +123,13 @@ def _mermaid_text(text: str) -> str:
     return text.replace(":", " -").replace(";", ",").replace("#", "no.")
 
 
-def dot(table: RouteTable, overlay: Overlay | None = None, *, ids: bool = False) -> str:
-    """Render `table` as a Graphviz DOT digraph.
+def dot(table: RouteTable | Policy, overlay: Overlay | None = None, *, ids: bool = False) -> str:
+    """Render `table` (or a policy's table) as a Graphviz DOT digraph.
 
     With `ids`, every state is `id="n-<state>"` and every edge `id="e-<source>-<dest>"`, so a
     page can highlight them in the SVG that Graphviz draws (the HTML report does).
     """
+    table = _table(table, overlay, "dot")
     lines = [
         "digraph agentfsm {",
         "  rankdir=TB;",
@@ -144,8 +164,16 @@ def _dot_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+_FORMATS = ("svg", "png")
+"""What `render` draws."""
+
+
 def render(source: str, fmt: str) -> bytes:
     """Turn DOT source into `fmt` (svg or png) with Graphviz's `dot` program."""
+    if not isinstance(source, str):
+        raise DefinitionError(f"render takes DOT source text, not {type(source).__name__}")
+    if fmt not in _FORMATS:
+        raise DefinitionError(f"render: format {fmt!r} is not one of {', '.join(_FORMATS)}")
     program = shutil.which("dot")
     if program is None:
         raise AgentFSMError(

@@ -43,6 +43,7 @@ from agentfsm.core._checked import Checked
 
 try:
     from dbos import DBOS, DBOSConfig, SetWorkflowID
+    from dbos._error import DBOSException
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "agentfsm.durable needs DBOS Transact: pip install 'agentfsm[durable]'"
@@ -57,7 +58,7 @@ from agentfsm.durable._workflow import (
     agent_run,
     load_litellm,
 )
-from agentfsm.exceptions import CheckpointError, InvalidInputError, RunError
+from agentfsm.exceptions import CheckpointError, DefinitionError, InvalidInputError, RunError
 
 __all__ = [
     "HUMAN_TOPIC",
@@ -128,6 +129,11 @@ def launch(
     Raises:
         StrandedRunsError: pending runs of another application version exist.
     """
+    for field, value in (("database_url", database_url), ("name", name)):
+        if not isinstance(value, str) or not value:
+            raise DefinitionError(f"launch: {field} must be a non-empty str, not {value!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise DefinitionError(f"launch: config must be a mapping, not {type(config).__name__}")
     listed = register(agents)
     version = app_version(listed)
     load_litellm()  # seconds to import: pay it at launch, not inside the first run's first step
@@ -175,11 +181,25 @@ def start(
     run_id: str | None = None,
 ) -> str:
     """Start a run of a declared agent; returns its run id (starting an id twice is one run)."""
-    name = agent if isinstance(agent, str) else agent.name
+    if isinstance(agent, DurableAgent):
+        name = agent.name
+    elif isinstance(agent, str):
+        name = agent
+    else:
+        raise InvalidInputError(f"start: agent must be a name or a DurableAgent, not {agent!r}")
     agent_named(name)
+    if run_id is not None:
+        _checked_id(run_id, "start")
     if isinstance(messages, str):
         messages = [{"role": "user", "content": messages}]
-    history = [dict(m) for m in messages]
+    wrong = InvalidInputError(
+        "start: messages must be a str or a list of message mappings ({'role', 'content'})"
+    )
+    if not isinstance(messages, Sequence):
+        raise wrong
+    history = [dict(m) for m in messages if isinstance(m, Mapping)]
+    if len(history) != len(messages):
+        raise wrong
 
     async def begin() -> str:
         with SetWorkflowID(run_id) if run_id is not None else nullcontext():
@@ -205,9 +225,25 @@ def _runs_loop() -> asyncio.AbstractEventLoop:
         return _LOOP
 
 
+def _checked_id(run_id: object, where: str) -> str:
+    """A run id as given to `where`: a non-empty str, or InvalidInputError."""
+    if not isinstance(run_id, str) or not run_id:
+        raise InvalidInputError(f"{where}: run_id must be a non-empty str, not {run_id!r}")
+    return run_id
+
+
+def _dbos_failed(where: str, exc: DBOSException) -> RunError:
+    """DBOS's own error (e.g. no `launch` in this process yet) as a RunError."""
+    return RunError(f"{where}: {exc} (call agentfsm.durable.launch(...) first in this process)")
+
+
 def status(run_id: str) -> RunStatus:
     """Where a run is: running, waiting for a human, done, failed or cancelled."""
-    found = DBOS.get_workflow_status(run_id)
+    _checked_id(run_id, "status")
+    try:
+        found = DBOS.get_workflow_status(run_id)
+    except DBOSException as exc:
+        raise _dbos_failed("status", exc) from exc
     if found is None:
         raise InvalidInputError(f"no durable run {run_id!r} in this database", run_id=run_id)
     state = found.status
@@ -223,7 +259,11 @@ def status(run_id: str) -> RunStatus:
 
 def asked(run_id: str) -> dict[str, Any] | None:
     """What a run waiting for a human asks (turn, reason, tool calls), or None."""
-    value = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
+    _checked_id(run_id, "asked")
+    try:
+        value = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
+    except DBOSException as exc:
+        raise _dbos_failed("asked", exc) from exc
     return value if isinstance(value, dict) else None
 
 
@@ -233,12 +273,18 @@ def reply(run_id: str, approved: bool, message: str | None = None) -> None:
     Raises:
         InvalidInputError: the run does not exist or is not waiting for a human.
     """
+    _checked_id(run_id, "reply")
+    # Only True approves: a reply of "no" or 0 must never run the calls it answers.
+    if not isinstance(approved, bool):
+        raise InvalidInputError(f"reply: approved must be True or False, not {approved!r}")
+    if message is not None and not isinstance(message, str):
+        raise InvalidInputError(f"reply: message must be a str or None, not {message!r}")
     question = asked(run_id) if status(run_id) == "waiting_for_human" else None
     if question is None:
         raise InvalidInputError(
             f"run {run_id!r} is not waiting for a human (it is {status(run_id)})", run_id=run_id
         )
-    answer = {"turn": question["turn"], "approved": bool(approved), "message": message}
+    answer = {"turn": question["turn"], "approved": approved, "message": message}
     DBOS.send(run_id, answer, topic=HUMAN_TOPIC)
 
 
@@ -248,6 +294,11 @@ def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
     Raises:
         RunError: the run failed, or did not end within `timeout` seconds.
     """
+    _checked_id(run_id, "result")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+    ):
+        raise InvalidInputError(f"result: timeout must be seconds (>= 0) or None, not {timeout!r}")
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         now = status(run_id)

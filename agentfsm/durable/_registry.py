@@ -15,7 +15,7 @@ from typing import Any
 
 from agentfsm.core.events import SCHEMA
 from agentfsm.core.persistence import STATE_VERSION, policy_code
-from agentfsm.core.policy import Policy
+from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.exceptions import DefinitionError, InvalidInputError
 
@@ -58,12 +58,28 @@ class DurableAgent:
         human_timeout: float | None = None,
         on_progress: Progress | None = None,
     ) -> None:
-        if not name:
-            raise DefinitionError("a durable agent needs a name")
+        if not isinstance(name, str) or not name:
+            raise DefinitionError(f"a durable agent needs a name (a non-empty str), not {name!r}")
+        if not isinstance(model, str) or not model:
+            raise DefinitionError(f"durable agent {name!r}: model must be a litellm model name")
+        for field, value in (("api_base", api_base), ("api_key", api_key)):
+            if value is not None and not isinstance(value, str):
+                raise DefinitionError(f"durable agent {name!r}: {field} must be a str or None")
+        if human_timeout is not None and (
+            isinstance(human_timeout, bool)
+            or not isinstance(human_timeout, int | float)
+            or not human_timeout >= 0
+        ):
+            raise DefinitionError(
+                f"durable agent {name!r}: human_timeout must be seconds (>= 0) or None, "
+                f"not {human_timeout!r}"
+            )
+        if on_progress is not None and not callable(on_progress):
+            raise DefinitionError(f"durable agent {name!r}: on_progress must be callable")
         self.name = name
         self.model = model
         self.specs: dict[str, ToolSpec] | None = tool_specs(tools)
-        self.policy = policy if policy is not None else Policy()
+        self.policy = as_policy(policy, f"durable agent {name!r}: policy")
         self.api_base = api_base
         self.api_key = api_key
         self.human_timeout = human_timeout
@@ -100,13 +116,26 @@ class DurableAgent:
 
 def register(agents: Iterable[DurableAgent]) -> list[DurableAgent]:
     """Declare `agents` in this process; a name declared twice is an error."""
-    listed = list(agents)
+    listed = _agent_list(agents)
     names = [a.name for a in listed]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise DefinitionError(f"durable agents {twice} are declared twice")
     _AGENTS.clear()
     _AGENTS.update((a.name, a) for a in listed)
+    return listed
+
+
+def _agent_list(agents: object) -> list[DurableAgent]:
+    """`agents` as a list, each checked to be a DurableAgent."""
+    if isinstance(agents, str | bytes | Mapping) or not isinstance(agents, Iterable):
+        raise DefinitionError(f"agents must be a list of DurableAgent, not {type(agents).__name__}")
+    listed = list(agents)
+    for index, agent in enumerate(listed):
+        if not isinstance(agent, DurableAgent):
+            raise DefinitionError(
+                f"agents[{index}] must be a DurableAgent, not {type(agent).__name__}"
+            )
     return listed
 
 
@@ -129,7 +158,7 @@ WORKFLOW_VERSION = 2
 
 def app_version(agents: Iterable[DurableAgent]) -> str:
     """The DBOS application version: agentfsm's state format and a digest of the agents."""
-    described = {a.name: a.fingerprint() for a in agents}
+    described = {a.name: a.fingerprint() for a in _agent_list(agents)}
     text = json.dumps(described, sort_keys=True, default=_plain)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return f"agentfsm-s{STATE_VERSION}-e{SCHEMA}-w{WORKFLOW_VERSION}-{digest}"

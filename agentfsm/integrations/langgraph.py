@@ -22,7 +22,7 @@ Needs the `langgraph` extra: `pip install agentfsm[langgraph]`.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -43,9 +43,9 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Send, interrupt
 
 from agentfsm.core.controller import Controller
-from agentfsm.core.policy import Policy
+from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
-from agentfsm.exceptions import InvalidInputError
+from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.integrations._state import restore, save
 
 __all__ = ["AgentState", "Decide", "create_agent", "human_reply"]
@@ -70,6 +70,16 @@ def _spec(tool: BaseTool | dict[str, Any] | Any) -> Any:
         function: dict[str, Any] = convert_to_openai_tool(tool)["function"]
         return function
     return tool
+
+
+def _tool_list(tools: object, where: str) -> list[Any]:
+    """`tools` as a list, or ToolDefinitionError: a string is not a list of one-letter tools."""
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise ToolDefinitionError(
+            f"{where}: tools must be a list of tools (LangChain tools, function specs or "
+            f"names), not {type(tools).__name__}"
+        )
+    return list(tools)
 
 
 def _lc_call(call: ToolCall) -> dict[str, Any]:
@@ -142,8 +152,11 @@ class Decide:
         tools_node: str = "tools",
         human: str = "human",
     ) -> None:
-        self.policy = policy if policy is not None else Policy()
-        self.tools = None if tools is None else [_spec(t) for t in tools]
+        self.policy = as_policy(policy, "Decide: policy")
+        self.tools = None if tools is None else [_spec(t) for t in _tool_list(tools, "Decide")]
+        for name, value in (("agent", agent), ("tools_node", tools_node), ("human", human)):
+            if not isinstance(value, str) or not value:
+                raise DefinitionError(f"Decide: {name} must be a node name, not {value!r}")
         self.agent, self.tools_node, self.human_node = agent, tools_node, human
         Controller(self.policy, self.tools)  # a bad policy or tool list fails here, not mid-run
         self._live: dict[str, tuple[dict[str, Any], Controller]] = {}
@@ -300,8 +313,21 @@ def create_agent(
     Nodes: `agent` (calls the model), `decide` (agentfsm), `tools` (LangGraph's `ToolNode`),
     `human` (an `interrupt()`; needs a checkpointer). Returns the compiled graph.
     """
+    if not isinstance(model, Runnable):
+        raise DefinitionError(
+            f"create_agent: model must be a LangChain chat model or Runnable, not "
+            f"{type(model).__name__}"
+        )
+    tools = _tool_list(tools, "create_agent")
     decide = Decide(policy, tools)
     bound = _bind(model, tools)
+    try:
+        node = ToolNode(list(tools))
+    except (TypeError, ValueError, AttributeError) as exc:  # LangGraph could not make the tools
+        raise ToolDefinitionError(
+            "create_agent: LangGraph's ToolNode cannot run these tools (it needs LangChain "
+            f"tools or Python functions): {exc}"
+        ) from exc
 
     def agent(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         limit = _max_tokens(model, state.get("decisions", []))
@@ -311,7 +337,7 @@ def create_agent(
     builder: Any = StateGraph(state_schema)
     builder.add_node("agent", agent)
     builder.add_node("decide", decide)
-    builder.add_node("tools", ToolNode(list(tools)))
+    builder.add_node("tools", node)
     builder.add_node("human", decide.human)
     builder.add_edge(START, "agent")
     builder.add_edge("agent", "decide")

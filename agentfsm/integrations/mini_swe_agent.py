@@ -31,11 +31,14 @@ from typing import Any
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.exceptions import FormatError, Submitted
 from minisweagent.models.utils.actions_toolcall import BASH_TOOL
+from pydantic import ValidationError
 
+from agentfsm.core._checked import problems_of
 from agentfsm.core.controller import Controller
 from agentfsm.core.events import Observer
-from agentfsm.core.policy import Policy
+from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
+from agentfsm.exceptions import DefinitionError
 
 __all__ = ["Approver", "GovernedAgent"]
 
@@ -77,8 +80,17 @@ class GovernedAgent(DefaultAgent):
         observers: Iterable[Observer] = (),
         **kwargs: Any,
     ) -> None:
-        super().__init__(model, env, **kwargs)
-        self.policy = policy if policy is not None else Policy()
+        self.policy = as_policy(policy, "GovernedAgent: policy")
+        if approve is not None and not callable(approve):
+            raise DefinitionError(
+                f"GovernedAgent: approve must be a function of the calls, or None, not "
+                f"{type(approve).__name__}"
+            )
+        try:
+            super().__init__(model, env, **kwargs)
+        except ValidationError as exc:  # mini-swe-agent's AgentConfig
+            problems = "; ".join(f"{where}: {what}" for where, what in problems_of(exc))
+            raise DefinitionError(f"GovernedAgent: mini-swe-agent's config: {problems}") from exc
         self.approve = approve
         self.observers = list(observers)
         self.controller = self._controller()

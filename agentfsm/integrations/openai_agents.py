@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from agents import Agent, FunctionTool, ModelSettings
+from agents.exceptions import AgentsException
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
@@ -48,9 +49,9 @@ from openai.types.responses import (
 )
 
 from agentfsm.core.controller import Controller
-from agentfsm.core.policy import Policy
+from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ToolResult
-from agentfsm.exceptions import AgentFSMError, DefinitionError
+from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
 
 __all__ = ["GovernedModel", "decisions", "governed"]
 
@@ -124,9 +125,13 @@ class GovernedModel(Model):
     ) -> None:
         if stream not in ("held", "text"):
             raise DefinitionError(f"stream must be 'held' or 'text', not {stream!r}")
+        if not isinstance(inner, Model):
+            raise DefinitionError(
+                f"GovernedModel wraps an Agents SDK Model, not {type(inner).__name__}"
+            )
         self.inner = inner
         self.stream = stream
-        self.policy = policy if policy is not None else Policy()
+        self.policy = as_policy(policy, "GovernedModel: policy")
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._carry: list[dict[str, Any]] = []
@@ -365,9 +370,15 @@ def governed(
         stream: For `Runner.run_streamed`: `"held"` (events wait for the decision) or
             `"text"` (text events pass on as they arrive).
     """
+    if not isinstance(agent, Agent):
+        raise DefinitionError(f"governed takes an agents.Agent, not {type(agent).__name__}")
+    policy = as_policy(policy, "governed: policy")  # before the model is made: it may need a key
     inner = agent.model
     if not isinstance(inner, Model):
-        inner = MultiProvider().get_model(inner)
+        try:
+            inner = MultiProvider().get_model(inner)
+        except AgentsException as exc:  # e.g. a model name with an unknown prefix
+            raise DefinitionError(f"governed: the agent's model {inner!r}: {exc}") from exc
     model = GovernedModel(inner, policy, stream)
     tools = [_approval(model, t) if isinstance(t, FunctionTool) else t for t in agent.tools]
     return agent.clone(model=model, tools=tools)
@@ -375,6 +386,10 @@ def governed(
 
 def decisions(result: RunResultBase) -> list[Decision]:
     """Every decision agentfsm made in the run that produced `result`, RETRY included."""
+    if not isinstance(result, RunResultBase):
+        raise InvalidInputError(
+            f"decisions takes the result of Runner.run, not {type(result).__name__}"
+        )
     model = result.last_agent.model
     if not isinstance(model, GovernedModel):
         raise AgentFSMError("this result did not come from an agent made by governed()")

@@ -27,11 +27,11 @@ at a time. Needs the `pydantic-ai` extra.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pydantic_ai.exceptions import ApprovalRequired
+from pydantic_ai.exceptions import ApprovalRequired, UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -54,8 +54,9 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolse
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentfsm.core.controller import Controller
-from agentfsm.core.policy import Policy
+from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ToolResult
+from agentfsm.exceptions import DefinitionError, ToolDefinitionError
 
 __all__ = ["GovernedModel", "GovernedToolset"]
 
@@ -82,15 +83,33 @@ class GovernedModel(WrapperModel):
     """
 
     def __init__(self, wrapped: Model | str, policy: Policy | None = None) -> None:
-        super().__init__(wrapped)
-        self.policy = policy if policy is not None else Policy()
+        self.policy = as_policy(policy, "GovernedModel: policy")
+        if not isinstance(wrapped, Model | str):
+            raise DefinitionError(
+                f"GovernedModel wraps a pydantic-ai Model or a model name, not "
+                f"{type(wrapped).__name__}"
+            )
+        try:
+            super().__init__(wrapped)
+        except UserError as exc:  # an unknown model name
+            raise DefinitionError(f"GovernedModel: model {wrapped!r}: {exc}") from exc
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._refused: list[tuple[ToolCallPart, ToolResult]] = []
 
     def toolset(self, tools: AbstractToolset[Any] | Sequence[Any]) -> GovernedToolset:
         """The agent's tools, asking for a human's approval whenever agentfsm says so."""
-        wrapped = tools if isinstance(tools, AbstractToolset) else FunctionToolset(list(tools))
+        if isinstance(tools, AbstractToolset):
+            return GovernedToolset(tools, self)
+        if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+            raise ToolDefinitionError(
+                f"toolset takes a toolset or a list of tools, not {type(tools).__name__}"
+            )
+        try:
+            wrapped = FunctionToolset(list(tools))
+        except (UserError, TypeError, ValueError, AttributeError) as exc:
+            why = f"toolset: pydantic-ai cannot make tools of these: {exc}"
+            raise ToolDefinitionError(why) from exc
         return GovernedToolset(wrapped, self)
 
     # -- the run's Controller -------------------------------------------------------------

@@ -111,7 +111,15 @@ def tool(
     options = ToolOptions(effect=effect, timeout=timeout, idempotent=idempotent)
 
     def mark(function: _F) -> _F:
-        setattr(function, _OPTIONS_ATTR, options)
+        if not callable(function):
+            raise ToolDefinitionError(f"@tool marks a function, not {type(function).__name__}")
+        try:
+            setattr(function, _OPTIONS_ATTR, options)
+        except (AttributeError, TypeError) as exc:  # a builtin, or a callable with __slots__
+            raise ToolDefinitionError(
+                f"@tool cannot mark {function!r}: it takes no attributes; pass its options "
+                "to Executor(options={name: ToolOptions(...)}) instead"
+            ) from exc
         return function
 
     return mark if fn is None else mark(fn)

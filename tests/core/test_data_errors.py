@@ -137,7 +137,7 @@ class TestDataError:
     def test_lists_every_problem(self) -> None:
         """A missing field and an unknown one are both reported."""
         with pytest.raises(DataError) as caught:
-            af.ToolResult(cal_id="c1")
+            af.ToolResult(cal_id="c1")  # type: ignore[call-arg]
         fields = [field for field, _ in caught.value.details["problems"]]
         assert fields == ["call_id", "cal_id"]
 
@@ -145,7 +145,7 @@ class TestDataError:
         """Records are facts: assigning or deleting a field raises DataError, changes nothing."""
         result = af.ToolResult(call_id="c1", content="x")
         with pytest.raises(DataError, match="ToolResult: content: Instance is frozen"):
-            result.content = "y"  # type: ignore[misc]
+            result.content = "y"
         with pytest.raises(DataError):
             del result.content
         assert result.content == "x"

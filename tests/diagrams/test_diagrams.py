@@ -10,7 +10,7 @@ import pytest
 
 from agentfsm import Policy, State
 from agentfsm.diagrams import Overlay, dot, edge_label, mermaid, render
-from agentfsm.exceptions import AgentFSMError
+from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.guards import MaxTurns, Otherwise, RepeatedCall, Route
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,3 +184,38 @@ class TestRender:
         svg = render(dot(Policy().routes), "svg").decode()
         assert "<svg" in svg
         assert "budget_check" in svg
+
+
+class TestArguments:
+    """The drawing functions name what they were given instead of failing inside."""
+
+    @pytest.mark.parametrize("table", [None, "policy", {"max_turns": 3}, 3])
+    def test_a_table_of_the_wrong_kind(self, table: object) -> None:
+        """mermaid and dot draw a RouteTable or a Policy; anything else is a DefinitionError."""
+        with pytest.raises(DefinitionError, match="draws a RouteTable"):
+            mermaid(table)  # type: ignore[arg-type]
+        with pytest.raises(DefinitionError, match="draws a RouteTable"):
+            dot(table)  # type: ignore[arg-type]
+
+    def test_a_policy_draws_its_own_table(self) -> None:
+        """mermaid(policy) is mermaid(policy.routes)."""
+        policy = Policy(max_turns=7)
+        assert mermaid(policy) == mermaid(policy.routes)
+        assert dot(policy) == dot(policy.routes)
+
+    def test_an_overlay_of_the_wrong_kind(self) -> None:
+        """An overlay that is not an Overlay is named."""
+        with pytest.raises(DefinitionError, match="overlay must be an Overlay"):
+            mermaid(Policy().routes, {"parse": 1})  # type: ignore[arg-type]
+
+    def test_render_checks_source_and_format(self) -> None:
+        """render(None, "svg") and render(dot, "pdf; rm") are refused before Graphviz runs."""
+        with pytest.raises(DefinitionError, match="DOT source text"):
+            render(None, "svg")  # type: ignore[arg-type]
+        with pytest.raises(DefinitionError, match="is not one of svg, png"):
+            render(dot(Policy().routes), "pdf; rm")
+
+    def test_edge_label_takes_a_route(self) -> None:
+        """edge_label(None) is a DefinitionError."""
+        with pytest.raises(DefinitionError, match="takes a Route"):
+            edge_label(None)  # type: ignore[arg-type]

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from typing import Any
+
 import pytest
 
 import agentfsm as af
+from agentfsm import durable
 from agentfsm.durable import DurableAgent, app_version
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import agent_named, register
-from agentfsm.exceptions import DefinitionError, InvalidInputError
+from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
 from agentfsm.testing import call, turn
 
 
@@ -86,3 +91,85 @@ class TestConversation:
         talk.drop()
         talk.settle()
         assert talk.messages == [{"role": "user", "content": "hi"}]
+
+
+class TestArguments:
+    """Each entry point names a bad argument before it reaches DBOS or the database."""
+
+    @pytest.mark.parametrize(
+        ("args", "kwargs", "match"),
+        [
+            ((3, "m"), {}, "needs a name"),
+            (("a", None), {}, "model must be a litellm model name"),
+            (("a", "m"), {"policy": "strict"}, "durable agent 'a': policy must be"),
+            (("a", "m"), {"human_timeout": -1}, "human_timeout must be seconds"),
+            (("a", "m"), {"on_progress": "print"}, "on_progress must be callable"),
+            (("a", "m"), {"api_key": 42}, "api_key must be a str"),
+        ],
+    )
+    def test_a_bad_agent(self, args: tuple[Any, ...], kwargs: dict[str, Any], match: str) -> None:
+        """DurableAgent checks every argument where it is given."""
+        with pytest.raises(AgentFSMError, match=match):
+            DurableAgent(*args, **kwargs)
+
+    @pytest.mark.parametrize("agents", ["a", None, [None], ["a"], {"a": 1}])
+    def test_agents_must_be_durable_agents(self, agents: Any) -> None:
+        """launch/register/app_version take a list of DurableAgent: a string is not one."""
+        with pytest.raises(DefinitionError, match="DurableAgent"):
+            register(agents)
+        with pytest.raises(DefinitionError, match="DurableAgent"):
+            app_version(agents)
+
+    def test_launch_checks_its_settings_first(self) -> None:
+        """A database URL or a config of the wrong kind is refused before DBOS starts."""
+        with pytest.raises(DefinitionError, match="database_url must be a non-empty str"):
+            durable.launch([], database_url=None)  # type: ignore[arg-type]
+        with pytest.raises(DefinitionError, match="config must be a mapping"):
+            durable.launch([], config=[("executor_id", "x")])  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("approved", ["no", "yes", 0, 1, None, [True]])
+    def test_only_true_or_false_answers_a_human_question(self, approved: Any) -> None:
+        """reply(run, "no") approved the calls (bool("no") is True): now anything but a bool
+        is refused before the run is even looked up."""
+        with pytest.raises(InvalidInputError, match="approved must be True or False"):
+            durable.reply("run-1", approved)
+
+    @pytest.mark.parametrize("run_id", [None, "", 3, ["r"]])
+    def test_a_run_id_is_a_non_empty_string(self, run_id: Any) -> None:
+        """status, asked, reply and result name a run id of the wrong kind."""
+        for entry in (durable.status, durable.asked, durable.result):
+            with pytest.raises(InvalidInputError, match="run_id must be a non-empty str"):
+                entry(run_id)
+        with pytest.raises(InvalidInputError, match="run_id must be a non-empty str"):
+            durable.reply(run_id, True)
+
+    @pytest.mark.parametrize("timeout", [-1, float("nan"), "10", True])
+    def test_result_timeout_is_seconds(self, timeout: Any) -> None:
+        """result(run, timeout=...) takes seconds >= 0 or None."""
+        with pytest.raises(InvalidInputError, match="timeout must be seconds"):
+            durable.result("run-1", timeout=timeout)
+
+    def test_start_names_agent_and_messages(self) -> None:
+        """start(None, ...) and messages that are not a conversation are refused."""
+        register([DurableAgent("starter", "m")])
+        with pytest.raises(InvalidInputError, match="agent must be a name or a DurableAgent"):
+            durable.start(None, "hi")  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="messages must be a str or a list"):
+            durable.start("starter", [1, 2])  # type: ignore[list-item]
+        with pytest.raises(InvalidInputError, match="messages must be a str or a list"):
+            durable.start("starter", 5)  # type: ignore[arg-type]
+
+    def test_before_launch_dbos_failures_are_run_errors(self) -> None:
+        """In a process that never launched, status() is a RunError that says to launch."""
+        code = (
+            "from agentfsm import durable\n"
+            "from agentfsm.exceptions import RunError\n"
+            "try:\n    durable.status('run-1')\n"
+            "except RunError as exc:\n    print('RunError:', exc)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert "RunError: status:" in done.stdout
+        assert "launch" in done.stdout

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import agentfsm as af
-from agentfsm.exceptions import AgentFSMError
+from agentfsm.exceptions import AgentFSMError, ToolDefinitionError
 from agentfsm.runner.executor import SKIPPED, Executor, ToolOptions, tool
 
 
@@ -412,3 +412,14 @@ def test_the_subprocess_tool_really_ran(tmp_path: Path) -> None:
     )
     assert result.content.isdigit()
     assert (tmp_path / "made.txt").read_text() == "x"
+
+
+class TestToolDecorator:
+    def test_only_a_function_is_marked(self) -> None:
+        """@tool on a value that is no function, or one that takes no attributes, is named."""
+        with pytest.raises(ToolDefinitionError, match="marks a function, not int"):
+            tool(0)  # type: ignore[call-overload]
+        with pytest.raises(ToolDefinitionError, match="takes no attributes"):
+            tool(len)
+        with pytest.raises(ToolDefinitionError, match="marks a function"):
+            tool(effect="read")("not a function")  # type: ignore[type-var]
