@@ -17,14 +17,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm import testing
 from agentfsm.exceptions import (
     AgentFSMError,
+    DataError,
     DefinitionError,
+    MachineDefinitionError,
     PayloadError,
     PolicyError,
     TraceError,
 )
+from agentfsm.providers import Provider
 from agentfsm.replay.trajectories import ModelOutput, RecordedRun, read_runs
+from agentfsm.testing import ScriptedModel, ScriptedServer
 
 _odd = st.one_of(
     st.none(),
@@ -163,3 +168,34 @@ class TestNamedErrors:
         )
         with pytest.raises(TraceError, match="mem: run r2: a step is a dict"):
             af.replay_run(run)
+
+
+class TestGuardsAndTestingHelpers:
+    def test_guards_name_their_bad_arguments(self) -> None:
+        """Guards and route tables built by hand raise PolicyError/MachineDefinitionError."""
+        with pytest.raises(PolicyError, match="on_unknown must be 'warn' or 'stop'"):
+            af.guards.CostBudget(1.0, on_unknown="ignore")  # type: ignore[arg-type]
+        with pytest.raises(PolicyError, match="a guard's code is a str"):
+            af.guards.parse_guard(None)  # type: ignore[arg-type]
+        with pytest.raises(MachineDefinitionError, match="made of Routes, not str"):
+            af.guards.RouteTable("routes")  # type: ignore[arg-type]
+        with pytest.raises(MachineDefinitionError, match=r"routes\[0\] must be a Route"):
+            af.guards.RouteTable([None])  # type: ignore[list-item]
+        with pytest.raises(PolicyError, match=r"build_routes takes an agentfsm\.Policy"):
+            af.guards.build_routes({"max_turns": 3})  # type: ignore[arg-type]
+
+    def test_a_provider_name_outside_the_list(self) -> None:
+        """Provider("bogus") lists the formats, as a DataError."""
+        with pytest.raises(DataError, match="'bogus' is not a valid Provider: expected one of"):
+            Provider("bogus")
+
+    def test_testing_helpers(self) -> None:
+        """The test doubles name a script or arguments of the wrong kind."""
+        with pytest.raises(DataError, match="outputs must be a list"):
+            ScriptedModel(None)  # type: ignore[arg-type]
+        with pytest.raises(DataError, match="script must be a list of replies"):
+            ScriptedServer(None)  # type: ignore[arg-type]
+        with pytest.raises(DataError, match="arguments must be a mapping"):
+            testing.call("echo", "x=1")  # type: ignore[arg-type]
+        with pytest.raises(DataError, match="calls must be a list of ToolCall"):
+            testing.turn("", None)  # type: ignore[arg-type]

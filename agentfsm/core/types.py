@@ -29,12 +29,13 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Usage",
+    "Vocabulary",
     "build",
     "maker",
 ]
 
 
-class _Vocabulary(StrEnum):
+class Vocabulary(StrEnum):
     """A closed set of names; a name outside it raises DataError listing the set."""
 
     @classmethod
@@ -47,7 +48,7 @@ class _Vocabulary(StrEnum):
         )
 
 
-class FinishReason(_Vocabulary):
+class FinishReason(Vocabulary):
     """Why the provider says the model stopped, mapped onto one vocabulary.
 
     This is the provider's claim, not the controller's conclusion: `STOP` with
@@ -66,7 +67,7 @@ class FinishReason(_Vocabulary):
     UNKNOWN = "unknown"
 
 
-class Action(_Vocabulary):
+class Action(Vocabulary):
     """What the host should do next."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
@@ -80,7 +81,7 @@ class Action(_Vocabulary):
     STOP = "stop"
 
 
-class ExitReason(_Vocabulary):
+class ExitReason(Vocabulary):
     """Why a run ended. Only `COMPLETED` is a normal end."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
@@ -104,7 +105,7 @@ class ExitReason(_Vocabulary):
     INTERRUPTED = "interrupted"
 
 
-class Priority(_Vocabulary):
+class Priority(Vocabulary):
     """The routing priorities of DESIGN.md, P0 (structure) to P7 (signal conflicts)."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
@@ -119,7 +120,7 @@ class Priority(_Vocabulary):
     P7 = "P7"
 
 
-class State(_Vocabulary):
+class State(Vocabulary):
     """The named states of the loop; each is the work of one loop step."""
 
     __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step

@@ -7,6 +7,7 @@ them with `|`, `&` and `~`; `parse_guard` reads a repr back into a guard.
 
 from __future__ import annotations
 
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import AllOf, AnyOf, FunctionGuard, Guard, Hit, Not, Otherwise, as_guard
 from agentfsm.guards._parse import parse_guard as _parse
 from agentfsm.guards._routes import Route, RouteTable, boundary_guards, build_routes
@@ -125,4 +126,6 @@ REGISTRY: dict[str, type[Guard]] = {
 
 def parse_guard(text: str) -> Guard:
     """Build a guard from code such as `"TokenBudget(200_000) | MaxTurns(50)"`."""
+    if not isinstance(text, str):
+        raise PolicyError(f"a guard's code is a str, not {type(text).__name__}")
     return _parse(text, REGISTRY)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from agentfsm.core.snapshot import Phase
 from agentfsm.core.types import Priority, State
-from agentfsm.exceptions import MachineDefinitionError
+from agentfsm.exceptions import MachineDefinitionError, PolicyError
 from agentfsm.guards._base import ALL_PHASES, Guard, Otherwise
 from agentfsm.guards.boundaries import (
     ContentFiltered,
@@ -92,7 +92,16 @@ class RouteTable:
     __slots__ = ("_hash", "by_phase", "by_source", "routes")
 
     def __init__(self, routes: Iterable[Route]) -> None:
+        if isinstance(routes, str | bytes | Mapping) or not isinstance(routes, Iterable):
+            raise MachineDefinitionError(
+                f"a RouteTable is made of Routes, not {type(routes).__name__}"
+            )
         self.routes: tuple[Route, ...] = tuple(routes)
+        for index, route in enumerate(self.routes):
+            if not isinstance(route, Route):
+                raise MachineDefinitionError(
+                    f"routes[{index}] must be a Route, not {type(route).__name__}"
+                )
         by_source: dict[State, list[Route]] = {s: [] for s in State}
         for route in self.routes:
             by_source[route.source].append(route)
@@ -195,8 +204,16 @@ def _names(states: Iterable[State]) -> str:
     return ", ".join(sorted(s.value for s in states))
 
 
+def _check_policy(policy: object, where: str) -> None:
+    from agentfsm.core.policy import Policy  # the policy module builds its tables from here
+
+    if not isinstance(policy, Policy):
+        raise PolicyError(f"{where} takes an agentfsm.Policy, not {type(policy).__name__}")
+
+
 def boundary_guards(policy: Policy) -> list[Guard]:
     """The budget guards a policy asks for, plus the guards it was given directly."""
+    _check_policy(policy, "boundary_guards")
     found: list[Guard] = [MaxTurns(policy.max_turns)]
     if policy.max_tool_calls is not None:
         found.append(MaxToolCalls(policy.max_tool_calls))
@@ -215,6 +232,7 @@ def boundary_guards(policy: Policy) -> list[Guard]:
 
 def build_routes(policy: Policy) -> RouteTable:
     """Build the route table a policy describes."""
+    _check_policy(policy, "build_routes")
     S = State  # noqa: N806 - the table reads as a table with a one-letter alias
     bounds = boundary_guards(policy)
     verifiers = tuple(policy.verifiers)

@@ -10,6 +10,7 @@ from typing import Literal
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, FinishReason, Priority
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, check_number
 
 __all__ = [
@@ -114,7 +115,9 @@ class CostBudget(_Limit):
     def __init__(self, limit: float, on_unknown: Literal["warn", "stop"] = "warn") -> None:
         super().__init__(limit)
         if on_unknown not in ("warn", "stop"):
-            raise ValueError(f"on_unknown must be 'warn' or 'stop', not {on_unknown!r}")
+            raise PolicyError(
+                f"CostBudget: on_unknown must be 'warn' or 'stop', not {on_unknown!r}"
+            )
         self.on_unknown = on_unknown
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:

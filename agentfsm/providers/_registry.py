@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
-from agentfsm.core.types import ModelTurn
+from agentfsm.core.types import ModelTurn, Vocabulary
 from agentfsm.providers import (
     _anthropic,
     _bedrock,
@@ -32,7 +31,7 @@ __all__ = [
 ]
 
 
-class Provider(StrEnum):
+class Provider(Vocabulary):
     """The names of the wire formats `normalize` reads."""
 
     OPENAI = "openai"

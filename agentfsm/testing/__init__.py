@@ -26,6 +26,7 @@ from agentfsm.core.types import (
     ToolResult,
     Usage,
 )
+from agentfsm.exceptions import DataError
 from agentfsm.testing.scripted import (
     Reply,
     Responder,
@@ -69,6 +70,8 @@ def snapshot(**fields: Any) -> RunSnapshot:
 
 def call(name: str, arguments: Mapping[str, Any] | None = None, id: str = "") -> ToolCall:
     """A complete tool call."""
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise DataError(f"call: arguments must be a mapping, not {type(arguments).__name__}")
     return ToolCall(id=id, name=name, arguments=dict(arguments or {}))
 
 
@@ -82,6 +85,8 @@ def turn(
     cost: float | None = None,
 ) -> ModelTurn:
     """A ModelTurn; the finish reason defaults to what the content implies."""
+    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
+        raise DataError(f"turn: calls must be a list of ToolCall, not {type(calls).__name__}")
     listed = list(calls)
     if finish is None:
         finish = FinishReason.TOOL_CALLS if listed else FinishReason.STOP
@@ -102,6 +107,10 @@ class ScriptedModel:
     """A fake model: each call returns the next scripted output (ModelTurn or payload)."""
 
     def __init__(self, outputs: Iterable[Any]) -> None:
+        if isinstance(outputs, str | bytes | Mapping) or not isinstance(outputs, Iterable):
+            raise DataError(
+                f"ScriptedModel: outputs must be a list of outputs, not {type(outputs).__name__}"
+            )
         self.outputs = list(outputs)
         self.calls = 0
 

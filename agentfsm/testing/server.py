@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from agentfsm.exceptions import DataError
 from agentfsm.testing.scripted import Reply, Responder
 from agentfsm.testing.wire import anthropic_body, anthropic_events, openai_body, openai_chunks
 
@@ -48,6 +49,10 @@ class ScriptedServer:
     """
 
     def __init__(self, script: Iterable[Reply | Responder], *, model: str = "scripted") -> None:
+        if isinstance(script, str | bytes | Mapping) or not isinstance(script, Iterable):
+            raise DataError(
+                f"ScriptedServer: script must be a list of replies, not {type(script).__name__}"
+            )
         self.model = model
         self.requests: list[RecordedRequest] = []
         self._script = list(script)

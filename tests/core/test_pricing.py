@@ -19,6 +19,7 @@ import pytest
 import agentfsm as af
 from agentfsm.core.pricing import turn_cost
 from agentfsm.core.types import Action, ExitReason, ModelTurn, Usage
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards import CostBudget
 from agentfsm.providers import normalize
 
@@ -114,7 +115,7 @@ class TestUnknownPrice:
 
     def test_an_unknown_choice_is_refused(self) -> None:
         """`on_unknown` other than warn or stop is refused where it is given."""
-        with pytest.raises(ValueError, match="on_unknown"):
+        with pytest.raises(PolicyError, match="on_unknown"):
             CostBudget(0.5, on_unknown="ignore")  # type: ignore[arg-type]
 
 
