@@ -1,1 +1,0 @@
-{"event": "trace", "schema": 1, "producer": "agentfsm"}
