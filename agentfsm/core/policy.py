@@ -217,7 +217,8 @@ class Policy(BaseModel):
         try:
             data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise PolicyError(f"policy file {file} is not valid {file.suffix[1:]}: {exc}") from exc
+            kind = "TOML" if file.suffix == ".toml" else "JSON"
+            raise PolicyError(f"policy file {file} is not valid {kind}: {exc}") from exc
         if not isinstance(data, dict):
             raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
         return cls.from_mapping(data.get("policy", data), source=str(file))

@@ -150,12 +150,19 @@ class TestFromFile:
             Policy.from_file(path)
 
     @pytest.mark.parametrize(
-        ("name", "text"), [("p.json", "{max_turns: 3"), ("p.toml", "max_turns = = 3")]
+        ("name", "text", "kind"),
+        [
+            ("p.json", "{max_turns: 3", "JSON"),
+            ("p.toml", "max_turns = = 3", "TOML"),
+            ("policy", "max_turns = 3", "JSON"),  # no suffix: read as JSON, and said so
+        ],
     )
-    def test_a_malformed_file_is_a_policy_error(self, tmp_path: Path, name: str, text: str) -> None:
+    def test_a_malformed_file_is_a_policy_error(
+        self, tmp_path: Path, name: str, text: str, kind: str
+    ) -> None:
         """Syntax errors are a PolicyError naming the file and its format."""
         path = write(tmp_path / name, text)
-        with pytest.raises(PolicyError, match=f"{name} is not valid {name.split('.')[1]}"):
+        with pytest.raises(PolicyError, match=rf"{name} is not valid {kind}: "):
             Policy.from_file(path)
 
     def test_a_file_that_is_not_an_object_is_refused(self, tmp_path: Path) -> None:
