@@ -159,6 +159,10 @@ class Executor:
         self.max_result_chars = max_result_chars
         self.retry_attempts = retry_attempts
         default = ToolOptions(timeout=timeout)  # checks the timeout
+        if options is not None and not isinstance(options, Mapping):
+            raise ToolDefinitionError(
+                f"options must map tool names to ToolOptions, not {type(options).__name__}"
+            )
         given = dict(options or {})
         unknown = sorted(set(given) - set(self.specs))
         if unknown:

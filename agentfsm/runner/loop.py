@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
-from agentfsm.exceptions import ProviderError
+from agentfsm.exceptions import DefinitionError, ProviderError
 from agentfsm.runner._batch import AbandonedError, until_cancelled
 from agentfsm.runner.agents import Agent, child_messages, child_result
 from agentfsm.runner.executor import Executor
@@ -105,7 +105,7 @@ retried timeout, not in litellm's 6,000 s wait."""
 
 def run(
     model: str,
-    messages: Sequence[Mapping[str, Any]],
+    messages: str | Sequence[Mapping[str, Any]],
     *,
     tools: Sequence[Any] | None,
     policy: Any = None,
@@ -130,7 +130,8 @@ def run(
 
     Args:
         model: A litellm model name, e.g. `openai/gpt-4o-mini` or `anthropic/claude-sonnet-4-5`.
-        messages: The conversation so far, in OpenAI chat format (not modified).
+        messages: The conversation so far, in OpenAI chat format (not modified), or a str:
+            the user's one message.
         tools: Tools the model may call: names, OpenAI-style function specs or Python
             callables (only callables can be executed; a call to another tool gets an
             error result). None accepts any tool name and executes none.
@@ -160,6 +161,21 @@ def run(
     Returns:
         The `RunResult`: exit reason, decisions, messages, final text, turns and usage.
     """
+    messages = _checked_arguments(
+        model,
+        messages,
+        observers,
+        trace,
+        retry,
+        on_ask,
+        timeout,
+        max_tokens,
+        stream,
+        executor,
+        cancel,
+        inbox,
+        agents,
+    )
     child, request = _options(
         model,
         tool_choice,
@@ -223,7 +239,7 @@ def _delegate(loop: _Loop, call: ToolCall) -> ToolResult:
 
 async def arun(
     model: str,
-    messages: Sequence[Mapping[str, Any]],
+    messages: str | Sequence[Mapping[str, Any]],
     *,
     tools: Sequence[Any] | None,
     policy: Any = None,
@@ -250,6 +266,21 @@ async def arun(
     cancelled and `arun` returns the INTERRUPTED `RunResult`, with every message and
     result produced so far, instead of raising CancelledError.
     """
+    messages = _checked_arguments(
+        model,
+        messages,
+        observers,
+        trace,
+        retry,
+        on_ask,
+        timeout,
+        max_tokens,
+        stream,
+        executor,
+        cancel,
+        inbox,
+        agents,
+    )
     child, request = _options(
         model,
         tool_choice,
@@ -321,6 +352,70 @@ async def _adelegate(loop: _Loop, call: ToolCall) -> ToolResult:
     agent, options = found
     model = options.pop("model")
     return loop.adopt(call, await arun(model, child_messages(agent, call), **options))
+
+
+def _checked_arguments(
+    model: object,
+    messages: object,
+    observers: object,
+    trace: object,
+    retry: object,
+    on_ask: object,
+    timeout: object,
+    max_tokens: object,
+    stream: object,
+    executor: object,
+    cancel: object,
+    inbox: object,
+    agents: object,
+) -> list[dict[str, Any]]:
+    """Check `run`'s arguments where they are given; return the messages as a list.
+
+    A string is the user's one message. Anything of the wrong kind raises
+    DefinitionError naming the argument, before a model is called.
+    """
+    if not isinstance(model, str) or not model:
+        raise DefinitionError(f"model must be a litellm model name, not {model!r}")
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    if not isinstance(messages, Sequence) or not all(isinstance(m, Mapping) for m in messages):
+        raise DefinitionError(
+            "messages must be a str or a list of OpenAI chat messages ({'role', 'content'}), "
+            f"not {type(messages).__name__}"
+        )
+    checks: tuple[tuple[str, object, Callable[[Any], bool], str], ...] = (
+        ("observers", observers, _is_list, "a list of callables"),
+        ("trace", trace, lambda v: isinstance(v, str | os.PathLike), "a file path"),
+        ("retry", retry, lambda v: isinstance(v, ProviderRetry), "a ProviderRetry"),
+        ("on_ask", on_ask, callable, "a function of the decision"),
+        ("timeout", timeout, lambda v: _is_number(v) and v > 0, "seconds (> 0)"),
+        ("max_tokens", max_tokens, lambda v: _is_number(v) and v >= 1 and v == int(v), "a count"),
+        ("stream", stream, lambda v: isinstance(v, bool), "True or False"),
+        ("executor", executor, lambda v: isinstance(v, Executor), "an Executor"),
+        ("cancel", cancel, lambda v: callable(getattr(v, "is_set", None)), "an Event"),
+        ("inbox", inbox, lambda v: isinstance(v, Inbox), "an Inbox"),
+        ("agents", agents, _is_agents, "a mapping of tool names to Agents"),
+    )
+    if observers is None:
+        raise DefinitionError("observers must be a list of callables, not None")
+    for name, value, good, expected in checks:
+        if value is not None and not good(value):
+            raise DefinitionError(f"{name} must be {expected} or None, not {value!r}")
+    return [dict(m) for m in cast(Sequence[Mapping[str, Any]], messages)]
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
+def _is_agents(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, Agent) for k, v in value.items()
+    )
 
 
 def _options(

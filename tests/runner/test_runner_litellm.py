@@ -12,6 +12,8 @@ import pytest
 
 from agentfsm import Policy
 from agentfsm.core.types import Action, ExitReason
+from agentfsm.exceptions import DefinitionError, ToolDefinitionError
+from agentfsm.runner.executor import Executor
 from agentfsm.runner.loop import RunResult, arun, run
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing.scripted import (
@@ -353,3 +355,57 @@ class TestArun:
             result = arun_openai(server, get_weather, retry=fast_retry)
         assert result.exit_reason is ExitReason.PROVIDER_ERROR
         assert len(server.requests) == 3
+
+
+class TestRunArguments:
+    """run and arun name a bad argument before any model is called."""
+
+    @pytest.mark.parametrize(
+        ("options", "match"),
+        [
+            ({"model": None}, "model must be a litellm model name"),
+            ({"messages": None}, "messages must be a str or a list"),
+            ({"messages": ["hi"]}, "messages must be a str or a list"),
+            ({"observers": None}, "observers must be a list of callables"),
+            ({"trace": 3}, "trace must be a file path"),
+            ({"retry": 5}, "retry must be a ProviderRetry"),
+            ({"on_ask": True}, "on_ask must be a function"),
+            ({"timeout": -1}, "timeout must be seconds"),
+            ({"timeout": float("nan")}, "timeout must be seconds"),
+            ({"max_tokens": 0.5}, "max_tokens must be a count"),
+            ({"stream": "yes"}, "stream must be True or False"),
+            ({"executor": {}}, "executor must be an Executor"),
+            ({"cancel": True}, "cancel must be an Event"),
+            ({"inbox": []}, "inbox must be an Inbox"),
+            ({"agents": {"helper": "gpt"}}, "agents must be a mapping of tool names to Agents"),
+        ],
+    )
+    def test_a_bad_argument_is_named(self, options: dict[str, Any], match: str) -> None:
+        """Each is a DefinitionError at the call; nothing reaches a server (none is running)."""
+        arguments: dict[str, Any] = {"model": "openai/scripted", "messages": QUESTION, "tools": []}
+        arguments.update(options)
+        with pytest.raises(DefinitionError, match=match):
+            run(**arguments, api_base="http://127.0.0.1:9")
+        with pytest.raises(DefinitionError, match=match):
+            asyncio.run(arun(**arguments, api_base="http://127.0.0.1:9"))
+
+    def test_a_string_is_the_users_one_message(self, get_weather: WeatherTool) -> None:
+        """run(model, "question") runs as [{"role": "user", "content": "question"}]."""
+        with ScriptedServer(weather_script()) as server:
+            result = run(
+                "openai/scripted",
+                "What is the weather in Shanghai tomorrow?",
+                tools=[get_weather],
+                api_base=server.openai_base,
+                api_key="sk-test",
+            )
+        assert result.exit_reason is ExitReason.COMPLETED
+        assert result.messages[0] == {
+            "role": "user",
+            "content": "What is the weather in Shanghai tomorrow?",
+        }
+
+    def test_executor_options_must_be_a_mapping(self) -> None:
+        """Executor(tools, options="x") is a ToolDefinitionError, not a ValueError from dict()."""
+        with pytest.raises(ToolDefinitionError, match="options must map tool names"):
+            Executor([], options="x")  # type: ignore[arg-type]
