@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -161,6 +162,8 @@ def run(
     Returns:
         The `RunResult`: exit reason, decisions, messages, final text, turns and usage.
     """
+    if inspect.iscoroutinefunction(on_ask):
+        raise DefinitionError("run() needs a synchronous on_ask; use arun() for a coroutine")
     messages = _checked_arguments(
         model,
         messages,
@@ -560,8 +563,11 @@ def _sync_answer(on_ask: OnAsk | None, decision: Decision) -> tuple[bool, str | 
         return False, None
     answer = on_ask(decision)
     if inspect.isawaitable(answer):
-        raise TypeError("run() needs a synchronous on_ask; use arun() for a coroutine")
-    return answer
+        close = getattr(answer, "close", None)
+        if callable(close):
+            close()  # never awaited: closed here rather than warned about later
+        raise DefinitionError("run() needs a synchronous on_ask; use arun() for a coroutine")
+    return _human_answer(answer)
 
 
 async def _async_answer(on_ask: OnAsk | None, decision: Decision) -> tuple[bool, str | None]:
@@ -569,5 +575,29 @@ async def _async_answer(on_ask: OnAsk | None, decision: Decision) -> tuple[bool,
         return False, None
     answer = on_ask(decision)
     if inspect.isawaitable(answer):
-        return await answer
-    return answer
+        answer = await answer
+    return _human_answer(answer)
+
+
+def _human_answer(answer: object) -> tuple[bool, str | None]:
+    """on_ask's answer as (approved, message). Only True approves: a bare bool, or a pair of
+    a bool and a str or None. Anything else declines without a message, so the run ends
+    HUMAN_DECLINED, and a RuntimeWarning tells the developer what came back (fail closed;
+    the model is not sent the host's mistake as if a human had written it)."""
+    if isinstance(answer, bool):
+        return answer, None
+    if (
+        isinstance(answer, tuple)
+        and len(answer) == 2
+        and isinstance(answer[0], bool)
+        and (answer[1] is None or isinstance(answer[1], str))
+    ):
+        return answer[0], answer[1]
+    shown = repr(answer)
+    shown = shown if len(shown) <= 200 else f"{shown[:200]}..."
+    warnings.warn(
+        f"on_ask answered {shown}, not (approved, message) with approved a bool: declined",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return False, None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -409,3 +410,48 @@ class TestRunArguments:
         """Executor(tools, options="x") is a ToolDefinitionError, not a ValueError from dict()."""
         with pytest.raises(ToolDefinitionError, match="options must map tool names"):
             Executor([], options="x")  # type: ignore[arg-type]
+
+
+class TestOnAskAnswers:
+    """Only True approves: an answer on_ask gives that is not understood declines (fail closed)."""
+
+    @pytest.mark.parametrize("answer", [True, (True, None), (True, "go ahead")])
+    def test_true_approves(
+        self, get_weather: WeatherTool, weather_calls: list[Any], answer: Any
+    ) -> None:
+        """A bare True, or (True, message), runs the call."""
+        policy = Policy(permissions={"get_weather": "ask"})
+        with ScriptedServer(weather_script()) as server:
+            result = run_openai(server, get_weather, policy=policy, on_ask=lambda d: answer)
+        assert weather_calls == [(31.23, 121.47)]
+        assert result.exit_reason is ExitReason.COMPLETED
+
+    @pytest.mark.parametrize(
+        "answer", ["yes", 1, ("yes", None), (1, None), (True,), (True, 3), None, [True, None]]
+    )
+    def test_anything_else_declines(
+        self, get_weather: WeatherTool, weather_calls: list[Any], answer: Any
+    ) -> None:
+        """A truthy answer that is not True never runs the call: the run ends HUMAN_DECLINED
+        and a RuntimeWarning quotes the answer (the model is not sent it)."""
+        policy = Policy(permissions={"get_weather": "ask"})
+        with (
+            ScriptedServer(weather_script()) as server,
+            pytest.warns(RuntimeWarning, match=re.escape(f"on_ask answered {answer!r}")),
+        ):
+            result = run_openai(server, get_weather, policy=policy, on_ask=lambda d: answer)
+        assert weather_calls == []
+        assert result.exit_reason is ExitReason.HUMAN_DECLINED
+
+    def test_a_coroutine_on_ask_needs_arun(self, get_weather: WeatherTool) -> None:
+        """run() refuses an async on_ask before the run, and one that returns a coroutine when
+        it is asked (closing the coroutine)."""
+
+        async def later(decision: Any) -> tuple[bool, str | None]:
+            return True, None
+
+        with pytest.raises(DefinitionError, match="use arun"):
+            run("openai/scripted", QUESTION, tools=[get_weather], on_ask=later)
+        policy = Policy(permissions={"get_weather": "ask"})
+        with ScriptedServer(weather_script()) as server, pytest.raises(DefinitionError):
+            run_openai(server, get_weather, policy=policy, on_ask=lambda d: later(d))
