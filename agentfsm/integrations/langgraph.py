@@ -168,6 +168,10 @@ class Decide:
         what the state holds (the same process, no checkpoint read in between); any other
         data (a checkpoint, another process, an older step) is loaded with `Controller.load`.
         """
+        if not isinstance(state, Mapping):
+            raise InvalidInputError(
+                f"the graph state must be a mapping (AgentState), not {type(state).__name__}"
+            )
         data = state.get("agentfsm")
         if not data:
             return Controller(self.policy, self.tools)
@@ -187,7 +191,12 @@ class Decide:
     def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
         """Route the last AI message, or the tool results that answer the pending calls."""
         ctl = self.controller(state)
-        messages: list[BaseMessage] = state["messages"]
+        found = state.get("messages")
+        if not isinstance(found, list):
+            raise InvalidInputError(
+                f"the graph state's 'messages' must be a list, not {type(found).__name__}"
+            )
+        messages: list[BaseMessage] = found
         if ctl.state == "execute":
             pending = {c.id for c in ctl.pending_calls}
             decision = ctl.on_tool_results(_after_tools(messages, pending))

@@ -138,3 +138,11 @@ class TestMiniSweAgent:
         with pytest.raises(DefinitionError, match="system_template: Field required"):
             mini_swe_agent.GovernedAgent(model, env)
         assert af.Policy() == mini_swe_agent.GovernedAgent(model, env, **self.CONFIG).policy
+
+
+class TestLangGraphState:
+    @pytest.mark.parametrize("state", [None, "x", [], {"messages": "x"}, {}])
+    def test_a_state_that_is_not_agent_state(self, state: Any) -> None:
+        """The decide node called with something that is no graph state names it."""
+        with pytest.raises(InvalidInputError, match="graph state"):
+            langgraph.Decide()(state)
