@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
+from agentfsm.core._checked import listed
 from agentfsm.core.events import Emitter, Observer, structlog_configured
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
@@ -350,7 +351,7 @@ class Controller:
         try:
             return ToolResult.model_validate(item)
         except DataError as exc:
-            problems = "; ".join(f"{where}: {what}" for where, what in exc.details["problems"])
+            problems = listed(exc.details["problems"])
             raise InvalidInputError(
                 f"tool result #{index} is not a ToolResult (call_id, content, is_error): "
                 + problems,

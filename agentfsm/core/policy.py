@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentfsm.core._attributes import plain_lookup
+from agentfsm.core._checked import listed, problems_of
 from agentfsm.core.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
@@ -104,7 +105,7 @@ class Policy(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            problems = _problems(exc)
+            problems = listed(problems_of(exc))
             raise PolicyError(f"Policy: {problems}", problems=problems) from exc
 
     @field_validator("guards", mode="before")
@@ -198,7 +199,7 @@ class Policy(BaseModel):
             where = exc.details.get("problems") or f"guards: {exc.message}"
             raise PolicyError(f"{source}: {where}") from exc
         except ValidationError as exc:
-            raise PolicyError(f"{source}: {_problems(exc)}") from exc
+            raise PolicyError(f"{source}: {listed(problems_of(exc))}") from exc
 
     @classmethod
     def from_file(cls, path: str | Path) -> Policy:
@@ -237,11 +238,6 @@ def as_policy(policy: object, where: str = "policy") -> Policy:
         f"{where} must be an agentfsm.Policy, a mapping of its fields or None, "
         f"not {type(policy).__name__}"
     )
-
-
-def _problems(exc: ValidationError) -> str:
-    """Each problem of a pydantic error as `field: message`, on one line."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
 
 
 plain_lookup(Policy)  # read on every step

@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from agentfsm.core._checked import Checked
+from agentfsm.core._checked import Checked, check_number
 
 try:
     from dbos import DBOS, DBOSConfig, SetWorkflowID
@@ -295,10 +295,8 @@ def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
         RunError: the run failed, or did not end within `timeout` seconds.
     """
     _checked_id(run_id, "result")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
-    ):
-        raise InvalidInputError(f"result: timeout must be seconds (>= 0) or None, not {timeout!r}")
+    if timeout is not None:
+        check_number("result", "timeout", timeout, minimum=0, error=InvalidInputError)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         now = status(run_id)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agentfsm.core._checked import check_number
 from agentfsm.core.events import SCHEMA
 from agentfsm.core.persistence import STATE_VERSION, policy_code
 from agentfsm.core.policy import Policy, as_policy
@@ -65,15 +66,9 @@ class DurableAgent:
         for field, value in (("api_base", api_base), ("api_key", api_key)):
             if value is not None and not isinstance(value, str):
                 raise DefinitionError(f"durable agent {name!r}: {field} must be a str or None")
-        if human_timeout is not None and (
-            isinstance(human_timeout, bool)
-            or not isinstance(human_timeout, int | float)
-            or not human_timeout >= 0
-        ):
-            raise DefinitionError(
-                f"durable agent {name!r}: human_timeout must be seconds (>= 0) or None, "
-                f"not {human_timeout!r}"
-            )
+        if human_timeout is not None:
+            where = f"durable agent {name!r}"
+            check_number(where, "human_timeout", human_timeout, minimum=0, error=DefinitionError)
         if on_progress is not None and not callable(on_progress):
             raise DefinitionError(f"durable agent {name!r}: on_progress must be callable")
         self.name = name

@@ -8,10 +8,10 @@ child fired.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from agentfsm.core._checked import check_number
 from agentfsm.core.snapshot import Phase, RunSnapshot
 from agentfsm.core.types import ExitReason, Priority
 from agentfsm.exceptions import PolicyError
@@ -355,15 +355,3 @@ def _priority(owner: str, value: object) -> Priority:
     except ValueError:
         pass
     raise PolicyError(f"{owner}: priority {value!r} is not one of P0..P7")
-
-
-def check_number(
-    owner: str, name: str, value: object, *, minimum: float, integer: bool = False
-) -> None:
-    """Raise PolicyError unless `value` is a finite number (an int when `integer`) >= `minimum`."""
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        kind = "an int" if integer else "a number"
-        raise PolicyError(f"{owner}: {name} must be {kind}, not {type(value).__name__}")
-    if not math.isfinite(value) or value < minimum:
-        raise PolicyError(f"{owner} needs a finite {name} >= {minimum}, got {value}")

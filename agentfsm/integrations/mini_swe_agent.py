@@ -33,7 +33,7 @@ from minisweagent.exceptions import FormatError, Submitted
 from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 from pydantic import ValidationError
 
-from agentfsm.core._checked import problems_of
+from agentfsm.core._checked import listed, problems_of
 from agentfsm.core.controller import Controller
 from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy, as_policy
@@ -89,7 +89,7 @@ class GovernedAgent(DefaultAgent):
         try:
             super().__init__(model, env, **kwargs)
         except ValidationError as exc:  # mini-swe-agent's AgentConfig
-            problems = "; ".join(f"{where}: {what}" for where, what in problems_of(exc))
+            problems = listed(problems_of(exc))
             raise DefinitionError(f"GovernedAgent: mini-swe-agent's config: {problems}") from exc
         self.approve = approve
         self.observers = list(observers)

@@ -15,8 +15,9 @@ import inspect
 import os
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
+from agentfsm.core._checked import check_number
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ProviderError
 from agentfsm.runner._batch import AbandonedError, until_cancelled
@@ -164,23 +165,9 @@ def run(
     """
     if inspect.iscoroutinefunction(on_ask):
         raise DefinitionError("run() needs a synchronous on_ask; use arun() for a coroutine")
-    messages = _checked_arguments(
+    messages, child, request = _options(
         model,
         messages,
-        observers,
-        trace,
-        retry,
-        on_ask,
-        timeout,
-        max_tokens,
-        stream,
-        executor,
-        cancel,
-        inbox,
-        agents,
-    )
-    child, request = _options(
-        model,
         tool_choice,
         parallel_tool_calls,
         api_base,
@@ -190,6 +177,7 @@ def run(
         on_ask,
         timeout,
         completion_kwargs,
+        _Given(max_tokens, observers, trace, executor, cancel, inbox, agents),
     )
     with Session.open(
         model, messages, tools, policy, observers, trace, max_tokens=max_tokens
@@ -269,23 +257,9 @@ async def arun(
     cancelled and `arun` returns the INTERRUPTED `RunResult`, with every message and
     result produced so far, instead of raising CancelledError.
     """
-    messages = _checked_arguments(
+    messages, child, request = _options(
         model,
         messages,
-        observers,
-        trace,
-        retry,
-        on_ask,
-        timeout,
-        max_tokens,
-        stream,
-        executor,
-        cancel,
-        inbox,
-        agents,
-    )
-    child, request = _options(
-        model,
         tool_choice,
         parallel_tool_calls,
         api_base,
@@ -295,6 +269,7 @@ async def arun(
         on_ask,
         timeout,
         completion_kwargs,
+        _Given(max_tokens, observers, trace, executor, cancel, inbox, agents),
     )
     with Session.open(
         model, messages, tools, policy, observers, trace, max_tokens=max_tokens
@@ -357,72 +332,21 @@ async def _adelegate(loop: _Loop, call: ToolCall) -> ToolResult:
     return loop.adopt(call, await arun(model, child_messages(agent, call), **options))
 
 
-def _checked_arguments(
-    model: object,
-    messages: object,
-    observers: object,
-    trace: object,
-    retry: object,
-    on_ask: object,
-    timeout: object,
-    max_tokens: object,
-    stream: object,
-    executor: object,
-    cancel: object,
-    inbox: object,
-    agents: object,
-) -> list[dict[str, Any]]:
-    """Check `run`'s arguments where they are given; return the messages as a list.
+class _Given(NamedTuple):
+    """The arguments of `run` that `_options` only checks (the session and loop take them)."""
 
-    A string is the user's one message. Anything of the wrong kind raises
-    DefinitionError naming the argument, before a model is called.
-    """
-    if not isinstance(model, str) or not model:
-        raise DefinitionError(f"model must be a litellm model name, not {model!r}")
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    if not isinstance(messages, Sequence) or not all(isinstance(m, Mapping) for m in messages):
-        raise DefinitionError(
-            "messages must be a str or a list of OpenAI chat messages ({'role', 'content'}), "
-            f"not {type(messages).__name__}"
-        )
-    checks: tuple[tuple[str, object, Callable[[Any], bool], str], ...] = (
-        ("observers", observers, _is_list, "a list of callables"),
-        ("trace", trace, lambda v: isinstance(v, str | os.PathLike), "a file path"),
-        ("retry", retry, lambda v: isinstance(v, ProviderRetry), "a ProviderRetry"),
-        ("on_ask", on_ask, callable, "a function of the decision"),
-        ("timeout", timeout, lambda v: _is_number(v) and v > 0, "seconds (> 0)"),
-        ("max_tokens", max_tokens, lambda v: _is_number(v) and v >= 1 and v == int(v), "a count"),
-        ("stream", stream, lambda v: isinstance(v, bool), "True or False"),
-        ("executor", executor, lambda v: isinstance(v, Executor), "an Executor"),
-        ("cancel", cancel, lambda v: callable(getattr(v, "is_set", None)), "an Event"),
-        ("inbox", inbox, lambda v: isinstance(v, Inbox), "an Inbox"),
-        ("agents", agents, _is_agents, "a mapping of tool names to Agents"),
-    )
-    if observers is None:
-        raise DefinitionError("observers must be a list of callables, not None")
-    for name, value, good, expected in checks:
-        if value is not None and not good(value):
-            raise DefinitionError(f"{name} must be {expected} or None, not {value!r}")
-    return [dict(m) for m in cast(Sequence[Mapping[str, Any]], messages)]
-
-
-def _is_list(value: object) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
-
-
-def _is_agents(value: object) -> bool:
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, Agent) for k, v in value.items()
-    )
+    max_tokens: object
+    observers: object
+    trace: object
+    executor: object
+    cancel: object
+    inbox: object
+    agents: object
 
 
 def _options(
     model: str,
+    messages: str | Sequence[Mapping[str, Any]],
     tool_choice: str | Mapping[str, Any] | None,
     parallel_tool_calls: bool | None,
     api_base: str | None,
@@ -432,8 +356,45 @@ def _options(
     on_ask: OnAsk | None,
     timeout: float | None,
     completion_kwargs: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What `run` and `arun` pass on: a sub-agent's run arguments, and each model request's."""
+    given: _Given,
+) -> tuple[Sequence[Mapping[str, Any]], dict[str, Any], dict[str, Any]]:
+    """What `run` and `arun` pass on: the messages (a str is the user's one message), a
+    sub-agent's run arguments, and each model request's. Every argument is checked first:
+    one of the wrong kind raises DefinitionError naming it, before a model is called."""
+    if not isinstance(model, str) or not model:
+        raise DefinitionError(f"model must be a litellm model name, not {model!r}")
+    conversation: Sequence[Mapping[str, Any]] = (
+        [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
+    )
+    if not isinstance(conversation, Sequence) or not all(
+        isinstance(m, Mapping) for m in conversation
+    ):
+        raise DefinitionError(
+            "messages must be a str or a list of OpenAI chat messages ({'role', 'content'}), "
+            f"not {type(messages).__name__}"
+        )
+    if timeout is not None:
+        check_number("run", "timeout", timeout, minimum=0, error=DefinitionError)
+    if given.max_tokens is not None:
+        check_number(
+            "run", "max_tokens", given.max_tokens, minimum=1, integer=True, error=DefinitionError
+        )
+    checks: tuple[tuple[str, object, Callable[[Any], bool], str], ...] = (
+        ("observers", given.observers, _is_list, "a list of callables"),
+        ("trace", given.trace, lambda v: isinstance(v, str | os.PathLike), "a file path"),
+        ("retry", retry, lambda v: isinstance(v, ProviderRetry), "a ProviderRetry"),
+        ("on_ask", on_ask, callable, "a function of the decision"),
+        ("stream", stream, lambda v: isinstance(v, bool), "True or False"),
+        ("executor", given.executor, lambda v: isinstance(v, Executor), "an Executor"),
+        ("cancel", given.cancel, lambda v: callable(getattr(v, "is_set", None)), "an Event"),
+        ("inbox", given.inbox, lambda v: isinstance(v, Inbox), "an Inbox"),
+        ("agents", given.agents, _is_agents, "a mapping of tool names to Agents"),
+    )
+    if given.observers is None:
+        raise DefinitionError("observers must be a list of callables, not None")
+    for name, value, good, expected in checks:
+        if value is not None and not good(value):
+            raise DefinitionError(f"{name} must be {expected} or None, not {value!r}")
     child = {
         "model": model,
         "tool_choice": tool_choice,
@@ -449,7 +410,17 @@ def _options(
     request.update(completion_kwargs)
     if timeout is not None:
         request["timeout"] = timeout
-    return child, request
+    return conversation, child, request
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _is_agents(value: object) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, Agent) for k, v in value.items()
+    )
 
 
 def _request_options(
