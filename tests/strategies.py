@@ -38,6 +38,7 @@ __all__ = [
     "leaf_guards",
     "map_finish_reason",
     "model_turns",
+    "odd_values",
     "snapshots",
     "tool_calls",
     "tool_results",
@@ -109,6 +110,29 @@ _JSON = st.recursive(
     ),
     max_leaves=8,
 )
+
+
+_ODD_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.binary(max_size=8),
+    st.sampled_from([object(), int, (), frozenset({1}), {"choices": 1}, [{}], 1j]),
+)
+
+
+def odd_values() -> st.SearchStrategy[Any]:
+    """Any value a caller might pass by mistake: every JSON kind, bytes, NaN, classes,
+    plain objects, nested in lists and dicts."""
+    return st.recursive(
+        _ODD_LEAVES,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
 
 
 def arguments() -> st.SearchStrategy[dict[str, Any]]:

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm import testing
@@ -30,18 +29,9 @@ from agentfsm.exceptions import (
 from agentfsm.providers import Provider
 from agentfsm.replay.trajectories import ModelOutput, RecordedRun, read_runs
 from agentfsm.testing import ScriptedModel, ScriptedServer
+from tests.strategies import odd_values
 
-_odd = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.floats(allow_nan=True),
-    st.text(max_size=12),
-    st.binary(max_size=8),
-    st.lists(st.integers(), max_size=3),
-    st.dictionaries(st.text(max_size=4), st.integers(), max_size=3),
-    st.sampled_from([object(), int, (), frozenset({1}), {"choices": 1}, [{}], 1j]),
-)
+_odd = odd_values()
 
 
 def _only_agentfsm_errors(call: Any, *args: Any) -> None:

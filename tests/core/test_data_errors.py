@@ -22,6 +22,7 @@ import agentfsm as af
 from agentfsm.core._checked import Checked
 from agentfsm.core.policy import Policy
 from agentfsm.exceptions import AgentFSMError, DataError
+from tests.strategies import odd_values
 
 MODULES = [
     "agentfsm.core.types",
@@ -52,22 +53,7 @@ def _models() -> list[type[BaseModel]]:
 
 MODELS = [m for m in _models() if m is not Policy]  # Policy raises PolicyError (its own tests)
 
-_leaf = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.floats(allow_nan=True),
-    st.text(max_size=8),
-    st.binary(max_size=4),
-    st.sampled_from([object(), int, (), frozenset({1})]),
-)
-_values = st.recursive(
-    _leaf,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
+_values = odd_values()
 
 
 def _kwargs(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
