@@ -93,8 +93,12 @@ class MachineDefinitionError(DefinitionError):
     """The route table does not make a sound machine (trap, unreachable state, ...)."""
 
 
-class PolicyError(DefinitionError):
-    """A policy object or policy file is invalid."""
+class PolicyError(DefinitionError, ValueError):
+    """A policy object or policy file is invalid.
+
+    A field's problems are listed in `details["problems"]` as `(field, message)` pairs,
+    as for `DataError`; like it, it is a `ValueError`.
+    """
 
 
 class DataError(DefinitionError, ValueError):

@@ -189,3 +189,76 @@ class TestGuardsAndTestingHelpers:
             testing.call("echo", "x=1")  # type: ignore[arg-type]
         with pytest.raises(DataError, match="calls must be a list of ToolCall"):
             testing.turn("", None)  # type: ignore[arg-type]
+
+
+class TestHelpersExportedByModules:
+    """Functions a module lists in `__all__` are public names too."""
+
+    def test_non_empty_answer_reads_a_snapshot(self) -> None:
+        """A verifier called by hand with something else says what it reads."""
+        from agentfsm.guards.completion import non_empty_answer
+
+        with pytest.raises(af.exceptions.InvalidInputError, match="reads a RunSnapshot"):
+            non_empty_answer(None)  # type: ignore[arg-type]
+        assert non_empty_answer(af.RunSnapshot()) == "the answer is empty"
+
+    @settings(max_examples=100, deadline=None)
+    @given(body=_odd)
+    def test_last_tool_result_of_any_body(self, body: Any) -> None:
+        """testing.last_tool_result reads a request body, or raises DataError."""
+        _only_agentfsm_errors(testing.last_tool_result, body)
+
+    def test_expand_paths_takes_one_path_as_one(self, tmp_path: Path) -> None:
+        """A single path used to be read as a list of one-letter patterns."""
+        from agentfsm.replay.trajectories import expand_paths
+
+        file = tmp_path / "run.jsonl"
+        file.write_text("{}\n")
+        assert expand_paths(str(file)) == [(str(file), True)]
+        assert expand_paths(file) == [(str(file), True)]  # type: ignore[arg-type]
+        with pytest.raises(TraceError, match="a list of paths or globs, not int"):
+            expand_paths(3)  # type: ignore[arg-type]
+        with pytest.raises(TraceError, match="a path or glob is a str, not NoneType"):
+            expand_paths([None])  # type: ignore[list-item]
+        with pytest.raises(TraceError, match="NUL"):
+            expand_paths(["a\0b"])
+
+    def test_handoff_helpers_name_their_arguments(self) -> None:
+        from agentfsm.runner.agents import Agent, child_messages, child_result
+
+        with pytest.raises(af.exceptions.InvalidInputError, match="agent must be an agentfsm"):
+            child_messages(None, testing.call("child"))  # type: ignore[arg-type]
+        with pytest.raises(af.exceptions.InvalidInputError, match="call must be the handoff"):
+            child_messages(Agent(), None)  # type: ignore[arg-type]
+        with pytest.raises(af.exceptions.InvalidInputError, match="child_result takes"):
+            child_result(None, "completed", "", None)  # type: ignore[arg-type]
+        messages = child_messages(Agent(instructions="be brief"), testing.call("c", {"task": "t"}))
+        assert messages == [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "t"},
+        ]
+
+
+class TestVocabularyLookups:
+    @pytest.mark.parametrize(
+        "enum", [af.Action, af.ExitReason, af.FinishReason, af.Priority, af.State, Provider]
+    )
+    @settings(max_examples=30, deadline=None)
+    @given(name=_odd)
+    def test_a_member_name_outside_the_set(self, enum: Any, name: Any) -> None:
+        """State["BOGUS"] raised KeyError; it is a DataError listing the member names."""
+        try:
+            member = enum[name]
+        except DataError as exc:
+            error = exc
+        else:
+            assert member.name == name
+            return
+        assert error.message.endswith(", ".join(enum.__members__))
+
+    @pytest.mark.parametrize("enum", [af.Action, af.State, Provider])
+    def test_the_functional_api_cannot_extend_a_vocabulary(self, enum: Any) -> None:
+        """State("x", "y") raised TypeError (Python's "cannot extend")."""
+        with pytest.raises(DataError, match="is a closed vocabulary"):
+            enum("x", "y")
+        assert enum[next(iter(enum.__members__))] is next(iter(enum))

@@ -16,6 +16,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
     "MAX_INPUT_EVENTS",
+    "MAX_JSON_INDENT",
     "MAX_JSON_PATH_STEPS",
     "MAX_LINE_BYTES",
     "MAX_STREAM_EVENTS",
@@ -31,6 +32,12 @@ A call whose arguments nest deeper is kept but marked broken (never executed).""
 
 MAX_JSON_PATH_STEPS = MAX_DEPTH
 """Steps in one Gemini `partialArgs` `jsonPath` (`$.a.b[0].c` has four)."""
+
+MAX_JSON_INDENT = 64
+"""Widest indent the models' JSON dumps accept (`model_dump_json(indent=...)`).
+
+Pydantic's serializer aborts the whole process, with no exception to catch,
+when the indented text cannot be allocated (`indent=2**40`)."""
 
 MAX_STREAM_EVENTS = 1_000_000
 """Events one `StreamAccumulator` folds; a real turn sends thousands at most."""

@@ -151,17 +151,29 @@ def decide(
     best: Verdict | None = None
     for rule in rules:
         if rule.matches(call):
-            best = _stronger(best, (rule.action, f"rule {str(rule)!r}"))
+            best = _stronger(best, _understood(rule.action, f"rule {str(rule)!r}"))
             if best[0] == "deny":
                 return best
-    named = table.get(call.name)
-    if named is not None:
-        best = _stronger(best, (named, f"permissions[{call.name!r}]"))
+    if call.name in table:
+        best = _stronger(best, _understood(table[call.name], f"permissions[{call.name!r}]"))
     if hook is not None:
         best = _stronger(best, _ask_hook(hook, call))
     if best is None:
-        return table.get("*", "allow"), "permissions['*']" if "*" in table else "the default"
+        if "*" in table:
+            return _understood(table["*"], "permissions['*']")
+        return "allow", "the default"
     return best
+
+
+def _understood(value: object, source: str) -> Verdict:
+    """`value` as a verdict from `source`; anything but "allow", "ask" or "deny" denies.
+
+    A validated policy holds only those three; this keeps a policy changed behind
+    pydantic's back (or a table a caller passes directly) from failing open.
+    """
+    if type(value) is str and value in _STRENGTH:
+        return value, source  # type: ignore[return-value]
+    return "deny", f"{source} is {value!r:.60}, not 'allow', 'ask' or 'deny'"
 
 
 def _ask_hook(hook: Callable[[ToolCall], Any], call: ToolCall) -> Verdict:

@@ -13,12 +13,13 @@ import tomllib
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm.core._attributes import plain_lookup
-from agentfsm.core._checked import listed, problems_of
+from agentfsm.core._checked import Checked, listed
 from agentfsm.core.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
@@ -38,8 +39,21 @@ _TABLES: dict[tuple[Any, ...], RouteTable] = {}
 """Route tables by policy content: a policy built per run reuses its table and machine."""
 
 
-class Policy(BaseModel):
-    """How a run is bounded and routed; every field becomes a guard or a route choice."""
+_GUARDS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "string", "description": "a guard as code, e.g. 'TokenBudget(200_000)'"},
+}
+"""The guards as a policy file writes them; code (hooks, verifiers) has no JSON form."""
+
+
+class Policy(Checked):
+    """How a run is bounded and routed; every field becomes a guard or a route choice.
+
+    Every way of making one validates, `model_copy(update=...)` and `model_construct`
+    included, and raises `PolicyError` naming each bad field.
+    """
+
+    __agentfsm_error__ = PolicyError
 
     model_config = ConfigDict(
         frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
@@ -86,7 +100,7 @@ class Policy(BaseModel):
     permission_rules: tuple[Rule, ...] = ()
     """Rules by tool name and argument pattern, e.g. `"deny bash(command=rm -rf *)"`,
     `"ask git_*"`, `{"action": "allow", "tool": "read_file"}`. Every rule that matches counts."""
-    permission: PermissionHook | None = Field(None, exclude=True)
+    permission: SkipJsonSchema[PermissionHook | None] = Field(None, exclude=True)
     """A hook deciding per call. Its verdict counts beside the rules and `permissions`:
     the strongest wins (deny, then ask, then allow). Anything it returns that is not exactly
     `"allow"`, `"ask"` or `"deny"`, and any exception it raises, denies the call."""
@@ -95,24 +109,18 @@ class Policy(BaseModel):
     final_tools: frozenset[str] = frozenset()
     """Tool names whose successful result ends the run as COMPLETED, that result being the
     answer (mini-swe-agent's submit, the OpenAI Agents SDK's `StopAtTools`)."""
-    verifiers: tuple[Verifier, ...] = Field((), exclude=True)
+    verifiers: SkipJsonSchema[tuple[Verifier, ...]] = Field((), exclude=True)
     """Completion checks run on an answer without tool calls."""
-    guards: tuple[Guard, ...] = ()
+    guards: Annotated[tuple[Guard, ...], WithJsonSchema(_GUARDS_SCHEMA)] = ()
     """Extra stop conditions, evaluated with the budgets."""
-
-    def __init__(self, **data: Any) -> None:
-        """Build a policy; a bad value raises PolicyError naming the field, not pydantic's error."""
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            problems = listed(problems_of(exc))
-            raise PolicyError(f"Policy: {problems}", problems=problems) from exc
 
     @field_validator("guards", mode="before")
     @classmethod
     def _parse_guards(cls, value: Any) -> tuple[Guard, ...]:
         if isinstance(value, str | Guard) or callable(value):
             value = [value]
+        if not isinstance(value, list | tuple):
+            raise PolicyError(f"guards must be a list of guards, not {type(value).__name__}")
         return tuple(parse_guard(g) if isinstance(g, str) else as_guard(g) for g in value)
 
     @field_validator("permission_rules", mode="before")
@@ -195,11 +203,10 @@ class Policy(BaseModel):
             )
         try:
             return cls.model_validate(dict(data))
-        except PolicyError as exc:  # from __init__ (a field), or as-is from the guards validator
-            where = exc.details.get("problems") or f"guards: {exc.message}"
+        except PolicyError as exc:  # a field, or as-is from the guards validator
+            problems = exc.details.get("problems")
+            where = listed(problems) if problems else f"guards: {exc.message}"
             raise PolicyError(f"{source}: {where}") from exc
-        except ValidationError as exc:
-            raise PolicyError(f"{source}: {listed(problems_of(exc))}") from exc
 
     @classmethod
     def from_file(cls, path: str | Path) -> Policy:

@@ -7,7 +7,7 @@ Every type here is a pydantic model or a string enum. Records are frozen: a
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
+from enum import EnumType, StrEnum
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +35,37 @@ __all__ = [
 ]
 
 
-class Vocabulary(StrEnum):
+class _Closed(EnumType):
+    """The type of a vocabulary: every lookup that fails raises DataError.
+
+    `State("bogus")` (by value), `State["BOGUS"]` (by member name) and the functional
+    API called on a vocabulary that has members (`State("x", "y")`, which Python
+    answers with a TypeError) all name the vocabulary and its values.
+    """
+
+    def __call__(cls, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if (args or kwargs) and len(cls.__members__):
+            raise DataError(
+                f"{cls.__name__} is a closed vocabulary; {cls.__name__}(value) looks a member "
+                "up, it cannot make a new enum",
+                model=cls.__name__,
+                problems=[("value", "expected one value")],
+            )
+        return super().__call__(value, *args, **kwargs)
+
+    def __getitem__(cls, name: str) -> Any:
+        try:
+            return super().__getitem__(name)
+        except (KeyError, TypeError):  # TypeError: a name that is not hashable
+            names = ", ".join(cls.__members__)
+            raise DataError(
+                f"{name!r:.60} is not a member name of {cls.__name__}: expected one of {names}",
+                model=cls.__name__,
+                problems=[("name", f"expected one of {names}")],
+            ) from None
+
+
+class Vocabulary(StrEnum, metaclass=_Closed):
     """A closed set of names; a name outside it raises DataError listing the set."""
 
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, FinishReason, Priority
+from agentfsm.exceptions import InvalidInputError
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
 
 __all__ = ["AnswerComplete", "AnswerIncomplete", "Paused", "Verifier", "non_empty_answer"]
@@ -21,6 +22,8 @@ Verifier = Callable[[RunSnapshot], str | bool | None]
 
 def non_empty_answer(snap: RunSnapshot) -> str | None:
     """Fail an answer that has no visible text."""
+    if not isinstance(snap, RunSnapshot):
+        raise InvalidInputError(f"non_empty_answer reads a RunSnapshot, not {type(snap).__name__}")
     out = snap.output
     if out is None or not out.text.strip():
         return "the answer is empty"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfsm.core.types import ExitReason, ToolCall, ToolResult
+from agentfsm.exceptions import InvalidInputError
 
 __all__ = ["Agent", "child_messages", "child_result"]
 
@@ -39,8 +40,16 @@ class Agent:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _check_handoff(agent: object, call: object) -> None:
+    if not isinstance(agent, Agent):
+        raise InvalidInputError(f"agent must be an agentfsm Agent, not {type(agent).__name__}")
+    if not isinstance(call, ToolCall):
+        raise InvalidInputError(f"call must be the handoff ToolCall, not {type(call).__name__}")
+
+
 def child_messages(agent: Agent, call: ToolCall) -> list[dict[str, Any]]:
     """The child's first messages: its instructions, then the task the parent wrote."""
+    _check_handoff(agent, call)
     arguments = call.arguments or {}
     task = next((arguments[k] for k in _TASK_KEYS if isinstance(arguments.get(k), str)), None)
     if task is None:
@@ -56,6 +65,11 @@ def child_result(
     call: ToolCall, exit_reason: ExitReason, text: str, error: str | None
 ) -> ToolResult:
     """The handoff call's result: the child's answer, or an error saying how it ended."""
+    if not isinstance(call, ToolCall) or not isinstance(exit_reason, ExitReason):
+        raise InvalidInputError(
+            "child_result takes the handoff ToolCall and the child's ExitReason, not "
+            f"{type(call).__name__} and {type(exit_reason).__name__}"
+        )
     if exit_reason is ExitReason.COMPLETED:
         return ToolResult(call_id=call.id, name=call.name, content=text)
     detail = error or text or "no answer"

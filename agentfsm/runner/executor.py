@@ -38,6 +38,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
 
+from agentfsm.core._checked import replaced
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
@@ -364,7 +365,7 @@ def _specs(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, ToolSpe
         specs: dict[str, ToolSpec] = {}
         for name, fn in tools.items():
             spec = ToolSpec.from_declaration(fn)
-            specs[name] = spec if spec.name == name else spec.model_copy(update={"name": name})
+            specs[name] = spec if spec.name == name else replaced(spec, {"name": name})
         return specs
     if isinstance(tools, str):
         raise ToolDefinitionError("tools must be a list of tools, not a string")

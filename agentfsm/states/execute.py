@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from agentfsm.core._checked import replaced
 from agentfsm.core.call_identity import round_signature, signature
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.run_state import RECENT_ROUNDS, Run, Step
@@ -135,7 +136,7 @@ def _in_call_order(run: Run, by_id: dict[str, ToolResult]) -> tuple[list[ToolRes
             )
             found = ToolResult(call_id=call_id, name=call.name, content=text, is_error=True)
         elif named and found.name != call.name:  # FinalTool reads the name
-            found = found.model_copy(update={"name": call.name})
+            found = replaced(found, {"name": call.name})
         ordered.append(found)
     return ordered, missing
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agentfsm.core._checked import replaced
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.pricing import turn_cost, unknown_price
 from agentfsm.core.run_state import Run, Step
@@ -30,7 +31,7 @@ def enter(run: Run, step: Step) -> None:
     if calls and (len(calls) > 1 or not calls[0].id):  # one call with an id: nothing to fix
         calls, notes = _issue_ids(calls, next_turn)
         if notes:
-            turn = turn.model_copy(update={"tool_calls": calls})
+            turn = replaced(turn, {"tool_calls": calls})
     unknown = ""
     if run.prices:
         turn, unknown = _priced(turn)
@@ -61,14 +62,14 @@ def _bounded(turn: ModelTurn) -> ModelTurn:
     else:
         return turn
     fixed = [
-        call.model_copy(
-            update={"arguments": None, "error": f"arguments nest deeper than {MAX_DEPTH} levels"}
+        replaced(
+            call, {"arguments": None, "error": f"arguments nest deeper than {MAX_DEPTH} levels"}
         )
         if _nested(call) and nesting_exceeds(call.arguments, MAX_DEPTH)
         else call
         for call in calls
     ]
-    return turn.model_copy(update={"tool_calls": fixed})
+    return replaced(turn, {"tool_calls": fixed})
 
 
 def _nested(call: ToolCall) -> bool:
@@ -87,7 +88,7 @@ def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
     if cost is None or usage is None:
         return turn, unknown_price(turn)
     if usage.cost is None:
-        turn = turn.model_copy(update={"usage": usage.model_copy(update={"cost": cost})})
+        turn = replaced(turn, {"usage": replaced(usage, {"cost": cost})})
     return turn, ""
 
 
@@ -123,5 +124,5 @@ def _issue_ids(calls: list[ToolCall], turn: int) -> tuple[list[ToolCall], list[s
         seen.add(new_id)
         why = "had no id" if not call.id else f"repeated id {call.id!r}"
         notes.append(f"issued id {new_id!r} to call #{index} ({call.name}), which {why}")
-        fixed.append(call.model_copy(update={"id": new_id}))
+        fixed.append(replaced(call, {"id": new_id}))
     return fixed, notes

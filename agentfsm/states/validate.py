@@ -84,14 +84,14 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
             rejected.append(_refusal(call, problem))
             continue
         permission, source = run.policy.permission_verdict(call)
-        if permission == "deny":
+        if permission == "allow":
+            executable.append(call)
+        elif permission == "ask":
+            approval.append(call)
+        else:  # "deny", or anything not understood: fail closed
             denied.append(call)
             why = f"permission denied: {call.name!r} may not run ({source})"
             rejected.append(_refusal(call, why))
-        elif permission == "ask":
-            approval.append(call)
-        else:
-            executable.append(call)
     return executable, approval, denied, handoffs, rejected
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from agentfsm.core._checked import Checked
+from agentfsm.exceptions import DataError
 
 __all__ = [
     "Reply",
@@ -135,7 +136,16 @@ def fault(status: int, *, retry_after: float | None = None, message: str | None 
 
 def last_tool_result(body: Mapping[str, Any]) -> str | None:
     """Return the content of the last tool result in an OpenAI or Anthropic request body."""
-    for message in reversed(body.get("messages") or []):
+    if not isinstance(body, Mapping):
+        raise DataError(
+            f"last_tool_result reads a request body (a mapping), not {type(body).__name__}"
+        )
+    messages = body.get("messages") or []
+    if not isinstance(messages, list):
+        raise DataError(f"last_tool_result: messages must be a list, not {type(messages).__name__}")
+    for message in reversed(messages):
+        if not isinstance(message, Mapping):
+            continue
         if message.get("role") == "tool":
             return _as_text(message.get("content"))
         content = message.get("content")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agentfsm.exceptions import TraceError
@@ -101,9 +101,24 @@ def expand_paths(patterns: Iterable[str]) -> list[tuple[str, bool]]:
 
     Each file comes with whether it was named explicitly; a file found by
     walking a directory is skipped by callers when its format is unknown.
+    A single path (a str or a path object) is one pattern, not a list of letters.
     """
+    if isinstance(patterns, str | os.PathLike):
+        patterns = [os.fspath(patterns)]
+    if not isinstance(patterns, Iterable) or isinstance(patterns, bytes | Mapping):
+        raise TraceError(
+            f"expand_paths takes a list of paths or globs, not {type(patterns).__name__}"
+        )
     found: list[tuple[str, bool]] = []
     for pattern in patterns:
+        if isinstance(pattern, os.PathLike):
+            pattern = os.fspath(pattern)
+        if not isinstance(pattern, str):
+            raise TraceError(
+                f"a path or glob is a str, not {type(pattern).__name__}: {pattern!r:.60}"
+            )
+        if "\0" in pattern:
+            raise TraceError(f"{pattern!r:.60}: a path cannot hold a NUL character")
         matches = (
             sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
         )
