@@ -19,7 +19,15 @@ from pydantic import BaseModel, PydanticUserError, ValidationError
 from agentfsm.core.limits import MAX_JSON_INDENT
 from agentfsm.exceptions import AgentFSMError, DataError, DefinitionError, PolicyError
 
-__all__ = ["Checked", "check_number", "data_error", "listed", "problems_of", "replaced"]
+__all__ = [
+    "Checked",
+    "check_number",
+    "data_error",
+    "error_kind",
+    "listed",
+    "problems_of",
+    "replaced",
+]
 
 _T = TypeVar("_T")
 _M = TypeVar("_M", bound=BaseModel)
@@ -63,12 +71,19 @@ def listed(problems: list[tuple[str, str]]) -> str:
     return "; ".join(f"{field}: {message}" for field, message in problems)
 
 
+def error_kind(model: type[BaseModel]) -> type[DefinitionError]:
+    """What a bad value or argument of `model` raises: `DataError`, or its own (`PolicyError`)."""
+    kind: type[DefinitionError] = getattr(model, "__agentfsm_error__", DataError)
+    return kind
+
+
 def data_error(model: type[BaseModel], exc: ValidationError) -> DefinitionError:
     """The error for pydantic's `exc`, raised while building a `model`: a `DataError`, or
     the model's own kind (`PolicyError` for a `Policy`)."""
     problems = problems_of(exc)
-    kind: type[DefinitionError] = getattr(model, "__agentfsm_error__", DataError)
-    return kind(f"{model.__name__}: {listed(problems)}", model=model.__name__, problems=problems)
+    return error_kind(model)(
+        f"{model.__name__}: {listed(problems)}", model=model.__name__, problems=problems
+    )
 
 
 def _calling(model: type[BaseModel], method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -85,10 +100,9 @@ def _calling(model: type[BaseModel], method: Callable[..., _T], *args: Any, **kw
     except ValidationError as exc:
         raise data_error(model, exc) from exc
     except (TypeError, ValueError, ArithmeticError, AssertionError, PydanticUserError) as exc:
-        kind: type[DefinitionError] = getattr(model, "__agentfsm_error__", DataError)
         name = getattr(method, "__name__", "method")
         said = _one_line(" ".join(f"{exc}".split()))
-        raise kind(
+        raise error_kind(model)(
             f"{model.__name__}.{name}: {type(exc).__name__}: {said}",
             model=model.__name__,
             problems=[(name, said)],
@@ -117,7 +131,7 @@ def _validated_copy(model: _M, update: object, deep: object) -> _M:
     (a policy's route table), so a bad or changed value would only show at a later step.
     """
     cls = type(model)
-    kind: type[DefinitionError] = getattr(cls, "__agentfsm_error__", DataError)
+    kind = error_kind(cls)
     if type(deep) is not bool:
         raise kind(f"{cls.__name__}.model_copy: deep must be True or False, not {deep!r:.60}")
     copied: _M = _calling(cls, BaseModel.model_copy, model, deep=deep)
@@ -198,8 +212,7 @@ class Checked(BaseModel):
             if not isinstance(_fields_set, set | frozenset) or not set(_fields_set) <= set(
                 cls.model_fields
             ):
-                kind = cls.__agentfsm_error__
-                raise kind(
+                raise error_kind(cls)(
                     f"{cls.__name__}.model_construct: _fields_set must be a set of its field "
                     f"names, not {_fields_set!r:.60}"
                 )
@@ -211,8 +224,7 @@ def _check_indent(model: type[BaseModel], name: str, indent: object) -> None:
     """Refuse an indent the JSON dump cannot honour (pydantic's aborts the process)."""
     if indent is None or (type(indent) is int and 0 <= indent <= MAX_JSON_INDENT):
         return
-    kind: type[DefinitionError] = getattr(model, "__agentfsm_error__", DataError)
-    raise kind(
+    raise error_kind(model)(
         f"{model.__name__}.{name}: indent must be None or an int from 0 to "
         f"{MAX_JSON_INDENT}, not {indent!r:.60}",
         model=model.__name__,
