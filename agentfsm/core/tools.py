@@ -9,9 +9,9 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm.core._attributes import plain_lookup
@@ -74,9 +74,6 @@ class ToolSpec(Checked):
         params = spec.get("parameters", spec.get("input_schema"))
         if params is not None and not isinstance(params, dict):
             raise ToolDefinitionError(f"tool {name!r}: 'parameters' must be a JSON schema object")
-        problem = None if params is None else _schema_problem(params, "parameters")
-        if problem is not None:
-            raise ToolDefinitionError(f"tool {name!r}: not a valid JSON schema: {problem}")
         return cls(name=name, description=str(spec.get("description") or ""), parameters=params)
 
     @classmethod
@@ -122,7 +119,13 @@ class ToolSpec(Checked):
         }
 
     def validate_arguments(self, arguments: Mapping[str, Any]) -> str | None:
-        """Return why `arguments` do not fit the tool's schema, or None when they do."""
+        """Return why `arguments` do not fit the tool's schema, or None when they do.
+
+        A schema made only of `type`, `properties`, `required`, `additionalProperties`,
+        `enum` and annotations is checked here directly (the common case, and cheap);
+        any other keyword (`items`, `minimum`, `pattern`, `anyOf`, `$ref`, a list of
+        types, ...) is checked by `jsonschema`, so no constraint is silently skipped.
+        """
         if self.args_model is not None:
             try:
                 self.args_model.model_validate(dict(arguments))
@@ -132,16 +135,113 @@ class ToolSpec(Checked):
                     for e in exc.errors()
                 )
             return None
-        if self.parameters is None:
+        params = self.parameters
+        if params is None:
             return None
-        return _check_object(self.parameters, arguments)
+        checker = _checker(params)
+        if checker is None:
+            return _check_object(params, arguments)
+        return _full_check(checker, arguments)
+
+    @model_validator(mode="after")
+    def _schema_is_usable(self) -> Self:
+        if self.parameters is not None and self.args_model is None:
+            problem = _schema_problem(self.parameters, "parameters")
+            if problem is not None:
+                raise ToolDefinitionError(f"tool {self.name!r}: not a valid JSON schema: {problem}")
+        return self
 
 
 _SCHEMA_TYPES = frozenset(_JSON_TYPES)
+_PLAIN_KEYWORDS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "enum"}
+    | {"title", "description", "default", "examples", "$comment", "deprecated"}
+)
+"""The keywords `_check_object` reads, and annotations that assert nothing."""
+_CHECKERS: dict[int, tuple[dict[str, Any], Any]] = {}
+"""Each schema's `jsonschema` validator (None for a plain schema), by the schema's id."""
 
 
-def _schema_problem(schema: Any, where: str, depth: int = 0) -> str | None:
-    """Say where a schema breaks the JSON Schema keywords the validator reads, or None."""
+def _schema_problem(schema: Any, where: str) -> str | None:
+    """Say what makes `schema` unusable as a tool's arguments schema, or None."""
+    if not isinstance(schema, dict):
+        return f"{where} must be an object, not {type(schema).__name__}"
+    if _is_plain(schema, 0):
+        return _plain_problem(schema, where)
+    return _full_problem(schema, where)
+
+
+def _is_plain(schema: Any, depth: int) -> bool:
+    """Whether every (sub)schema uses only the plain keywords, one type each."""
+    if not isinstance(schema, dict) or depth > 32 or not schema.keys() <= _PLAIN_KEYWORDS:
+        return False
+    if not isinstance(schema.get("type", ""), str):
+        return False
+    if not isinstance(schema.get("additionalProperties", False), bool):
+        return False
+    props = schema.get("properties", {})
+    return isinstance(props, dict) and all(_is_plain(sub, depth + 1) for sub in props.values())
+
+
+def _checker(schema: dict[str, Any]) -> Any:
+    """The `jsonschema` validator of a schema that is not plain, else None (made once)."""
+    found = _CHECKERS.get(id(schema))
+    if found is not None and found[0] is schema:
+        return found[1]
+    checker = None if _is_plain(schema, 0) else _full_validator(schema)
+    if len(_CHECKERS) >= 1024:  # bound it for programs that make schemas freely
+        _CHECKERS.clear()
+    _CHECKERS[id(schema)] = (schema, checker)  # the schema is kept, so its id stays its own
+    return checker
+
+
+def _full_validator(schema: dict[str, Any]) -> Any:
+    from jsonschema import Draft202012Validator, validators  # only for schemas that need it
+
+    kind = validators.validator_for(schema, default=Draft202012Validator)
+    # As the plain check reads it: an integer is an int, not a float such as 1.0 (which
+    # JSON Schema accepts, and which `range(1.0)` in the tool would not).
+    strict = kind.TYPE_CHECKER.redefine("integer", _is_integer)
+    return validators.extend(kind, type_checker=strict)(schema)  # type: ignore[no-untyped-call]
+
+
+def _is_integer(_checker: object, value: object) -> bool:
+    return type(value) is int
+
+
+def _full_problem(schema: dict[str, Any], where: str) -> str | None:
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    kind = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        kind.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        path = "".join(f".{part}" for part in exc.absolute_path)
+        return f"{where}{path}: {_short(exc.message)}"
+    return None
+
+
+def _full_check(checker: Any, arguments: Mapping[str, Any]) -> str | None:
+    from jsonschema.exceptions import best_match
+
+    try:
+        error = best_match(checker.iter_errors(dict(arguments)))
+    except Exception as exc:  # a $ref that resolves nowhere, say: the call is refused
+        return f"the tool's schema cannot check them: {type(exc).__name__}: {_short(str(exc))}"
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path) or "<root>"
+    return f"{where}: {_short(error.message)}"
+
+
+def _short(text: str) -> str:
+    """A validator's message on one line, at most 300 characters (it may quote the value)."""
+    line = " ".join(text.split())
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _plain_problem(schema: Any, where: str, depth: int = 0) -> str | None:
+    """Say where a plain schema breaks the JSON Schema keywords it uses, or None."""
     if not isinstance(schema, dict):
         return f"{where} must be an object, not {type(schema).__name__}"
     if depth > 32:
@@ -159,12 +259,9 @@ def _schema_problem(schema: Any, where: str, depth: int = 0) -> str | None:
     if not isinstance(props, dict):
         return f"{where}.properties must be an object"
     for key, sub in props.items():
-        problem = _schema_problem(sub, f"{where}.properties.{key}", depth + 1)
+        problem = _plain_problem(sub, f"{where}.properties.{key}", depth + 1)
         if problem is not None:
             return problem
-    items = schema.get("items")
-    if isinstance(items, dict):
-        return _schema_problem(items, f"{where}.items", depth + 1)
     return None
 
 
@@ -193,11 +290,18 @@ def _check_value(schema: Mapping[str, Any], value: Any) -> str | None:
             ok = False
         if not ok:
             return f"expected {expected}, got {type(value).__name__}"
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(_same_json(value, v) for v in schema["enum"]):
         return f"{value!r} is not one of {schema['enum']}"
     if expected == "object" and isinstance(value, dict):
         return _check_object(schema, value)
     return None
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """JSON equality: `true` is not `1` (Python says it is), `1` is `1.0`."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b)
 
 
 def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
