@@ -31,7 +31,7 @@ from agentfsm.core.policy import Policy
 from agentfsm.core.run_state import RECENT_ROUNDS, Run
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
-from agentfsm.exceptions import AgentFSMError, CheckpointError, DataError
+from agentfsm.exceptions import AgentFSMError, CheckpointError, DataError, ToolDefinitionError
 from agentfsm.guards import Guard, parse_guard
 from agentfsm.guards._routes import WAITING
 
@@ -276,7 +276,12 @@ def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
     if not isinstance(saved, dict) or not isinstance(saved.get("data"), dict):
         raise CheckpointError(f"run {run_id}: the dump's 'policy' is not an object", run_id=run_id)
-    code = list(saved.get("code") or [])
+    code = saved.get("code") or []
+    if not isinstance(code, list) or not all(isinstance(name, str) for name in code):
+        raise CheckpointError(
+            f"run {run_id}: the dump's policy 'code' is not a list of names: {code!r:.80}",
+            run_id=run_id,
+        )
     if given is not None:
         mine = _policy_data(given)
         diff = _differences(saved["data"], mine["data"])
@@ -314,6 +319,13 @@ def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[st
         return None
     if not isinstance(saved, list):
         raise CheckpointError(f"run {run_id}: the dump's 'tools' is not a list", run_id=run_id)
+    for index, item in enumerate(saved):
+        if not _is_saved_tool(item):
+            raise CheckpointError(
+                f"run {run_id}: the dump's tools[{index}] is not a saved tool (name, "
+                f"description, parameters, callable): {item!r:.80}",
+                run_id=run_id,
+            )
     if given is None:
         needed = [t.get("name") for t in saved if isinstance(t, dict) and t.get("callable")]
         if needed:
@@ -324,7 +336,12 @@ def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[st
                 tools=needed,
             )
         given = [{k: t[k] for k in ("name", "description", "parameters")} for t in saved]
-    specs = tool_specs(given)
+    try:
+        specs = tool_specs(given)
+    except ToolDefinitionError as exc:
+        raise CheckpointError(
+            f"run {run_id}: the saved tools: {exc.message}", run_id=run_id
+        ) from exc
     assert specs is not None  # given is a list here
     mine = _specs(specs)
     assert mine is not None
@@ -339,6 +356,17 @@ def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[st
             tools=names,
         )
     return specs
+
+
+def _is_saved_tool(item: object) -> bool:
+    """Whether `item` has the shape `_specs` writes for one tool."""
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("name"), str)
+        and isinstance(item.get("description"), str)
+        and (item.get("parameters") is None or isinstance(item.get("parameters"), dict))
+        and isinstance(item.get("callable"), bool)
+    )
 
 
 # -- dump and load -----------------------------------------------------------------

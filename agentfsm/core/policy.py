@@ -137,7 +137,10 @@ class Policy(Checked):
     @field_validator("final_tools", "handoffs", mode="before")
     @classmethod
     def _names(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+        names = [value] if isinstance(value, str) else value
+        if isinstance(names, list | tuple | set | frozenset) and "" in names:
+            raise ValueError("a tool name must not be empty")
+        return names
 
     @cached_property
     def prices_turns(self) -> bool:

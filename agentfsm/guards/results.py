@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.types import ExitReason, Priority
+from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import ON_RESULTS, Guard, Hit, cached, check_number
 
 __all__ = ["FinalTool", "ResultsReady", "ToolErrorLimit", "ToolFailed"]
@@ -74,7 +75,7 @@ class FinalTool(Guard):
 
     def __init__(self, *names: str) -> None:
         if not names or not all(isinstance(n, str) and n for n in names):
-            raise ValueError(f"FinalTool needs one or more tool names, got {names!r}")
+            raise PolicyError(f"FinalTool needs one or more tool names, got {names!r:.80}")
         self.names = frozenset(names)
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
