@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar, overload
 from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
 
 from agentfsm.core._checked import replaced
+from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
@@ -297,11 +298,17 @@ class Executor:
         else:
             try:
                 text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RecursionError) as exc:
                 return self.error_of(
                     call,
                     f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__}, "
-                    f"which cannot be serialised to JSON ({exc})",
+                    f"which cannot be serialised to JSON ({type(exc).__name__}: {exc})",
+                )
+            if nesting_exceeds(value, MAX_DEPTH):  # the controller refuses such a result
+                return self.error_of(
+                    call,
+                    f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__} "
+                    f"nested deeper than {MAX_DEPTH} levels",
                 )
         cap = self.max_result_chars
         if cap is not None and len(text) > cap:

@@ -239,6 +239,28 @@ class TestFailures:
         assert result.is_error
         assert "tool 'odd' returned a set" in result.content
 
+    @pytest.mark.parametrize(("depth", "words"), [(150, "nested deeper than 100"), (5000, "")])
+    def test_a_result_nested_too_deep_is_an_error(self, depth: int, words: str) -> None:
+        """A result the controller would refuse (or json cannot even write: RecursionError)
+        used to end `af.run` with InvalidInputError; it is the call's error result instead."""
+        nested: list[Any] = []
+        for _ in range(depth):
+            nested = [nested]
+
+        def deep(n: int) -> Any:
+            return nested
+
+        (result,) = Executor([deep]).run(calls("deep", 1))
+        assert result.is_error
+        assert result.content.startswith("ToolOutputError: tool 'deep' returned a list")
+        assert words in result.content
+        ctl = af.Controller(tools=["deep"])
+        ctl.on_model_output(
+            af.ModelTurn(tool_calls=[af.ToolCall(id="c1", name="deep", arguments={})])
+        )
+        decision = ctl.on_tool_results([result.model_copy(update={"call_id": "c1"})])
+        assert decision.action == af.Action.CONTINUE
+
     def test_a_big_result_is_cut_with_its_size(self) -> None:
         """A result over the cap is cut, with a marker giving the original size."""
 
