@@ -24,6 +24,7 @@ from agentfsm.core.controller import Controller
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
+from agentfsm.runner.executor import result_of
 from agentfsm.runner.retry import is_transient
 
 __all__ = ["HUMAN_TOPIC", "WAITING_KEY", "WORKFLOW_NAME", "agent_run", "load_litellm"]
@@ -79,7 +80,8 @@ async def tool_step(agent_name: str, call: dict[str, Any]) -> dict[str, Any]:
             value = await asyncio.to_thread(spec.fn, **(tool.arguments or {}))
     except Exception as exc:
         return _error(tool, f"{type(exc).__name__}: {exc}")
-    return ToolResult(call_id=tool.id, name=tool.name, content=value).model_dump(mode="json")
+    # As the runner makes it: a value JSON cannot hold, or nested too deep, is the call's error.
+    return result_of(tool, value).model_dump(mode="json")
 
 
 def _error(call: ToolCall, text: str) -> dict[str, Any]:

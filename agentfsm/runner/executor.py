@@ -291,33 +291,7 @@ class Executor:
 
     def result_of(self, call: ToolCall, value: Any) -> ToolResult:
         """Make the result of a call that returned `value`: checked, serialisable, size-capped."""
-        if isinstance(value, str):
-            text = value
-        elif value is None or isinstance(value, bool | int) or _finite_float(value):
-            return ToolResult(call_id=call.id, name=call.name, content=value)
-        else:
-            try:
-                text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError, RecursionError) as exc:
-                return self.error_of(
-                    call,
-                    f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__}, "
-                    f"which cannot be serialised to JSON ({type(exc).__name__}: {exc})",
-                )
-            if nesting_exceeds(value, MAX_DEPTH):  # the controller refuses such a result
-                return self.error_of(
-                    call,
-                    f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__} "
-                    f"nested deeper than {MAX_DEPTH} levels",
-                )
-        cap = self.max_result_chars
-        if cap is not None and len(text) > cap:
-            cut = (
-                f"{text[:cap]}\n[... cut: the result was {len(text):,} characters; "
-                f"the first {cap:,} are shown]"
-            )
-            return ToolResult(call_id=call.id, name=call.name, content=cut)
-        return ToolResult(call_id=call.id, name=call.name, content=value)
+        return result_of(call, value, self.max_result_chars)
 
     @staticmethod
     def error_of(call: ToolCall, text: str) -> ToolResult:
@@ -382,6 +356,41 @@ def _specs(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, ToolSpe
 def _check_int(name: str, value: object, low: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise DefinitionError(f"Executor({name}={value!r}): an int >= {low}")
+
+
+def result_of(call: ToolCall, value: Any, max_chars: int | None = None) -> ToolResult:
+    """The result of `call`, which returned `value`, as the model will read it.
+
+    A value JSON cannot hold (a set, NaN, an object, a cycle, thousands of levels) or
+    nested deeper than the controller accepts is the call's error result, naming the
+    tool; text past `max_chars` is cut, with a marker giving the original size.
+    """
+    if isinstance(value, str):
+        text = value
+    elif value is None or isinstance(value, bool | int) or _finite_float(value):
+        return ToolResult(call_id=call.id, name=call.name, content=value)
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return Executor.error_of(
+                call,
+                f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__}, "
+                f"which cannot be serialised to JSON ({type(exc).__name__}: {exc})",
+            )
+        if nesting_exceeds(value, MAX_DEPTH):  # the controller refuses such a result
+            return Executor.error_of(
+                call,
+                f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__} "
+                f"nested deeper than {MAX_DEPTH} levels",
+            )
+    if max_chars is not None and len(text) > max_chars:
+        cut = (
+            f"{text[:max_chars]}\n[... cut: the result was {len(text):,} characters; "
+            f"the first {max_chars:,} are shown]"
+        )
+        return ToolResult(call_id=call.id, name=call.name, content=cut)
+    return ToolResult(call_id=call.id, name=call.name, content=value)
 
 
 def _finite_float(value: object) -> bool:
