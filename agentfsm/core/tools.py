@@ -196,13 +196,18 @@ def _checker(schema: dict[str, Any]) -> Any:
 
 
 def _full_validator(schema: dict[str, Any]) -> Any:
+    return _validator_class(schema)(schema)
+
+
+def _validator_class(schema: dict[str, Any]) -> Any:
+    """The `jsonschema` validator class for `schema` (2020-12 unless it names its draft)."""
     from jsonschema import Draft202012Validator, validators  # only for schemas that need it
 
     kind = validators.validator_for(schema, default=Draft202012Validator)
     # As the plain check reads it: an integer is an int, not a float such as 1.0 (which
     # JSON Schema accepts, and which `range(1.0)` in the tool would not).
     strict = kind.TYPE_CHECKER.redefine("integer", _is_integer)
-    return validators.extend(kind, type_checker=strict)(schema)  # type: ignore[no-untyped-call]
+    return validators.extend(kind, type_checker=strict)  # type: ignore[no-untyped-call]
 
 
 def _is_integer(_checker: object, value: object) -> bool:
@@ -210,14 +215,15 @@ def _is_integer(_checker: object, value: object) -> bool:
 
 
 def _full_problem(schema: dict[str, Any], where: str) -> str | None:
-    from jsonschema import Draft202012Validator, exceptions, validators
+    from jsonschema.exceptions import SchemaError
 
-    kind = validators.validator_for(schema, default=Draft202012Validator)
     try:
-        kind.check_schema(schema)
-    except exceptions.SchemaError as exc:
+        _validator_class(schema).check_schema(schema)
+    except SchemaError as exc:
         path = "".join(f".{part}" for part in exc.absolute_path)
         return f"{where}{path}: {_short(exc.message)}"
+    except RecursionError:
+        return f"{where} nests too deep to be checked"
     return None
 
 
@@ -240,26 +246,18 @@ def _short(text: str) -> str:
     return line if len(line) <= 300 else line[:297] + "..."
 
 
-def _plain_problem(schema: Any, where: str, depth: int = 0) -> str | None:
-    """Say where a plain schema breaks the JSON Schema keywords it uses, or None."""
-    if not isinstance(schema, dict):
-        return f"{where} must be an object, not {type(schema).__name__}"
-    if depth > 32:
-        return f"{where} is nested more than 32 levels deep"
+def _plain_problem(schema: dict[str, Any], where: str) -> str | None:
+    """Say where a plain schema (see `_is_plain`) breaks the keywords it uses, or None."""
     kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind]
-    if kind is not None and not all(isinstance(k, str) and k in _SCHEMA_TYPES for k in kinds):
+    if kind is not None and kind not in _SCHEMA_TYPES:
         return f"{where}.type is {kind!r}; JSON Schema types are {sorted(_SCHEMA_TYPES)}"
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         return f"{where}.required must be a list of property names"
     if "enum" in schema and not isinstance(schema["enum"], list):
         return f"{where}.enum must be a list"
-    props = schema.get("properties", {})
-    if not isinstance(props, dict):
-        return f"{where}.properties must be an object"
-    for key, sub in props.items():
-        problem = _plain_problem(sub, f"{where}.properties.{key}", depth + 1)
+    for key, sub in schema.get("properties", {}).items():
+        problem = _plain_problem(sub, f"{where}.properties.{key}")
         if problem is not None:
             return problem
     return None

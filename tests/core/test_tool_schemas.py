@@ -209,3 +209,14 @@ class TestDeclarations:
         assert words in caught.value.message
         with pytest.raises(ToolDefinitionError, match="not a valid JSON schema"):
             ToolSpec(name="f", parameters=schema)
+
+    def test_a_schema_nested_past_the_recursion_limit(self) -> None:
+        """jsonschema's own check recurses; 3,000 levels is a ToolDefinitionError, not a
+        RecursionError."""
+        schema: dict[str, Any] = {"type": "object"}
+        inner = schema
+        for _ in range(3000):
+            inner["properties"] = {"a": {"type": "object"}}
+            inner = inner["properties"]["a"]
+        with pytest.raises(ToolDefinitionError, match="nests too deep to be checked"):
+            ToolSpec.from_declaration({"name": "f", "parameters": schema})
