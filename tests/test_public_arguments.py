@@ -218,7 +218,9 @@ class TestHelpersExportedByModules:
         assert expand_paths(file) == [(str(file), True)]  # type: ignore[arg-type]
         with pytest.raises(TraceError, match="a list of paths or globs, not int"):
             expand_paths(3)  # type: ignore[arg-type]
-        with pytest.raises(TraceError, match="a path or glob is a str, not NoneType"):
+        with pytest.raises(
+            TraceError, match=r"expand_paths takes a path \(str or os.PathLike\), not NoneType"
+        ):
             expand_paths([None])  # type: ignore[list-item]
         with pytest.raises(TraceError, match="NUL"):
             expand_paths(["a\0b"])

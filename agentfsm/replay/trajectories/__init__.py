@@ -104,19 +104,14 @@ def expand_paths(patterns: Iterable[str]) -> list[tuple[str, bool]]:
     A single path (a str or a path object) is one pattern, not a list of letters.
     """
     if isinstance(patterns, str | os.PathLike):
-        patterns = [os.fspath(patterns)]
+        patterns = [patterns]
     if not isinstance(patterns, Iterable) or isinstance(patterns, bytes | Mapping):
         raise TraceError(
             f"expand_paths takes a list of paths or globs, not {type(patterns).__name__}"
         )
     found: list[tuple[str, bool]] = []
     for pattern in patterns:
-        if isinstance(pattern, os.PathLike):
-            pattern = os.fspath(pattern)
-        if not isinstance(pattern, str):
-            raise TraceError(
-                f"a path or glob is a str, not {type(pattern).__name__}: {pattern!r:.60}"
-            )
+        pattern = path_name(pattern, "expand_paths")
         if "\0" in pattern:
             raise TraceError(f"{pattern!r:.60}: a path cannot hold a NUL character")
         matches = (
