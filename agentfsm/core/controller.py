@@ -189,6 +189,37 @@ class Controller:
         run = self._run
         return list(run.pending.values()) or list(run.pending_approval)
 
+    def may_run(
+        self, call_id: str, name: str | None = None, arguments: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Say whether the call with this id may execute now: the one permission check.
+
+        True only while the call awaits its result: the last decision cleared it to run
+        (EXECUTE_TOOLS, HANDOFF, or a human's approval) and no result was given for it yet.
+        Denied, refused, to-be-approved, unknown and already answered calls are False. When
+        `name` or `arguments` are given they must equal the cleared call's, so a path that
+        executes what a framework holds cannot run another call under a cleared id.
+        Every path that executes a call asks this, by call id, never by position.
+        """
+        if not isinstance(call_id, str):
+            raise InvalidInputError(f"call_id must be a str, not {type(call_id).__name__}")
+        if name is not None and not isinstance(name, str):
+            raise InvalidInputError(f"name must be a str or None, not {type(name).__name__}")
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise InvalidInputError(
+                f"arguments must be a mapping or None, not {type(arguments).__name__}"
+            )
+        with self._lock:
+            run = self._run
+            if run.state not in (State.EXECUTE, State.HANDOFF):
+                return False
+            call = run.pending.get(call_id)
+            if call is None:
+                return False
+            if name is not None and name != call.name:
+                return False
+            return arguments is None or dict(arguments) == (call.arguments or {})
+
     @property
     def last_output(self) -> ModelTurn | None:
         """The latest model output as routed: normalized, with every call id issued."""
