@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo lint typecheck test check bench diagrams docs
+.PHONY: help install demo lint typecheck test test-deep check bench diagrams docs
 
 help: ## List the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
@@ -15,9 +15,16 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray,integrations,durable]'
 	@touch $@
 
+# The demo needs litellm only: a newcomer's first command does not install Ray, DBOS,
+# the four frameworks and Playwright. `install` (and every target below) adds the rest.
+$(VENV)/.demo-installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[litellm]'
+	@touch $@
+
 install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray, integrations and durable extras
 
-demo: install ## Run the weather agent end to end (local server, no key), then draw the machine
+demo: $(VENV)/.demo-installed ## Run the weather agent end to end (local server, no key), then draw the machine
 	$(PY) -m agentfsm demo
 	$(PY) -m agentfsm diagram
 
@@ -28,8 +35,11 @@ lint: install ## Lint and format check (ruff)
 typecheck: install ## Type check, strict (mypy)
 	$(VENV)/bin/mypy
 
-test: install ## Run the test suite (pytest + hypothesis)
+test: install ## Run the test suite (pytest + hypothesis, the quick profile)
 	$(PY) -m pytest
+
+test-deep: install ## Run the property tests again with many more examples (CI does)
+	$(PY) -m pytest -q -m hypothesis --hypothesis-profile=deep
 
 check: lint typecheck test ## Lint, type check and test
 

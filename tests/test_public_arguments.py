@@ -53,14 +53,14 @@ def _a_run() -> RecordedRun:
 class TestAnyArgument:
     """A property per entry point: arbitrary values raise AgentFSMError or are accepted."""
 
-    @settings(max_examples=200, deadline=None)
+    @settings(deadline=None)
     @given(payload=_odd, provider=_odd)
     def test_normalize_and_detect(self, payload: Any, provider: Any) -> None:
         """normalize(payload, provider) and detect_provider(payload)."""
         _only_agentfsm_errors(af.normalize, payload, provider)
         _only_agentfsm_errors(af.detect_provider, payload)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(deadline=None)
     @given(provider=_odd, chunks=_odd)
     def test_stream_accumulator(self, provider: Any, chunks: Any) -> None:
         """StreamAccumulator(provider), then extend, add and end with anything."""
@@ -73,14 +73,14 @@ class TestAnyArgument:
         _only_agentfsm_errors(stream.end)
         _only_agentfsm_errors(stream.turn)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(deadline=None)
     @given(value=_odd)
     def test_policy_from_data_and_files(self, value: Any) -> None:
         """Policy.from_mapping and Policy.from_file with anything."""
         _only_agentfsm_errors(af.Policy.from_mapping, value)
         _only_agentfsm_errors(af.Policy.from_file, value)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(deadline=None)
     @given(value=_odd)
     def test_replay_entry_points(self, value: Any) -> None:
         """replay_run, compare, read_runs and read_trace with anything."""
@@ -90,7 +90,7 @@ class TestAnyArgument:
         _only_agentfsm_errors(read_runs, value)
         _only_agentfsm_errors(af.read_trace, value)
 
-    @settings(max_examples=200, deadline=None)
+    @settings(deadline=None)
     @given(value=_odd)
     def test_trace_writer_targets(self, value: Any, tmp_path_factory: Any) -> None:
         """TraceWriter(anything that is not a writable path or text file) raises TraceError."""
@@ -202,7 +202,7 @@ class TestHelpersExportedByModules:
             non_empty_answer(None)  # type: ignore[arg-type]
         assert non_empty_answer(af.RunSnapshot()) == "the answer is empty"
 
-    @settings(max_examples=100, deadline=None)
+    @settings(deadline=None)
     @given(body=_odd)
     def test_last_tool_result_of_any_body(self, body: Any) -> None:
         """testing.last_tool_result reads a request body, or raises DataError."""
@@ -245,7 +245,7 @@ class TestVocabularyLookups:
     @pytest.mark.parametrize(
         "enum", [af.Action, af.ExitReason, af.FinishReason, af.Priority, af.State, Provider]
     )
-    @settings(max_examples=30, deadline=None)
+    @settings(deadline=None)
     @given(name=_odd)
     def test_a_member_name_outside_the_set(self, enum: Any, name: Any) -> None:
         """State["BOGUS"] raised KeyError; it is a DataError listing the member names."""

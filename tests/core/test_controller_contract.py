@@ -416,7 +416,6 @@ class TestRandomCallSequences:
     """Item 8: any sequence of calls lets only AgentFSMError out, and a failed call is void."""
 
     @settings(
-        max_examples=10_000,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )

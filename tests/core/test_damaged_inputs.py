@@ -87,7 +87,7 @@ def _next_input(ctl: af.Controller) -> None:
 
 
 class TestDamagedDumps:
-    @settings(max_examples=1500, deadline=None)
+    @settings(deadline=None)
     @given(place=st.sampled_from(_PLACES), value=_odd)
     def test_one_value_replaced_anywhere(self, place: tuple[Any, ...], value: Any) -> None:
         """Load refuses with CheckpointError or restores a run whose next input works."""
@@ -114,7 +114,7 @@ class TestDamagedDumps:
 
 
 class TestAPolicyThatValidatesBuilds:
-    @settings(max_examples=600, deadline=None)
+    @settings(deadline=None)
     @given(
         field=st.sampled_from(sorted(af.Policy.model_fields)),
         value=_odd | st.text(max_size=3) | st.lists(st.text(max_size=3), max_size=3),

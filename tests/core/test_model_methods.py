@@ -90,7 +90,7 @@ CALLS: dict[str, Callable[[BaseModel, Any], object]] = {
 class TestBadArgumentsRaiseTheModelsError:
     @pytest.mark.parametrize("model", ALL, ids=lambda m: m.__name__)
     @pytest.mark.parametrize("method", list(CALLS))
-    @settings(max_examples=25, deadline=None)
+    @settings(deadline=None)
     @given(value=_values)
     def test_any_argument(self, model: type[BaseModel], method: str, value: Any) -> None:
         """Each inherited method works or raises the model's error (DataError, PolicyError)."""
@@ -145,7 +145,7 @@ class TestBadArgumentsRaiseTheModelsError:
 
 class TestCopiesValidate:
     @pytest.mark.parametrize("model", ALL, ids=lambda m: m.__name__)
-    @settings(max_examples=40, deadline=None)
+    @settings(deadline=None)
     @given(data=st.data())
     def test_a_copy_is_what_the_constructor_makes(self, model: type[BaseModel], data: Any) -> None:
         """model_copy(update=u) equals model(**fields | u), or raises the error it raises."""
@@ -228,7 +228,7 @@ class TestCopiedPolicies:
 
 
 class TestPermissionsFailClosedWhereTheyAreRead:
-    @settings(max_examples=200, deadline=None)
+    @settings(deadline=None)
     @given(value=_values, default=st.booleans())
     def test_a_table_entry_not_understood_denies(self, value: Any, default: bool) -> None:
         """Whatever a permission table holds, only "allow" and "ask" let a call go further."""

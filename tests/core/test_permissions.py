@@ -154,7 +154,7 @@ VALUES = st.one_of(
 class TestDeniedNeverRuns:
     """Properties: denied calls are never executed; an unrecognised hook value denies."""
 
-    @settings(max_examples=300, deadline=None)
+    @settings(deadline=None)
     @given(
         names=st.lists(NAMES, min_size=1, max_size=5),
         verdicts=st.dictionaries(NAMES, VALUES),
@@ -193,7 +193,7 @@ class TestDeniedNeverRuns:
                 assert c.id not in ran
                 assert c.id in answered
 
-    @settings(max_examples=300, deadline=None)
+    @settings(deadline=None)
     @given(value=st.from_type(object).filter(lambda v: v not in ("allow", "ask", "deny")))
     def test_any_unrecognised_value_denies(self, value: object) -> None:
         """Any hook value other than the three strings denies the call."""

@@ -362,7 +362,7 @@ def feed(ctl: af.Controller, item: tuple[af.ModelTurn, list[bool], bool]) -> Map
 
 
 class TestRestoreProperty:
-    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(POLICIES, st.lists(INPUTS, min_size=1, max_size=16), st.integers(0, 16))
     def test_dump_load_and_continue_decides_as_never_stopping(
         self, policy: af.Policy, inputs: list[Any], cut: int

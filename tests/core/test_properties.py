@@ -110,7 +110,7 @@ def check(decision: af.Decision, turn: af.ModelTurn | None) -> None:
 
 
 class TestFuzzedRuns:
-    @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(st.lists(payloads(), min_size=1, max_size=12), st.lists(st.booleans(), max_size=12))
     def test_every_run_ends_within_max_turns_and_keeps_the_invariants(
         self, outputs: list[dict[str, Any]], errors: list[bool]
@@ -252,7 +252,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
 
 TestControllerMachine = ControllerMachine.TestCase
-TestControllerMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+TestControllerMachine.settings = settings(stateful_step_count=30, deadline=None)
 
 
 def _summary(decision: af.Decision) -> tuple[object, ...]:
@@ -260,7 +260,7 @@ def _summary(decision: af.Decision) -> tuple[object, ...]:
 
 
 class TestEnginesAgree:
-    @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+    @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(st.lists(payloads(), min_size=1, max_size=8), st.lists(st.booleans(), max_size=8))
     def test_the_compiled_walk_decides_as_the_transitions_machine(
         self, outputs: list[dict[str, Any]], errors: list[bool]

@@ -123,7 +123,7 @@ def _one_property(sub: dict[str, Any]) -> dict[str, Any]:
 
 
 class TestSchemasAreCheckedWhole:
-    @settings(max_examples=600, deadline=None)
+    @settings(deadline=None)
     @given(case=plain_cases())
     # The confusions Python's own == and isinstance make, each named once:
     @example(case=(_one_property({"enum": [1]}), {"n": True}))
@@ -142,7 +142,7 @@ class TestSchemasAreCheckedWhole:
         assert (verdict is None) == _STRICT(schema).is_valid(arguments), verdict
 
     @pytest.mark.parametrize("schema", _FULL, ids=range(len(_FULL)))
-    @settings(max_examples=60, deadline=None)
+    @settings(deadline=None)
     @given(data=st.data())
     def test_every_other_keyword_is_checked(self, schema: dict[str, Any], data: Any) -> None:
         """Schemas with items, minimum, pattern, anyOf, $ref, ... agree with jsonschema too."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agentfsm.core.types import FinishReason
@@ -70,7 +70,6 @@ def bodies(draw: Any) -> dict[str, Any]:
 class TestChatBodyInOnePass:
     """`read_turn` (normalize's path for chat bodies) against the fields of the body."""
 
-    @settings(max_examples=400)
     @given(bodies())
     def test_the_turn_is_what_the_body_says(self, body: dict[str, Any]) -> None:
         """Text, finish, usage, refusal, reasoning and model are the body's, coerced as said."""
@@ -102,7 +101,6 @@ class TestChatBodyInOnePass:
             assert turn.usage.output_tokens == (done if type(done) is int else 0)
         assert (turn.error is not None) is bool(body.get("error"))
 
-    @settings(max_examples=400)
     @given(bodies())
     def test_calls_carry_their_arguments_or_an_error(self, body: dict[str, Any]) -> None:
         """Each call is parsed from its JSON text; anything but an object is kept broken."""
@@ -133,7 +131,6 @@ class TestChatBodyInOnePass:
                 assert call.arguments is None
                 assert call.error is not None
 
-    @settings(max_examples=300)
     @given(bodies())
     def test_one_pass_equals_the_draft_and_the_dispatch(self, body: dict[str, Any]) -> None:
         """`read_turn`, `read_body(...).build()` and normalize's detection give one turn."""

@@ -106,19 +106,19 @@ def check(payload: object) -> None:
 class TestFuzz:
     """Property tests over arbitrary and provider-shaped JSON."""
 
-    @settings(max_examples=400, deadline=None)
+    @settings(deadline=None)
     @given(JSON)
     def test_arbitrary_json(self, payload: object) -> None:
         """Any JSON value gives a turn or a PayloadError."""
         check(payload)
 
-    @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(SHAPED)
     def test_provider_shaped_bodies(self, payload: dict[str, Any]) -> None:
         """Bodies with a provider's keys and junk values give a valid turn or a PayloadError."""
         check(payload)
 
-    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.lists(SHAPED | JSON, max_size=6))
     def test_provider_shaped_streams(self, events: list[Any]) -> None:
         """Streams of provider-shaped junk give a valid turn or a PayloadError."""

@@ -30,7 +30,6 @@ from tests.providers.test_fuzz import FIELDS, JSON, SHAPED
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "providers"
 FILES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.json*"))
 SETTINGS = settings(
-    max_examples=2_000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

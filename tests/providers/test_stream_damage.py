@@ -110,7 +110,7 @@ class TestDamagedEvents:
         with_calls = [name for name in STREAMS if calls_of(reference(name))]
         assert len(with_calls) >= 10
 
-    @settings(max_examples=300, deadline=None)
+    @settings(deadline=None)
     @given(DAMAGE, st.sampled_from(["lines", "sse", "sse-bytes"]))
     def test_a_damaged_event_never_yields_a_call_with_other_arguments(
         self, case: tuple[str, int, str, float], transport: str
@@ -136,7 +136,7 @@ class TestDamagedEvents:
         # Only a terminal event that repeats the whole output (Responses) makes a gap harmless.
         assert turn == reference(name) or (turn.truncated and "damaged" in (turn.error or ""))
 
-    @settings(max_examples=100, deadline=None)
+    @settings(deadline=None)
     @given(DAMAGE)
     def test_a_damaged_event_is_retried_at_p0(self, case: tuple[str, int, str, float]) -> None:
         """The controller answers a damaged stream with RETRY at P0, never by running calls."""
@@ -183,7 +183,7 @@ class TestDamagedEvents:
 class TestSplitEvents:
     """Events split in ways SSE allows are read whole."""
 
-    @settings(max_examples=150, deadline=None)
+    @settings(deadline=None)
     @given(st.sampled_from(STREAMS), st.integers(min_value=0), st.floats(0.05, 0.95))
     def test_an_event_over_two_data_lines_is_one_event(
         self, name: str, index: int, at: float
@@ -208,7 +208,7 @@ class TestSplitEvents:
             return
         assert normalize(text) == reference(name)
 
-    @settings(max_examples=150, deadline=None)
+    @settings(deadline=None)
     @given(st.sampled_from(STREAMS), st.lists(st.integers(min_value=0, max_value=1 << 16)))
     def test_bytes_cut_anywhere_read_as_the_whole_stream(
         self, name: str, points: list[int]
@@ -240,7 +240,7 @@ class TestSplitEvents:
 class TestDroppedEvents:
     """A whole event lost, where the format can tell."""
 
-    @settings(max_examples=100, deadline=None)
+    @settings(deadline=None)
     @given(
         st.sampled_from([n for n in STREAMS if n.startswith("openai_responses/")]),
         st.integers(min_value=0),

@@ -105,13 +105,13 @@ def duplicate_keys(pairs: list[tuple[str, int]]) -> str:
 class TestFastDecoderEqualsJson:
     """`loads` agrees with `json.loads` on every text, good or bad."""
 
-    @settings(max_examples=400, deadline=None)
+    @settings(deadline=None)
     @given(json_texts())
     def test_generated_json_texts_decode_to_json_loads_values(self, text: str | bytes) -> None:
         """Every generated JSON text (NaN, huge ints, surrogates, UTF-16) gives json's value."""
         agree(text)
 
-    @settings(max_examples=300, deadline=None)
+    @settings(deadline=None)
     @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", "é"]), st.integers()), max_size=8))
     def test_duplicate_keys_keep_jsons_last_value_and_first_place(
         self, pairs: list[tuple[str, int]]
@@ -119,7 +119,7 @@ class TestFastDecoderEqualsJson:
         """An object naming a key twice decodes with json's value and json's key order."""
         agree(duplicate_keys(pairs))
 
-    @settings(max_examples=300, deadline=None)
+    @settings(deadline=None)
     @given(json_texts(), st.data())
     def test_damaged_texts_fail_with_jsons_own_error(
         self, text: str | bytes, data: st.DataObject
@@ -144,7 +144,7 @@ class TestFastDecoderEqualsJson:
             raw = raw[:at]
         agree(raw)
 
-    @settings(max_examples=500, deadline=None)
+    @settings(deadline=None)
     @given(st.binary(max_size=40) | st.text(max_size=40))
     def test_arbitrary_bytes_and_text_give_jsons_outcome(self, text: str | bytes) -> None:
         """Random bytes and text give json's value, or json's exception with its message."""

@@ -82,7 +82,6 @@ class TestLiveEqualsReplay:
     """The property: an agentfsm trace replayed with what it recorded decides as live."""
 
     @settings(
-        max_examples=400,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )

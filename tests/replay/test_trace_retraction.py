@@ -324,7 +324,6 @@ class TestRetractionProperty:
     """The property: wherever an observer fails, the trace reads as the run without the failure."""
 
     @settings(
-        max_examples=150,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )

@@ -306,7 +306,7 @@ def pairings(draw: st.DrawFn) -> tuple[list[ToolCall], list[ToolCall], tuple[Too
 class TestPairResultsShortcut:
     """Results in call order skip the pairing rules, and get what the rules would give."""
 
-    @settings(max_examples=500, deadline=None)
+    @settings(deadline=None)
     @given(pairings())
     def test_the_shortcut_pairs_as_the_rules_do(
         self, case: tuple[list[ToolCall], list[ToolCall], tuple[ToolResult, ...]]
