@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from agentfsm.core._attributes import plain_lookup
 from agentfsm.core._checked import Checked
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
@@ -194,5 +193,3 @@ def _stronger(current: Verdict | None, new: Verdict) -> Verdict:
         return new
     return current
 
-
-plain_lookup(Rule)  # read for every call when a policy has rules

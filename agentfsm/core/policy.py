@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from agentfsm.core._attributes import plain_lookup
 from agentfsm.core._checked import Checked, listed
 from agentfsm.core.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.core.types import ToolCall
@@ -249,5 +248,3 @@ def as_policy(policy: object, where: str = "policy") -> Policy:
         f"not {type(policy).__name__}"
     )
 
-
-plain_lookup(Policy)  # read on every step

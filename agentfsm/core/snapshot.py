@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict
 
-from agentfsm.core._attributes import plain_lookup
 from agentfsm.core._checked import Checked
 from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build, maker
 
@@ -86,7 +85,5 @@ def evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
     """Return a copy of `snap` with `changes`, unvalidated: the routing path's own data."""
     return build(RunSnapshot, {**snap.__dict__, **changes})
 
-
-plain_lookup(RunSnapshot)  # every guard reads it
 new_snapshot = maker(RunSnapshot)
 """`build(RunSnapshot, values)` for the step's own sites (see `maker`)."""

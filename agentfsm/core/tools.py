@@ -14,7 +14,6 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from agentfsm.core._attributes import plain_lookup
 from agentfsm.core._checked import Checked
 from agentfsm.exceptions import ToolDefinitionError
 
@@ -319,5 +318,3 @@ def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
         specs[spec.name] = spec
     return specs
 
-
-plain_lookup(ToolSpec)  # read for every call a turn makes

@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentfsm.core._attributes import plain_lookup, plain_store_twin
 from agentfsm.core._checked import Checked
 from agentfsm.exceptions import DataError
 
@@ -85,8 +84,6 @@ class FinishReason(Vocabulary):
     tool calls present is kept as `STOP` and reconciled by the P7 guard.
     """
 
-    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
-
     STOP = "stop"
     TOOL_CALLS = "tool_calls"
     LENGTH = "length"
@@ -100,8 +97,6 @@ class FinishReason(Vocabulary):
 class Action(Vocabulary):
     """What the host should do next."""
 
-    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
-
     EXECUTE_TOOLS = "execute_tools"
     FINAL = "final"
     RETRY = "retry"
@@ -113,8 +108,6 @@ class Action(Vocabulary):
 
 class ExitReason(Vocabulary):
     """Why a run ended. Only `COMPLETED` is a normal end."""
-
-    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
 
     COMPLETED = "completed"
     MAX_TURNS = "max_turns"
@@ -138,8 +131,6 @@ class ExitReason(Vocabulary):
 class Priority(Vocabulary):
     """The routing priorities of DESIGN.md, P0 (structure) to P7 (signal conflicts)."""
 
-    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
-
     P0 = "P0"
     P1 = "P1"
     P2 = "P2"
@@ -152,8 +143,6 @@ class Priority(Vocabulary):
 
 class State(Vocabulary):
     """The named states of the loop; each is the work of one loop step."""
-
-    __hash__ = str.__hash__  # Enum hashes in Python; these are looked up on every step
 
     AWAIT_MODEL = "await_model"
     PARSE = "parse"
@@ -168,24 +157,17 @@ class State(Vocabulary):
 
 
 def build(cls: type[_M], values: dict[str, Any]) -> _M:
-    """Make a model from values that are already valid and complete, skipping validation.
+    """Make a model from values the library produced itself, without validating them.
 
-    The routing path builds a snapshot and a decision on every step from data
-    it produced itself; `model_construct` and `model_copy` cost several
-    microseconds each, this about a tenth of that. `values` must hold every field.
-    The step's own sites hold `maker(cls)` instead, which saves this lookup and call.
+    Only for data agentfsm made and checked already (a snapshot, a decision); `values`
+    must hold every field. Outside data goes through the model's own validation.
     """
     make: Callable[[dict[str, Any]], _M] = _MAKERS.get(cls) or maker(cls)
     return make(values)
 
 
 def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
-    """`build` for one class: a function of the values.
-
-    Each class gets its own function (made once), so the interpreter
-    specializes its stores for that class's twin instead of switching
-    between classes.
-    """
+    """`build` for one class: a function of the values, made once per class."""
     make: Callable[[dict[str, Any]], _M] | None = _MAKERS.get(cls)
     if make is None:
         make = _MAKERS[cls] = _maker(cls)
@@ -193,35 +175,20 @@ def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
 
 
 def _maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
-    twin = plain_store_twin(cls)
     fields = set(cls.model_fields)  # shared by every instance: pydantic copies it before a change
-    if twin is None:
-
-        def make_by_descriptors(values: dict[str, Any]) -> _M:
-            obj = _new(cls)
-            _set_dict(obj, values)
-            _set_fields(obj, fields)
-            _set_extra(obj, None)
-            _set_private(obj, None)
-            return obj
-
-        return make_by_descriptors
 
     def make(values: dict[str, Any]) -> _M:
-        # Plain stores on the twin, then it becomes a `cls` (see `plain_store_twin`).
-        made: _M = twin()  # a `cls` by layout, and by class at the end
-        made.__dict__ = values
-        made.__pydantic_fields_set__ = fields
-        made.__pydantic_extra__ = None
-        made.__pydantic_private__ = None
-        made.__class__ = cls
-        return made
+        obj = _new(cls)
+        _set_dict(obj, values)
+        _set_fields(obj, fields)
+        _set_extra(obj, None)
+        _set_private(obj, None)
+        return obj
 
     return make
 
 
-# BaseModel keeps these in slots; setting them through their descriptors skips the
-# frozen model's __setattr__ and the attribute-name lookups of object.__setattr__.
+# BaseModel keeps these in slots; a frozen model's own __setattr__ would refuse them.
 _new = object.__new__
 _set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
@@ -356,8 +323,6 @@ class Decision(Checked):
     """The answer when the action is FINAL: the model's text, or the content of the result of
     a `final_tools` call that ended the run."""
 
-
-plain_lookup(ToolCall, Usage, ModelTurn, ToolResult, Decision)  # read on every step
 # Built on every step, each through its own function (see `maker`).
 new_tool_call = maker(ToolCall)
 new_usage = maker(Usage)

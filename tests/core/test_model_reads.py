@@ -1,10 +1,8 @@
-"""The step's models read attributes through CPython's plain lookup and answer as pydantic does,
-and are built through a twin class that takes plain stores."""
+"""The models read as pydantic's do, and `build` gives ordinary instances of the class asked for."""
 
 from __future__ import annotations
 
 import pickle
-import sys
 from typing import Any
 
 import pytest
@@ -13,7 +11,6 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 import agentfsm as af
-from agentfsm.core import _attributes
 from agentfsm.core.permissions import Rule
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.tools import ToolSpec
@@ -48,11 +45,6 @@ def instances() -> list[BaseModel]:
     ]
 
 
-def slot_of(cls: type) -> int:
-    assert _attributes._SLOT is not None
-    return _attributes._word(cls, _attributes._SLOT[0])
-
-
 def pydantic_error(model: BaseModel, name: str) -> str:
     """The message pydantic's own `__getattr__` gives for a missing attribute."""
     with pytest.raises(AttributeError) as raised:
@@ -60,29 +52,8 @@ def pydantic_error(model: BaseModel, name: str) -> str:
     return str(raised.value)
 
 
-cpython = pytest.mark.skipif(
-    sys.implementation.name != "cpython", reason="the slot exists on CPython only"
-)
-
-
-class TestPlainLookup:
-    """Which classes get the plain lookup, and that nothing a user reads changes."""
-
-    @cpython
-    def test_the_slot_is_found_on_this_interpreter(self) -> None:
-        """On CPython the slot is found, and `object` holds the plain lookup there."""
-        assert _attributes._SLOT is not None
-        _offset, plain, hook = _attributes._SLOT
-        assert slot_of(object) == plain
-        assert plain != hook
-
-    @cpython
-    def test_every_step_model_has_the_plain_lookup(self) -> None:
-        """The models read on every step hold CPython's plain lookup, not the hook."""
-        assert _attributes._SLOT is not None
-        for cls in STEP_MODELS:
-            assert slot_of(cls) == _attributes._SLOT[1], cls.__name__
-        assert _attributes.plain_lookup(*STEP_MODELS)
+class TestReads:
+    """Nothing a user reads differs from pydantic's own models."""
 
     @given(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True))
     def test_a_missing_attribute_raises_pydantic_s_own_error(self, name: str) -> None:
@@ -114,11 +85,9 @@ class TestPlainLookup:
         turn = Tagged(text="x", note="kept")
         assert turn._tag == "mine"
         assert turn.note == "kept"  # type: ignore[attr-defined]
-        if _attributes._SLOT is not None:
-            assert slot_of(Tagged) == _attributes._SLOT[2]
 
-    def test_a_class_that_needs_pydantic_s_lookup_is_left_as_it_is(self) -> None:
-        """A model with private attributes or extras is refused and still reads them."""
+    def test_a_class_with_private_attributes_or_extras_reads_them(self) -> None:
+        """A model with private attributes or extras reads both."""
 
         class Private(BaseModel):
             _secret: int = PrivateAttr(default=7)
@@ -126,31 +95,16 @@ class TestPlainLookup:
         class Extra(BaseModel):
             model_config = ConfigDict(extra="allow")
 
-        assert not _attributes.plain_lookup(Private, Extra)
         assert Private()._secret == 7
         extra: Any = Extra(colour="red")
         assert extra.colour == "red"
 
 
-class TestPlainStoreTwin:
-    """`build` fills a twin by plain stores and hands back an ordinary instance of the class."""
+class TestBuild:
+    """`build` hands back an ordinary instance of the class it is given."""
 
-    @cpython
-    def test_every_step_model_has_a_twin_here(self) -> None:
-        """On CPython each of agentfsm's step models gets a twin that adds nothing to it."""
-        for cls in STEP_MODELS:
-            twin = _attributes.plain_store_twin(cls)
-            assert twin is not None, cls.__name__
-            assert twin.__bases__ == (cls,)
-            assert twin.__basicsize__ == cls.__basicsize__
-            assert twin.__dict__["__init__"] is object.__init__  # made without a Python frame
-            made = twin()
-            made.__class__ = cls  # what build does last: an ordinary instance of cls
-            assert type(made) is cls
-            assert not isinstance(made, twin)
-
-    def test_a_user_s_class_gets_no_twin(self) -> None:
-        """A class outside agentfsm is never subclassed: its `__init_subclass__` could act on it."""
+    def test_a_user_s_class_is_never_subclassed(self) -> None:
+        """A class outside agentfsm is built as itself: its `__init_subclass__` never runs."""
         seen: list[type] = []
 
         class Watched(BaseModel):
@@ -159,7 +113,6 @@ class TestPlainStoreTwin:
             def __init_subclass__(cls, **kwargs: Any) -> None:
                 seen.append(cls)
 
-        assert _attributes.plain_store_twin(Watched) is None
         assert seen == []
         built = build(Watched, {"value": 3})
         assert type(built) is Watched
@@ -213,13 +166,12 @@ class TestPlainStoreTwin:
 
 
 class TestMaker:
-    """Each class's build function is made once, with one twin, whoever asks for it."""
+    """Each class's build function is made once, whoever asks for it."""
 
-    def test_one_function_and_one_twin_per_class(self) -> None:
+    def test_one_function_per_class_and_no_new_classes(self) -> None:
         """Asking again gives the same function, and building makes no new class."""
         assert maker(af.Decision) is maker(af.Decision)
         assert maker(RunSnapshot) is maker(RunSnapshot)
-        assert _attributes.plain_store_twin(af.Usage) is _attributes.plain_store_twin(af.Usage)
         before = {cls: len(cls.__subclasses__()) for cls in (af.ToolCall, af.Usage, RunSnapshot)}
         for _ in range(5):
             build(af.ToolCall, dict(af.ToolCall(name="echo").__dict__))
