@@ -192,4 +192,3 @@ def _stronger(current: Verdict | None, new: Verdict) -> Verdict:
     if current is None or _STRENGTH[new[0]] > _STRENGTH[current[0]]:
         return new
     return current
-

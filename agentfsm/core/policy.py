@@ -247,4 +247,3 @@ def as_policy(policy: object, where: str = "policy") -> Policy:
         f"{where} must be an agentfsm.Policy, a mapping of its fields or None, "
         f"not {type(policy).__name__}"
     )
-

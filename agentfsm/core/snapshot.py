@@ -85,5 +85,6 @@ def evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
     """Return a copy of `snap` with `changes`, unvalidated: the routing path's own data."""
     return build(RunSnapshot, {**snap.__dict__, **changes})
 
+
 new_snapshot = maker(RunSnapshot)
 """`build(RunSnapshot, values)` for the step's own sites (see `maker`)."""

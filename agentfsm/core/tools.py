@@ -317,4 +317,3 @@ def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
             raise ToolDefinitionError(f"tool {spec.name!r} is declared twice")
         specs[spec.name] = spec
     return specs
-

@@ -323,6 +323,7 @@ class Decision(Checked):
     """The answer when the action is FINAL: the model's text, or the content of the result of
     a `final_tools` call that ended the run."""
 
+
 # Built on every step, each through its own function (see `maker`).
 new_tool_call = maker(ToolCall)
 new_usage = maker(Usage)
