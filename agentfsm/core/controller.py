@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 import threading
 import time
 import uuid
@@ -18,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, ParamSpec, TypeVar, cast
 
 from agentfsm.core._checked import listed
-from agentfsm.core.events import Emitter, Observer, structlog_configured
+from agentfsm.core.events import Emitter, Observer
 from agentfsm.core.machine import TransitionsEngine, shared_machine
 from agentfsm.core.persistence import dump_run, load_run
 from agentfsm.core.policy import Policy, as_policy
@@ -65,7 +64,6 @@ _ACTION_AT = {
 }
 
 
-_MODULES = sys.modules
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -621,7 +619,7 @@ class Controller:
                     break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
-        if self._events.observers or ("structlog" in _MODULES and structlog_configured()):
+        if self._events.active:
             # The input's event records the run's time, so replay reads the clock live read.
             self._events.step(run.turn, step.output, fired, decision, record, step.snap.elapsed)
         return decision

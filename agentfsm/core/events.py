@@ -1,10 +1,16 @@
 """Events: every transition is one flat, snake_case event.
 
 Observers are a list of callables run in order, like structlog's processors.
-Events also go to `structlog.get_logger("agentfsm")`, but only once the
-application has configured structlog: a library must not configure logging,
-nor print to stdout on its own. structlog is imported only when the
-application has imported it, so `import agentfsm` stays cheap.
+structlog is the logging layer, and the application's configuration decides
+where its events go; a library must not configure logging, nor print on its own:
+
+- once the application has configured structlog, every event is logged through
+  `structlog.get_logger("agentfsm")`, with the application's processors;
+- otherwise, once the application enables the standard library's `"agentfsm"`
+  logger at INFO (`logging.basicConfig(level=logging.INFO)` does), each event is
+  rendered by structlog's console renderer as one readable line on that logger
+  (`transition  src=parse dst=validate guard=... priority=P1 turn=1`);
+- otherwise nothing is logged, and no event is even built unless an observer listens.
 
 One input's events are delivered together, all or nothing. The Controller
 builds the whole list of an input's events (`model_output`, one `transition`
@@ -32,6 +38,8 @@ could not finish back off the file).
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -42,7 +50,15 @@ if TYPE_CHECKING:
     from agentfsm.core.types import Decision, ModelTurn, ToolCall, ToolResult
     from agentfsm.guards import Hit, Route
 
-__all__ = ["RETRACTED", "SCHEMA", "Emitter", "Observer", "dump", "structlog_configured"]
+__all__ = [
+    "RETRACTED",
+    "SCHEMA",
+    "Emitter",
+    "Observer",
+    "dump",
+    "logging_enabled",
+    "structlog_configured",
+]
 
 Observer = Callable[[Mapping[str, Any]], None]
 
@@ -58,12 +74,48 @@ def structlog_configured() -> bool:
     return module is not None and bool(module.is_configured())
 
 
+_LOGGER = logging.getLogger("agentfsm")
+"""The standard library's logger of agentfsm's events: silent until the application enables it."""
+
+
+def logging_enabled() -> bool:
+    """Whether the application asked for agentfsm's events on the `"agentfsm"` logger."""
+    return _LOGGER.isEnabledFor(logging.INFO)
+
+
 def _log(event: Mapping[str, Any]) -> None:
-    """Log one event to structlog (only called once the application configured it)."""
+    """Log one event through structlog as the application configured it."""
     import structlog
 
     fields = {k: v for k, v in event.items() if k != "event"}
     structlog.get_logger("agentfsm").info(event["event"], **fields)
+
+
+@functools.cache
+def _stdlib_logger() -> Any:
+    """A structlog logger onto the `"agentfsm"` logger, one readable line per event."""
+    import structlog
+
+    return structlog.wrap_logger(
+        _LOGGER,
+        processors=[structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)],
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
+
+
+def _log_to_stdlib(event: Mapping[str, Any]) -> None:
+    """Log one event on the `"agentfsm"` logger, rendered by structlog."""
+    fields = {k: v for k, v in event.items() if k != "event"}
+    _stdlib_logger().info(event["event"], **fields)
+
+
+def _log_sink() -> Observer | None:
+    """Where the application wants agentfsm's events logged, or None."""
+    if structlog_configured():
+        return _log
+    if logging_enabled():
+        return _log_to_stdlib
+    return None
 
 
 class Emitter:
@@ -78,18 +130,19 @@ class Emitter:
     @property
     def active(self) -> bool:
         """Whether anyone listens; events are not even built otherwise."""
-        return bool(self.observers) or structlog_configured()
+        return bool(self.observers) or _log_sink() is not None
 
     def deliver(self, turn: int, events: list[dict[str, Any]]) -> None:
         """Deliver one input's events to every observer, all or nothing.
 
-        Each observer (then structlog, when configured) is given the whole list
+        Each observer (then the log, when the application enabled it) is given the whole list
         in order. When one raises, every observer that had received any of the
         events gets a `step_retracted` event, then the exception propagates.
         """
         sinks = self.observers
-        if structlog_configured():
-            sinks = [*sinks, _log]
+        log = _log_sink()
+        if log is not None:
+            sinks = [*sinks, log]
         for index, sink in enumerate(sinks):
             taken = 0
             try:
