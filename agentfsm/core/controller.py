@@ -14,7 +14,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, ParamSpec, TypeVar, cast
+from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar, cast
 
 from agentfsm.core._checked import listed
 from agentfsm.core.events import Emitter, Observer
@@ -51,11 +51,6 @@ from agentfsm.states.execute import collect
 
 __all__ = ["Controller"]
 
-# Members read on every step, bound once: on Python 3.11 `State.EXECUTE` is read through
-# EnumType's `__getattr__` hook, about fifteen times the cost of reading a global.
-_AWAIT_MODEL, _EXECUTE, _END, _RECOVER = State.AWAIT_MODEL, State.EXECUTE, State.END, State.RECOVER
-_EXECUTE_TOOLS, _RETRY, _CONTINUE = Action.EXECUTE_TOOLS, Action.RETRY, Action.CONTINUE
-_FINAL, _STOP, _COMPLETED = Action.FINAL, Action.STOP, ExitReason.COMPLETED
 _INTENT = frozenset({Priority.P1, Priority.P2, Priority.P3, Priority.P4})
 _ACTION_AT = {
     State.EXECUTE: Action.EXECUTE_TOOLS,
@@ -82,17 +77,14 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(method)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         ctl: Controller = args[0]  # type: ignore[assignment]
-        lock = ctl._lock
-        lock.acquire()  # acquire/release: cheaper than a with block on the per-step path
-        run, last = ctl._run, ctl._last_output
-        saved = save_run(run)
-        try:
-            return method(*args, **kwargs)
-        except BaseException as exc:
-            ctl._undo(run, saved, last, exc)
-            raise
-        finally:
-            lock.release()
+        with ctl._lock:
+            run, last = ctl._run, ctl._last_output
+            saved = save_run(run)
+            try:
+                return method(*args, **kwargs)
+            except BaseException as exc:
+                ctl._undo(run, saved, last, exc)
+                raise
 
     return wrapper
 
@@ -296,27 +288,17 @@ class Controller:
 
     # -- inputs -------------------------------------------------------------------
 
+    @_atomic
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
-        # The two per-step inputs do `_atomic`'s work inline: no forwarding of *args.
-        lock = self._lock
-        lock.acquire()
-        run, last = self._run, self._last_output
-        saved = save_run(run)
-        try:
-            if run.state is not _AWAIT_MODEL:
-                self._expect((State.AWAIT_MODEL,), "a model output")
-            # parse.enter fills in the counters; the edge out of await_model reads nothing.
-            step = Step(self._base, output)
-            decision = self._route(step)
-            self._last_output = step.output
-            return decision
-        except BaseException as exc:
-            self._undo(run, saved, last, exc)
-            raise
-        finally:
-            lock.release()
+        self._expect((State.AWAIT_MODEL,), "a model output")
+        # parse.enter fills in the counters; the edge out of await_model reads nothing.
+        step = Step(self._base, output)
+        decision = self._route(step)
+        self._last_output = step.output
+        return decision
 
+    @_atomic
     def on_tool_results(self, results: Iterable[ToolResult | Mapping[str, Any] | Any]) -> Decision:
         """Route the results of the calls the last decision asked for.
 
@@ -324,22 +306,12 @@ class Controller:
         (`{"role": "tool", "tool_call_id", "content"}`, or a legacy `function` message, which
         answers the pending call of that name) or a LangChain `ToolMessage`.
         """
-        lock = self._lock
-        lock.acquire()
-        run, last = self._run, self._last_output
-        saved = save_run(run)
-        try:
-            if run.state is not _EXECUTE:
-                self._expect((State.EXECUTE, State.HANDOFF), "tool results")
-            items = self._results(results)
-            step = Step(run.snapshot(self._base, "tool_results", collect(run, items)))
-            # What the host gave, dumped only if anyone listens: replay synthesizes the rest.
-            return self._route(step, ("tool_results", {"results": items}))
-        except BaseException as exc:
-            self._undo(run, saved, last, exc)
-            raise
-        finally:
-            lock.release()
+        self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+        run = self._run
+        items = self._results(results)
+        step = Step(run.snapshot(self._base, "tool_results", collect(run, items)))
+        # What the host gave, dumped only if anyone listens: replay synthesizes the rest.
+        return self._route(step, ("tool_results", {"results": items}))
 
     def _results(self, results: object) -> list[ToolResult]:
         """The host's results as ToolResults, in the order given."""
@@ -601,21 +573,19 @@ class Controller:
             rows = self._rows[snap.phase]
             while True:
                 for row in rows[state]:
-                    hit = row[0](snap)
+                    hit = row.route.guard(snap)
                     if hit is not None:
                         break
                 else:  # unreachable: every non-terminal state ends in an Otherwise() row
                     raise AssertionError(f"no route out of {state}")
-                route = row[1]
-                fired.append((route, hit))
-                state = route.dest
+                fired.append((row.route, hit))
+                state = row.route.dest
                 path.append(state)
-                entry = row[2]
-                if entry is not None:
+                if row.entry is not None:
                     step.hit = hit
-                    entry(run, step)
+                    row.entry(run, step)
                     snap = step.snap
-                if row[3]:  # the destination waits for the next input
+                if row.waits:  # the destination waits for the next input
                     break
         run.state = state
         decision = self._decide(step, tuple(path), fired)
@@ -682,12 +652,12 @@ class Controller:
             # Every call id gets exactly one result, even when the run stops here.
             results += [r for r in snap.results if r.call_id in snap.missing]
         calls: tuple[ToolCall, ...] = ()
-        if dest is _EXECUTE:
-            action, calls = _EXECUTE_TOOLS, snap.executable
-        elif dest is _AWAIT_MODEL:
-            action = _RETRY if route.source is _RECOVER else _CONTINUE
-        elif dest is _END:
-            action = _FINAL if run.exit_reason is _COMPLETED else _STOP
+        if dest is State.EXECUTE:
+            action, calls = Action.EXECUTE_TOOLS, snap.executable
+        elif dest is State.AWAIT_MODEL:
+            action = Action.RETRY if route.source is State.RECOVER else Action.CONTINUE
+        elif dest is State.END:
+            action = Action.FINAL if run.exit_reason is ExitReason.COMPLETED else Action.STOP
         else:
             action = _ACTION_AT[dest]
             calls = _calls_for(dest, snap, run)
@@ -701,13 +671,13 @@ class Controller:
                 "fired": leaf,
                 "tool_calls": list(calls),
                 "results": results,
-                "exit_reason": run.exit_reason if dest is _END else None,
+                "exit_reason": run.exit_reason if dest is State.END else None,
                 "turn": run.turn,
                 "state": dest,
                 "path": path,
-                "adjust": {} if route.source is not _RECOVER else _adjust(route, step.output),
+                "adjust": {} if route.source is not State.RECOVER else _adjust(route, step.output),
                 "answer": None
-                if action is not _FINAL
+                if action is not Action.FINAL
                 else _answer(action, snap, run.policy.final_tools),
             },
         )
@@ -797,9 +767,14 @@ def _check_hits(fired: list[tuple[Route, Hit]], exc: Exception) -> None:
         ) from exc
 
 
-_Row = tuple[Callable[[RunSnapshot], Hit | None], Route, Callable[[Run, Step], None] | None, bool]
-"""A compiled edge: the guard's bound `__call__` (a bound method calls faster than an
-instance), the route, the destination's entry work, and whether the destination waits."""
+class _Row(NamedTuple):
+    """A compiled edge: its route, the destination's entry work, and whether it waits."""
+
+    route: Route
+    entry: Callable[[Run, Step], None] | None
+    waits: bool
+
+
 _COMPILED: dict[RouteTable, dict[str, dict[State, tuple[_Row, ...]]]] = {}
 
 
@@ -811,9 +786,7 @@ def _compiled(table: RouteTable) -> dict[str, dict[State, tuple[_Row, ...]]]:
             _COMPILED.clear()
         rows = _COMPILED[table] = {
             phase: {
-                state: tuple(
-                    (r.guard.__call__, r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes
-                )
+                state: tuple(_Row(r, ENTRY.get(r.dest), r.dest in WAITING) for r in routes)
                 for state, routes in by_state.items()
             }
             for phase, by_state in table.by_phase.items()

@@ -131,7 +131,7 @@ class Run:
         return new_snapshot(values)
 
     def save(self) -> tuple[Any, ...]:
-        """Every field an input can change, for `restore` (one C call: about 4,900 instructions)."""
+        """Every field an input can change, for `restore`."""
         return _SAVE(self)
 
     def restore(self, saved: tuple[Any, ...]) -> None:

@@ -93,8 +93,7 @@ def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
 
 
 _PROVIDERS: dict[str, Callable[[object], ModelTurn]] = {}
-"""`normalize`, once imported: a `from ... import` on every step costs a Python-level
-importlib call (about 1.5% of a step)."""
+"""`normalize`, once imported: the providers load lazily, on the first raw payload."""
 
 
 def _normalizer() -> Callable[[object], ModelTurn]:
