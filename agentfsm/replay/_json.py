@@ -10,10 +10,9 @@ UTF-32 bytes, a number past a float's range) gives `json`'s value, and a bad
 text fails with `json`'s own `JSONDecodeError`, line and column included.
 
 Depth: both decoders count each nested level against Python's recursion limit
-and raise `RecursionError` past it. msgspec is called through as many extra
-frames as `json.loads` spends before its scanner starts, plus one, so it never
-accepts a text deeper than `json.loads` would at the same place; what it
-refuses for depth, `json.loads` then reads or refuses as it always did.
+and raise `RecursionError` past it; a text msgspec refuses for depth goes to
+`json.loads` like any other, and the readers turn a `RecursionError` into a
+`TraceError` naming the file and line.
 
 Only the replay readers import this module (never the per-step Controller path).
 """
@@ -39,24 +38,6 @@ def loads(data: bytes | str) -> Any:
         RecursionError: the text nests deeper than Python's recursion limit allows.
     """
     try:
-        return _frame_1(data)
+        return _decode(data)
     except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
         return json.loads(data)
-
-
-# json.loads -> JSONDecoder.decode -> raw_decode: three Python frames before the scanner
-# enters its first level. These four put msgspec one level short of json at the same place.
-def _frame_1(data: bytes | str) -> Any:
-    return _frame_2(data)
-
-
-def _frame_2(data: bytes | str) -> Any:
-    return _frame_3(data)
-
-
-def _frame_3(data: bytes | str) -> Any:
-    return _frame_4(data)
-
-
-def _frame_4(data: bytes | str) -> Any:
-    return _decode(data)
