@@ -184,7 +184,7 @@ class TestNesting:
     def test_near_the_limit_a_text_decodes_as_json_or_fails_for_depth(
         self, opener: str, closer: str
     ) -> None:
-        """Near the recursion limit, `loads` gives json's value or a RecursionError, nothing else."""
+        """Near the recursion limit, `loads` gives a value or a RecursionError, nothing else."""
         limit = sys.getrecursionlimit()
         for depth in [*range(limit // 2 - 20, limit // 2 + 5), *range(limit - 60, limit + 10)]:
             text = opener * depth + "1" + closer * depth
