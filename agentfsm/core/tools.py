@@ -19,16 +19,6 @@ from agentfsm.exceptions import ToolDefinitionError
 
 __all__ = ["ToolSpec", "tool_specs"]
 
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list, tuple),
-    "object": (dict,),
-    "null": (type(None),),
-}
-
 
 class ToolSpec(Checked):
     """One tool the model may call, with the schema its arguments must follow."""
@@ -120,10 +110,9 @@ class ToolSpec(Checked):
     def validate_arguments(self, arguments: Mapping[str, Any]) -> str | None:
         """Return why `arguments` do not fit the tool's schema, or None when they do.
 
-        A schema made only of `type`, `properties`, `required`, `additionalProperties`,
-        `enum` and annotations is checked here directly (the common case, and cheap);
-        any other keyword (`items`, `minimum`, `pattern`, `anyOf`, `$ref`, a list of
-        types, ...) is checked by `jsonschema`, so no constraint is silently skipped.
+        A callable's arguments are checked by the pydantic model of its parameters; a
+        declared schema by `jsonschema` (JSON Schema 2020-12 unless it names its draft),
+        compiled once per schema, with an integer read strictly (`1.0` and `true` are not).
         """
         if self.args_model is not None:
             try:
@@ -134,13 +123,9 @@ class ToolSpec(Checked):
                     for e in exc.errors()
                 )
             return None
-        params = self.parameters
-        if params is None:
+        if self.parameters is None:
             return None
-        checker = _checker(params)
-        if checker is None:
-            return _check_object(params, arguments)
-        return _full_check(checker, arguments)
+        return _check(_validator(self.parameters), arguments)
 
     @model_validator(mode="after")
     def _schema_is_usable(self) -> Self:
@@ -151,60 +136,52 @@ class ToolSpec(Checked):
         return self
 
 
-_SCHEMA_TYPES = frozenset(_JSON_TYPES)
-_PLAIN_KEYWORDS = frozenset(
-    {"type", "properties", "required", "additionalProperties", "enum"}
-    | {"title", "description", "default", "examples", "$comment", "deprecated"}
-)
-"""The keywords `_check_object` reads, and annotations that assert nothing."""
-_CHECKERS: dict[int, tuple[dict[str, Any], Any]] = {}
-"""Each schema's `jsonschema` validator (None for a plain schema), by the schema's id."""
+_KINDS = {"array": "a list", "object": "an object", "string": "a string", "boolean": "a boolean"}
+"""How a schema keyword's expected JSON type reads in a declaration error."""
+_TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
+_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+"""Each schema's compiled `jsonschema` validator, by the schema's id."""
 
 
 def _schema_problem(schema: Any, where: str) -> str | None:
     """Say what makes `schema` unusable as a tool's arguments schema, or None."""
     if not isinstance(schema, dict):
         return f"{where} must be an object, not {type(schema).__name__}"
-    if _is_plain(schema, 0):
-        return _plain_problem(schema, where)
-    return _full_problem(schema, where)
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        _validator_class(schema).check_schema(schema)
+    except SchemaError as exc:
+        path = "".join(f".{part}" for part in exc.absolute_path)
+        if exc.absolute_path and exc.absolute_path[-1] == "type" and isinstance(exc.instance, str):
+            return f"{where}{path} is {exc.instance!r}; JSON Schema types are {_TYPES}"
+        if exc.validator == "type" and exc.validator_value in _KINDS:
+            return f"{where}{path} must be {_KINDS[exc.validator_value]}, not {exc.instance!r:.60}"
+        return f"{where}{path}: {_short(exc.message)}"
+    except RecursionError:
+        return f"{where} nests too deep to be checked"
+    return None
 
 
-def _is_plain(schema: Any, depth: int) -> bool:
-    """Whether every (sub)schema uses only the plain keywords, one type each."""
-    if not isinstance(schema, dict) or depth > 32 or not schema.keys() <= _PLAIN_KEYWORDS:
-        return False
-    if not isinstance(schema.get("type", ""), str):
-        return False
-    if not isinstance(schema.get("additionalProperties", False), bool):
-        return False
-    props = schema.get("properties", {})
-    return isinstance(props, dict) and all(_is_plain(sub, depth + 1) for sub in props.values())
-
-
-def _checker(schema: dict[str, Any]) -> Any:
-    """The `jsonschema` validator of a schema that is not plain, else None (made once)."""
-    found = _CHECKERS.get(id(schema))
+def _validator(schema: dict[str, Any]) -> Any:
+    """The schema's compiled validator, made once (the schema is kept, so its id stays its own)."""
+    found = _VALIDATORS.get(id(schema))
     if found is not None and found[0] is schema:
         return found[1]
-    checker = None if _is_plain(schema, 0) else _full_validator(schema)
-    if len(_CHECKERS) >= 1024:  # bound it for programs that make schemas freely
-        _CHECKERS.clear()
-    _CHECKERS[id(schema)] = (schema, checker)  # the schema is kept, so its id stays its own
-    return checker
-
-
-def _full_validator(schema: dict[str, Any]) -> Any:
-    return _validator_class(schema)(schema)
+    validator = _validator_class(schema)(schema)
+    if len(_VALIDATORS) >= 1024:  # bound it for programs that make schemas freely
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
 
 
 def _validator_class(schema: dict[str, Any]) -> Any:
     """The `jsonschema` validator class for `schema` (2020-12 unless it names its draft)."""
-    from jsonschema import Draft202012Validator, validators  # only for schemas that need it
+    from jsonschema import Draft202012Validator, validators
 
     kind = validators.validator_for(schema, default=Draft202012Validator)
-    # As the plain check reads it: an integer is an int, not a float such as 1.0 (which
-    # JSON Schema accepts, and which `range(1.0)` in the tool would not).
+    # An integer is an int, not a float such as 1.0 (which JSON Schema accepts, and
+    # which `range(1.0)` in the tool would not).
     strict = kind.TYPE_CHECKER.redefine("integer", _is_integer)
     return validators.extend(kind, type_checker=strict)  # type: ignore[no-untyped-call]
 
@@ -213,92 +190,47 @@ def _is_integer(_checker: object, value: object) -> bool:
     return type(value) is int
 
 
-def _full_problem(schema: dict[str, Any], where: str) -> str | None:
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        _validator_class(schema).check_schema(schema)
-    except SchemaError as exc:
-        path = "".join(f".{part}" for part in exc.absolute_path)
-        return f"{where}{path}: {_short(exc.message)}"
-    except RecursionError:
-        return f"{where} nests too deep to be checked"
-    return None
-
-
-def _full_check(checker: Any, arguments: Mapping[str, Any]) -> str | None:
+def _check(validator: Any, arguments: Mapping[str, Any]) -> str | None:
     from jsonschema.exceptions import best_match
 
     try:
-        error = best_match(checker.iter_errors(dict(arguments)))
+        error = best_match(validator.iter_errors(dict(arguments)))
     except Exception as exc:  # a $ref that resolves nowhere, say: the call is refused
         return f"the tool's schema cannot check them: {type(exc).__name__}: {_short(str(exc))}"
     if error is None:
         return None
-    where = ".".join(str(p) for p in error.absolute_path) or "<root>"
-    return f"{where}: {_short(error.message)}"
+    where = ".".join(str(p) for p in error.absolute_path)
+    message = _short(_described(error))
+    return f"{where}: {message}" if where else message
+
+
+def _described(error: Any) -> str:
+    """The error in the words the model reads: which argument, what was expected."""
+    kind, expected, value = error.validator, error.validator_value, error.instance
+    if kind == "required" and isinstance(value, dict):
+        missing = [name for name in expected if name not in value]
+        if missing:
+            return f"missing required argument {missing[0]!r}"
+    if (
+        kind == "additionalProperties"
+        and isinstance(value, dict)
+        and "patternProperties" not in error.schema
+    ):
+        extra = sorted(set(value) - set(error.schema.get("properties", {})))
+        if extra:
+            return f"unexpected argument(s) {extra}"
+    if kind == "type":
+        wanted = expected if isinstance(expected, str) else " or ".join(map(str, expected))
+        return f"expected {wanted}, got {type(value).__name__}"
+    if kind == "enum":
+        return f"{value!r} is not one of {expected}"
+    return str(error.message)
 
 
 def _short(text: str) -> str:
     """A validator's message on one line, at most 300 characters (it may quote the value)."""
     line = " ".join(text.split())
     return line if len(line) <= 300 else line[:297] + "..."
-
-
-def _plain_problem(schema: dict[str, Any], where: str) -> str | None:
-    """Say where a plain schema (see `_is_plain`) breaks the keywords it uses, or None."""
-    kind = schema.get("type")
-    if kind is not None and kind not in _SCHEMA_TYPES:
-        return f"{where}.type is {kind!r}; JSON Schema types are {sorted(_SCHEMA_TYPES)}"
-    required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        return f"{where}.required must be a list of property names"
-    if "enum" in schema and not isinstance(schema["enum"], list):
-        return f"{where}.enum must be a list"
-    for key, sub in schema.get("properties", {}).items():
-        problem = _plain_problem(sub, f"{where}.properties.{key}")
-        if problem is not None:
-            return problem
-    return None
-
-
-def _check_object(schema: Mapping[str, Any], value: Mapping[str, Any]) -> str | None:
-    props: Mapping[str, Any] = schema.get("properties") or {}
-    for key in schema.get("required") or ():
-        if key not in value:
-            return f"missing required argument {key!r}"
-    if schema.get("additionalProperties") is False:
-        extra = sorted(set(value) - set(props))
-        if extra:
-            return f"unexpected argument(s) {extra}"
-    for key, sub in props.items():
-        if key in value:
-            problem = _check_value(sub, value[key])
-            if problem:
-                return f"{key}: {problem}"
-    return None
-
-
-def _check_value(schema: Mapping[str, Any], value: Any) -> str | None:
-    expected = schema.get("type")
-    if isinstance(expected, str) and expected in _JSON_TYPES:
-        ok = isinstance(value, _JSON_TYPES[expected])
-        if expected in ("integer", "number") and isinstance(value, bool):
-            ok = False
-        if not ok:
-            return f"expected {expected}, got {type(value).__name__}"
-    if "enum" in schema and not any(_same_json(value, v) for v in schema["enum"]):
-        return f"{value!r} is not one of {schema['enum']}"
-    if expected == "object" and isinstance(value, dict):
-        return _check_object(schema, value)
-    return None
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    """JSON equality: `true` is not `1` (Python says it is), `1` is `1.0`."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return bool(a == b)
 
 
 def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:

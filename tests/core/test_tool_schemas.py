@@ -18,7 +18,6 @@ from jsonschema import Draft202012Validator, validators
 
 import agentfsm as af
 from agentfsm import ToolSpec
-from agentfsm.core.tools import _checker
 from agentfsm.exceptions import ToolDefinitionError
 
 _STRICT = validators.extend(  # type: ignore[no-untyped-call]
@@ -131,13 +130,12 @@ class TestSchemasAreCheckedWhole:
     @example(case=(_one_property({"type": "integer"}), {"n": True}))
     @example(case=(_one_property({"type": "integer"}), {"n": 1.0}))
     @example(case=(_one_property({"type": "number"}), {"n": False}))
-    def test_the_plain_check_says_what_jsonschema_says(
+    def test_plain_schemas_are_read_as_jsonschema_reads_them(
         self, case: tuple[dict[str, Any], dict[str, Any]]
     ) -> None:
-        """On schemas of the plain keywords only, the in-house check agrees with jsonschema."""
+        """On schemas of the common keywords, the verdict is the strict-integer reference's."""
         schema, arguments = case
         tool = ToolSpec.from_declaration({"name": "f", "parameters": schema})
-        assert _checker(schema) is None, "a plain schema is checked in-house"
         verdict = tool.validate_arguments(arguments)
         assert (verdict is None) == _STRICT(schema).is_valid(arguments), verdict
 
@@ -155,10 +153,10 @@ class TestSchemasAreCheckedWhole:
         ("schema", "arguments", "words"),
         [
             (_FULL[0], {"n": 0}, "n: 0 is less than the minimum of 1"),
-            (_FULL[1], {"tags": ["a", 2]}, "tags.1: 2 is not of type 'string'"),
-            (_FULL[2], {"mode": 5}, "mode: 5 is not of type 'string', 'null'"),
+            (_FULL[1], {"tags": ["a", 2]}, "tags.1: expected string, got int"),
+            (_FULL[2], {"mode": 5}, "mode: expected string or null, got int"),
             (_FULL[3], {"path": "/etc/passwd"}, "path: '/etc/passwd' does not match"),
-            (_FULL[5], {"point": {}}, "point: 'x' is a required property"),
+            (_FULL[5], {"point": {}}, "point: missing required argument 'x'"),
         ],
     )
     def test_a_call_that_breaks_its_schema_never_runs(

@@ -212,7 +212,7 @@ class TestValidateArgumentsFromSchema:
             == "where: missing required argument 'lat'"
         )
         problem = spec().validate_arguments({"city": "Oslo", "where": {"lat": "north"}})
-        assert problem == "where: lat: expected number, got str"
+        assert problem == "where.lat: expected number, got str"
         assert (
             spec().validate_arguments({"city": "Oslo", "where": {"lat": 59.9, "lon": 10}}) is None
         )
