@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm import Policy
+from agentfsm.core.permissions import Permission, Rule
 from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import Action, Decision, ExitReason
+from agentfsm.core.types import Action, Decision, ExitReason, ToolCall
+from agentfsm.replay.engine import replay_run
+from agentfsm.replay.trajectories import read_runs
 from agentfsm.runner.loop import RunResult, arun, run
 from agentfsm.runner.retry import ProviderRetry
+from agentfsm.runner.session import denied_by_name
 from agentfsm.testing.scripted import (
     Reply,
     Responder,
@@ -48,7 +55,9 @@ WEATHER = call("get_weather", SHANGHAI)
 def go(server: ScriptedServer, **kwargs: Any) -> RunResult:
     """Ask the question through `run` against the server's OpenAI route."""
     kwargs.setdefault("retry", ProviderRetry(attempts=1))
-    return run("openai/scripted", QUESTION, api_base=server.openai_base, api_key="sk-test", **kwargs)
+    return run(
+        "openai/scripted", QUESTION, api_base=server.openai_base, api_key="sk-test", **kwargs
+    )
 
 
 def ago(server: ScriptedServer, **kwargs: Any) -> RunResult:
@@ -202,8 +211,9 @@ class TestDeniedToolsNotOffered:
             Policy(permissions={"delete_file": "deny"}),
             Policy(permission_rules=["deny delete_*"]),
             Policy(permissions={"*": "deny", "get_weather": "allow"}),
+            Policy(permissions={"delete_file": "allow"}, permission_rules=["deny delete_file"]),
         ],
-        ids=["table", "rule", "default-deny"],
+        ids=["table", "rule", "default-deny", "rule-over-table"],
     )
     def test_a_tool_denied_by_name_is_not_offered(
         self, get_weather: Callable[..., Any], policy: Policy
@@ -237,6 +247,40 @@ class TestDeniedToolsNotOffered:
         with ScriptedServer([say("ok")]) as server:
             go(server, tools=[get_weather], policy=Policy(permissions={"get_weather": "deny"}))
         assert "tools" not in server.requests[0].body
+
+
+NAMES = ("get_weather", "delete_file")
+PERMISSION = st.sampled_from(["allow", "ask", "deny"])
+RULES = st.builds(
+    Rule,
+    action=PERMISSION,
+    tool=st.sampled_from(["get_weather", "delete_*", "*", "nothing"]),
+    args=st.sampled_from([(), (("path", "/etc/*"),), (("latitude", "3*"),)]),
+)
+POLICIES = st.builds(
+    Policy,
+    permissions=st.dictionaries(st.sampled_from([*NAMES, "*"]), PERMISSION, max_size=3),
+    permission_rules=st.lists(RULES, max_size=3).map(tuple),
+    permission=st.none() | PERMISSION.map(lambda verdict: lambda call: verdict),
+)
+ARGUMENTS = st.dictionaries(
+    st.sampled_from(["path", "latitude"]), st.sampled_from(["/etc/passwd", "/tmp/x", "31.2"])
+)
+
+
+class TestDeniedByName:
+    """`denied_by_name` agrees with the permission check the controller runs on every call."""
+
+    @given(policy=POLICIES, name=st.sampled_from(NAMES), arguments=ARGUMENTS)
+    def test_a_tool_not_offered_is_denied_whatever_its_arguments(
+        self, policy: Policy, name: str, arguments: dict[str, Any]
+    ) -> None:
+        """When the tool is left out of the request, every call of it would be denied."""
+        if denied_by_name(policy, name):
+            verdict: Permission = policy.permission_for(
+                ToolCall(id="c1", name=name, arguments=arguments)
+            )
+            assert verdict == "deny"
 
 
 class TestNestedRunTools:
@@ -279,7 +323,8 @@ class TestNestedRunTools:
             result = go(server, tools=[self.research(server), get_weather])
         inner = self.inner(server)
         assert [offered(body) for body in inner] == [["research", "get_weather"]] * 2
-        assert last_tool_result(inner[1]) == last_tool_result(server.requests[-1].body)[6:]
+        # The outer model reads the inner answer, which quotes the inherited tool's result.
+        assert last_tool_result(server.requests[-1].body) == f"found {last_tool_result(inner[1])}"
         assert weather_calls == [(31.23, 121.47)]
         assert result.exit_reason is ExitReason.COMPLETED
 
@@ -292,6 +337,17 @@ class TestNestedRunTools:
             go(server, tools=[self.research(server, tools=[]), get_weather])
         (inner,) = self.inner(server)
         assert "tools" not in inner
+
+    def test_the_nested_run_keeps_the_outer_permissions(
+        self, get_weather: Callable[..., Any], weather_calls: list[Any]
+    ) -> None:
+        """A call the outer policy denies by argument pattern is denied in the nested run too."""
+        policy = Policy(permission_rules=["deny get_weather(latitude=31.23)"])
+        with ScriptedServer(self.script()) as server:
+            go(server, tools=[self.research(server), get_weather], policy=policy)
+        inner = self.inner(server)
+        assert weather_calls == []
+        assert "permission denied" in (last_tool_result(inner[1]) or "")
 
     def test_an_async_nested_run_inherits_too(self, get_weather: Callable[..., Any]) -> None:
         """The same from arun, with an async tool that awaits arun."""
@@ -333,7 +389,7 @@ class TestEmptyResult:
             """Look a key up."""
             return value
 
-        script = [tool_calls(call("lookup", {"key": "x"})), lambda b: say(f"{last_tool_result(b)}")]
+        script: list[Reply | Responder] = [tool_calls(call("lookup", {"key": "x"})), say("ok")]
         with ScriptedServer(script) as server:
             result = go(server, tools=[lookup])
         assert last_tool_result(server.requests[1].body) == "(empty result)"
@@ -405,10 +461,30 @@ class TestDoomLoop:
             return approve, None
 
         with ScriptedServer(three_repeats()) as server:
-            result = go(
-                server, tools=[get_weather], policy=Policy(on_repeat="ask"), on_ask=on_ask
-            )
+            result = go(server, tools=[get_weather], policy=Policy(on_repeat="ask"), on_ask=on_ask)
         assert [d.tool_calls[0].name for d in asked] == ["get_weather"]
         assert len(weather_calls) == runs
         expected = ExitReason.COMPLETED if approve else ExitReason.HUMAN_DECLINED
         assert result.exit_reason is expected
+
+
+class TestReplayUnaffected:
+    """A recorded run replays with the policy its trace recorded, whatever the default."""
+
+    @pytest.mark.parametrize(
+        ("policy", "end"),
+        [(Policy(on_repeat="stop"), "doom_loop"), (Policy(), "completed")],
+        ids=["stop", "default"],
+    )
+    def test_a_trace_replays_to_its_live_end(
+        self, get_weather: Callable[..., Any], tmp_path: Path, policy: Policy, end: str
+    ) -> None:
+        """The three-repeat run, recorded under `stop` and under the default, replays without a
+        policy to the end it had live, decision for decision."""
+        path = tmp_path / "run.jsonl"
+        with ScriptedServer(three_repeats()) as server:
+            live = go(server, tools=[get_weather], policy=policy, trace=path)
+        (recorded,) = read_runs(path)
+        replayed = replay_run(recorded)
+        assert live.exit_reason == replayed.exit_reason == end
+        assert [d.action for d in replayed.decisions] == [d.action for d in live.decisions]
