@@ -68,13 +68,13 @@ class Policy(Checked):
     """Error results in a row before the run ends as TOOL_ERRORS (the P5 bound)."""
     repeat_threshold: int = Field(3, ge=2)
     """Identical consecutive calls that trip the doom-loop guard."""
-    on_repeat: Literal["stop", "ask", "feedback"] = "stop"
-    """What happens at the `repeat_threshold`-th identical call: `"stop"` ends the run as
-    DOOM_LOOP; `"ask"` asks a human; `"feedback"` (the seeds' rule) does not run it and
-    sends the model an error result saying why, and the run goes on, bounded by
-    `max_consecutive_tool_errors` and `no_progress_threshold`, ending as DOOM_LOOP if the
-    model repeats the call twice more. Replaying the shared corpus gives the same exits
-    with `"stop"` and `"feedback"`, so the default stays `"stop"`."""
+    on_repeat: Literal["feedback", "ask", "stop"] = "feedback"
+    """What happens at the `repeat_threshold`-th identical call: `"feedback"` (the default,
+    the seeds' rule) does not run it and sends the model an error result saying why; the run
+    goes on, bounded by `max_consecutive_tool_errors` and `no_progress_threshold`, and ends
+    as DOOM_LOOP if the model repeats the call twice more. `"ask"` asks a human; `"stop"`
+    ends the run as DOOM_LOOP at once. A recorded agentfsm trace replays with the policy it
+    recorded, whatever this default."""
     no_progress_threshold: int | None = Field(6, ge=2)
     """Rounds in a row without change (repeated calls and results, failed answers) before
     NO_PROGRESS. 6 by default: at 4 or 5, replaying the tau-bench sample stops task 9 trial 2,

@@ -53,7 +53,7 @@ from agentfsm.runner._batch import (
     in_thread,
     order,
 )
-from agentfsm.states.execute import SKIPPED
+from agentfsm.states.execute import EMPTY_RESULT, SKIPPED, is_empty
 
 __all__ = ["SKIPPED", "Executor", "ToolOptions", "tool"]
 
@@ -363,8 +363,11 @@ def result_of(call: ToolCall, value: Any, max_chars: int | None = None) -> ToolR
 
     A value JSON cannot hold (a set, NaN, an object, a cycle, thousands of levels) or
     nested deeper than the controller accepts is the call's error result, naming the
-    tool; text past `max_chars` is cut, with a marker giving the original size.
+    tool; text past `max_chars` is cut, with a marker giving the original size. Nothing
+    (None, blank text, `[]`, `{}`) is `EMPTY_RESULT`, so the model sees it was empty.
     """
+    if is_empty(value):
+        return ToolResult(call_id=call.id, name=call.name, content=EMPTY_RESULT)
     if isinstance(value, str):
         text = value
     elif value is None or isinstance(value, bool | int) or _finite_float(value):

@@ -5,7 +5,8 @@ output it executes the tool calls (EXECUTE_TOOLS), re-calls the model (CONTINUE,
 RETRY, with `max_tokens` raised after a truncation), asks `on_ask` (ASK_HUMAN),
 or stops (FINAL, STOP). Transient provider failures are retried with tenacity
 (`ProviderRetry`); a provider failure retries cannot fix ends the run with
-`ExitReason.PROVIDER_ERROR` in the returned `RunResult`, never an exception.
+`ExitReason.PROVIDER_ERROR` in the returned `RunResult`, never an exception, and
+an input too long for the model's context with `ExitReason.CONTEXT_EXHAUSTED`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agentfsm.exceptions import DefinitionError, ProviderError
 from agentfsm.runner._batch import AbandonedError, until_cancelled
 from agentfsm.runner.agents import Agent, child_messages, child_result
 from agentfsm.runner.executor import Executor
-from agentfsm.runner.retry import ProviderRetry, is_transient
+from agentfsm.runner.retry import ProviderRetry, is_context_exhausted, is_transient
 from agentfsm.runner.session import Inbox, RunResult, Session
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def run(
     model: str,
     messages: str | Sequence[Mapping[str, Any]],
     *,
-    tools: Sequence[Any] | None,
+    tools: Sequence[Any] | None = None,
     policy: Any = None,
     tool_choice: str | Mapping[str, Any] | None = None,
     parallel_tool_calls: bool | None = None,
@@ -136,7 +137,10 @@ def run(
             the user's one message.
         tools: Tools the model may call: names, OpenAI-style function specs or Python
             callables (only callables can be executed; a call to another tool gets an
-            error result). None accepts any tool name and executes none.
+            error result). Tools the policy denies by name are not offered. None (the
+            default) is a plain chat run, offering no tool; a run started inside a tool
+            of another run takes that run's tools (and, without a policy of its own, its
+            permissions) unless given its own (`tools=[]` for none).
         policy: The `agentfsm.Policy`; None uses the defaults.
         tool_choice: Passed to litellm unchanged (`"auto"`, `"required"`, a function).
         parallel_tool_calls: Passed to litellm unchanged when not None.
@@ -232,7 +236,7 @@ async def arun(
     model: str,
     messages: str | Sequence[Mapping[str, Any]],
     *,
-    tools: Sequence[Any] | None,
+    tools: Sequence[Any] | None = None,
     policy: Any = None,
     tool_choice: str | Mapping[str, Any] | None = None,
     parallel_tool_calls: bool | None = None,
@@ -519,13 +523,18 @@ def _cut_stream(accumulator: StreamAccumulator, exc: Exception) -> ModelTurn:
 
 
 def _provider_error(exc: Exception, request: Mapping[str, Any]) -> Exception:
-    """Keep transient failures as they are (tenacity retries them); wrap the rest."""
-    if isinstance(exc, ProviderError) or is_transient(exc):
+    """Keep transient failures as they are (tenacity retries them); wrap the rest, marking
+    an input that does not fit the context (`details["context_exhausted"]`)."""
+    if isinstance(exc, ProviderError):
+        return exc
+    exhausted = is_context_exhausted(exc)
+    if not exhausted and is_transient(exc):
         return exc
     return ProviderError(
         f"{request.get('model')}: {type(exc).__name__}: {exc}",
         status_code=getattr(exc, "status_code", None),
         error_type=type(exc).__name__,
+        context_exhausted=exhausted,
     )
 
 

@@ -5,6 +5,7 @@ retried with jittered exponential backoff; a `Retry-After` header sent with the
 error is honoured, up to a cap. Everything else (bad request, authentication,
 not found, context window) fails at once: retrying cannot fix it. When the
 attempts run out, the last failure is raised as `ProviderError` (from it).
+`is_context_exhausted` tells the input that does not fit the model's context apart.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ from tenacity.wait import wait_base
 
 from agentfsm.exceptions import ProviderError
 
-__all__ = ["ProviderRetry", "WaitRetryAfter", "is_transient", "retry_after_seconds"]
+__all__ = [
+    "ProviderRetry",
+    "WaitRetryAfter",
+    "is_context_exhausted",
+    "is_transient",
+    "retry_after_seconds",
+]
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 """HTTP statuses worth another attempt (529 is Anthropic's `overloaded_error`)."""
@@ -49,6 +56,34 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError | ConnectionError) or name.endswith(
         ("Timeout", "TimeoutError", "ConnectionError", "ConnectError")
     )
+
+
+CONTEXT_PHRASES = (
+    "context_length_exceeded",  # OpenAI's error code
+    "maximum context length",  # OpenAI chat, vLLM and most compatible servers
+    "exceeds the context window",  # OpenAI Responses
+    "prompt is too long",  # Anthropic
+    "exceeds the maximum number of tokens allowed",  # Gemini: "The input token count (n) ..."
+    "input is too long",  # Bedrock
+    "too many input tokens",  # Bedrock
+)
+"""Words of the providers' "the input does not fit the context" errors, lower-cased."""
+
+
+def is_context_exhausted(exc: BaseException) -> bool:
+    """Whether a provider refused the call because the input does not fit the model's context.
+
+    litellm's `ContextWindowExceededError` says so; so does a non-transient error whose
+    message carries a provider's own words for it (litellm does not map every provider's,
+    nor every OpenAI-compatible server's). A rate limit on input tokens is transient, not this.
+    """
+    if any(cls.__name__ == "ContextWindowExceededError" for cls in type(exc).__mro__):
+        return True
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and (status in TRANSIENT_STATUS or status >= 500):
+        return False
+    text = str(exc).lower()
+    return any(phrase in text for phrase in CONTEXT_PHRASES)
 
 
 def retry_after_seconds(exc: BaseException | None) -> float | None:

@@ -2,12 +2,14 @@
 
 The session is the runner's bookkeeping, free of I/O so `run` and `arun` share
 it: it turns each decision into messages (the assistant turn, the tool results,
-the controller's own results beside them) and the next request's arguments
-(`max_tokens` raised after a truncation).
+the controller's own results beside them, a failed completion check's reason as
+the user's message) and the next request's arguments (the tools not denied by
+name, `max_tokens` raised after a truncation).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import threading
@@ -20,14 +22,18 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from agentfsm.core._checked import Checked
+from agentfsm.core.policy import Policy
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult, Usage
+from agentfsm.guards.completion import AnswerIncomplete
 
 __all__ = ["Inbox", "RunResult", "Session"]
 
 DEFAULT_MAX_TOKENS = 4096
 """The output limit assumed when a truncated call set none and reported no usage."""
 _AWAITING_HOST = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
+_INCOMPLETE = f"{AnswerIncomplete.__name__}("
+"""How a decision's `fired` starts when a completion check failed (CONTINUE at P4)."""
 
 
 class RunResult(Checked):
@@ -48,7 +54,8 @@ class RunResult(Checked):
     usage: Usage = Field(default_factory=Usage)
     """Tokens (and cost, when known) summed over every model output, sub-agents' included."""
     error: str | None = None
-    """What failed, when the run ended with `PROVIDER_ERROR`."""
+    """What failed, when the run ended with `PROVIDER_ERROR` or `CONTEXT_EXHAUSTED` (the
+    provider's error saying the input does not fit)."""
 
 
 class Inbox:
@@ -101,6 +108,11 @@ class Session:
         self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
         self.controller = controller
         self.specs: dict[str, ToolSpec] | None = specs
+        policy: Policy = controller.policy
+        self.offered: list[ToolSpec] = [
+            spec for name, spec in (specs or {}).items() if not denied_by_name(policy, name)
+        ]
+        """The tools each request offers: those the policy does not deny by name."""
         self.max_tokens: int | None = None
         self.decisions: list[Decision] = []
         self.error: str | None = None
@@ -124,10 +136,16 @@ class Session:
         *,
         max_tokens: int | None = None,
     ) -> Iterator[Session]:
-        """Build the Controller (and the trace writer) for one run; close the trace after."""
+        """Build the Controller (and the trace writer) for one run; close the trace after.
+
+        A run started inside a tool without tools of its own takes the calling run's.
+        """
         import agentfsm
         from agentfsm.replay.trace import TraceWriter
 
+        caller = _TOOLS_OF.get()
+        if tools is None and caller is not None:
+            tools, policy = caller.inherited(policy)
         specs = tool_specs(tools)
         writer = None
         if trace is not None:
@@ -143,7 +161,7 @@ class Session:
             session.max_tokens = max_tokens
             # Inside this run nothing is a tool of the caller's run until a batch says so
             # (a handoff's child is charged by the handoff, not here).
-            caller, token = _TOOLS_OF.get(), _TOOLS_OF.set(None)
+            token = _TOOLS_OF.set(None)
             try:
                 yield session
             finally:
@@ -153,6 +171,23 @@ class Session:
         finally:
             if writer is not None:
                 writer.close()
+
+    def inherited(self, policy: Any) -> tuple[list[ToolSpec] | None, Any]:
+        """The tools (and policy) of a run started by one of this run's tools without its own.
+
+        It gets the tools this run offers; without a policy of its own, this run's
+        permissions come with them, so no tool runs there that would be refused here.
+        """
+        if self.specs is None:
+            return None, policy
+        if policy is None:
+            own: Policy = self.controller.policy
+            policy = Policy(
+                permissions=own.permissions,
+                permission_rules=own.permission_rules,
+                permission=own.permission,
+            )
+        return list(self.offered), policy
 
     @contextmanager
     def running_tools(self) -> Iterator[None]:
@@ -176,8 +211,8 @@ class Session:
     def request(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Return the keyword arguments of the next model call."""
         request: dict[str, Any] = {"model": self.model, "messages": list(self.messages)}
-        if self.specs:
-            request["tools"] = [spec.to_openai() for spec in self.specs.values()]
+        if self.offered:
+            request["tools"] = [spec.to_openai() for spec in self.offered]
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
         request.update(options)
@@ -205,10 +240,19 @@ class Session:
         return self._settle(self.controller.on_human_reply(approved, message))
 
     def fail(self, exc: BaseException) -> None:
-        """End the run on a provider failure that retries did not fix; the trace records it."""
+        """End the run on a provider failure that retries did not fix; the trace records it.
+
+        An input the model's context cannot hold ends CONTEXT_EXHAUSTED, the messages kept.
+        """
         self.error = str(exc)
+        details = getattr(exc, "details", None) or {}
+        reason = (
+            ExitReason.CONTEXT_EXHAUSTED
+            if details.get("context_exhausted")
+            else ExitReason.PROVIDER_ERROR
+        )
         if not self.controller.done:
-            self._settle(self.controller.stop(ExitReason.PROVIDER_ERROR, message=self.error))
+            self._settle(self.controller.stop(reason, message=self.error))
 
     def interrupt(self) -> None:
         """End the run as INTERRUPTED, keeping every message and result produced so far."""
@@ -269,6 +313,9 @@ class Session:
             self._text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
         self._flush()
         self._flush_users()
+        if decision.action is Action.CONTINUE and decision.fired.startswith(_INCOMPLETE):
+            # The model must be told what is missing, or it answers the same way again.
+            self.messages.append({"role": "user", "content": f"Not done yet: {decision.reason}"})
         return decision
 
     def _flush_users(self) -> None:
@@ -293,6 +340,24 @@ class Session:
         if turn.text or calls:
             self.messages.append(_assistant_message(turn.text, calls))
         self.messages.extend(_tool_message(answers[c.id]) for c in calls)
+
+
+def denied_by_name(policy: Policy, name: str) -> bool:
+    """Whether the policy denies every call of the tool `name`, whatever its arguments.
+
+    A `permissions` entry, or a rule without an argument pattern, that denies it; or the
+    table's `"*"` deny when nothing else can speak for the tool (no entry, no rule that
+    names it, no hook). A deny with an argument pattern leaves the tool offered.
+    """
+    rules = [r for r in policy.permission_rules if fnmatch.fnmatchcase(name, r.tool)]
+    if any(r.action == "deny" and not r.args for r in rules):
+        return True  # a deny is never overridden
+    table = policy.permissions
+    if name in table:
+        return table[name] not in ("allow", "ask")
+    if rules or policy.permission is not None:
+        return False
+    return table.get("*", "allow") not in ("allow", "ask")
 
 
 def _add_usage(total: Usage, usage: Usage | None) -> Usage:

@@ -3,7 +3,8 @@
 Layer 2. On entry the calls become pending and count against the tool-call
 budget, and the repetition streak moves on. When results arrive, a pending id
 without a result gets a synthesized error result, so the model always sees
-exactly one result per call.
+exactly one result per call. An empty result (None, blank text, `[]`, `{}`) is
+named in the decision's reason; the runner shows the model `EMPTY_RESULT`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,21 @@ from agentfsm.core.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm.core.types import ToolCall, ToolResult
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
 
-__all__ = ["SKIPPED", "collect", "enter"]
+__all__ = ["EMPTY_RESULT", "SKIPPED", "collect", "enter", "is_empty"]
 
 SKIPPED = "skipped: a user message arrived"
 """The result of a call that a user message skipped before it started."""
+EMPTY_RESULT = "(empty result)"
+"""What the model reads for a successful call that returned nothing."""
+
+
+def is_empty(content: object) -> bool:
+    """Whether a result holds nothing: None, blank text, `[]`, `{}` or the `EMPTY_RESULT` mark."""
+    if content is None:
+        return True
+    if type(content) is str:
+        return not content.strip() or content == EMPTY_RESULT
+    return (type(content) is list or type(content) is dict) and not content
 
 
 def enter(run: Run, step: Step) -> None:
@@ -60,18 +72,26 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
         ordered, missing = _in_call_order(run, _by_id(run, results))
     skipped = run.interjection is not None
     errors = run.tool_errors
+    empty: list[str] = []
     for result in ordered:
         if result.is_error and type(result.content) is str and result.content == SKIPPED:
             continue  # a call the user's message skipped did not fail
         errors = errors + 1 if result.is_error else 0
+        if not result.is_error and is_empty(result.content):
+            empty.append(f"{result.call_id} ({result.name or 'tool'})")
     fields: dict[str, object] = {
         "results": tuple(ordered),
         "missing": tuple(missing),
         "tool_errors_in_a_row": errors,
         "same_results_in_a_row": _remember(run, ordered),
     }
+    notes: tuple[str, ...] = ()
     if skipped and missing:
-        fields["notes"] = (f"a user message arrived: {len(missing)} call(s) were skipped",)
+        notes = (f"a user message arrived: {len(missing)} call(s) were skipped",)
+    if empty:
+        notes += (f"empty result from {', '.join(empty)}",)
+    if notes:
+        fields["notes"] = notes
     return fields
 
 

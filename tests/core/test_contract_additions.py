@@ -230,8 +230,8 @@ class TestRepeatFeedback:
         assert result.content.startswith("not executed: status(")
 
     def test_a_model_that_ignores_the_feedback_ends_as_a_doom_loop(self) -> None:
-        """Two more repeats after the feedback end the run as DOOM_LOOP."""
-        decisions = self.loop(af.Controller(af.Policy(on_repeat="feedback")), 10)
+        """By default two more repeats after the feedback end the run as DOOM_LOOP."""
+        decisions = self.loop(af.Controller(), 10)
         assert [d.action for d in decisions] == [
             *[A.EXECUTE_TOOLS] * 2,
             *[A.CONTINUE] * 2,

@@ -110,7 +110,7 @@ class TestRestore:
 
     def test_the_repeat_streak_survives_a_restore(self) -> None:
         """Two identical calls before the dump and one after trip the doom-loop guard."""
-        ctl = af.Controller(af.Policy(repeat_threshold=3), tools=DECLARED)
+        ctl = af.Controller(af.Policy(repeat_threshold=3, on_repeat="stop"), tools=DECLARED)
         for i in range(2):
             ctl.on_model_output(turn(calls=[call("search", {"q": "x"}, id=f"c{i}")]))
             # The same result each time: changing results would be polling, not a loop.

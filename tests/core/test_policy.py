@@ -21,11 +21,11 @@ def write(path: Path, text: str) -> Path:
 
 class TestDefaults:
     def test_default_limits(self) -> None:
-        """By default a run has 50 turns and stops at the third identical call."""
+        """By default a run has 50 turns and refuses the third identical call with feedback."""
         policy = Policy()
         assert policy.max_turns == 50
         assert policy.repeat_threshold == 3
-        assert policy.on_repeat == "stop"
+        assert policy.on_repeat == "feedback"
 
     def test_defaults_set_no_budget_and_no_extra_guard(self) -> None:
         """Without being asked, a policy sets no token, cost or time budget and no extra guard."""

@@ -190,9 +190,10 @@ class TestEvaluationOrder:
 
 
 class TestPolicyChoices:
-    def test_repeats_stop_the_run_by_default(self) -> None:
-        """With the default `on_repeat="stop"`, RepeatedCall leads to end."""
-        rows = [r for r in Policy().routes if isinstance(r.guard, RepeatedCall)]
+    def test_repeats_stop_the_run_with_stop(self) -> None:
+        """With `on_repeat="stop"`, RepeatedCall leads to end."""
+        policy = Policy(on_repeat="stop")
+        rows = [r for r in policy.routes if isinstance(r.guard, RepeatedCall)]
         assert [(r.source, r.dest) for r in rows] == [(S.VALIDATE, S.END)]
 
     def test_on_repeat_ask_sends_repeats_to_a_human(self) -> None:
@@ -206,12 +207,11 @@ class TestPolicyChoices:
         assert Route(S.VALIDATE, RepeatedCall(5), S.END) in policy.routes
 
     def test_feedback_stops_only_after_two_more_repeats(self) -> None:
-        """With on_repeat="feedback" the stop comes FEEDBACK_GRACE repeats later."""
+        """With on_repeat="feedback" (the default) the stop comes FEEDBACK_GRACE repeats later."""
         from agentfsm.guards._routes import FEEDBACK_GRACE
 
         threshold = 3 + FEEDBACK_GRACE
-        policy = Policy(on_repeat="feedback")
-        assert Route(S.VALIDATE, RepeatedCall(threshold), S.END) in policy.routes
+        assert Route(S.VALIDATE, RepeatedCall(threshold), S.END) in Policy().routes
 
     def test_on_deny_stop_adds_a_permission_denied_stop(self) -> None:
         """`on_deny="stop"` adds PermissionDenied -> end out of validate, before approvals."""

@@ -20,7 +20,7 @@ INJECTED = (
 def write_doom_loop(path: Path, *, repeats: int = 3) -> Path:
     """A run that searches, reads HTML-laden output, then repeats one call until stopped."""
     with TraceWriter(path) as writer:
-        ctl = Controller(Policy(), observers=[writer])
+        ctl = Controller(Policy(on_repeat="stop"), observers=[writer])
         d = ctl.on_model_output(turn("", [call("search", {"q": "<weather>"}, id="c1")]))
         assert d.action is Action.EXECUTE_TOOLS
         ctl.on_tool_results([ToolResult(call_id="c1", content=INJECTED)])

@@ -182,7 +182,8 @@ class TestRecordedPolicy:
             assert ctl.on_model_output(turn("done")).action is Action.FINAL
         (view,) = build([str(path)]).runs
         assert view.exit_reason == "completed"
-        assert build([str(path)], Policy()).runs[0].exit_reason != "completed"
+        strict = Policy(on_repeat="stop")
+        assert build([str(path)], strict).runs[0].exit_reason != "completed"
 
 
 class TestArguments:

@@ -100,7 +100,7 @@ class TestOrdering:
             af.ToolCall(id="b", name="read_image", arguments={"path": "q-1.png"}),
         ]
         results = Executor([shell, read_image]).run(batch)
-        assert [r.content for r in results] == ["", "7 bytes"]
+        assert [r.content for r in results] == ["(empty result)", "7 bytes"]
         assert log.at("read", "start") >= log.at("shell", "end")
 
     def test_reads_between_writes_run_together_and_wait_for_the_writer(self) -> None:
