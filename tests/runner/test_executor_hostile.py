@@ -15,6 +15,11 @@ import pytest
 import agentfsm as af
 from agentfsm.runner.executor import Executor, describe, tool
 
+DIGITS = sys.get_int_max_str_digits()
+"""The most digits Python turns an int into (4,300 unless the environment changed it)."""
+HUGE: int = 10 ** (DIGITS + 10)
+"""An int with more digits than that: `str()` raises ValueError."""
+
 
 class UnprintableError(Exception):
     """An exception whose message cannot be read: its `__str__` raises."""
@@ -116,7 +121,7 @@ class TestValuesThatCannotBeRendered:
         """An int of more digits than Python converts to text used to crash whoever rendered it."""
 
         def huge() -> int:
-            return 10 ** (sys.get_int_max_str_digits() + 10)
+            return HUGE
 
         (result,) = Executor([huge]).run([one("huge")])
         assert result.is_error
@@ -126,7 +131,7 @@ class TestValuesThatCannotBeRendered:
         """Nested in a dict, the same int is an error result too."""
 
         def huge() -> dict[str, int]:
-            return {"n": 10 ** (sys.get_int_max_str_digits() + 10)}
+            return {"n": HUGE}
 
         (result,) = Executor([huge]).run([one("huge")])
         assert result.is_error
@@ -134,7 +139,7 @@ class TestValuesThatCannotBeRendered:
 
     def test_an_int_just_under_the_limit_is_kept(self) -> None:
         """The largest int Python can write is returned as it is."""
-        big = 10 ** (sys.get_int_max_str_digits() - 1)
+        big: int = 10 ** (DIGITS - 1)
 
         def large() -> int:
             return big
