@@ -204,6 +204,14 @@ class TraceWriter:
 
     def _write(self, obj: Any) -> None:
         line = json.dumps(obj, ensure_ascii=False, default=str) + "\n"
+        try:
+            data = line.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (half an emoji split across two stream events, a non-UTF-8
+            # file name) has no UTF-8 form. It can only sit inside a JSON string, where
+            # `\\udXXX` is JSON's own escape for it: the reader gets the same text back.
+            data = line.encode("utf-8", "backslashreplace")
+            line = data.decode("utf-8")
         if self._raw is None:
             assert self._file is not None
             self._file.write(line)
@@ -211,7 +219,7 @@ class TraceWriter:
             if self._fsync:
                 os.fsync(self._file.fileno())
             return
-        self._append(line.encode("utf-8"))
+        self._append(data)
 
     def _append(self, data: bytes) -> None:
         """Write one whole line; on failure (a full disk) cut the file back to the last line."""
