@@ -19,6 +19,7 @@ __all__ = [
     "MAX_JSON_INDENT",
     "MAX_JSON_PATH_STEPS",
     "MAX_LINE_BYTES",
+    "MAX_POLICY_BYTES",
     "MAX_STREAM_EVENTS",
     "nesting_exceeds",
 ]
@@ -49,7 +50,14 @@ Lines are read with this bound, so a 1 GB file without a newline costs 32 MiB
 to reject, not gigabytes."""
 
 MAX_DOCUMENT_BYTES = 256 << 20
-"""Largest single-document trajectory file (`.json`) loaded whole (256 MiB)."""
+"""Largest single-document trajectory file (`.json`) loaded whole (256 MiB).
+
+Every file a user names is read only when it is a regular file, and never past
+the size it had when opened (`agentfsm.core._files`): a JSON-lines trace of any
+size streams, but `/dev/zero`, a FIFO or a growing file cannot make it endless."""
+
+MAX_POLICY_BYTES = 16 << 20
+"""Largest policy file (JSON or TOML) read (16 MiB); a real one is a few kilobytes."""
 
 MAX_INPUT_EVENTS = 32
 """Events of one input a trace reader holds back in case a `step_retracted` takes them back.

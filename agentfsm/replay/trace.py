@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import IO, Any, BinaryIO
 
 from agentfsm.core import limits
+from agentfsm.core._files import open_regular
 from agentfsm.core.events import RETRACTED
 from agentfsm.exceptions import TraceError
 
@@ -289,6 +290,12 @@ def cannot_read(name: str, exc: Exception) -> TraceError:
     return TraceError(f"{name}: cannot read: {why}", path=name)
 
 
+def open_trace(name: str) -> IO[bytes]:
+    """Open a user-given trace or trajectory file: a regular file only, read up to the size it
+    had when opened; anything else is a TraceError naming the file (`agentfsm.core._files`)."""
+    return open_regular(name, lambda why: TraceError(f"{name}: cannot read: {why}", path=name))
+
+
 def read_numbered(
     path: str | os.PathLike[str], *, errors: list[TraceError] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -297,11 +304,7 @@ def read_numbered(
     Events a `step_retracted` takes back are left out, and so is the retraction.
     """
     name = path_name(path, "read_trace")
-    try:
-        raw = open(name, "rb")  # noqa: SIM115 - closed by the with below
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        raise cannot_read(name, exc) from exc
-    with raw:
+    with open_trace(name) as raw:
         lines = bounded_lines(raw)
         _check_header(name, lines)
         yield from _Retractions(name, errors).apply(_parsed(name, lines, errors))
