@@ -15,6 +15,9 @@ from collections.abc import Iterable
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
+    "MAX_GUARD_CHARS",
+    "MAX_GUARD_NESTING",
+    "MAX_GUARD_OPERATORS",
     "MAX_INPUT_EVENTS",
     "MAX_JSON_INDENT",
     "MAX_JSON_PATH_STEPS",
@@ -64,6 +67,21 @@ MAX_INPUT_EVENTS = 32
 
 One input writes its own event, the model output, one transition per edge
 walked (a handful) and the decision; a retraction of more is refused."""
+
+
+MAX_GUARD_CHARS = 20_000
+"""Longest guard text read back into a guard (a policy file's `guards`, a dump's reprs).
+
+Policy files and saved runs come from outside; Python's own parser runs out of
+recursion (or memory) on a few thousand operators, long before this many
+characters could hold a real policy's guards."""
+
+MAX_GUARD_OPERATORS = 500
+"""Most `|`, `&` and `~` operators in one guard's text (a few hundred guards joined)."""
+
+MAX_GUARD_NESTING = 32
+"""Deepest nesting in one guard's text: of its brackets (`(`, `[`, `{`), and of its guard
+tree (each `~`, and each chain of one operator, is a level)."""
 
 
 def nesting_exceeds(value: object, limit: int) -> bool:
