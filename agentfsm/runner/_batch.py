@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import math
 import queue
 import threading
@@ -233,7 +234,8 @@ class AsyncBatch(_Batch):
         if task.cancelled():
             return self.ex.cancelled(job.call, started=True)
         exc = task.exception()
-        if isinstance(exc, TimedOutError):  # a sync tool's thread, or a task, may go on
+        # A coroutine's timeout cancels it to its end; a sync tool's thread goes on.
+        if isinstance(exc, TimedOutError) and not inspect.iscoroutinefunction(job.fn):
             job.late = job
         if exc is not None:
             return self.ex.failed(job.call, exc)

@@ -16,7 +16,7 @@ Rules, in the order a reviewer asks about them:
   an exception never fails: one whose `str()` raises is named by its type. On
   the sync path every exception a tool raises in its worker thread is its
   result, `SystemExit` and `KeyboardInterrupt` too (no thread but the main one
-  can stop the process); on the async path a coroutine's `KeyboardInterrupt`
+  can stop the process); on the async path `KeyboardInterrupt`
   and `SystemExit` propagate, as asyncio has them do.
 - A sync tool that times out or is cancelled cannot be killed: its thread is
   abandoned (a daemon thread) and its late value is dropped. Since it may still
@@ -24,7 +24,8 @@ Rules, in the order a reviewer asks about them:
   result "not run: call ... timed out and may still be running" (for a writer
   that is every later call of the batch; for a read, the next writer and what
   follows it). So no call ever overlaps a writer it was ordered after, inside
-  one batch; the next batch does not wait for an abandoned call.
+  one batch; the next batch does not wait for an abandoned call. A coroutine
+  tool's timeout cancels it to its end, so it holds nothing back.
 - A result longer than `max_result_chars` (as text; JSON for other values) is
   cut, with a visible marker giving the original size; so is an error result
   (a 5 MB exception message). A value that cannot be rendered (neither a string

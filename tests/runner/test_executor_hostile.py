@@ -322,6 +322,22 @@ class TestAWriterThatTimesOut:
         assert results[2].content.startswith("not run: call 'r0' ('read_slowly')")
         release.set()
 
+    def test_an_async_tool_cancelled_by_its_timeout_holds_nothing_back(self) -> None:
+        """A coroutine's timeout cancels it to its end, so the calls after it run."""
+        log = Log()
+
+        @tool(timeout=0.1)
+        async def write_async(label: str) -> str:
+            log.mark(label, "start")
+            await asyncio.sleep(5)
+            return "late"
+
+        ex = Executor([write_async, recorder(log, "write")])
+        batch = [one("write_async", "w0", label="w0"), one("write", "w1", label="w1")]
+        results = asyncio.run(ex.arun(batch))
+        assert "TimeoutError" in results[0].content
+        assert results[1].content == "w1 done"
+
     def test_the_next_batch_runs(self, release: threading.Event) -> None:
         """The refusal holds inside the batch only: the model may call the tools again."""
         log = Log()
