@@ -145,3 +145,12 @@ class TestLoneSurrogates:
         )
         assert done.returncode == 0, done.stderr
         assert '"exit_reason": "completed"' in done.stdout
+        page = path.with_suffix(".html")
+        done = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "report", str(path), "-o", str(page)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr  # it used to exit 2: "not UTF-8 text"
+        assert "done \\ud83d" in page.read_text(encoding="utf-8")
