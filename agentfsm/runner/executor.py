@@ -326,7 +326,7 @@ class Executor:
             return self.timed_out(call)
         if isinstance(exc, asyncio.CancelledError):
             return self.cancelled(call, started=True)
-        return self.error_of(call, _cut(describe(exc), self.max_result_chars))
+        return self.error_of(call, _sendable(_cut(describe(exc), self.max_result_chars)))
 
     def after_timeout(self, call: ToolCall, late: ToolCall) -> ToolResult:
         """The error result of a call not started because `late`, ordered before it, timed out."""
@@ -419,8 +419,8 @@ def _rendered(call: ToolCall, value: Any, max_chars: int | None) -> ToolResult:
                 f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__} "
                 f"nested deeper than {MAX_DEPTH} levels",
             )
-    if not _utf8(text):  # a provider's HTTP client cannot encode a lone surrogate
-        text = value = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not _utf8(text):
+        text = value = _sendable(text)
     if max_chars is not None and len(text) > max_chars:
         return ToolResult(call_id=call.id, name=call.name, content=_cut(text, max_chars))
     return ToolResult(call_id=call.id, name=call.name, content=value)
@@ -432,14 +432,16 @@ def describe(exc: BaseException) -> str:
     An exception's `__str__` is the tool author's code: one that raises (or
     returns something other than text) leaves the message out and says so.
     """
+    # BaseException, even SystemExit from a __str__: the call must still get its result, and
+    # on the sync path an exception escaping here would kill the worker and hang the batch.
     try:
         name = str(type(exc).__name__)
-    except Exception:
+    except BaseException:
         name = "Exception"
     try:
         message = str(exc)
         return f"{name}: {message}" if message else name
-    except Exception as err:  # the message's own failure is no reason to lose the call
+    except BaseException as err:
         return f"{name} (its message cannot be shown: str() raised {type(err).__name__})"
 
 
@@ -464,6 +466,14 @@ def _int_fits(value: int) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _sendable(text: str) -> str:
+    """`text` with each lone surrogate written as `\\udXXX`: a provider's HTTP client cannot
+    encode one (half an emoji, a non-UTF-8 file name), and the run would end on it."""
+    if _utf8(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _utf8(text: str) -> bool:

@@ -35,6 +35,13 @@ class NotTextError(Exception):
         return 42
 
 
+class ExitingError(Exception):
+    """An exception whose `__str__` raises SystemExit, which `except Exception` lets through."""
+
+    def __str__(self) -> str:
+        raise SystemExit(1)
+
+
 class Stop(BaseException):
     """A BaseException that is neither KeyboardInterrupt nor SystemExit."""
 
@@ -66,7 +73,7 @@ class TestExceptionsThatCannotBeDescribed:
     """Every exception a tool raises is its call's error result, however it describes itself."""
 
     @pytest.mark.parametrize(
-        "exc", [UnprintableError(), NotTextError(), Stop("halt"), SystemExit(3)]
+        "exc", [UnprintableError(), NotTextError(), ExitingError(), Stop("halt"), SystemExit(3)]
     )
     def test_the_sync_path_answers_instead_of_hanging(self, exc: BaseException) -> None:
         """A tool raising an exception whose str() fails used to kill its worker thread and hang
@@ -106,6 +113,15 @@ class TestExceptionsThatCannotBeDescribed:
         results = asyncio.run(ex.arun(batch))
         assert [r.is_error for r in results] == [True, True]
         assert all(r.content.startswith(type(exc).__name__) for r in results)
+
+    def test_a_message_with_a_lone_surrogate_is_escaped(self) -> None:
+        """An error naming a non-UTF-8 file is sent with the surrogate escaped, like a result."""
+
+        def opens() -> str:
+            raise OSError("cannot open r\udcff.txt")
+
+        (result,) = Executor([opens]).run([one("opens")])
+        assert result.content == "OSError: cannot open r\\udcff.txt"
 
     def test_describe_never_raises(self) -> None:
         """`describe` names an exception by its type when its message cannot be read."""
