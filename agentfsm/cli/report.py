@@ -34,15 +34,17 @@ def main(args: argparse.Namespace) -> int:
     policy = Policy.from_file(args.policy) if args.policy else None
     against = Policy.from_file(args.against) if args.against else None
     report = build(args.traces, policy, against=against, title=args.title)
+    # A lone surrogate read from a trace (half an emoji) has no UTF-8 form: shown as `\\udXXX`.
+    html = report.html.encode("utf-8", "backslashreplace").decode("utf-8")
     if args.output:
         target = Path(args.output)
         if not target.parent.is_dir():
             raise AgentFSMError(f"-o {args.output}: folder {target.parent} does not exist")
         try:
-            target.write_text(report.html, encoding="utf-8")
+            target.write_text(html, encoding="utf-8")
         except OSError as exc:
             raise AgentFSMError(f"-o {args.output}: cannot write: {exc.strerror}") from exc
         print(f"{args.output}: {len(report.runs)} run(s)", file=sys.stderr)
     else:
-        sys.stdout.write(report.html)
+        sys.stdout.write(html)
     return 1 if report.differs else 0

@@ -15,10 +15,14 @@ from collections.abc import Iterable
 __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
+    "MAX_GUARD_CHARS",
+    "MAX_GUARD_NESTING",
+    "MAX_GUARD_OPERATORS",
     "MAX_INPUT_EVENTS",
     "MAX_JSON_INDENT",
     "MAX_JSON_PATH_STEPS",
     "MAX_LINE_BYTES",
+    "MAX_POLICY_BYTES",
     "MAX_STREAM_EVENTS",
     "nesting_exceeds",
 ]
@@ -49,13 +53,35 @@ Lines are read with this bound, so a 1 GB file without a newline costs 32 MiB
 to reject, not gigabytes."""
 
 MAX_DOCUMENT_BYTES = 256 << 20
-"""Largest single-document trajectory file (`.json`) loaded whole (256 MiB)."""
+"""Largest single-document trajectory file (`.json`) loaded whole (256 MiB).
+
+Every file a user names is read only when it is a regular file, and never past
+the size it had when opened (`agentfsm.core._files`): a JSON-lines trace of any
+size streams, but `/dev/zero`, a FIFO or a growing file cannot make it endless."""
+
+MAX_POLICY_BYTES = 16 << 20
+"""Largest policy file (JSON or TOML) read (16 MiB); a real one is a few kilobytes."""
 
 MAX_INPUT_EVENTS = 32
 """Events of one input a trace reader holds back in case a `step_retracted` takes them back.
 
 One input writes its own event, the model output, one transition per edge
 walked (a handful) and the decision; a retraction of more is refused."""
+
+
+MAX_GUARD_CHARS = 20_000
+"""Longest guard text read back into a guard (a policy file's `guards`, a dump's reprs).
+
+Policy files and saved runs come from outside; Python's own parser runs out of
+recursion (or memory) on a few thousand operators, long before this many
+characters could hold a real policy's guards."""
+
+MAX_GUARD_OPERATORS = 500
+"""Most `|`, `&` and `~` operators in one guard's text (a few hundred guards joined)."""
+
+MAX_GUARD_NESTING = 32
+"""Deepest nesting in one guard's text: of its brackets (`(`, `[`, `{`), and of its guard
+tree (each `~`, and each chain of one operator, is a level)."""
 
 
 def nesting_exceeds(value: object, limit: int) -> bool:

@@ -18,7 +18,9 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from agentfsm.core import limits
 from agentfsm.core._checked import Checked, listed
+from agentfsm.core._files import open_regular
 from agentfsm.core.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.core.types import ToolCall
 from agentfsm.exceptions import PolicyError
@@ -216,14 +218,17 @@ class Policy(Checked):
         if not isinstance(path, str | os.PathLike):
             raise PolicyError(f"a policy file's path is a str or a path, not {type(path).__name__}")
         file = Path(path)
-        try:
-            text = file.read_text(encoding="utf-8")
+        try:  # a regular file only, bounded: never /dev/zero, never a FIFO that blocks
+            with open_regular(
+                str(file),
+                lambda why: PolicyError(f"cannot read policy file {file}: {why}"),
+                max_bytes=limits.MAX_POLICY_BYTES,
+            ) as raw:
+                text = raw.read().decode("utf-8")
         except OSError as exc:
             raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
         except UnicodeDecodeError as exc:
             raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
-        except ValueError as exc:  # a path with a NUL character
-            raise PolicyError(f"cannot read policy file {str(file)!r}: {exc}") from exc
         try:
             data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import IO, Any, BinaryIO
 
 from agentfsm.core import limits
+from agentfsm.core._files import open_regular
 from agentfsm.core.events import RETRACTED
 from agentfsm.exceptions import TraceError
 
@@ -204,6 +205,14 @@ class TraceWriter:
 
     def _write(self, obj: Any) -> None:
         line = json.dumps(obj, ensure_ascii=False, default=str) + "\n"
+        try:
+            data = line.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (half an emoji split across two stream events, a non-UTF-8
+            # file name) has no UTF-8 form. It can only sit inside a JSON string, where
+            # `\\udXXX` is JSON's own escape for it: the reader gets the same text back.
+            data = line.encode("utf-8", "backslashreplace")
+            line = data.decode("utf-8")
         if self._raw is None:
             assert self._file is not None
             self._file.write(line)
@@ -211,7 +220,7 @@ class TraceWriter:
             if self._fsync:
                 os.fsync(self._file.fileno())
             return
-        self._append(line.encode("utf-8"))
+        self._append(data)
 
     def _append(self, data: bytes) -> None:
         """Write one whole line; on failure (a full disk) cut the file back to the last line."""
@@ -281,6 +290,12 @@ def cannot_read(name: str, exc: Exception) -> TraceError:
     return TraceError(f"{name}: cannot read: {why}", path=name)
 
 
+def open_trace(name: str) -> IO[bytes]:
+    """Open a user-given trace or trajectory file: a regular file only, read up to the size it
+    had when opened; anything else is a TraceError naming the file (`agentfsm.core._files`)."""
+    return open_regular(name, lambda why: TraceError(f"{name}: cannot read: {why}", path=name))
+
+
 def read_numbered(
     path: str | os.PathLike[str], *, errors: list[TraceError] | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -289,11 +304,7 @@ def read_numbered(
     Events a `step_retracted` takes back are left out, and so is the retraction.
     """
     name = path_name(path, "read_trace")
-    try:
-        raw = open(name, "rb")  # noqa: SIM115 - closed by the with below
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
-        raise cannot_read(name, exc) from exc
-    with raw:
+    with open_trace(name) as raw:
         lines = bounded_lines(raw)
         _check_header(name, lines)
         yield from _Retractions(name, errors).apply(_parsed(name, lines, errors))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import math
 import queue
 import threading
@@ -46,7 +47,7 @@ class Flag(Protocol):
 class Job:
     """One call of a batch: what runs it, what it waits for, and its result."""
 
-    __slots__ = ("after", "call", "deadline", "fn", "index", "options", "result", "state")
+    __slots__ = ("after", "call", "deadline", "fn", "index", "late", "options", "result", "state")
 
     def __init__(
         self, index: int, call: ToolCall, fn: Callable[..., Any] | None, options: ToolOptions
@@ -59,6 +60,13 @@ class Job:
         self.state = 0  # 0 waiting, 1 running, 2 done
         self.deadline = math.inf
         self.result: ToolResult | None = None
+        # The call that timed out and may still run, which this one was ordered after.
+        self.late: Job | None = None
+
+
+def late_before(jobs: list[Job], job: Job) -> Job | None:
+    """The timed-out call, perhaps still running, that `job` waits for (directly or not)."""
+    return next((jobs[i].late for i in job.after if jobs[i].late is not None), None)
 
 
 class _Batch:
@@ -126,7 +134,10 @@ class SyncBatch(_Batch):
                 break
             if job.state != 0 or any(jobs[i].state != 2 for i in job.after):
                 continue
-            if skipping:
+            job.late = late_before(jobs, job)
+            if job.late is not None:
+                self._done(job, self.ex.after_timeout(job.call, job.late.call))
+            elif skipping:
                 self._done(job, self.ex.skipped(job.call))
             elif job.fn is None:
                 self._done(job, self.ex.no_tool(job.call))
@@ -176,6 +187,7 @@ class SyncBatch(_Batch):
                 continue
             if now >= job.deadline:
                 self.running -= 1
+                job.late = job  # abandoned, not stopped: what waits for it must not start
                 self._done(job, self.ex.timed_out(job.call))
             else:
                 soonest = min(soonest, job.deadline - now)
@@ -222,6 +234,9 @@ class AsyncBatch(_Batch):
         if task.cancelled():
             return self.ex.cancelled(job.call, started=True)
         exc = task.exception()
+        # A coroutine's timeout cancels it to its end; a sync tool's thread goes on.
+        if isinstance(exc, TimedOutError) and not inspect.iscoroutinefunction(job.fn):
+            job.late = job
         if exc is not None:
             return self.ex.failed(job.call, exc)
         return self.ex.result_of(job.call, task.result())
@@ -234,7 +249,10 @@ class AsyncBatch(_Batch):
                 return
             if job.state != 0 or any(jobs[i].state != 2 for i in job.after):
                 continue
-            if skipping:
+            job.late = late_before(jobs, job)
+            if job.late is not None:
+                self._done(job, self.ex.after_timeout(job.call, job.late.call))
+            elif skipping:
                 self._done(job, self.ex.skipped(job.call))
             elif job.fn is None:
                 self._done(job, self.ex.no_tool(job.call))

@@ -12,12 +12,26 @@ Rules, in the order a reviewer asks about them:
   and a writer also waits for every earlier call: reads between two writes run
   together, and no call sees the batch's state out of the model's order.
 - Exceptions, timeouts (`ToolOptions(timeout=...)` or the executor's `timeout`)
-  and cancellations become error results naming the exception type. A sync tool
-  that times out or is cancelled cannot be killed: its thread is abandoned (a
-  daemon thread) and its late value is dropped.
+  and cancellations become error results naming the exception type. Describing
+  an exception never fails: one whose `str()` raises is named by its type. On
+  the sync path every exception a tool raises in its worker thread is its
+  result, `SystemExit` and `KeyboardInterrupt` too (no thread but the main one
+  can stop the process); on the async path `KeyboardInterrupt`
+  and `SystemExit` propagate, as asyncio has them do.
+- A sync tool that times out or is cancelled cannot be killed: its thread is
+  abandoned (a daemon thread) and its late value is dropped. Since it may still
+  be running, the calls ordered after it are not started: each gets the error
+  result "not run: call ... timed out and may still be running" (for a writer
+  that is every later call of the batch; for a read, the next writer and what
+  follows it). So no call ever overlaps a writer it was ordered after, inside
+  one batch; the next batch does not wait for an abandoned call. A coroutine
+  tool's timeout cancels it to its end, so it holds nothing back.
 - A result longer than `max_result_chars` (as text; JSON for other values) is
-  cut, with a visible marker giving the original size. A value that is neither
-  a string nor JSON-serialisable becomes an error result naming the tool.
+  cut, with a visible marker giving the original size; so is an error result
+  (a 5 MB exception message). A value that cannot be rendered (neither a string
+  nor JSON-serialisable, an int past Python's int-to-text limit) becomes an
+  error result naming the tool; lone surrogates in the text (a non-UTF-8 file
+  name) are written as `\\udcff` escapes, which every provider accepts.
 - Only tools declared idempotent (`ToolOptions(idempotent=True)`) are retried,
   with tenacity, up to `retry_attempts` times.
 - `cancel` (a `threading.Event`, or an `asyncio.Event` in `arun`) cancels what
@@ -32,6 +46,7 @@ import asyncio
 import inspect
 import json
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, overload
@@ -306,14 +321,19 @@ class Executor:
         )
 
     def failed(self, call: ToolCall, exc: BaseException) -> ToolResult:
-        """The error result of a call that raised `exc`."""
+        """The error result of a call that raised `exc`, cut at `max_result_chars`; never raises."""
         if isinstance(exc, TimedOutError):
             return self.timed_out(call)
         if isinstance(exc, asyncio.CancelledError):
             return self.cancelled(call, started=True)
-        message = str(exc)
+        return self.error_of(call, _sendable(_cut(describe(exc), self.max_result_chars)))
+
+    def after_timeout(self, call: ToolCall, late: ToolCall) -> ToolResult:
+        """The error result of a call not started because `late`, ordered before it, timed out."""
         return self.error_of(
-            call, f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+            call,
+            f"not run: call {late.id!r} ({late.name!r}), which this call waits for, timed out "
+            "and may still be running; call it again once that one has had time to end",
         )
 
     @staticmethod
@@ -359,18 +379,33 @@ def _check_int(name: str, value: object, low: int) -> None:
 
 
 def result_of(call: ToolCall, value: Any, max_chars: int | None = None) -> ToolResult:
-    """The result of `call`, which returned `value`, as the model will read it.
+    """The result of `call`, which returned `value`, as the model will read it; never raises.
 
-    A value JSON cannot hold (a set, NaN, an object, a cycle, thousands of levels) or
-    nested deeper than the controller accepts is the call's error result, naming the
-    tool; text past `max_chars` is cut, with a marker giving the original size. Nothing
+    A value JSON cannot hold (a set, NaN, an object, a cycle, thousands of levels,
+    an int past Python's int-to-text limit) or nested deeper than the controller
+    accepts is the call's error result, naming the tool; text past `max_chars` is
+    cut, with a marker giving the original size. Lone surrogates are escaped. Nothing
     (None, blank text, `[]`, `{}`) is `EMPTY_RESULT`, so the model sees it was empty.
     """
-    if is_empty(value):
-        return ToolResult(call_id=call.id, name=call.name, content=EMPTY_RESULT)
+    try:
+        if is_empty(value):
+            return ToolResult(call_id=call.id, name=call.name, content=EMPTY_RESULT)
+        return _rendered(call, value, max_chars)
+    except Exception as exc:  # a value whose own methods fail as it is rendered
+        return Executor.error_of(
+            call,
+            _cut(
+                f"ToolOutputError: tool {call.name!r} returned a value that cannot be "
+                f"rendered ({describe(exc)})",
+                max_chars,
+            ),
+        )
+
+
+def _rendered(call: ToolCall, value: Any, max_chars: int | None) -> ToolResult:
     if isinstance(value, str):
         text = value
-    elif value is None or isinstance(value, bool | int) or _finite_float(value):
+    elif _plain(value):
         return ToolResult(call_id=call.id, name=call.name, content=value)
     else:
         try:
@@ -379,7 +414,7 @@ def result_of(call: ToolCall, value: Any, max_chars: int | None = None) -> ToolR
             return Executor.error_of(
                 call,
                 f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__}, "
-                f"which cannot be serialised to JSON ({type(exc).__name__}: {exc})",
+                f"which cannot be serialised to JSON ({_cut(describe(exc), 500)})",
             )
         if nesting_exceeds(value, MAX_DEPTH):  # the controller refuses such a result
             return Executor.error_of(
@@ -387,14 +422,75 @@ def result_of(call: ToolCall, value: Any, max_chars: int | None = None) -> ToolR
                 f"ToolOutputError: tool {call.name!r} returned a {type(value).__name__} "
                 f"nested deeper than {MAX_DEPTH} levels",
             )
+    if not _utf8(text):
+        text = value = _sendable(text)
     if max_chars is not None and len(text) > max_chars:
-        cut = (
-            f"{text[:max_chars]}\n[... cut: the result was {len(text):,} characters; "
-            f"the first {max_chars:,} are shown]"
-        )
-        return ToolResult(call_id=call.id, name=call.name, content=cut)
+        return ToolResult(call_id=call.id, name=call.name, content=_cut(text, max_chars))
     return ToolResult(call_id=call.id, name=call.name, content=value)
 
 
-def _finite_float(value: object) -> bool:
-    return isinstance(value, float) and math.isfinite(value)
+def describe(exc: BaseException) -> str:
+    """`Type: message` for an exception, or `Type` when it has no message; never raises.
+
+    An exception's `__str__` is the tool author's code: one that raises (or
+    returns something other than text) leaves the message out and says so.
+    """
+    # BaseException, even SystemExit from a __str__: the call must still get its result, and
+    # on the sync path an exception escaping here would kill the worker and hang the batch.
+    try:
+        name = str(type(exc).__name__)
+    except BaseException:
+        name = "Exception"
+    try:
+        message = str(exc)
+        return f"{name}: {message}" if message else name
+    except BaseException as err:
+        return f"{name} (its message cannot be shown: str() raised {type(err).__name__})"
+
+
+def _cut(text: str, max_chars: int | None) -> str:
+    """`text`, or its first `max_chars` characters with a marker giving the original size."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    return (
+        f"{text[:max_chars]}\n[... cut: the result was {len(text):,} characters; "
+        f"the first {max_chars:,} are shown]"
+    )
+
+
+def _int_fits(value: int) -> bool:
+    """Whether `str(value)` works: Python refuses ints past `sys.get_int_max_str_digits()`."""
+    limit = sys.get_int_max_str_digits()
+    # bit_length * log10(2) bounds the digits from above; only near the limit is str() tried.
+    if not limit or value.bit_length() * 0.30103 < limit - 1:
+        return True
+    try:
+        str(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _sendable(text: str) -> str:
+    """`text` with each lone surrogate written as `\\udXXX`: a provider's HTTP client cannot
+    encode one (half an emoji, a non-UTF-8 file name), and the run would end on it."""
+    if _utf8(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain(value: object) -> bool:
+    """None, a bool, a finite float or an int that has a text form: kept as it is."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and _int_fits(value)

@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentfsm.replay.trace import REDACTED, TRACE_SCHEMA, TraceWriter, is_secret_key, redact
+from agentfsm.replay.trace import (
+    REDACTED,
+    TRACE_SCHEMA,
+    TraceWriter,
+    is_secret_key,
+    read_trace,
+    redact,
+)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -85,3 +92,27 @@ class TestIsSecretKey:
         """Plural token counts and ordinary keys are kept: usage must stay readable."""
         names = ["max_tokens", "input_tokens", "total_tokens", "keyword", "monkey", "author"]
         assert not any(is_secret_key(n) for n in names)
+
+
+HOSTILE_TEXT = {"event": "model_output", "text": "half \ud83d emoji", "file": "r\udcff.txt"}
+"""Half an emoji, and a non-UTF-8 file name as os.fsdecode gives it."""
+
+
+class TestLoneSurrogates:
+    """Text with no UTF-8 form (a lone surrogate) is written as JSON's own escape and read back."""
+
+    def test_a_path_writer_writes_and_reads_back(self, tmp_path: Path) -> None:
+        """The writer used to raise UnicodeEncodeError; the line is escaped, the reader returns
+        the same text."""
+        path = tmp_path / "t.jsonl"
+        with TraceWriter(path) as writer:
+            writer(HOSTILE_TEXT)
+        path.read_bytes().decode("utf-8")
+        assert list(read_trace(path)) == [HOSTILE_TEXT]
+
+    def test_an_open_utf8_file_gets_the_same_line(self, tmp_path: Path) -> None:
+        """A writer given an open UTF-8 text file (strict errors) writes the escaped line too."""
+        path = tmp_path / "t.jsonl"
+        with path.open("w", encoding="utf-8") as file:
+            TraceWriter(file)(HOSTILE_TEXT)
+        assert list(read_trace(path)) == [HOSTILE_TEXT]

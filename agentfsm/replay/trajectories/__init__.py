@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agentfsm.exceptions import TraceError
-from agentfsm.replay.trace import bounded_lines, cannot_read, path_name
+from agentfsm.replay.trace import bounded_lines, cannot_read, open_trace, path_name
 from agentfsm.replay.trajectories import (
     _agentfsm,
     _anthropic,
@@ -83,7 +83,7 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
 
 
 def _is_jsonl(name: str) -> bool:
-    with open(name, "rb") as raw:
+    with open_trace(name) as raw:
         return any(line is None or line.strip() for n, line in bounded_lines(raw) if n > 1)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from agentfsm.core import limits
 from agentfsm.exceptions import RunError, TraceError
 from agentfsm.replay._json import loads
-from agentfsm.replay.trace import bounded_lines
+from agentfsm.replay.trace import bounded_lines, open_trace
 
 __all__ = ["Errors", "head_line", "iter_jsonl", "load_json", "located", "text_of"]
 
@@ -48,7 +48,7 @@ def wrap_run_error(path: str, where: int | str, exc: RunError) -> TraceError:
 
 def iter_jsonl(path: str, errors: Errors = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield `(line number, object)` for every non-blank line, one line in memory at a time."""
-    with open(path, "rb") as raw:
+    with open_trace(path) as raw:
         for number, line in bounded_lines(raw):
             if line is None:
                 too_long = f"the line is longer than {limits.MAX_LINE_BYTES} bytes"
@@ -76,7 +76,7 @@ def head_line(path: str) -> Any:
 
     At most 1 MiB is read, so sniffing a large file costs nothing.
     """
-    with open(path, "rb") as raw:
+    with open_trace(path) as raw:
         for line in iter(lambda: raw.readline(_HEAD_LIMIT), b""):
             if not line.strip():
                 continue
@@ -89,7 +89,7 @@ def head_line(path: str) -> Any:
 
 def load_json(path: str) -> Any:
     """Load a whole JSON document, with a located error when it is malformed or too large."""
-    with open(path, "rb") as raw:
+    with open_trace(path) as raw:
         size = os.fstat(raw.fileno()).st_size
         if size > limits.MAX_DOCUMENT_BYTES:
             limit = limits.MAX_DOCUMENT_BYTES
