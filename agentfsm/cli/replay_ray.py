@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import os
 import socket
+import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -52,7 +53,15 @@ def replay_on_ray(
     """Replay `jobs` on the Ray cluster at `address`; outcomes in file order."""
     ray = _import_ray()
     with attached(ray, address, workers):
-        workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        workers = workers or max(1, cpus)
+        nodes = sum(1 for node in ray.nodes() if node["Alive"])
+        where = ray.get_runtime_context().gcs_address
+        print(
+            f"agentfsm replay: Ray cluster at {where}: {nodes} node(s), {cpus} CPU(s); "
+            f"{workers} task(s) at once",
+            file=sys.stderr,
+        )
         task = ray.remote(replay_chunk)
         cwd = os.getcwd()
         window = Window(ray, lambda chunk: task.remote(cwd, chunk), workers, workers * AHEAD)
@@ -79,8 +88,10 @@ def attached(ray: Any, address: str | None, workers: int | None) -> Iterator[Non
     if ray.is_initialized():
         yield
         return
+    # Ray resolves `auto` as its own tools do (RAY_ADDRESS, then the cluster started here);
+    # `target` only names it in errors.
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
-    options: dict[str, Any] = {"address": target, "log_to_driver": False}
+    options: dict[str, Any] = {"address": address or "auto", "log_to_driver": False}
     if target == "local":  # a cluster of its own: this machine, `workers` CPUs of it
         options.update(num_cpus=workers, include_dashboard=False)
     try:

@@ -70,6 +70,58 @@ def _skips(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("skipped ")]
 
 
+class TestAttaching:
+    """Where --engine ray connects, and what it says when it cannot."""
+
+    def test_nothing_listening_is_bad_input_not_a_difference(self, corpus: Path) -> None:
+        """RAY_ADDRESS naming a closed port exits 2 at once, saying how to start a cluster."""
+        (port,) = _free_ports(1)
+        env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "RAY_USAGE_STATS_ENABLED": "0"}
+        done = _replay([str(corpus / "openhands"), "--json", "--engine", "ray"], env, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert f"nothing answers at 127.0.0.1:{port}" in done.stderr
+        assert "ray start --head" in done.stderr
+        assert "Traceback" not in done.stderr
+
+    def test_local_starts_a_private_cluster_only_when_asked(self, tmp_path: Path) -> None:
+        """--address local starts Ray for this replay alone, stopped when the replay ends."""
+        for name in ("a", "b"):
+            (tmp_path / f"{name}.jsonl").write_text(_CHAT, encoding="utf-8")
+        root = tempfile.mkdtemp(prefix="afr-", dir="/tmp")  # Ray's socket paths must stay short
+        env = {**os.environ, "RAY_TMPDIR": root, "RAY_USAGE_STATS_ENABLED": "0"}
+        env["RAY_AUTH_MODE"] = "disabled"
+        env.pop("RAY_ADDRESS", None)
+        try:
+            args = [str(tmp_path), "--json", "--engine", "ray", "--address", "local"]
+            done = _replay([*args, "--workers", "2"], env)
+            left = _mine(root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        serial = _replay([str(tmp_path), "--json", "--engine", "serial"], env)
+        assert done.returncode == 0, done.stderr
+        assert "1 node(s), 2 CPU(s)" in done.stderr
+        assert done.stdout == serial.stdout
+        assert len(done.stdout.splitlines()) == 2
+        assert left == []
+
+
+class TestWorkerSide:
+    """What a task does on a node."""
+
+    def test_a_node_without_the_driver_directory_says_so(
+        self, corpus: Path, tmp_path: Path
+    ) -> None:
+        """Relative paths fail with a message naming the missing directory; absolute ones replay."""
+        absolute = str(corpus / "tau-bench" / "gpt-4o-airline.json")
+        jobs = [Job(p, True, None, None, True, False) for p in ("x/run.jsonl", absolute)]
+        missing = str(tmp_path / "not-here")
+        relative, replayed = replay_chunk(missing, jobs)
+        assert len(relative.errors) == 1
+        assert f"working directory {missing} is not there" in relative.errors[0]
+        assert replayed.errors == []
+        assert len(replayed.lines) == 200
+
+
 class TestTwoNodeCluster:
     """Replay attached to a running two-node cluster gives the pool's output byte for byte."""
 
@@ -85,6 +137,7 @@ class TestTwoNodeCluster:
         on_ray = _replay([trajectories, "--json", "--engine", "ray"], env)
         assert pool.returncode == 0, pool.stderr
         assert on_ray.returncode == 0, on_ray.stderr
+        assert f":{cluster.port}: 2 node(s), 2 CPU(s); 2 task(s) at once" in on_ray.stderr
         assert len(pool.stdout.splitlines()) > 200
         assert on_ray.stdout == pool.stdout
         assert _skips(on_ray.stderr) == _skips(pool.stderr)
@@ -102,6 +155,9 @@ class TestTwoNodeCluster:
         on_ray = _replay([*args, "--engine", "ray"], cluster.env)
         assert pool.returncode == 1, pool.stderr  # the two policies differ
         assert on_ray.returncode == 1, on_ray.stderr
+        assert (
+            f":{cluster.port}: 2 node(s), 2 CPU(s)" in on_ray.stderr
+        )  # the cluster, not a new one
         assert '"exit_reason": "max_turns"' in on_ray.stdout
         assert on_ray.stdout == pool.stdout
 
@@ -135,56 +191,6 @@ class TestTwoNodeCluster:
         assert window.peak_busy == 2
         assert window.peak_held <= 3
         assert len({node for _, node in values}) == 2
-
-
-class TestAttaching:
-    """Where --engine ray connects, and what it says when it cannot."""
-
-    def test_nothing_listening_is_bad_input_not_a_difference(self, corpus: Path) -> None:
-        """RAY_ADDRESS naming a closed port exits 2 at once, saying how to start a cluster."""
-        (port,) = _free_ports(1)
-        env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "RAY_USAGE_STATS_ENABLED": "0"}
-        done = _replay([str(corpus / "openhands"), "--json", "--engine", "ray"], env, timeout=60)
-        assert done.returncode == 2, done.stderr
-        assert f"nothing answers at 127.0.0.1:{port}" in done.stderr
-        assert "ray start --head" in done.stderr
-        assert "Traceback" not in done.stderr
-
-    def test_local_starts_a_private_cluster_only_when_asked(self, tmp_path: Path) -> None:
-        """--address local starts Ray for this replay alone, stopped when the replay ends."""
-        for name in ("a", "b"):
-            (tmp_path / f"{name}.jsonl").write_text(_CHAT, encoding="utf-8")
-        root = tempfile.mkdtemp(prefix="afr-", dir="/tmp")  # Ray's socket paths must stay short
-        env = {**os.environ, "RAY_TMPDIR": root, "RAY_USAGE_STATS_ENABLED": "0"}
-        env.pop("RAY_ADDRESS", None)
-        try:
-            args = [str(tmp_path), "--json", "--engine", "ray", "--address", "local"]
-            done = _replay([*args, "--workers", "2"], env)
-            left = _mine(root)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        serial = _replay([str(tmp_path), "--json", "--engine", "serial"], env)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout == serial.stdout
-        assert len(done.stdout.splitlines()) == 2
-        assert left == []
-
-
-class TestWorkerSide:
-    """What a task does on a node."""
-
-    def test_a_node_without_the_driver_directory_says_so(
-        self, corpus: Path, tmp_path: Path
-    ) -> None:
-        """Relative paths fail with a message naming the missing directory; absolute ones replay."""
-        absolute = str(corpus / "tau-bench" / "gpt-4o-airline.json")
-        jobs = [Job(p, True, None, None, True, False) for p in ("x/run.jsonl", absolute)]
-        missing = str(tmp_path / "not-here")
-        relative, replayed = replay_chunk(missing, jobs)
-        assert len(relative.errors) == 1
-        assert f"working directory {missing} is not there" in relative.errors[0]
-        assert replayed.errors == []
-        assert len(replayed.lines) == 200
 
 
 _CHAT = "".join(
