@@ -8,6 +8,8 @@ file, the line and what was wrong; `--keep-going` replays the rest and lists
 every bad line at the end. Many files replay in parallel on a process pool
 (`--engine process`, the default), on Ray (`--engine ray`) or in this
 process (`--engine serial`, also used for a single file, which then streams).
+Ray attaches to a running cluster (`--address`, else `RAY_ADDRESS`, else the one
+`ray start --head` started on this machine) and starts one only with `--address local`.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ class Job:
 
     path: str
     explicit: bool
-    policy: str | None
-    against: str | None
+    policy: str | Policy | None
+    """A policy file, or the policy itself (Ray's driver reads the file and ships the policy)."""
+    against: str | Policy | None
     as_json: bool
     keep_going: bool
 
@@ -62,15 +65,15 @@ class Outcome:
     skipped: bool = False
 
 
-def _load_policy(path: str | None) -> Any:
+def _load_policy(path: str | Policy | None) -> Any:
     """The policy file's policy; None replays each run with the policy its trace recorded.
 
     A file is read once per process while it stays the same (its size and
     modification time), not once per trace replayed: reading and building a
     policy costs as much as replaying a step.
     """
-    if path is None:
-        return None
+    if path is None or isinstance(path, Policy):
+        return path
     try:
         stat = os.stat(path)
     except OSError:
@@ -271,32 +274,7 @@ def _pool(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome
                 future.cancel()
 
 
-def _ray(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:
-    try:
-        import ray
-    except ImportError as exc:
-        raise AgentFSMError("--engine ray needs Ray: pip install 'agentfsm[ray]'") from exc
-    started = not ray.is_initialized()
-    if started:
-        ray.init(
-            address=os.environ.get("RAY_ADDRESS", "local"),
-            num_cpus=workers,
-            include_dashboard=False,
-            log_to_driver=False,
-        )
-    try:
-        remote = ray.remote(replay_file)
-        refs = [remote.remote(job) for job in jobs]
-        for ref in refs:
-            outcome: Outcome = ray.get(ref)
-            progress.advance()
-            yield outcome
-    finally:
-        if started:
-            ray.shutdown()
-
-
-ENGINES = {"serial": _serial, "process": _pool, "ray": _ray}
+ENGINES = {"serial": _serial, "process": _pool}
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -314,8 +292,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--against", metavar="FILE", help="second policy; exit 1 if it differs")
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
-    parser.add_argument("--engine", choices=sorted(ENGINES), default="process")
+    parser.add_argument("--engine", choices=[*sorted(ENGINES), "ray"], default="process")
     parser.add_argument("--workers", type=_positive, default=None, help="parallel workers (>= 1)")
+    parser.add_argument(
+        "--address",
+        help="Ray cluster for --engine ray: host:port, auto or local (default: RAY_ADDRESS, "
+        "else auto, the cluster `ray start --head` started here; local starts a private one)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -381,15 +364,25 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
+def _engine(jobs: list[Job], args: argparse.Namespace, progress: Progress) -> Iterator[Outcome]:
+    if len(jobs) == 1:
+        return _serial(jobs, progress, 1)
+    if args.engine == "ray":
+        from agentfsm.cli.replay_ray import replay_on_ray  # imports Ray only when asked
+
+        # --workers bounds the tasks at once; by default the cluster's CPUs, not this machine's
+        return replay_on_ray(jobs, progress, args.workers, getattr(args, "address", None))
     workers = args.workers or os.cpu_count() or 1
-    engine = "serial" if len(jobs) == 1 or workers == 1 else args.engine
+    return ENGINES["serial" if workers == 1 else args.engine](jobs, progress, workers)
+
+
+def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
     progress = Progress(len(jobs))
     errors: list[str] = []
     skipped: list[str] = []
     differs = False
     try:
-        for outcome in ENGINES[engine](jobs, progress, workers):
+        for outcome in _engine(jobs, args, progress):
             _print_lines(outcome, progress)
             differs |= outcome.differs
             errors.extend(outcome.errors)

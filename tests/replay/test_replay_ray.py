@@ -1,0 +1,202 @@
+"""`agentfsm replay --engine ray` on a real cluster of two Ray nodes started on this machine.
+
+The nodes are started as a cluster user starts them (`ray start --head`, `ray start --address`),
+one CPU each, each in its own temporary directory; the replays run as the user runs them, in a
+fresh process, from the repository with relative paths, and must print what the pool prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentfsm.cli.replay import Job, replay_file
+from agentfsm.cli.replay_ray import Window, replay_chunk, shipped
+from agentfsm.core.policy import Policy
+from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
+
+ray = pytest.importorskip("ray")
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayCluster]:
+    """Two Ray nodes of one CPU each, stopped (only they) at the end of the module."""
+    with ray_cluster((1, 1)) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def connected(cluster: RayCluster) -> Iterator[RayCluster]:
+    """This test process attached to the two-node cluster as a driver."""
+    ray.init(address=cluster.address, log_to_driver=False)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+
+
+def _relative(corpus: Path) -> str:
+    return os.path.relpath(corpus, REPO)
+
+
+def _replay(
+    args: list[str], env: dict[str, str], *, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """`agentfsm replay ARGS` in a fresh interpreter, run from the repository."""
+    env = {**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", "replay", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _skips(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("skipped ")]
+
+
+class TestAttaching:
+    """Where --engine ray connects, and what it says when it cannot."""
+
+    def test_nothing_listening_is_bad_input_not_a_difference(self, corpus: Path) -> None:
+        """RAY_ADDRESS naming a closed port exits 2 at once, saying how to start a cluster."""
+        (port,) = _free_ports(1)
+        env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "RAY_USAGE_STATS_ENABLED": "0"}
+        done = _replay([str(corpus / "openhands"), "--json", "--engine", "ray"], env, timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert f"nothing answers at 127.0.0.1:{port}" in done.stderr
+        assert "ray start --head" in done.stderr
+        assert "Traceback" not in done.stderr
+
+    def test_local_starts_a_private_cluster_only_when_asked(self, tmp_path: Path) -> None:
+        """--address local starts Ray for this replay alone, stopped when the replay ends."""
+        for name in ("a", "b"):
+            (tmp_path / f"{name}.jsonl").write_text(_CHAT, encoding="utf-8")
+        root = tempfile.mkdtemp(prefix="afr-", dir="/tmp")  # Ray's socket paths must stay short
+        env = {**os.environ, "RAY_TMPDIR": root, "RAY_USAGE_STATS_ENABLED": "0"}
+        env["RAY_AUTH_MODE"] = "disabled"
+        env.pop("RAY_ADDRESS", None)
+        try:
+            args = [str(tmp_path), "--json", "--engine", "ray", "--address", "local"]
+            done = _replay([*args, "--workers", "2"], env)
+            left = _mine(root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        serial = _replay([str(tmp_path), "--json", "--engine", "serial"], env)
+        assert done.returncode == 0, done.stderr
+        assert "1 node(s), 2 CPU(s)" in done.stderr
+        assert done.stdout == serial.stdout
+        assert len(done.stdout.splitlines()) == 2
+        assert left == []
+
+
+class TestWorkerSide:
+    """What a task does on a node."""
+
+    def test_a_node_without_the_driver_directory_says_so(
+        self, corpus: Path, tmp_path: Path
+    ) -> None:
+        """Relative paths fail with a message naming the missing directory; absolute ones replay."""
+        absolute = str(corpus / "tau-bench" / "gpt-4o-airline.json")
+        jobs = [Job(p, True, None, None, True, False) for p in ("x/run.jsonl", absolute)]
+        missing = str(tmp_path / "not-here")
+        relative, replayed = replay_chunk(missing, jobs)
+        assert len(relative.errors) == 1
+        assert f"working directory {missing} is not there" in relative.errors[0]
+        assert replayed.errors == []
+        assert len(replayed.lines) == 200
+
+
+class TestTwoNodeCluster:
+    """Replay attached to a running two-node cluster gives the pool's output byte for byte."""
+
+    def test_ray_address_and_relative_paths_match_the_pool(
+        self, cluster: RayCluster, corpus: Path
+    ) -> None:
+        """With RAY_ADDRESS set and a relative trace path, --json output equals the pool's."""
+        trajectories = _relative(corpus)
+        pool = _replay(
+            [trajectories, "--json", "--engine", "process", "--workers", "2"], cluster.env
+        )
+        env = {**cluster.env, "RAY_ADDRESS": cluster.address}
+        on_ray = _replay([trajectories, "--json", "--engine", "ray"], env)
+        assert pool.returncode == 0, pool.stderr
+        assert on_ray.returncode == 0, on_ray.stderr
+        assert f":{cluster.port}: 2 node(s), 2 CPU(s); 2 task(s) at once" in on_ray.stderr
+        assert len(pool.stdout.splitlines()) > 200
+        assert on_ray.stdout == pool.stdout
+        assert _skips(on_ray.stderr) == _skips(pool.stderr)
+
+    def test_auto_and_relative_policy_files_match_the_pool(
+        self, cluster: RayCluster, corpus: Path, tmp_path: Path
+    ) -> None:
+        """Without an address Ray's `auto` finds the cluster; relative --policy/--against work."""
+        strict, loose = tmp_path / "strict.json", tmp_path / "loose.toml"
+        strict.write_text(json.dumps({"max_turns": 5}), encoding="utf-8")
+        loose.write_text("max_turns = 80\n", encoding="utf-8")
+        args = [_relative(corpus), "--json", "--policy", _relative(strict)]
+        args += ["--against", _relative(loose)]
+        pool = _replay([*args, "--engine", "process", "--workers", "2"], cluster.env)
+        on_ray = _replay([*args, "--engine", "ray"], cluster.env)
+        assert pool.returncode == 1, pool.stderr  # the two policies differ
+        assert on_ray.returncode == 1, on_ray.stderr
+        assert (
+            f":{cluster.port}: 2 node(s), 2 CPU(s)" in on_ray.stderr
+        )  # the cluster, not a new one
+        assert '"exit_reason": "max_turns"' in on_ray.stdout
+        assert on_ray.stdout == pool.stdout
+
+    def test_the_policy_travels_with_the_work(
+        self, connected: RayCluster, corpus: Path, tmp_path: Path
+    ) -> None:
+        """Workers replay with the policy the driver read: its file may be gone by then."""
+        policy = tmp_path / "policy.json"
+        policy.write_text(json.dumps({"max_turns": 3}), encoding="utf-8")
+        traces = sorted(str(p) for p in (corpus / "openhands").rglob("*.json"))
+        jobs = [Job(path, True, str(policy), None, True, False) for path in traces]
+        expected = [replay_file(job).lines for job in jobs]
+        sent = shipped(jobs)
+        policy.unlink()
+        assert all(isinstance(job.policy, Policy) for job in sent)
+        done = ray.get(ray.remote(replay_chunk).remote(os.getcwd(), sent), timeout=TIMEOUT)
+        assert [outcome.errors for outcome in done] == [[] for _ in jobs]
+        assert [outcome.lines for outcome in done] == expected
+
+    def test_the_window_bounds_the_work_and_keeps_the_order(self, connected: RayCluster) -> None:
+        """At most `running` tasks run and `held` are out; values come back in order, both nodes."""
+
+        def slow(index: int) -> tuple[int, str]:
+            time.sleep(0.3 if index % 3 else 0.6)  # later tasks often finish first
+            return index, ray.get_runtime_context().get_node_id()
+
+        task = ray.remote(slow)
+        window = Window(ray, task.remote, running=2, held=3)
+        values = list(window.results(range(12)))
+        assert [index for index, _ in values] == list(range(12))
+        assert window.peak_busy == 2
+        assert window.peak_held <= 3
+        assert len({node for _, node in values}) == 2
+
+
+_CHAT = "".join(
+    json.dumps(message) + "\n"
+    for message in [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "done"},
+    ]
+)
