@@ -37,6 +37,7 @@ __all__ = [
     "call_from_string",
     "construct",
     "make_usage",
+    "of_kind",
     "too_deep",
 ]
 
@@ -108,6 +109,7 @@ def _call(
             "arguments": arguments,
             "raw_arguments": raw,
             "error": error,
+            "kind": "function",
         },
     )
 
@@ -205,6 +207,13 @@ def broken(call: ToolCall, why: str) -> ToolCall:
     values = dict(call.__dict__)
     values["arguments"] = None
     values["error"] = why
+    return new_tool_call(values)
+
+
+def of_kind(call: ToolCall, kind: str) -> ToolCall:
+    """The call as an item of `kind` (its result goes back as that kind's output item)."""
+    values = dict(call.__dict__)
+    values["kind"] = kind
     return new_tool_call(values)
 
 

@@ -214,6 +214,7 @@ class ChatStream:
         self._refusal: list[str] = []
         self._calls: dict[object, _Pending] = {}
         self._finished = False
+        self._index: object = None
         self._damage: str | None = None
         self._gap = False
         """A gap came before the finish: any call may have lost a fragment in it."""
@@ -232,13 +233,24 @@ class ChatStream:
         if not draft.model:
             draft.model = as_str(chunk.get("model"))
         _usage(draft, chunk.get("usage"))
-        choice = _first_choice(chunk)
+        choice = self._choice(chunk)
         if choice:
             self._delta(as_dict(choice.get("delta")))
             reason = choice.get("finish_reason")
             if type(reason) is str:
                 draft.set_finish(reason, TABLE)
                 self._finished = self._finished or bool(reason)
+
+    def _choice(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        """The chunk's piece of the one choice read (the first index seen; `n > 1` streams
+        interleave the other choices' chunks, which are other answers, not this one's)."""
+        choice = _first_choice(chunk)
+        index = choice.get("index")
+        if index is None:  # an empty chunk, or a server that numbers no choice
+            return choice
+        if self._index is None:
+            self._index = index
+        return choice if index == self._index else _EMPTY
 
     def _delta(self, delta: dict[str, Any]) -> None:
         content = delta.get("content")
