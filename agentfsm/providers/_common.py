@@ -250,6 +250,16 @@ class Draft:
             note = f"the stream is damaged: {why}"
             self.error = f"{self.error}; {note}" if self.error else note
 
+    def not_understood(self, what: str) -> None:
+        """Mark the turn unusable because it holds output of a kind agentfsm does not read.
+
+        Such output is never dropped silently: the turn is routed like a broken one
+        (retried, within `max_retries`), never read as an answer or an empty turn.
+        """
+        self.truncated = True
+        note = f"the output holds {what}, which agentfsm does not read"
+        self.error = f"{self.error}; {note}" if self.error else note
+
     def break_calls(self, why: str) -> None:
         """Mark every call not executable (the provider said the calls are broken)."""
         self.calls = [broken(call, why) for call in self.calls]

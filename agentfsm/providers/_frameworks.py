@@ -179,7 +179,7 @@ def read_agents_response(value: object, provider: str = "openai_agents") -> Draf
     `incomplete`).
     """
     items = [_item_dict(item) for item in as_list(list(getattr(value, "output", None) or []))]
-    cut = any(item.get("status") in ("incomplete", "in_progress") for item in items)
+    cut = any(_cut(item) for item in items)
     usage = getattr(value, "usage", None)
     body = {
         "object": "response",
@@ -194,6 +194,13 @@ def read_agents_response(value: object, provider: str = "openai_agents") -> Draf
     if cut and draft.finish is FinishReason.UNKNOWN:
         draft.finish = FinishReason.LENGTH
     return draft
+
+
+def _cut(item: dict[str, Any]) -> bool:
+    """Whether an item says the output was cut; a program's call in progress waits, it is whole."""
+    status = item.get("status")
+    waiting = as_dict(item.get("caller")).get("type") == "program"
+    return status == "incomplete" or (status == "in_progress" and not waiting)
 
 
 # -- pydantic-ai ------------------------------------------------------------------------------
