@@ -150,10 +150,13 @@ def _with(call: ToolCall, **changes: Any) -> ToolCall:
 def _message(draft: Draft, item: dict[str, Any]) -> None:
     for part in as_list(item.get("content")):
         entry = as_dict(part)
-        if entry.get("type") == "refusal":
+        kind = entry.get("type")
+        if kind == "refusal":
             draft.refusal = (draft.refusal or "") + as_str(entry.get("refusal"))
-        else:
+        elif kind in ("output_text", "text"):
             draft.text += as_str(entry.get("text"))
+        else:
+            draft.not_understood(f"a message part of type {kind!r:.60}")
 
 
 def _reasoning(item: dict[str, Any]) -> str:
