@@ -509,3 +509,10 @@ class TestUnknownKinds:
         assert turn.truncated
         assert "does not read" in (turn.error or "")
         assert turn.text in ("Hi", "Here.", "")
+
+    def test_retries_are_bounded(self) -> None:
+        """The same unreadable output again and again ends the run UNRECOVERABLE_OUTPUT."""
+        controller = af.Controller(af.Policy(max_retries=2))
+        actions = [controller.on_model_output(UNKNOWN["responses item"]) for _ in range(3)]
+        assert [d.action for d in actions] == [A.RETRY, A.RETRY, A.STOP]
+        assert actions[-1].exit_reason is X.UNRECOVERABLE_OUTPUT
