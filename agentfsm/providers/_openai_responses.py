@@ -51,8 +51,11 @@ _SERVER_ITEMS = frozenset(
     }
 )
 """Items the provider ran itself: counted, never for the host."""
-_QUIET_ITEMS = frozenset({"mcp_list_tools", "compaction"})
-"""Items that carry nothing for the host to do (the MCP tools listed, compacted context)."""
+_QUIET_ITEMS = frozenset(
+    {"mcp_list_tools", "compaction", "additional_tools", "mcp_approval_response"}
+)
+"""Items that carry nothing for the host to do (tools listed or made available, compacted
+context, an approval already given); every `*_output` item too."""
 _CLIENT_TOOLS: dict[str, tuple[str, str]] = {
     # OpenAI Responses API reference: the host runs these and answers with the item type
     # named `<type>_output` (`mcp_approval_request` is answered by `mcp_approval_response`).
@@ -60,7 +63,7 @@ _CLIENT_TOOLS: dict[str, tuple[str, str]] = {
     "local_shell_call": ("local_shell", "action"),
     "shell_call": ("shell", "action"),
     "apply_patch_call": ("apply_patch", "operation"),
-    "computer_call": ("computer", "action"),
+    "computer_call": ("computer", ""),  # `action`, or batched `actions`: see `_computer`
     "tool_search_call": ("tool_search", "arguments"),
 }
 """Client-executed items other than function, custom tool and MCP approval calls."""
@@ -139,8 +142,19 @@ def _client_call(kind: str, item: dict[str, Any]) -> ToolCall:
         call = call_from_string(item.get("id"), item.get("name"), item.get("arguments"))
     else:
         name, key = _CLIENT_TOOLS[kind]
-        call = call_from_object(call_id, name, item.get(key))
+        what = item.get(key) if key else _computer(item)
+        call = call_from_object(call_id, name, what if type(what) is dict else {})
+        if type(what) is not dict:
+            call = broken(call, f"a {kind} item without its {key or 'action'} object")
     return of_kind(call, kind)
+
+
+def _computer(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A computer call's work: its `action` or batched `actions`, and the safety checks the
+    host must acknowledge."""
+    fields = ("action", "actions", "pending_safety_checks")
+    work = {key: item[key] for key in fields if item.get(key) is not None}
+    return work if "action" in work or "actions" in work else None
 
 
 def _with(call: ToolCall, **changes: Any) -> ToolCall:

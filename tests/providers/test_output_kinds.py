@@ -208,7 +208,7 @@ class TestResponsesClientItems:
             (
                 {"type": "computer_call", "call_id": "c1", "action": {"type": "click"}},
                 "computer",
-                {"type": "click"},
+                {"action": {"type": "click"}},
             ),
             (
                 {
@@ -233,6 +233,25 @@ class TestResponsesClientItems:
             item["type"],
         )
         assert decide(body).action is A.EXECUTE_TOOLS
+
+    def test_computer_batched_actions(self) -> None:
+        """A computer call's batched actions and pending safety checks reach the host."""
+        checks = [{"id": "s1", "code": "malicious_instructions"}]
+        item = {
+            "type": "computer_call",
+            "call_id": "c1",
+            "actions": [{"type": "click"}],
+            "pending_safety_checks": checks,
+        }
+        call = af.normalize(response(item)).tool_calls[0]
+        assert call.arguments == {"actions": [{"type": "click"}], "pending_safety_checks": checks}
+
+    def test_item_without_its_work_is_not_run(self) -> None:
+        """A shell call that carries no action is kept but never executed as an empty call."""
+        item = {"type": "shell_call", "call_id": "c1", "status": "completed"}
+        call = af.normalize(response(item)).tool_calls[0]
+        assert (call.kind, call.complete) == ("shell_call", False)
+        assert decide(response(item)).action is A.RETRY
 
     def test_custom_input_kept_raw(self) -> None:
         """A custom tool's free-form input is also kept exactly as received."""
