@@ -11,7 +11,14 @@ import json
 from typing import Any
 
 import pytest
+from agents.items import ModelResponse as AgentsResponse
+from agents.usage import Usage
 from langchain_core.messages import AIMessage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputRefusal,
+)
 from pydantic_ai.messages import BinaryContent, FilePart, ModelResponse, TextPart
 
 import agentfsm as af
@@ -312,6 +319,16 @@ class TestProgrammaticToolCalling:
         assert (turn.tool_calls[0].arguments, turn.server_tool_calls) == ({"sku": "1"}, 1)
         assert decide(body).action is A.EXECUTE_TOOLS
 
+    def test_agents_sdk_waiting_call_runs(self) -> None:
+        """The Agents SDK drops the response status; a program's waiting call still runs."""
+        call = ResponseFunctionToolCall.model_validate(WAITING)
+        reply = AgentsResponse(output=[call], usage=Usage(), response_id=None)
+        decision = decide(reply)
+        assert (decision.action, [c.name for c in decision.tool_calls]) == (
+            A.EXECUTE_TOOLS,
+            ["stock"],
+        )
+
     def test_unfinished_response_is_not_run(self) -> None:
         """The same call inside a response still in progress is unfinished: never run."""
         decision = decide(response(PROGRAM, WAITING, status="in_progress"))
@@ -434,6 +451,15 @@ class TestFrameworkRefusals:
         )
         turn = af.normalize(reply)
         assert (turn.refusal, turn.finish_reason) == ("No.", F.REFUSAL)
+        assert decide(reply).exit_reason is X.REFUSAL
+
+    def test_agents_sdk_refusal_part(self) -> None:
+        """An Agents SDK response whose message holds a refusal part is a refusal."""
+        part = ResponseOutputRefusal(type="refusal", refusal="No.")
+        item = ResponseOutputMessage(
+            id="m", type="message", role="assistant", status="completed", content=[part]
+        )
+        reply = AgentsResponse(output=[item], usage=Usage(), response_id=None)
         assert decide(reply).exit_reason is X.REFUSAL
 
     def test_chat_message_refusal_part(self) -> None:
