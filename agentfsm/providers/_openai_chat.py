@@ -66,6 +66,11 @@ def _content_text(content: object) -> str:
     return "".join(parts)
 
 
+def _transcript(audio: object) -> str:
+    """The text of an audio answer (`modalities: ["audio"]` sends no `content`, only audio)."""
+    return as_str(audio.get("transcript")) if type(audio) is dict else ""
+
+
 def _reasoning(message: dict[str, Any]) -> str:
     text = message.get("reasoning_content")
     if type(text) is str and text:
@@ -153,7 +158,11 @@ def _body_values(payload: dict[str, Any], provider: str) -> dict[str, Any] | Non
     error = payload.get("error")
     model = payload.get("model")
     return {
-        "text": content if type(content) is str else _content_text(content) if content else "",
+        "text": content
+        if type(content) is str
+        else _content_text(content)
+        if content
+        else _transcript(message.get("audio")),
         "tool_calls": _body_calls(message)
         if "tool_calls" in message or "function_call" in message
         else [],
@@ -256,6 +265,8 @@ class ChatStream:
         content = delta.get("content")
         if content:
             self._text.append(_content_text(content))
+        elif "audio" in delta:
+            self._text.append(_transcript(delta["audio"]))
         reasoning = _reasoning(delta)
         if reasoning:
             self._reasoning.append(reasoning)

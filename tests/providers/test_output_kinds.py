@@ -119,6 +119,35 @@ class TestChatChoices:
         assert af.normalize(stream).text == "Aa"
 
 
+class TestChatAudio:
+    """An audio answer's transcript is its text, never an empty answer."""
+
+    def test_body(self) -> None:
+        """A body with `audio` and no `content` reads its transcript as the answer."""
+        audio = {"id": "a", "data": "UklG", "transcript": "Hello there."}
+        body = {
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "audio": audio},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        assert af.normalize(body).text == "Hello there."
+        assert decide(body).action is A.FINAL
+
+    def test_stream(self) -> None:
+        """Streamed transcript pieces join into the answer."""
+        stream = sse(
+            chunk({"audio": {"id": "a", "transcript": "Hel"}}),
+            chunk({"audio": {"data": "UklG", "transcript": "lo"}}),
+            chunk({}, "stop"),
+        )
+        assert af.normalize(stream).text == "Hello"
+
+
 def cohere(kind: str, message: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
     """A Cohere v2 chat stream event."""
     event: dict[str, Any] = {"type": kind, **fields}
