@@ -4,6 +4,11 @@ The Responses API has no finish reason, only a `status`: `completed` maps to
 TOOL_CALLS when function calls are present and STOP otherwise; `incomplete`
 maps from `incomplete_details.reason` and is always truncated. A
 `multi_tool_use.parallel` call is unwrapped into the calls it wraps.
+
+Items the host runs besides function calls (custom tools, shells, apply_patch, computer
+use, client tool search, MCP approval requests) are calls whose `kind` is their item type;
+items the provider ran are counted in `server_tool_calls`; an item of a type not known
+here makes the turn unusable rather than vanish.
 """
 
 from __future__ import annotations
