@@ -3,7 +3,9 @@
 `server_tool_use` (and `mcp_tool_use`) blocks ran on Anthropic's side: they are
 counted in `server_tool_calls`, never put in `tool_calls`. `pause_turn` means
 "call again", `refusal` is a refusal, `max_tokens` a cut. In a stream, a
-`tool_use` block with no `content_block_stop` is an incomplete call.
+`tool_use` block with no `content_block_stop` is an incomplete call. A `tool_use`
+made by code execution whose result is already in the content was answered there.
+A block, event or delta of a type not known here makes the turn unusable.
 """
 
 from __future__ import annotations

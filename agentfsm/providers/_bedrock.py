@@ -3,6 +3,8 @@
 `guardrail_intervened` and `content_filtered` are CONTENT_FILTER; `max_tokens`
 and `model_context_window_exceeded` are a cut. A stream's exception events
 (`throttlingException`, `modelStreamErrorException`, ...) set the turn's error.
+A `toolUse` of type `server_tool_use` ran on Bedrock's side: counted, never run.
+A block, event or delta of a kind not known here makes the turn unusable.
 """
 
 from __future__ import annotations
