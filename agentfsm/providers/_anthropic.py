@@ -209,7 +209,7 @@ class MessagesStream:
         if block is None:  # its content_block_start never arrived
             block = self._blocks[index] = {"type": "text"}
             self.damage(f"a delta for block {index}, which never started")
-        kind = delta.get("type")
+        kind = as_str(delta.get("type"))
         if kind == "text_delta":
             block["text"] = as_str(block.get("text")) + as_str(delta.get("text"))
         elif kind == "thinking_delta":

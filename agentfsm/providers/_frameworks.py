@@ -265,7 +265,7 @@ def _pydantic_ai_part(draft: Draft, part: object) -> None:
         draft.reasoning = (draft.reasoning or "") + as_str(getattr(part, "content", ""))
     elif kind in _SERVER_PARTS:
         draft.server_tool_calls += 1
-    elif kind not in _QUIET_PARTS:
+    elif type(kind) is not str or kind not in _QUIET_PARTS:
         draft.not_understood(f"a part of kind {kind!r:.60}")
 
 

@@ -584,6 +584,13 @@ class TestUnknownKinds:
         assert "does not read" in (turn.error or "")
         assert turn.text in ("Hi", "Here.", "")
 
+    def test_a_kind_that_is_no_string(self) -> None:
+        """A type that is a JSON array (unhashable) is refused like any unknown one, never raised."""
+        stream = anthropic_stream(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": ["text_delta"]}}
+        )
+        assert decide(stream).action is A.RETRY
+
     def test_retries_are_bounded(self) -> None:
         """The same unreadable output again and again ends the run UNRECOVERABLE_OUTPUT."""
         controller = af.Controller(af.Policy(max_retries=2))
