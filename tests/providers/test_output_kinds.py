@@ -585,7 +585,7 @@ class TestUnknownKinds:
         assert turn.text in ("Hi", "Here.", "")
 
     def test_a_kind_that_is_no_string(self) -> None:
-        """A type that is a JSON array (unhashable) is refused like any unknown one, never raised."""
+        """A type that is a JSON array is refused like any unknown one, never a TypeError."""
         stream = anthropic_stream(
             {"type": "content_block_delta", "index": 0, "delta": {"type": ["text_delta"]}}
         )
