@@ -101,11 +101,13 @@ def _block(draft: Draft, block: dict[str, Any]) -> None:
 
 def _answered(blocks: list[dict[str, Any]]) -> set[str]:
     """The ids of server tool uses whose result the content already holds."""
-    return {
+    done = {
         as_str(block.get("tool_use_id"))
         for block in blocks
         if as_str(block.get("type")).endswith("_tool_result")
     }
+    done.discard("")  # no id answers nothing
+    return done
 
 
 def _ran_inside(block: dict[str, Any], done: set[str]) -> bool:
@@ -116,7 +118,9 @@ def _ran_inside(block: dict[str, Any], done: set[str]) -> bool:
     the content, every call its code made was answered: none waits for the host.
     """
     caller = as_dict(block.get("caller"))
-    return as_str(caller.get("type")) not in ("", "direct") and caller.get("tool_id") in done
+    return (
+        as_str(caller.get("type")) not in ("", "direct") and as_str(caller.get("tool_id")) in done
+    )
 
 
 def _refusal(draft: Draft, details: object) -> None:

@@ -191,6 +191,7 @@ def _answered(output: list[Any]) -> set[str]:
         entry = as_dict(item)
         if as_str(entry.get("type")).endswith("_output") and type(entry.get("call_id")) is str:
             answered.add(entry["call_id"])
+    answered.discard("")  # no id answers nothing
     return answered
 
 
@@ -216,7 +217,7 @@ def _ran_by_server(kind: str, item: dict[str, Any], answered: set[str]) -> bool:
     """Whether a client-kind item ran on the provider's side (server tool search, hosted shell)."""
     if kind == "tool_search_call":
         return item.get("execution") != "client"
-    return kind in _CLIENT_TOOLS and item.get("call_id") in answered
+    return kind in _CLIENT_TOOLS and as_str(item.get("call_id")) in answered
 
 
 def _status(draft: Draft, payload: dict[str, Any]) -> None:
