@@ -216,6 +216,11 @@ class ToolCall(Checked):
     """The arguments exactly as received, when they came as a string."""
     error: str | None = None
     """Why the call cannot be executed as it stands (truncated, invalid JSON, not an object)."""
+    kind: str = "function"
+    """`function` for a function call; otherwise the OpenAI Responses item type it came as
+    (`custom_tool_call`, `local_shell_call`, `shell_call`, `apply_patch_call`, `computer_call`,
+    `tool_search_call`, `mcp_approval_request`), whose result goes back as the matching
+    output item (`custom_tool_call_output`, ..., `mcp_approval_response`)."""
 
     @property
     def complete(self) -> bool:

@@ -3,7 +3,9 @@
 `server_tool_use` (and `mcp_tool_use`) blocks ran on Anthropic's side: they are
 counted in `server_tool_calls`, never put in `tool_calls`. `pause_turn` means
 "call again", `refusal` is a refusal, `max_tokens` a cut. In a stream, a
-`tool_use` block with no `content_block_stop` is an incomplete call.
+`tool_use` block with no `content_block_stop` is an incomplete call. A `tool_use`
+made by code execution whose result is already in the content was answered there.
+A block, event or delta of a type not known here makes the turn unusable.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ TABLE: dict[str, FinishReason] = {
 }
 """Anthropic stop reasons; unlisted -> UNKNOWN."""
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
+_QUIET_BLOCKS = frozenset({"redacted_thinking", "compaction", "fallback", "container_upload"})
+"""Blocks that carry nothing for the host: encrypted thinking, a compacted context, a model
+fallback marker, a file put in the container. Server tools' results (`*_tool_result`) too."""
+_QUIET_DELTAS = frozenset({"signature_delta", "citations_delta", "compaction_delta"})
 _EVENTS = frozenset(
     {
         "message_start",
@@ -89,6 +95,32 @@ def _block(draft: Draft, block: dict[str, Any]) -> None:
         draft.calls.append(call_from_object(block.get("id"), block.get("name"), block.get("input")))
     elif kind in _SERVER_BLOCKS:
         draft.server_tool_calls += 1
+    elif kind not in _QUIET_BLOCKS and not kind.endswith("_tool_result"):
+        draft.not_understood(f"a content block of type {kind!r:.60}")
+
+
+def _answered(blocks: list[dict[str, Any]]) -> set[str]:
+    """The ids of server tool uses whose result the content already holds."""
+    done = {
+        as_str(block.get("tool_use_id"))
+        for block in blocks
+        if as_str(block.get("type")).endswith("_tool_result")
+    }
+    done.discard("")  # no id answers nothing
+    return done
+
+
+def _ran_inside(block: dict[str, Any], done: set[str]) -> bool:
+    """Whether a `tool_use` was made by code execution that has already returned.
+
+    Programmatic tool calling: code running in a server tool calls a client tool, and
+    the call names that server tool as its `caller`. Once the server tool's result is in
+    the content, every call its code made was answered: none waits for the host.
+    """
+    caller = as_dict(block.get("caller"))
+    return (
+        as_str(caller.get("type")) not in ("", "direct") and as_str(caller.get("tool_id")) in done
+    )
 
 
 def _refusal(draft: Draft, details: object) -> None:
@@ -100,8 +132,11 @@ def _refusal(draft: Draft, details: object) -> None:
 def read_body(payload: dict[str, Any], provider: str = "anthropic") -> Draft:
     """Read a Messages API body."""
     draft = Draft(provider, model=as_str(payload.get("model")))
-    for block in as_list(payload.get("content")):
-        _block(draft, as_dict(block))
+    blocks = [as_dict(block) for block in as_list(payload.get("content"))]
+    done = _answered(blocks)
+    for block in blocks:
+        if not (block.get("type") == "tool_use" and _ran_inside(block, done)):
+            _block(draft, block)
     draft.set_finish(payload.get("stop_reason"), TABLE)
     _refusal(draft, payload.get("stop_details"))
     counts: dict[str, int] = {}
@@ -115,6 +150,11 @@ class MessagesStream:
 
     def __init__(self, provider: str = "anthropic") -> None:
         self._provider = provider
+        self._start()
+
+    def _start(self) -> None:
+        """Begin a message: nothing read yet."""
+        self._stopped = False
         self._model = ""
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
@@ -133,8 +173,11 @@ class MessagesStream:
             self._holes.setdefault(index, f"its input may have a hole: {why}")
 
     def add(self, event: dict[str, Any]) -> None:
-        """Fold one event into the turn."""
-        kind = event.get("type")
+        """Fold one event into the turn; a message started after one stopped starts it anew.
+
+        (A recording of several requests holds several messages; the last one is the turn.)
+        """
+        kind = as_str(event.get("type"))
         raw_index = event.get("index")
         index = raw_index if type(raw_index) is int else -1
         if kind == "content_block_start":
@@ -144,23 +187,33 @@ class MessagesStream:
             self._delta(index, as_dict(event.get("delta")))
         elif kind == "content_block_stop":
             self._open.discard(index)
-        elif kind == "message_start":
+        elif kind in ("message_start", "message_delta", "message_stop"):
+            self._message(kind, event)
+        elif kind == "error":
+            error = as_dict(event.get("error"))
+            self._error = as_str(error.get("message")) or as_str(error.get("type")) or "error"
+        elif kind != "ping":
+            self.damage(f"a stream event of a type agentfsm does not read ({kind!r:.60})")
+
+    def _message(self, kind: str, event: dict[str, Any]) -> None:
+        if kind == "message_start":
+            if self._stopped:
+                self._start()
             message = as_dict(event.get("message"))
             self._model = as_str(message.get("model"))
             _usage(as_dict(message.get("usage")), self._counts)
         elif kind == "message_delta":
             self._stop.update(as_dict(event.get("delta")))
             _usage(as_dict(event.get("usage")), self._counts)
-        elif kind == "error":
-            error = as_dict(event.get("error"))
-            self._error = as_str(error.get("message")) or as_str(error.get("type")) or "error"
+        else:
+            self._stopped = True
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
         block = self._blocks.get(index)
         if block is None:  # its content_block_start never arrived
             block = self._blocks[index] = {"type": "text"}
             self.damage(f"a delta for block {index}, which never started")
-        kind = delta.get("type")
+        kind = as_str(delta.get("type"))
         if kind == "text_delta":
             block["text"] = as_str(block.get("text")) + as_str(delta.get("text"))
         elif kind == "thinking_delta":
@@ -170,6 +223,8 @@ class MessagesStream:
             if type(piece) is not str:
                 self._holes.setdefault(index, "an input_json_delta without a string partial_json")
             self._json.setdefault(index, []).append(as_str(piece))
+        elif kind not in _QUIET_DELTAS:
+            self.damage(f"a delta of a type agentfsm does not read ({kind!r:.60})")
 
     def _tool_block(self, draft: Draft, index: int, block: dict[str, Any]) -> None:
         parts = self._json.get(index)
@@ -186,11 +241,12 @@ class MessagesStream:
     def draft(self) -> Draft:
         """The turn so far; an open block or a missing stop reason makes it truncated."""
         draft = Draft(self._provider, model=self._model)
+        done = _answered(list(self._blocks.values()))
         for index, block in self._blocks.items():
-            if block.get("type") == "tool_use":
-                self._tool_block(draft, index, block)
-            else:
+            if block.get("type") != "tool_use":
                 _block(draft, block)
+            elif not _ran_inside(block, done):
+                self._tool_block(draft, index, block)
         draft.set_finish(self._stop.get("stop_reason"), TABLE)
         _refusal(draft, self._stop.get("stop_details"))
         _set_usage(draft, self._counts)

@@ -3,6 +3,8 @@
 `guardrail_intervened` and `content_filtered` are CONTENT_FILTER; `max_tokens`
 and `model_context_window_exceeded` are a cut. A stream's exception events
 (`throttlingException`, `modelStreamErrorException`, ...) set the turn's error.
+A `toolUse` of type `server_tool_use` ran on Bedrock's side: counted, never run.
+A block, event or delta of a kind not known here makes the turn unusable.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ BROKEN = frozenset({"malformed_model_output", "malformed_tool_use"})
 _EVENTS = frozenset(
     {"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop", "messageStop"}
 )
+_QUIET_BLOCKS = frozenset({"toolResult", "cachePoint"})
+"""Blocks that carry nothing for the host (a server tool's result, a cache marker)."""
+_QUIET_DELTAS = frozenset({"toolResult", "citation"})
+_SERVER_TOOL = "server_tool_use"
+"""The `type` of a `toolUse` that Bedrock ran itself (e.g. Nova's code interpreter)."""
 _CUT = "the stream ended before the toolUse block was complete"
 
 
@@ -73,12 +80,20 @@ def _block(draft: Draft, block: dict[str, Any]) -> None:
         draft.text += as_str(block["text"])
     elif "toolUse" in block:
         use = as_dict(block["toolUse"])
+        if use.get("type") == _SERVER_TOOL:
+            draft.server_tool_calls += 1
+            return
         draft.calls.append(
             call_from_object(use.get("toolUseId"), use.get("name"), use.get("input"))
         )
     elif "reasoningContent" in block:
         text = as_dict(as_dict(block["reasoningContent"]).get("reasoningText")).get("text")
         draft.reasoning = (draft.reasoning or "") + as_str(text)
+    elif "citationsContent" in block:  # generated text with its sources
+        parts = as_list(as_dict(block["citationsContent"]).get("content"))
+        draft.text += "".join(as_str(as_dict(part).get("text")) for part in parts)
+    elif not _QUIET_BLOCKS.intersection(block):
+        draft.not_understood(f"a content block with {sorted(map(str, block))[:4]}")
 
 
 def read_body(payload: dict[str, Any], provider: str = "bedrock") -> Draft:
@@ -122,10 +137,7 @@ class ConverseStream:
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event into the turn."""
         if "contentBlockStart" in event:
-            start = as_dict(event["contentBlockStart"])
-            index = as_int(start.get("contentBlockIndex"))
-            self._blocks[index] = {"tool": as_dict(as_dict(start.get("start")).get("toolUse"))}
-            self._open.add(index)
+            self._block_start(as_dict(event["contentBlockStart"]))
         elif "contentBlockDelta" in event:
             self._delta(as_dict(event["contentBlockDelta"]))
         elif "contentBlockStop" in event:
@@ -135,14 +147,29 @@ class ConverseStream:
             self._stopped = True
         elif "metadata" in event:
             _usage(self._draft, as_dict(event["metadata"]).get("usage"))
-        else:
+        elif "messageStart" not in event:
             self._exception(event)
 
+    def _block_start(self, start: dict[str, Any]) -> None:
+        index = as_int(start.get("contentBlockIndex"))
+        begun = as_dict(start.get("start"))
+        tool = as_dict(begun.get("toolUse"))
+        if tool.get("type") == _SERVER_TOOL:  # ran by Bedrock: its input is read, never run
+            self._draft.server_tool_calls += 1
+            tool = {}
+        self._blocks[index] = {"tool": tool}
+        self._open.add(index)
+
     def _exception(self, event: dict[str, Any]) -> None:
+        found = False
         for key, value in event.items():
             if type(key) is str and key.endswith("Exception"):
                 message = as_str(as_dict(value).get("message"))
                 self._draft.error = f"{key}: {message}" if message else key
+                found = True
+        if not found:
+            keys = sorted(map(str, event))[:4]
+            self.damage(f"a stream event agentfsm does not read (keys {keys})")
 
     def _delta(self, delta_event: dict[str, Any]) -> None:
         raw_index = delta_event.get("contentBlockIndex")
@@ -163,6 +190,8 @@ class ConverseStream:
         elif "reasoningContent" in delta:
             piece = as_str(as_dict(delta["reasoningContent"]).get("text"))
             block["reasoning"] = as_str(block.get("reasoning")) + piece
+        elif not _QUIET_DELTAS.intersection(delta):
+            self.damage(f"a delta agentfsm does not read (keys {sorted(map(str, delta))[:4]})")
 
     def _call(self, index: int, block: dict[str, Any]) -> ToolCall:
         tool = as_dict(block.get("tool"))

@@ -1,44 +1,62 @@
-"""Cohere v2 chat: body.
+"""Cohere v2 chat: body and stream events.
 
 `TOOL_CALL` is TOOL_CALLS, `MAX_TOKENS` a cut, `COMPLETE`/`STOP_SEQUENCE` STOP.
-`tool_plan` (the model's plan before calling tools) is kept as reasoning.
-Arguments `"null"` are valid JSON for "no arguments", read as `{}`.
+`tool_plan` (the model's plan before calling tools) and `thinking` content are kept
+as reasoning. Arguments `"null"` are valid JSON for "no arguments", read as `{}`.
+A stream is `message-start`, content and tool-call start/delta/end events and
+`message-end` with the finish reason; without `message-end` it is truncated, and a
+call with no `tool-call-end` is incomplete.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm.core.types import FinishReason
+from agentfsm.core.types import FinishReason, ModelTurn, ToolCall
 from agentfsm.providers._common import (
     Draft,
     as_dict,
     as_list,
     as_str,
+    broken,
     call_from_string,
     make_usage,
 )
 
-__all__ = ["TABLE", "is_cohere", "read_body"]
+__all__ = ["TABLE", "CohereStream", "is_cohere", "is_event", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
     # Cohere Chat API reference, v2 `finish_reason` (COMPLETE, STOP_SEQUENCE, MAX_TOKENS,
-    # TOOL_CALL, ERROR) and v1's (ERROR_TOXIC, ERROR_LIMIT, USER_CANCEL).
+    # TOOL_CALL, ERROR, TIMEOUT) and v1's (ERROR_TOXIC, ERROR_LIMIT, USER_CANCEL).
     "COMPLETE": FinishReason.STOP,
     "STOP_SEQUENCE": FinishReason.STOP,
     "TOOL_CALL": FinishReason.TOOL_CALLS,
     "MAX_TOKENS": FinishReason.LENGTH,
     "ERROR": FinishReason.ERROR,
+    "TIMEOUT": FinishReason.ERROR,
     "ERROR_TOXIC": FinishReason.CONTENT_FILTER,
     "ERROR_LIMIT": FinishReason.LENGTH,
     "USER_CANCEL": FinishReason.ERROR,
 }
 """Cohere finish reasons; unlisted -> UNKNOWN."""
+_CALL_EVENTS = frozenset({"tool-call-start", "tool-call-delta", "tool-call-end"})
+_TEXT_EVENTS = frozenset({"message-start", "content-start", "content-delta", "tool-plan-delta"})
+_QUIET_EVENTS = frozenset({"content-end", "citation-start", "citation-end", "debug"})
+"""Events that carry nothing a turn holds (a content part closing, citations, debug data)."""
+_EVENTS = _CALL_EVENTS | _TEXT_EVENTS | _QUIET_EVENTS | {"message-end"}
+_CUT = "the stream ended before tool-call-end closed the call"
 
 
 def is_cohere(payload: dict[str, Any]) -> bool:
     """Whether a JSON object is a v2 chat body: a `message` object and a top-level reason."""
     return type(payload.get("message")) is dict and "finish_reason" in payload
+
+
+def is_event(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a v2 chat stream event (`message-start`, `content-delta`, ...)."""
+    kind = payload.get("type")
+    return type(kind) is str and kind in _EVENTS
 
 
 def _text(content: object) -> str:
@@ -47,12 +65,23 @@ def _text(content: object) -> str:
     return "".join(as_str(as_dict(part).get("text")) for part in as_list(content))
 
 
+def _thinking(content: object) -> str:
+    return "".join(as_str(as_dict(part).get("thinking")) for part in as_list(content))
+
+
+def _usage(draft: Draft, usage: object) -> None:
+    tokens = as_dict(as_dict(usage).get("tokens"))
+    if tokens:
+        draft.usage = make_usage(tokens.get("input_tokens"), tokens.get("output_tokens"))
+
+
 def read_body(payload: dict[str, Any], provider: str = "cohere") -> Draft:
     """Read a v2 chat body."""
     message = as_dict(payload.get("message"))
     draft = Draft(provider, model=as_str(payload.get("model")))
-    draft.text = _text(message.get("content"))
-    draft.reasoning = as_str(message.get("tool_plan"))
+    content = message.get("content")
+    draft.text = _text(content)
+    draft.reasoning = _thinking(content) + as_str(message.get("tool_plan"))
     for item in as_list(message.get("tool_calls")):
         entry = as_dict(item)
         function = as_dict(entry.get("function"))
@@ -60,7 +89,101 @@ def read_body(payload: dict[str, Any], provider: str = "cohere") -> Draft:
             call_from_string(entry.get("id"), function.get("name"), function.get("arguments"))
         )
     draft.set_finish(payload.get("finish_reason"), TABLE)
-    tokens = as_dict(as_dict(payload.get("usage")).get("tokens"))
-    if tokens:
-        draft.usage = make_usage(tokens.get("input_tokens"), tokens.get("output_tokens"))
+    _usage(draft, payload.get("usage"))
     return draft
+
+
+@dataclass(slots=True)
+class _Call:
+    """A streamed call: its start's id and name, its argument pieces, whether it ended."""
+
+    id: object
+    name: object
+    parts: list[str] = field(default_factory=list)
+    ended: bool = False
+    hole: str | None = None
+
+    def call(self) -> ToolCall:
+        made = call_from_string(self.id, self.name, "".join(self.parts))
+        if not self.ended:
+            return broken(made, _CUT)
+        return made if self.hole is None else broken(made, self.hole)
+
+
+class CohereStream:
+    """Accumulate v2 chat stream events into one turn."""
+
+    def __init__(self, provider: str = "cohere") -> None:
+        self._draft = Draft(provider)
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._plan: list[str] = []
+        self._calls: dict[int, _Call] = {}
+        self._ended = False
+        self._damage: str | None = None
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable event: every call still open may have lost a piece in it."""
+        self._damage = self._damage or why
+        for call in self._calls.values():
+            if not call.ended:
+                call.hole = call.hole or f"its arguments may have a hole: {why}"
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Fold one event into the turn."""
+        kind = as_str(event.get("type"))
+        message = as_dict(as_dict(event.get("delta")).get("message"))
+        if kind in _CALL_EVENTS:
+            self._call_event(kind, event.get("index"), as_dict(message.get("tool_calls")))
+        elif kind in _TEXT_EVENTS:
+            content = as_dict(message.get("content"))
+            self._text.append(as_str(content.get("text")))
+            self._thinking.append(as_str(content.get("thinking")))
+            self._plan.append(as_str(message.get("tool_plan")))
+        elif kind == "message-end":
+            self._end(as_dict(event.get("delta")))
+        elif kind not in _QUIET_EVENTS:
+            self.damage(f"a stream event of a type agentfsm does not read ({kind!r:.60})")
+
+    def _call_event(self, kind: str, index: object, piece: dict[str, Any]) -> None:
+        key = index if type(index) is int else len(self._calls) - (kind != "tool-call-start")
+        function = as_dict(piece.get("function"))
+        call = self._calls.get(key)
+        if call is None:
+            call = self._calls[key] = _Call(piece.get("id"), function.get("name"))
+            if kind != "tool-call-start":
+                call.hole = f"a {kind} for call {key}, whose tool-call-start never arrived"
+        arguments = function.get("arguments")
+        if type(arguments) is str:
+            call.parts.append(arguments)
+        elif arguments is not None:
+            call.hole = call.hole or "an argument piece that is no string"
+        call.ended = call.ended or kind == "tool-call-end"
+
+    def _end(self, delta: dict[str, Any]) -> None:
+        self._ended = True
+        self._draft.set_finish(delta.get("finish_reason"), TABLE)
+        _usage(self._draft, delta.get("usage"))
+        error = delta.get("error")
+        if error:
+            self._draft.error = as_str(error) or str(error)
+
+    def draft(self) -> Draft:
+        """The turn so far; a stream without `message-end` is truncated."""
+        draft = Draft(self._draft.provider)
+        draft.finish, draft.raw_finish = self._draft.finish, self._draft.raw_finish
+        draft.truncated, draft.usage = self._draft.truncated, self._draft.usage
+        draft.error = self._draft.error
+        draft.text = "".join(self._text)
+        draft.reasoning = "".join(self._thinking) + "".join(self._plan)
+        draft.calls = [self._calls[key].call() for key in sorted(self._calls)]
+        if not self._ended or draft.error is not None:
+            draft.truncated = True
+            if draft.error is not None and draft.raw_finish is None:
+                draft.finish = FinishReason.ERROR
+        draft.damaged(self._damage)
+        return draft
+
+    def turn(self) -> ModelTurn:
+        """The turn so far."""
+        return self.draft().build()

@@ -37,6 +37,7 @@ __all__ = [
     "call_from_string",
     "construct",
     "make_usage",
+    "of_kind",
     "too_deep",
 ]
 
@@ -108,6 +109,7 @@ def _call(
             "arguments": arguments,
             "raw_arguments": raw,
             "error": error,
+            "kind": "function",
         },
     )
 
@@ -208,6 +210,13 @@ def broken(call: ToolCall, why: str) -> ToolCall:
     return new_tool_call(values)
 
 
+def of_kind(call: ToolCall, kind: str) -> ToolCall:
+    """The call as an item of `kind` (its result goes back as that kind's output item)."""
+    values = dict(call.__dict__)
+    values["kind"] = kind
+    return new_tool_call(values)
+
+
 @dataclass(slots=True)
 class Draft:
     """A turn being assembled; `build` freezes it into a `ModelTurn`."""
@@ -240,6 +249,16 @@ class Draft:
             self.truncated = True
             note = f"the stream is damaged: {why}"
             self.error = f"{self.error}; {note}" if self.error else note
+
+    def not_understood(self, what: str) -> None:
+        """Mark the turn unusable because it holds output of a kind agentfsm does not read.
+
+        Such output is never dropped silently: the turn is routed like a broken one
+        (retried, within `max_retries`), never read as an answer or an empty turn.
+        """
+        self.truncated = True
+        note = f"the output holds {what}, which agentfsm does not read"
+        self.error = f"{self.error}; {note}" if self.error else note
 
     def break_calls(self, why: str) -> None:
         """Mark every call not executable (the provider said the calls are broken)."""

@@ -67,6 +67,35 @@ _PYDANTIC_AI_TABLE: dict[str, FinishReason] = {
     "error": FinishReason.ERROR,
 }
 _SERVER_PARTS = frozenset({"builtin-tool-call"})
+_QUIET_PARTS = frozenset({"builtin-tool-return", "compaction"})
+"""pydantic-ai parts that carry nothing for the host; `file` and `speech` (generated media)
+and any kind not named here are output a turn cannot hold: never dropped silently."""
+_QUIET_BLOCKS = frozenset(
+    {
+        # calls, also listed in `tool_calls` / `invalid_tool_calls`, which are read
+        "tool_use",
+        "tool_call",
+        "tool_call_chunk",
+        "invalid_tool_call",
+        "function_call",
+        # calls the provider ran itself, and what it says about them
+        "server_tool_call",
+        "server_tool_call_chunk",
+        "server_tool_result",
+        "server_tool_use",
+        "mcp_tool_use",
+        "mcp_list_tools",
+        "mcp_call",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "executable_code",
+        "code_execution_result",
+        "redacted_thinking",
+        "citation",
+    }
+)
+"""LangChain content blocks that hold no answer text, refusal or reasoning of their own."""
 
 
 # -- OpenAI chat assistant message dicts -------------------------------------------------
@@ -84,10 +113,11 @@ def read_assistant_message(payload: dict[str, Any], provider: str = "openai") ->
     """
     draft = Draft(provider)
     content = payload.get("content")
+    parts = [as_dict(part) for part in as_list(content)]
     if type(content) is str:
         draft.text = content
     else:
-        draft.text = "".join(as_str(as_dict(p).get("text")) for p in as_list(content))
+        draft.text = "".join(as_str(part.get("text")) for part in parts)
     for item in as_list(payload.get("tool_calls")):
         entry = as_dict(item)
         function = as_dict(entry.get("function"))
@@ -97,7 +127,9 @@ def read_assistant_message(payload: dict[str, Any], provider: str = "openai") ->
     legacy = as_dict(payload.get("function_call"))
     if as_str(legacy.get("name")):
         draft.calls.append(call_from_object("", legacy.get("name"), legacy.get("arguments")))
-    draft.refusal = as_str(payload.get("refusal"))
+    # A refusal comes as the message's `refusal`, or as a `refusal` content part.
+    refused = [as_str(p.get("refusal")) for p in parts if p.get("type") == "refusal"]
+    draft.refusal = as_str(payload.get("refusal")) + "".join(refused)
     draft.reasoning = as_str(payload.get("reasoning_content")) or as_str(payload.get("reasoning"))
     return draft
 
@@ -118,15 +150,22 @@ def _langchain_text(draft: Draft, content: object) -> None:
     for block in as_list(content):
         if type(block) is str:
             draft.text += block
-            continue
-        entry = as_dict(block)
-        kind = entry.get("type")
-        if kind in ("thinking", "reasoning"):
-            draft.reasoning = (draft.reasoning or "") + (
-                as_str(entry.get("thinking")) or as_str(entry.get("reasoning"))
-            )
-        elif kind in ("text", None):
-            draft.text += as_str(entry.get("text"))
+        else:
+            _langchain_block(draft, as_dict(block))
+
+
+def _langchain_block(draft: Draft, entry: dict[str, Any]) -> None:
+    kind = entry.get("type")
+    if kind in ("thinking", "reasoning"):
+        draft.reasoning = (draft.reasoning or "") + (
+            as_str(entry.get("thinking")) or as_str(entry.get("reasoning"))
+        )
+    elif kind in ("text", None):
+        draft.text += as_str(entry.get("text"))
+    elif kind == "refusal":  # langchain-openai keeps a Responses refusal part as a block
+        draft.refusal = (draft.refusal or "") + as_str(entry.get("refusal"))
+    elif type(kind) is not str or (kind not in _QUIET_BLOCKS and not kind.endswith("_result")):
+        draft.not_understood(f"a content block of type {kind!r:.60}")
 
 
 def read_langchain(payload: dict[str, Any], provider: str = "langchain") -> Draft:
@@ -149,6 +188,9 @@ def read_langchain(payload: dict[str, Any], provider: str = "langchain") -> Draf
             draft.set_finish(metadata[key], _LANGCHAIN_TABLE)
             break
     draft.model = as_str(metadata.get("model_name")) or as_str(metadata.get("model"))
+    # langchain-openai keeps OpenAI's refusal (chat `message.refusal`) in additional_kwargs.
+    refusal = as_str(as_dict(payload.get("additional_kwargs")).get("refusal"))
+    draft.refusal = (draft.refusal or "") + refusal
     usage = as_dict(payload.get("usage_metadata"))
     if usage:
         draft.usage = make_usage(usage.get("input_tokens"), usage.get("output_tokens"))
@@ -156,7 +198,8 @@ def read_langchain(payload: dict[str, Any], provider: str = "langchain") -> Draf
 
 
 def _langchain_dict(value: object) -> dict[str, Any]:
-    return {name: getattr(value, name, None) for name in (*LANGCHAIN_FIELDS, "usage_metadata")}
+    names = (*LANGCHAIN_FIELDS, "usage_metadata", "additional_kwargs")
+    return {name: getattr(value, name, None) for name in names}
 
 
 # -- OpenAI Agents SDK -----------------------------------------------------------------------
@@ -179,7 +222,7 @@ def read_agents_response(value: object, provider: str = "openai_agents") -> Draf
     `incomplete`).
     """
     items = [_item_dict(item) for item in as_list(list(getattr(value, "output", None) or []))]
-    cut = any(item.get("status") in ("incomplete", "in_progress") for item in items)
+    cut = any(_cut(item) for item in items)
     usage = getattr(value, "usage", None)
     body = {
         "object": "response",
@@ -194,6 +237,13 @@ def read_agents_response(value: object, provider: str = "openai_agents") -> Draf
     if cut and draft.finish is FinishReason.UNKNOWN:
         draft.finish = FinishReason.LENGTH
     return draft
+
+
+def _cut(item: dict[str, Any]) -> bool:
+    """Whether an item says the output was cut; a program's call in progress waits, it is whole."""
+    status = item.get("status")
+    waiting = as_dict(item.get("caller")).get("type") == "program"
+    return status == "incomplete" or (status == "in_progress" and not waiting)
 
 
 # -- pydantic-ai ------------------------------------------------------------------------------
@@ -215,6 +265,8 @@ def _pydantic_ai_part(draft: Draft, part: object) -> None:
         draft.reasoning = (draft.reasoning or "") + as_str(getattr(part, "content", ""))
     elif kind in _SERVER_PARTS:
         draft.server_tool_calls += 1
+    elif type(kind) is not str or kind not in _QUIET_PARTS:
+        draft.not_understood(f"a part of kind {kind!r:.60}")
 
 
 def read_pydantic_ai(value: object, provider: str = "pydantic_ai") -> Draft:
@@ -231,6 +283,11 @@ def read_pydantic_ai(value: object, provider: str = "pydantic_ai") -> Draft:
         if known is not None:
             draft.finish = known
             draft.truncated = draft.truncated or known is FinishReason.LENGTH
+    # pydantic-ai answers an OpenAI refusal with no parts and the text in provider_details
+    # (and Anthropic's `refusal` stop with its explanation there): a refusal, not an empty answer.
+    refusal = as_str(details.get("refusal"))
+    if refusal:
+        draft.refusal, draft.finish = refusal, FinishReason.REFUSAL
     usage = getattr(value, "usage", None)
     if usage is not None:
         draft.usage = make_usage(

@@ -58,6 +58,12 @@ _PATH = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
 _SYNTAX = re.compile(r"\$(?:\.[^.\[\]]+|\[\d+\])*")
 _MAX_INDEX_DIGITS = 9
 _VALUES = ("stringValue", "numberValue", "boolValue")
+_QUIET_PARTS = frozenset(
+    {"thought", "thoughtSignature", "codeExecutionResult", "videoMetadata", "partMetadata"}
+)
+"""Part fields that carry nothing for the host (thought markers and signatures, the result of
+code Gemini ran itself, metadata). A part holding anything else, such as generated media
+(`inlineData`, `fileData`), is output a turn cannot hold: never dropped silently."""
 _CUT = "the stream ended before a terminal functionCall closed the streamed arguments"
 
 
@@ -216,6 +222,8 @@ class GeminiStream:
             (self._reasoning if part.get("thought") is True else self._text).append(text)
         elif "executableCode" in part:
             self._draft.server_tool_calls += 1
+        elif not part.keys() <= _QUIET_PARTS:
+            self._draft.not_understood(f"a part with {sorted(map(str, part))[:4]}")
 
     def _function_call(self, call: dict[str, Any]) -> None:
         pieces = call.get("partialArgs")

@@ -164,9 +164,12 @@ class _Lines:
                 out.append(event)
 
     def _dispatch(self, out: list[Any]) -> None:
-        if len(self._data) == 1 and self._failed is not None:
+        # `data: [DONE]`, OpenAI's end-of-stream sentinel, fails the one-line JSON parse
+        # too; it ends the stream and carries nothing, so it goes to `_one`, never damages.
+        failed = self._failed if len(self._data) == 1 else None
+        if failed is not None and not _carries_nothing(self._data[0]):
             self._data = []
-            out.append(Damaged(f"a stream event is not valid JSON ({self._failed.error})"))
+            out.append(Damaged(f"a stream event is not valid JSON ({failed.error})"))
             return
         data, self._data = "\n".join(self._data), []
         event = _one(data)
@@ -207,8 +210,12 @@ _NOTHING = object()
 """What an event that carries nothing (`[DONE]`, an empty `data:`) reads as."""
 
 
+def _carries_nothing(text: str) -> bool:
+    return not text or text.isspace() or text.strip() == "[DONE]"
+
+
 def _one(text: str) -> Any:
-    if not text or text.isspace() or text.strip() == "[DONE]":
+    if _carries_nothing(text):
         return _NOTHING
     value = _loads(text)
     if type(value) is _Unparsed:

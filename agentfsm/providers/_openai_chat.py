@@ -66,6 +66,11 @@ def _content_text(content: object) -> str:
     return "".join(parts)
 
 
+def _transcript(audio: object) -> str:
+    """The text of an audio answer (`modalities: ["audio"]` sends no `content`, only audio)."""
+    return as_str(audio.get("transcript")) if type(audio) is dict else ""
+
+
 def _reasoning(message: dict[str, Any]) -> str:
     text = message.get("reasoning_content")
     if type(text) is str and text:
@@ -153,7 +158,11 @@ def _body_values(payload: dict[str, Any], provider: str) -> dict[str, Any] | Non
     error = payload.get("error")
     model = payload.get("model")
     return {
-        "text": content if type(content) is str else _content_text(content) if content else "",
+        "text": content
+        if type(content) is str
+        else _content_text(content)
+        if content
+        else _transcript(message.get("audio")),
         "tool_calls": _body_calls(message)
         if "tool_calls" in message or "function_call" in message
         else [],
@@ -214,6 +223,7 @@ class ChatStream:
         self._refusal: list[str] = []
         self._calls: dict[object, _Pending] = {}
         self._finished = False
+        self._index: object = None
         self._damage: str | None = None
         self._gap = False
         """A gap came before the finish: any call may have lost a fragment in it."""
@@ -232,7 +242,7 @@ class ChatStream:
         if not draft.model:
             draft.model = as_str(chunk.get("model"))
         _usage(draft, chunk.get("usage"))
-        choice = _first_choice(chunk)
+        choice = self._choice(chunk)
         if choice:
             self._delta(as_dict(choice.get("delta")))
             reason = choice.get("finish_reason")
@@ -240,10 +250,23 @@ class ChatStream:
                 draft.set_finish(reason, TABLE)
                 self._finished = self._finished or bool(reason)
 
+    def _choice(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        """The chunk's piece of the one choice read (the first index seen; `n > 1` streams
+        interleave the other choices' chunks, which are other answers, not this one's)."""
+        choice = _first_choice(chunk)
+        index = choice.get("index")
+        if index is None:  # an empty chunk, or a server that numbers no choice
+            return choice
+        if self._index is None:
+            self._index = index
+        return choice if index == self._index else _EMPTY
+
     def _delta(self, delta: dict[str, Any]) -> None:
         content = delta.get("content")
         if content:
             self._text.append(_content_text(content))
+        elif "audio" in delta:
+            self._text.append(_transcript(delta["audio"]))
         reasoning = _reasoning(delta)
         if reasoning:
             self._reasoning.append(reasoning)

@@ -4,6 +4,11 @@ The Responses API has no finish reason, only a `status`: `completed` maps to
 TOOL_CALLS when function calls are present and STOP otherwise; `incomplete`
 maps from `incomplete_details.reason` and is always truncated. A
 `multi_tool_use.parallel` call is unwrapped into the calls it wraps.
+
+Items the host runs besides function calls (custom tools, shells, apply_patch, computer
+use, client tool search, MCP approval requests) are calls whose `kind` is their item type;
+items the provider ran are counted in `server_tool_calls`; an item of a type not known
+here makes the turn unusable rather than vanish.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from agentfsm.providers._common import (
     broken,
     call_from_object,
     call_from_string,
+    construct,
     make_usage,
+    of_kind,
 )
 
 __all__ = ["ResponsesStream", "is_event", "is_response", "read_body"]
@@ -45,8 +52,26 @@ _SERVER_ITEMS = frozenset(
         "code_interpreter_call",
         "image_generation_call",
         "mcp_call",
+        "program",  # programmatic tool calling: the program runs on OpenAI's side
     }
 )
+"""Items the provider ran itself: counted, never for the host."""
+_QUIET_ITEMS = frozenset(
+    {"mcp_list_tools", "compaction", "additional_tools", "mcp_approval_response"}
+)
+"""Items that carry nothing for the host to do (tools listed or made available, compacted
+context, an approval already given); every `*_output` item too."""
+_CLIENT_TOOLS: dict[str, tuple[str, str]] = {
+    # OpenAI Responses API reference: the host runs these and answers with the item type
+    # named `<type>_output` (`mcp_approval_request` is answered by `mcp_approval_response`).
+    # The tool's name, and the field that holds what to run, as a call's arguments.
+    "local_shell_call": ("local_shell", "action"),
+    "shell_call": ("shell", "action"),
+    "apply_patch_call": ("apply_patch", "operation"),
+    "computer_call": ("computer", ""),  # `action`, or batched `actions`: see `_computer`
+    "tool_search_call": ("tool_search", "arguments"),
+}
+"""Client-executed items other than function, custom tool and MCP approval calls."""
 _WRAPPERS = frozenset({"multi_tool_use.parallel", "parallel"})
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _HOLE = "\x00hole"
@@ -82,25 +107,75 @@ def _unwrap(call: ToolCall) -> list[ToolCall] | None:
     return calls
 
 
-def _function_call(item: dict[str, Any]) -> list[ToolCall]:
-    call_id = item.get("call_id") or item.get("id")
-    call = call_from_string(call_id, item.get("name"), item.get("arguments"))
+def _unsettled(item: dict[str, Any], settled: bool) -> str | None:
+    """Why a call item cannot run yet: a stream hole, or a status that says it is unfinished.
+
+    An `in_progress` call inside a completed response is a call waiting for its result
+    (a `program` item calls client tools that way); it is unfinished only while the
+    response itself is.
+    """
     hole = item.get(_HOLE)
     if type(hole) is str:
-        return [broken(call, hole)]
+        return hole
     status = as_str(item.get("status"))
-    if status in ("in_progress", "incomplete"):
-        return [broken(call, f"the call is {status}")]
+    if status == "incomplete" or (status == "in_progress" and not settled):
+        return f"the call is {status}"
+    return None
+
+
+def _function_call(item: dict[str, Any], settled: bool) -> list[ToolCall]:
+    call_id = item.get("call_id") or item.get("id")
+    call = call_from_string(call_id, item.get("name"), item.get("arguments"))
+    why = _unsettled(item, settled)
+    if why is not None:
+        return [broken(call, why)]
     return _unwrap(call) or [call]
+
+
+def _client_call(kind: str, item: dict[str, Any]) -> ToolCall:
+    """A call the host runs that is not a function call, keeping its item type as its kind."""
+    call_id = item.get("call_id") or item.get("id")
+    if kind == "custom_tool_call":
+        raw = item.get("input")
+        arguments = {"input": raw} if type(raw) is str else None
+        call = call_from_object(call_id, item.get("name"), arguments)
+        if type(raw) is str:
+            call = _with(call, raw_arguments=raw)
+        else:
+            call = broken(call, "a custom tool call whose input is no string")
+    elif kind == "mcp_approval_request":
+        call = call_from_string(item.get("id"), item.get("name"), item.get("arguments"))
+    else:
+        name, key = _CLIENT_TOOLS[kind]
+        what = item.get(key) if key else _computer(item)
+        call = call_from_object(call_id, name, what if type(what) is dict else {})
+        if type(what) is not dict:
+            call = broken(call, f"a {kind} item without its {key or 'action'} object")
+    return of_kind(call, kind)
+
+
+def _computer(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A computer call's work: its `action` or batched `actions`, and the safety checks the
+    host must acknowledge."""
+    fields = ("action", "actions", "pending_safety_checks")
+    work = {key: item[key] for key in fields if item.get(key) is not None}
+    return work if "action" in work or "actions" in work else None
+
+
+def _with(call: ToolCall, **changes: Any) -> ToolCall:
+    return construct(ToolCall, {**call.__dict__, **changes})
 
 
 def _message(draft: Draft, item: dict[str, Any]) -> None:
     for part in as_list(item.get("content")):
         entry = as_dict(part)
-        if entry.get("type") == "refusal":
+        kind = entry.get("type")
+        if kind == "refusal":
             draft.refusal = (draft.refusal or "") + as_str(entry.get("refusal"))
-        else:
+        elif kind in ("output_text", "text"):
             draft.text += as_str(entry.get("text"))
+        else:
+            draft.not_understood(f"a message part of type {kind!r:.60}")
 
 
 def _reasoning(item: dict[str, Any]) -> str:
@@ -109,16 +184,40 @@ def _reasoning(item: dict[str, Any]) -> str:
     return "".join(texts)
 
 
-def _item(draft: Draft, item: dict[str, Any]) -> None:
+def _answered(output: list[Any]) -> set[str]:
+    """The call ids the output already answers (a hosted shell returns its own output)."""
+    answered = set()
+    for item in output:
+        entry = as_dict(item)
+        if as_str(entry.get("type")).endswith("_output") and type(entry.get("call_id")) is str:
+            answered.add(entry["call_id"])
+    answered.discard("")  # no id answers nothing
+    return answered
+
+
+def _item(draft: Draft, item: dict[str, Any], settled: bool, answered: set[str]) -> None:
     kind = as_str(item.get("type"))
     if kind == "function_call":
-        draft.calls.extend(_function_call(item))
+        draft.calls.extend(_function_call(item, settled))
     elif kind == "message":
         _message(draft, item)
     elif kind == "reasoning":
         draft.reasoning = (draft.reasoning or "") + _reasoning(item)
-    elif kind in _SERVER_ITEMS:
+    elif kind in _SERVER_ITEMS or _ran_by_server(kind, item, answered):
         draft.server_tool_calls += 1
+    elif kind in _CLIENT_TOOLS or kind in ("custom_tool_call", "mcp_approval_request"):
+        call = _client_call(kind, item)
+        why = _unsettled(item, settled)
+        draft.calls.append(call if why is None else broken(call, why))
+    elif kind not in _QUIET_ITEMS and not kind.endswith("_output"):
+        draft.not_understood(f"an output item of type {kind!r:.60}")
+
+
+def _ran_by_server(kind: str, item: dict[str, Any], answered: set[str]) -> bool:
+    """Whether a client-kind item ran on the provider's side (server tool search, hosted shell)."""
+    if kind == "tool_search_call":
+        return item.get("execution") != "client"
+    return kind in _CLIENT_TOOLS and as_str(item.get("call_id")) in answered
 
 
 def _status(draft: Draft, payload: dict[str, Any]) -> None:
@@ -140,13 +239,26 @@ def _status(draft: Draft, payload: dict[str, Any]) -> None:
 def read_body(payload: dict[str, Any], provider: str = "openai_responses") -> Draft:
     """Read a Responses API body."""
     draft = Draft(provider, model=as_str(payload.get("model")))
-    for item in as_list(payload.get("output")):
-        _item(draft, as_dict(item))
+    output = as_list(payload.get("output"))
+    settled = payload.get("status") == "completed"
+    answered = _answered(output)
+    for item in output:
+        _item(draft, as_dict(item), settled, answered)
     _status(draft, payload)
     usage = payload.get("usage")
     if type(usage) is dict:
         draft.usage = make_usage(usage.get("input_tokens"), usage.get("output_tokens"))
     return draft
+
+
+def _error_text(event: dict[str, Any]) -> str:
+    """An error event's message: on the event itself, or in its `error` object."""
+    error = as_dict(event.get("error"))
+    message = as_str(event.get("message")) or as_str(error.get("message"))
+    code = as_str(event.get("code")) or as_str(error.get("code"))
+    if message:
+        return f"{code}: {message}" if code else message
+    return "error event in the stream"
 
 
 class ResponsesStream:
@@ -159,6 +271,10 @@ class ResponsesStream:
 
     def __init__(self, provider: str = "openai_responses") -> None:
         self._provider = provider
+        self._start()
+
+    def _start(self) -> None:
+        """Begin a response: nothing read yet."""
         self._items: dict[int, dict[str, Any]] = {}
         self._final: dict[str, Any] | None = None
         self._error: str | None = None
@@ -197,9 +313,14 @@ class ResponsesStream:
         return slot
 
     def add(self, event: dict[str, Any]) -> None:
-        """Fold one event into the turn."""
-        self._check_sequence(event)
+        """Fold one event into the turn; a response created after one ended starts the turn anew.
+
+        (A recording of several requests holds several responses; the last one is the turn.)
+        """
         kind = as_str(event.get("type"))
+        if kind == "response.created" and self._final is not None:
+            self._start()
+        self._check_sequence(event)
         if kind in ("response.output_item.added", "response.output_item.done"):
             item = as_dict(event.get("item"))
             slot = self._slot(event)
@@ -217,7 +338,7 @@ class ResponsesStream:
         elif kind in _TERMINAL:
             self._final = as_dict(event.get("response"))
         elif kind in ("error", "response.error"):
-            self._error = as_str(event.get("message")) or "error event in the stream"
+            self._error = _error_text(event)
 
     def _arguments(self, event: dict[str, Any], done: bool) -> None:
         """An arguments delta, or the whole arguments string (`.done`)."""
@@ -251,14 +372,16 @@ class ResponsesStream:
         draft = read_body(final, self._provider)
         if self._final is None:
             draft.truncated = True
-        if self._error is not None:
-            draft.error, draft.truncated = self._error, True
+        if self._error is not None:  # truncated unless a terminal event ended the response
+            draft.error = self._error
         if not whole:
             draft.damaged(self._damage)
         return draft
 
     def _item(self, key: int) -> dict[str, Any]:
         hole = self._holes.get(key)
+        if hole is None and self._final is None and key not in self._done:
+            hole = "the stream ended before the item was done"
         return self._items[key] if hole is None else {**self._items[key], _HOLE: hole}
 
     def turn(self) -> ModelTurn:

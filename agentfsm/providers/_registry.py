@@ -64,10 +64,6 @@ def _never(payload: dict[str, Any]) -> bool:
     return False
 
 
-def _cohere_stream(provider: str) -> Reader:
-    return _OneShot(provider, _cohere.read_body)
-
-
 def _langchain_stream(provider: str) -> Reader:
     return _OneShot(provider, _frameworks.read_langchain)
 
@@ -158,7 +154,13 @@ FORMATS: dict[str, Format] = {
             _ollama.is_ollama,
             _ollama.OllamaStream,
         ),
-        Format(Provider.COHERE, _cohere.is_cohere, _cohere.read_body, _never, _cohere_stream),
+        Format(
+            Provider.COHERE,
+            _cohere.is_cohere,
+            _cohere.read_body,
+            _cohere.is_event,
+            _cohere.CohereStream,
+        ),
         Format(
             Provider.LITELLM,
             _openai_chat.is_chat,

@@ -219,3 +219,4 @@ class TestChatStream:
         ]
         turn = normalize("\n".join(lines))
         assert (turn.text, turn.finish_reason) == ("hi", FinishReason.STOP)
+        assert (turn.truncated, turn.error) == (False, None)  # [DONE] ends it, never damages
