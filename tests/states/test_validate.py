@@ -24,7 +24,7 @@ def deny_hook(c: af.ToolCall) -> str:
     return "deny" if c.name == "research" else "allow"
 
 
-DENIALS = {
+DENIALS: dict[str, dict[str, Any]] = {
     "rule": {"permission_rules": ["deny research(task=rm *)"]},
     "table": {"permissions": {"research": "deny"}},
     "hook": {"permission": deny_hook},
