@@ -5,7 +5,8 @@ mappings whose globs hold `, name=` or edge spaces, tables with a `"*"`
 default, final tools and a handoff. Model outputs are OpenAI chat bodies and
 Responses bodies (whose `multi_tool_use.parallel` wrapper is unwrapped), with
 duplicate and missing call ids, handoff calls and siblings of `ask` calls.
-Every call carries a unique `n`, so a tool's log says which call ran.
+Every call carries a unique `n`, so a tool's log says which call ran (a handoff's
+task ends with `#<n>`, so the child's first request says which handoff started it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ __all__ = [
     "HANDOFF",
     "TOOLS",
     "SideEffects",
+    "chat_body",
+    "handoff_outputs",
     "model_outputs",
     "policies",
 ]
@@ -125,8 +128,11 @@ def _call(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
     arguments: dict[str, Any] = draw(
         st.dictionaries(st.sampled_from(_ARGS), st.sampled_from(VALUES), max_size=2)
     )
-    arguments["n"] = next(_numbers)
-    return call_id, draw(_NAMES), arguments
+    arguments["n"] = n = next(_numbers)
+    name = draw(_NAMES)
+    if name == HANDOFF:  # a child's first request says which handoff started it
+        arguments["task"] = f"{arguments.get('task', '')}#{n}"
+    return call_id, name, arguments
 
 
 def chat_body(calls: list[tuple[str, str, dict[str, Any]]], text: str = "") -> dict[str, Any]:
@@ -172,14 +178,28 @@ def responses_body(
 
 
 @st.composite
-def model_outputs(draw: st.DrawFn) -> dict[str, Any]:
+def model_outputs(draw: st.DrawFn, *, wrappers: bool = True, min_calls: int = 0) -> dict[str, Any]:
     """One model output: chat or Responses, 0-4 calls, maybe a parallel wrapper."""
-    calls: list[tuple[str, str, dict[str, Any]]] = draw(st.lists(_call(), max_size=4))
-    wrapped: bool = draw(st.booleans())
+    calls: list[tuple[str, str, dict[str, Any]]] = draw(
+        st.lists(_call(), min_size=min_calls, max_size=4)
+    )
+    wrapped: bool = wrappers and draw(st.booleans())
     if calls and wrapped:
         wrap = draw(st.integers(1, len(calls)))
         return responses_body(calls, wrap, draw(st.sampled_from(["w1", "c1", ""])))
     return chat_body(calls)
+
+
+@st.composite
+def handoff_outputs(draw: st.DrawFn) -> dict[str, Any]:
+    """A chat output whose one call hands off (a handoff must be alone in its turn).
+
+    The task ends with `#<n>`: the child's first request says which handoff started it.
+    """
+    n = next(_numbers)
+    task = f"{draw(st.sampled_from(VALUES))}#{n}"
+    call_id = draw(st.sampled_from(["h1", "c1", ""]))
+    return chat_body([(call_id, HANDOFF, {"task": task, "n": n})])
 
 
 class SideEffects:
