@@ -39,6 +39,12 @@ A = af.Action
 _WORK = (A.EXECUTE_TOOLS, A.HANDOFF, A.ASK_HUMAN)
 
 
+def issued(ctl: af.Controller) -> list[af.ToolCall]:
+    """Every call of the last output, cleared or not (what a positional mapping would run)."""
+    out = ctl.last_output
+    return [] if out is None else list(out.tool_calls)
+
+
 class TestExecutorAsks:
     def test_a_call_the_controller_did_not_clear_is_not_run(self) -> None:
         """Given every call of an output, the executor runs only the cleared ones."""
@@ -54,9 +60,9 @@ class TestExecutorAsks:
             )
         )
         assert ctl.state == "await_human"
-        assert Executor(effects.tools()).run(ctl.last_output.tool_calls, controller=ctl) == []
+        assert Executor(effects.tools()).run(issued(ctl), controller=ctl) == []
         ctl.on_human_reply(approved=True)
-        results = Executor(effects.tools()).run(ctl.last_output.tool_calls, controller=ctl)
+        results = Executor(effects.tools()).run(issued(ctl), controller=ctl)
         assert sorted(effects.log) == [("bash", 3), ("read", 2)]
         assert [r.call_id for r in results] == ["b", "c"]
 
@@ -85,7 +91,7 @@ class TestExecutorAsks:
 
         ctl.on_model_output(turn(calls=[call("first", id="a"), call("second", id="b")]))
         ex = Executor([first, second], parallel_tool_calls=False)
-        results = ex.run(ctl.last_output.tool_calls, controller=ctl)
+        results = ex.run(issued(ctl), controller=ctl)
         assert ran == ["first"]
         assert "no longer clears call b" in str(results[1].content)
 
@@ -95,7 +101,7 @@ class TestExecutorAsks:
         ctl = af.Controller(af.Policy(permissions={"sql": "deny"}))
         ctl.on_model_output(turn(calls=[call("sql", {"n": 1}), call("read", {"n": 2})]))
         ex = Executor(effects.tools())
-        asyncio.run(ex.arun(ctl.last_output.tool_calls, controller=ctl))
+        asyncio.run(ex.arun(issued(ctl), controller=ctl))
         assert effects.log == [("read", 2)]
 
     def test_a_controller_without_may_run_is_refused(self) -> None:
@@ -177,7 +183,7 @@ def calls_by_n(outputs: list[dict[str, Any]]) -> dict[int, af.ToolCall]:
 class TestHostProperty:
     """A host that hands the executor every call of an output, as a positional mapping would."""
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(
         policies(hooks=True),
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=6),
@@ -202,7 +208,7 @@ class TestHostProperty:
                 )
             got: Counter[str] = Counter()
             d = ctl.on_model_output(output)
-            issued = list(ctl.last_output.tool_calls) if ctl.last_output else []
+            calls = issued(ctl)
             got.update(r.call_id for r in d.results)
             while d.action in _WORK:
                 if d.action is A.ASK_HUMAN:
@@ -212,12 +218,12 @@ class TestHostProperty:
                     d = ctl.on_human_reply(approved=yes)
                 else:
                     cleared_ids = {c.id for c in d.tool_calls}
-                    results = ex.run(issued, controller=ctl)
+                    results = ex.run(calls, controller=ctl)
                     assert {r.call_id for r in results} == cleared_ids
                     got.update(r.call_id for r in results)
                     d = ctl.on_tool_results(results)
                 got.update(r.call_id for r in d.results)
-            for c in issued:
+            for c in calls:
                 assert got[c.id] <= 1
                 if not ctl.done:
                     assert got[c.id] == 1, f"call {c.id} got {got[c.id]} results"
