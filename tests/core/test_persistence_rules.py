@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import agentfsm as af
 from agentfsm.exceptions import CheckpointError, PolicyError
 from agentfsm.testing import call, turn
-from tests.seam_strategies import model_outputs, policies
+from tests.seam_strategies import handoff_outputs, model_outputs, policies
 
 SQL_RULE = {"action": "deny", "tool": "sql", "args": {"query": "*DROP TABLE*, owner=*"}}
 DROP = call("sql", {"query": "x DROP TABLE y, owner=z"}, id="q")
@@ -124,7 +124,7 @@ def clearances(ctl: af.Controller) -> list[bool]:
 
 
 INPUTS = st.lists(
-    st.tuples(model_outputs(), st.lists(st.booleans(), min_size=4, max_size=4)),
+    st.tuples(model_outputs() | handoff_outputs(), st.lists(st.booleans(), min_size=4, max_size=4)),
     min_size=1,
     max_size=8,
 )
