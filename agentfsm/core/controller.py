@@ -377,11 +377,14 @@ class Controller:
             calls = _in_turn_order(run.pending_allowed, calls, self._last_output)
         if message:
             run.last_call, run.streak = None, 0
+        # An approved handoff (alone in its turn) hands off: it is not a tool to execute.
+        handing = tuple(c for c in calls if c.name in run.policy.handoffs) if approved else ()
         snap = run.snapshot(
             self._base,
             "human_reply",
             {
-                "executable": calls if approved else (),
+                "executable": () if handing or not approved else calls,
+                "handoffs": handing,
                 "rejected": tuple(rejected),
                 "human_approved": approved,
                 "human_message": message,

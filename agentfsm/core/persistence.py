@@ -273,6 +273,16 @@ def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in set(a) | set(b) if a.get(k, "<absent>") != b.get(k, "<absent>"))
 
 
+def _text_rules(data: Mapping[str, Any]) -> bool:
+    """Whether a saved policy holds a permission rule as text, as older dumps did.
+
+    Text is read back by parsing, which splits a glob holding `, name=` and drops its
+    edge spaces: such a dump is only loaded against the live policy, never re-parsed.
+    """
+    rules = data.get("permission_rules")
+    return isinstance(rules, list) and any(isinstance(rule, str) for rule in rules)
+
+
 def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
     if not isinstance(saved, dict) or not isinstance(saved.get("data"), dict):
         raise CheckpointError(f"run {run_id}: the dump's 'policy' is not an object", run_id=run_id)
@@ -282,8 +292,11 @@ def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
             f"run {run_id}: the dump's policy 'code' is not a list of names: {code!r:.80}",
             run_id=run_id,
         )
+    text_rules = _text_rules(saved["data"])
     if given is not None:
         mine = _policy_data(given)
+        if text_rules:  # an older dump: compare the rules as it wrote them
+            mine["data"]["permission_rules"] = [str(r) for r in given.permission_rules]
         diff = _differences(saved["data"], mine["data"])
         if diff or mine["code"] != code:
             raise CheckpointError(
@@ -299,6 +312,13 @@ def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
             f"({', '.join(code)}): pass the live policy, Controller.load(data, policy=...)",
             run_id=run_id,
             code=code,
+        )
+    if text_rules:
+        raise CheckpointError(
+            f"run {run_id}: the saved policy holds permission rules as text (an older "
+            "agentfsm), which may not read back as the same rules (a glob holding ', name=' "
+            "or edge spaces): pass the live policy, Controller.load(data, policy=...)",
+            run_id=run_id,
         )
     try:
         return Policy.from_mapping(saved["data"], source=f"run {run_id}: saved policy")

@@ -23,7 +23,7 @@ from agentfsm.core._checked import Checked, listed
 from agentfsm.core._files import open_regular
 from agentfsm.core.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.core.types import ToolCall
-from agentfsm.exceptions import PolicyError
+from agentfsm.exceptions import DataError, PolicyError
 from agentfsm.guards import (
     CostBudget,
     Guard,
@@ -133,7 +133,7 @@ class Policy(Checked):
             raise PolicyError(
                 f"permission_rules must be a list of rules, not {type(value).__name__}"
             )
-        return tuple(Rule.of(item) for item in value)
+        return tuple(_rule(item) for item in value)
 
     @field_validator("final_tools", "handoffs", mode="before")
     @classmethod
@@ -195,7 +195,8 @@ class Policy(Checked):
         data["guards"] = [repr(g) for g in self.guards]
         data["handoffs"] = sorted(self.handoffs)
         data["final_tools"] = sorted(self.final_tools)
-        data["permission_rules"] = [str(rule) for rule in self.permission_rules]
+        # Structured, never text: a glob holding ", name=" or edge spaces would not parse back.
+        data["permission_rules"] = [rule.model_dump(mode="json") for rule in self.permission_rules]
         return data
 
     @classmethod
@@ -237,6 +238,20 @@ class Policy(Checked):
         if not isinstance(data, dict):
             raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
         return cls.from_mapping(data.get("policy", data), source=str(file))
+
+
+def _rule(item: Any) -> Rule:
+    """A rule from its text, a mapping a person wrote, or the Rule's own dump (`to_json`).
+
+    The dump form is told apart by its `args`, a list of [name, glob] pairs, and is
+    validated as the model itself, so every field of the rule is kept as it was.
+    """
+    if isinstance(item, Mapping) and isinstance(item.get("args"), list):
+        try:
+            return Rule.model_validate(dict(item))
+        except DataError as exc:
+            raise PolicyError(f"permission rule {dict(item)!r:.200} is invalid: {exc}") from exc
+    return Rule.of(item)
 
 
 def as_policy(policy: object, where: str = "policy") -> Policy:

@@ -258,6 +258,7 @@ class HumanApproved(Guard):
     priority = Priority.P1
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
-        if snap.human_approved is not True or not snap.executable:
+        approved = snap.executable or snap.handoffs
+        if snap.human_approved is not True or not approved:
             return None
-        return Hit(self, f"the human approved {len(snap.executable)} call(s)", self.exit_reason)
+        return Hit(self, f"the human approved {len(approved)} call(s)", self.exit_reason)

@@ -142,9 +142,9 @@ class HasToolCalls(Guard):
 
 
 class HandoffRequested(Guard):
-    """Delegate when the model hands the task to another agent."""
+    """Delegate when the model hands the task to another agent (or a human approved it)."""
 
-    phases = ON_OUTPUT
+    phases = ON_OUTPUT | ON_REPLY
     layer = 1
     priority = Priority.P2
 

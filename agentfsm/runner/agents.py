@@ -3,20 +3,23 @@
 A child agent has its own Controller and policy and runs through the same
 runner (same provider settings, same cancellation). Its final answer, failure,
 limit or interruption is the handoff call's result, never the parent's end;
-its tokens and cost are charged to the parent's budgets.
+its tokens and cost are charged to the parent's budgets. A child runs only when
+the parent's Controller clears its call (`may_run`, by id, name and arguments)
+right before it starts; a handoff it does not clear is not run, and the
+controller answers it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm.core.types import ExitReason, ToolCall, ToolResult
+from agentfsm.core.types import Decision, ExitReason, ToolCall, ToolResult
 from agentfsm.exceptions import InvalidInputError
 
-__all__ = ["Agent", "child_messages", "child_result"]
+__all__ = ["Agent", "child_messages", "child_result", "cleared"]
 
 _TASK_KEYS = ("task", "input", "message", "prompt", "query", "request", "question")
 
@@ -38,6 +41,27 @@ class Agent:
     model: str | None = None
     instructions: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def cleared(controller: Any, decision: Decision) -> Iterator[ToolCall]:
+    """The decision's calls that `controller` clears, each asked right before it is yielded.
+
+    Lazy on purpose: the caller runs one child before the next call is asked about,
+    so a run stopped meanwhile runs nothing more. A call not cleared is skipped: it
+    gets no result from the caller, and the controller answers it.
+    """
+    if not isinstance(decision, Decision):
+        raise InvalidInputError(f"decision must be a Decision, not {type(decision).__name__}")
+    may_run = getattr(controller, "may_run", None)
+    if not callable(may_run):
+        raise InvalidInputError(
+            f"controller must be the agentfsm Controller (it has may_run), not "
+            f"{type(controller).__name__}"
+        )
+    for call in decision.tool_calls:
+        # `is True`: an answer that is not a bool never lets a child run.
+        if may_run(call.id, call.name, call.arguments or {}) is True:
+            yield call
 
 
 def _check_handoff(agent: object, call: object) -> None:

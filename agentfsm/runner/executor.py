@@ -34,6 +34,9 @@ Rules, in the order a reviewer asks about them:
   name) are written as `\\udcff` escapes, which every provider accepts.
 - Only tools declared idempotent (`ToolOptions(idempotent=True)`) are retried,
   with tenacity, up to `retry_attempts` times.
+- With `controller=`, each call runs only if `controller.may_run(id, name, arguments)`
+  says so right before it starts; a call it does not clear is not run and gets no
+  result here: the controller answers it (see docs/execution-paths.md).
 - `cancel` (a `threading.Event`, or an `asyncio.Event` in `arun`) cancels what
   runs and what has not started; `skip` (an event set when a user message
   arrives) skips the calls not yet started ("skipped: a user message
@@ -49,7 +52,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
 
@@ -197,7 +200,9 @@ class Executor:
 
     # -- planning --------------------------------------------------------------------
 
-    def _plan(self, calls: Decision | Sequence[ToolCall]) -> list[Job]:
+    def _plan(
+        self, calls: Decision | Sequence[ToolCall], controller: Clearing | None = None
+    ) -> list[Job]:
         if isinstance(calls, Decision):
             if calls.action not in (Action.EXECUTE_TOOLS, Action.HANDOFF):
                 raise InvalidInputError(
@@ -213,8 +218,13 @@ class Executor:
                 raise InvalidInputError(f"call id {call.id!r} appears twice in one batch")
             seen.add(call.id)
             spec = self.specs.get(call.name)
+            fn = None if spec is None else spec.fn
+            if controller is not None:
+                if not _cleared(controller, call):
+                    continue  # not run, no result: the controller answers it
+                fn = None if fn is None else _asking(controller, call, fn)
             options = self.options.get(call.name, self._default)
-            jobs.append(Job(index, call, None if spec is None else spec.fn, options))
+            jobs.append(Job(len(jobs), call, fn, options))
         order(jobs, self.parallel_tool_calls)
         return jobs
 
@@ -227,16 +237,20 @@ class Executor:
         cancel: Flag | None = None,
         skip: Flag | None = None,
         on_result: Callable[[ToolResult], None] | None = None,
+        controller: Clearing | None = None,
     ) -> list[ToolResult]:
         """Run a batch in worker threads; return one result per call, in call order.
 
         Args:
             calls: The decision, or its calls.
+            controller: The Controller that made the decision: a call runs only when its
+                `may_run(id, name, arguments)` is True right before it starts; the others
+                get no result here (the controller has or makes theirs).
             cancel: When set, running calls are abandoned and the rest are not started.
             skip: When set, calls not yet started are skipped; running ones finish.
             on_result: Called (in this thread) with each result as soon as it is known.
         """
-        jobs = self._plan(calls)
+        jobs = self._plan(calls, _clearing(controller))
         batch = SyncBatch(self, jobs, cancel, skip, on_result)
         batch.drive()
         return [job.result for job in jobs if job.result is not None]
@@ -273,6 +287,7 @@ class Executor:
         cancel: Flag | None = None,
         skip: Flag | None = None,
         on_result: Callable[[ToolResult], None] | None = None,
+        controller: Clearing | None = None,
     ) -> list[ToolResult]:
         """Run a batch on the event loop (sync tools in worker threads); results in call order.
 
@@ -280,7 +295,7 @@ class Executor:
         calls are cancelled and CancelledError propagates; `on_result` has seen
         every result that was known by then.
         """
-        jobs = self._plan(calls)
+        jobs = self._plan(calls, _clearing(controller))
         batch = AsyncBatch(self, jobs, cancel, skip, on_result)
         await batch.drive()
         return [job.result for job in jobs if job.result is not None]
@@ -357,6 +372,55 @@ class Executor:
         return self.error_of(
             call, f"tool {call.name!r} has no Python implementation here; tools that run: {known}"
         )
+
+
+class Clearing(Protocol):
+    """What the executor asks before each call: a Controller's `may_run`."""
+
+    def may_run(
+        self, call_id: str, name: str | None = None, arguments: Mapping[str, Any] | None = None
+    ) -> bool: ...
+
+
+class NotClearedError(Exception):
+    """The controller stopped clearing a call between the batch's start and the call's."""
+
+
+def _clearing(controller: object) -> Clearing | None:
+    if controller is not None and not callable(getattr(controller, "may_run", None)):
+        raise InvalidInputError(
+            f"controller must be the agentfsm Controller (it has may_run), not "
+            f"{type(controller).__name__}"
+        )
+    return controller  # type: ignore[return-value]
+
+
+def _cleared(controller: Clearing, call: ToolCall) -> bool:
+    # `is True`: an answer that is not a bool never lets a call run.
+    return controller.may_run(call.id, call.name, call.arguments or {}) is True
+
+
+def _asking(controller: Clearing, call: ToolCall, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` asking the controller once more right before it runs (a run stopped meanwhile)."""
+
+    def refused() -> NotClearedError:
+        return NotClearedError(f"not executed: the controller no longer clears call {call.id}")
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def checked_async(**arguments: Any) -> Any:
+            if not _cleared(controller, call):
+                raise refused()
+            return await fn(**arguments)
+
+        return checked_async
+
+    def checked(**arguments: Any) -> Any:
+        if not _cleared(controller, call):
+            raise refused()
+        return fn(**arguments)
+
+    return checked
 
 
 def _specs(tools: Iterable[Any] | Mapping[str, Any] | None) -> dict[str, ToolSpec]:

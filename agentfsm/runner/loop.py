@@ -22,7 +22,7 @@ from agentfsm.core._checked import check_number
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ProviderError
 from agentfsm.runner._batch import AbandonedError, until_cancelled
-from agentfsm.runner.agents import Agent, child_messages, child_result
+from agentfsm.runner.agents import Agent, child_messages, child_result, cleared
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry, is_context_exhausted, is_transient
 from agentfsm.runner.session import Inbox, RunResult, Session
@@ -216,9 +216,13 @@ def _act(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decision:
     if decision.action is Action.ASK_HUMAN:
         return session.on_human(decision, *_sync_answer(on_ask, decision))
     if decision.action is Action.HANDOFF:
-        return session.on_results([_delegate(loop, c) for c in decision.tool_calls])
+        return session.on_results(
+            [_delegate(loop, c) for c in cleared(session.controller, decision)]
+        )
     with session.running_tools():
-        results = loop.executor.run(decision, cancel=loop.cancel, skip=loop.skip())
+        results = loop.executor.run(
+            decision, cancel=loop.cancel, skip=loop.skip(), controller=session.controller
+        )
     session.steer(loop.inbox)
     return session.on_results(results)
 
@@ -308,7 +312,9 @@ async def _aact(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decisi
         approved, message = await _async_answer(on_ask, decision)
         return session.on_human(decision, approved, message)
     if decision.action is Action.HANDOFF:
-        return session.on_results([await _adelegate(loop, c) for c in decision.tool_calls])
+        return session.on_results(
+            [await _adelegate(loop, c) for c in cleared(session.controller, decision)]
+        )
     seen: dict[str, ToolResult] = {}
     try:
         with session.running_tools():
@@ -317,6 +323,7 @@ async def _aact(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decisi
                 cancel=loop.cancel,
                 skip=loop.skip(),
                 on_result=lambda r: seen.__setitem__(r.call_id, r),
+                controller=session.controller,
             )
     except asyncio.CancelledError:
         # Every call keeps one result: what finished, and a cancellation for the rest.

@@ -2,8 +2,10 @@
 
 Layers 1, 4 and 5. A call to an undeclared tool, or with arguments that do not
 fit the tool's schema, is not run: the model gets an error result instead. The
-permission hook says allow, ask or deny. A handoff must be the only call of
-its turn. The repetition streak counts identical consecutive rounds of calls.
+permission sources (rules, the table, the hook) say allow, ask or deny. A
+handoff must be the only call of its turn, and is checked like any call: a
+denied handoff is refused, one marked `ask` waits for a human. The repetition
+streak counts identical consecutive rounds of calls.
 """
 
 from __future__ import annotations
@@ -72,12 +74,10 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
     handoff_names = run.policy.handoffs
     alone = len(calls) == 1
     for call in calls:
-        if call.name in handoff_names:
-            if alone:
-                handoffs.append(call)
-            else:
-                why = f"handoff {call.name!r} must be the only call of its turn"
-                rejected.append(_refusal(call, why))
+        handoff = call.name in handoff_names
+        if handoff and not alone:
+            why = f"handoff {call.name!r} must be the only call of its turn"
+            rejected.append(_refusal(call, why))
             continue
         problem = _check(run, call)
         if problem is not None:
@@ -85,9 +85,9 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
             continue
         permission, source = run.policy.permission_verdict(call)
         if permission == "allow":
-            executable.append(call)
+            (handoffs if handoff else executable).append(call)
         elif permission == "ask":
-            approval.append(call)
+            approval.append(call)  # an approved handoff still hands off (on_human_reply)
         else:  # "deny", or anything not understood: fail closed
             denied.append(call)
             why = f"permission denied: {call.name!r} may not run ({source})"

@@ -71,7 +71,8 @@ class TestRules:
         """A rule's text form parses back to the same rule, and the policy's JSON keeps it."""
         rules = [Rule.parse(text) for text in RULES]
         assert [Rule.parse(str(r)) for r in rules] == rules
-        assert af.Policy(permission_rules=RULES).to_json()["permission_rules"] == RULES
+        saved = af.Policy(permission_rules=RULES).to_json()["permission_rules"]
+        assert af.Policy(permission_rules=saved).permission_rules == tuple(rules)
 
     def test_a_mapping_builds_the_same_rule(self) -> None:
         """`{"action", "tool", "args"}` is the same as the text form."""
