@@ -103,6 +103,7 @@ __all__ = [
     "asked",
     "idempotency_key",
     "launch",
+    "recover",
     "reply",
     "result",
     "shutdown",
@@ -146,16 +147,22 @@ def launch(
     *,
     database_url: str = "sqlite:///agentfsm-runs.sqlite",
     name: str = "agentfsm",
+    executor_id: str | None = None,
     config: Mapping[str, Any] | None = None,
 ) -> str:
-    """Declare `agents`, start DBOS on `database_url`, and recover this database's runs.
+    """Declare `agents`, start DBOS on `database_url`, and recover this worker's runs.
 
     Args:
         agents: Every agent whose runs this process starts or recovers.
         database_url: `sqlite:///<file>` (embedded, the default) or `postgresql://...`.
         name: The DBOS application name.
-        config: More `DBOSConfig` entries (e.g. `executor_id`), applied last; not
-            `serializer`: the database holds agentfsm's JSON only.
+        executor_id: This worker's stable identity (DBOS's executor id; by default
+            `$DBOS__VMID` or `"local"`). Runs are recorded under it, and `launch` recovers
+            the pending runs recorded under it: give each worker of a database its own id,
+            the same across restarts (a host or pod name). The runs of a worker that is
+            gone for good are taken over with `recover(its id)`.
+        config: More `DBOSConfig` entries, applied last; not `serializer` (the database
+            holds agentfsm's JSON only) nor `executor_id` (the argument above).
 
     Returns:
         The application version runs are recorded under.
@@ -168,6 +175,10 @@ def launch(
             raise DefinitionError(f"launch: {field} must be a non-empty str, not {value!r}")
     if config is not None and not isinstance(config, Mapping):
         raise DefinitionError(f"launch: config must be a mapping, not {type(config).__name__}")
+    if executor_id is not None and (not isinstance(executor_id, str) or not executor_id):
+        raise DefinitionError(f"launch: executor_id must be a non-empty str, not {executor_id!r}")
+    if config is not None and "executor_id" in config:
+        raise DefinitionError("launch: pass executor_id=..., not config={'executor_id': ...}")
     if config is not None and "serializer" in config:
         raise DefinitionError(
             "launch: config may not set 'serializer': agentfsm stores its steps as JSON, "
@@ -184,6 +195,8 @@ def launch(
         **(config or {}),
         "serializer": JsonSerializer(),
     }
+    if executor_id is not None:
+        settings["executor_id"] = executor_id
     refuse_pickles()
     DBOS(config=DBOSConfig(**settings))  # type: ignore[typeddict-item]
     DBOS.launch()
@@ -203,6 +216,29 @@ def launch(
             runs=stranded,
         )
     return version
+
+
+def recover(executor_id: str) -> list[str]:
+    """Take over the pending runs of the worker `executor_id`, which is gone for good.
+
+    DBOS recovers a worker's runs only when a worker with the same executor id launches;
+    when that worker will not come back, call this from a live worker: the runs are queued
+    again and continue (from their last recorded step) in a worker of this database.
+    Never call it for a worker that is still running: its runs would run in two places.
+
+    Returns:
+        The ids of the runs taken over.
+    """
+    if not isinstance(executor_id, str) or not executor_id:
+        raise InvalidInputError(
+            f"recover: executor_id must be a non-empty str, not {executor_id!r}"
+        )
+    try:
+        # The call DBOS's own recovery endpoint makes; it re-queues, so one worker claims each run.
+        handles = DBOS._recover_pending_workflows([executor_id])
+    except DBOSException as exc:
+        raise _dbos_failed("recover", exc) from exc
+    return sorted(h.get_workflow_id() for h in handles)
 
 
 def shutdown() -> None:

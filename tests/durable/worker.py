@@ -9,8 +9,11 @@ Each POINT kills this process there, with `exit` (os._exit) or `sigkill`:
 - `sql:STEP:CALL_ID:HOW`: as DBOS is about to record the output of STEP (`started` or `tool`)
   for the call CALL_ID, so after the step ran and before its output is in the database.
 Unless a point is at `ask_human`, the worker answers the human (approves), and it prints the
-result (or the error `result` raised) as JSON. The tools append `name value` to LOG each time
-they really run; `charge` adds its idempotency key.
+result (or the error `result` raised) as JSON. The environment names the worker's executor id
+(`AGENTFSM_TEST_EXECUTOR`), a dead worker whose runs it takes over (`AGENTFSM_TEST_TAKE_OVER`),
+and the seconds it waits for the run before reporting it pending (`AGENTFSM_TEST_WAIT`).
+The tools append `name value` to LOG each time they really run; `charge` adds its
+idempotency key.
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def refuse(call_id: str) -> None:
     def may_run(self: Controller, call: str, *args: Any, **kwargs: Any) -> bool:
         return call != call_id and cleared(self, call, *args, **kwargs)
 
-    Controller.may_run = may_run  # type: ignore[method-assign]
+    Controller.may_run = may_run  # type: ignore[method-assign,assignment]
 
 
 def points(specs: list[str]) -> dict[tuple[str, int], str]:
@@ -147,10 +150,13 @@ def points(specs: list[str]) -> dict[tuple[str, int], str]:
     return kills
 
 
-def finish(run_id: str, answer: bool) -> dict[str, Any]:
+def finish(run_id: str, answer: bool, wait: float) -> dict[str, Any]:
     """Wait for the run to end (approving when asked, if `answer`); its result or error."""
     replied = False
+    deadline = time.monotonic() + wait
     while durable.status(run_id) not in ("done", "failed", "cancelled"):
+        if time.monotonic() > deadline:
+            return {"pending": durable.status(run_id)}
         if answer and not replied and durable.status(run_id) == "waiting_for_human":
             durable.reply(run_id, approved=True)
             replied = True
@@ -174,14 +180,18 @@ def main(argv: list[str]) -> int:
     kills = points(argv[4:])
     if os.environ.get("AGENTFSM_TEST_NOT_CLEARED"):
         refuse(os.environ["AGENTFSM_TEST_NOT_CLEARED"])
-    durable.launch([agent(api_base, kills)], database_url=db)
+    executor = os.environ.get("AGENTFSM_TEST_EXECUTOR")
+    durable.launch([agent(api_base, kills)], database_url=db, executor_id=executor)
     try:
+        dead = os.environ.get("AGENTFSM_TEST_TAKE_OVER")
+        taken = durable.recover(dead) if dead else []
         try:
             durable.status(run_id)
         except AgentFSMError:
             durable.start(AGENT, "Find a, then b and c, then write x.", run_id=run_id)
         answer = not any(kind == "ask_human" for kind, _ in kills)
-        print(json.dumps(finish(run_id, answer)))
+        wait = float(os.environ.get("AGENTFSM_TEST_WAIT") or "inf")
+        print(json.dumps({**finish(run_id, answer, wait), "taken": taken}))
     finally:
         durable.shutdown()
     return 0
