@@ -265,7 +265,7 @@ class _Loop:
             *(self._tool(c, interrupted=not fresh and c.id in once) for c in cleared)
         )
         ran = {c.id: ToolResult.model_validate(o) for c, o in zip(cleared, outputs, strict=True)}
-        results = [ran.get(c.id) or _refused(c) for c in calls]
+        results = [ran[c.id] if c.id in ran else _refused(c) for c in calls]
         self.talk.answer(results)
         await self._tick()
         return self._settle(self.ctl.on_tool_results(results))
