@@ -16,6 +16,23 @@ recovers the runs: recorded steps are not run again, and the Controller,
 rebuilt from the recorded outputs, makes the same decisions. A run waiting
 for a human holds no thread: it is a coroutine waiting on `DBOS.recv_async`.
 
+A tool call killed while it ran (its side effect done, its result not yet
+recorded) is where "never twice" needs the tool's help, so each tool declares it:
+- idempotent (`@tool(idempotent=True)` from agentfsm.runner.executor, or
+  `DurableAgent(options={name: ToolOptions(idempotent=True)})`): a recovered
+  run may run it again; `idempotency_key()` inside the tool gives the same key
+  (`<run id>:<turn>:<call id>`) on every run of the call, for the API behind it;
+- anything else runs at most once: the calls of a batch are recorded as started
+  (a committed step) before any runs, and a recovered run that finds one started
+  but without a recorded result does not run it: its result is an error saying
+  the call was interrupted and may or may not have taken effect.
+Before any call runs, the run's Controller is asked `may_run(call id, name,
+arguments)`; a call it does not clear never runs.
+
+The database holds JSON only (`_serializer`): a row edited to hold anything
+else, a pickle included, raises `CheckpointError` naming the run; no code in
+the database is ever run.
+
 The application version DBOS records is `app_version(agents)`: agentfsm's
 state and event formats plus a digest of the agents' models, tools and
 policies. DBOS recovers only runs of the current version, so `launch` refuses
@@ -33,8 +50,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any, Literal
 
 from pydantic import ConfigDict
@@ -51,17 +68,32 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from agentfsm.core.types import Decision, ExitReason
 from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
+from agentfsm.durable._serializer import (
+    JsonSerializer,
+    RecordedError,
+    failure_text,
+    refuse_pickles,
+)
 from agentfsm.durable._workflow import (
     HUMAN_TOPIC,
+    INTERRUPTED,
     WAITING_KEY,
     WORKFLOW_NAME,
     agent_run,
+    idempotency_key,
     load_litellm,
 )
-from agentfsm.exceptions import CheckpointError, DefinitionError, InvalidInputError, RunError
+from agentfsm.exceptions import (
+    AgentFSMError,
+    CheckpointError,
+    DefinitionError,
+    InvalidInputError,
+    RunError,
+)
 
 __all__ = [
     "HUMAN_TOPIC",
+    "INTERRUPTED",
     "DurableAgent",
     "DurableResult",
     "Progress",
@@ -69,7 +101,9 @@ __all__ = [
     "StrandedRunsError",
     "app_version",
     "asked",
+    "idempotency_key",
     "launch",
+    "recover",
     "reply",
     "result",
     "shutdown",
@@ -113,15 +147,22 @@ def launch(
     *,
     database_url: str = "sqlite:///agentfsm-runs.sqlite",
     name: str = "agentfsm",
+    executor_id: str | None = None,
     config: Mapping[str, Any] | None = None,
 ) -> str:
-    """Declare `agents`, start DBOS on `database_url`, and recover this database's runs.
+    """Declare `agents`, start DBOS on `database_url`, and recover this worker's runs.
 
     Args:
         agents: Every agent whose runs this process starts or recovers.
         database_url: `sqlite:///<file>` (embedded, the default) or `postgresql://...`.
         name: The DBOS application name.
-        config: More `DBOSConfig` entries (e.g. `executor_id`), applied last.
+        executor_id: This worker's stable identity (DBOS's executor id; by default
+            `$DBOS__VMID` or `"local"`). Runs are recorded under it, and `launch` recovers
+            the pending runs recorded under it: give each worker of a database its own id,
+            the same across restarts (a host or pod name). The runs of a worker that is
+            gone for good are taken over with `recover(its id)`.
+        config: More `DBOSConfig` entries, applied last; not `serializer` (the database
+            holds agentfsm's JSON only) nor `executor_id` (the argument above).
 
     Returns:
         The application version runs are recorded under.
@@ -134,6 +175,15 @@ def launch(
             raise DefinitionError(f"launch: {field} must be a non-empty str, not {value!r}")
     if config is not None and not isinstance(config, Mapping):
         raise DefinitionError(f"launch: config must be a mapping, not {type(config).__name__}")
+    if executor_id is not None and (not isinstance(executor_id, str) or not executor_id):
+        raise DefinitionError(f"launch: executor_id must be a non-empty str, not {executor_id!r}")
+    if config is not None and "executor_id" in config:
+        raise DefinitionError("launch: pass executor_id=..., not config={'executor_id': ...}")
+    if config is not None and "serializer" in config:
+        raise DefinitionError(
+            "launch: config may not set 'serializer': agentfsm stores its steps as JSON, "
+            "and any other format could run code from an edited database"
+        )
     listed = register(agents)
     version = app_version(listed)
     load_litellm()  # seconds to import: pay it at launch, not inside the first run's first step
@@ -143,7 +193,11 @@ def launch(
         "application_version": version,
         "log_level": "WARNING",
         **(config or {}),
+        "serializer": JsonSerializer(),
     }
+    if executor_id is not None:
+        settings["executor_id"] = executor_id
+    refuse_pickles()
     DBOS(config=DBOSConfig(**settings))  # type: ignore[typeddict-item]
     DBOS.launch()
     stranded = {
@@ -162,6 +216,29 @@ def launch(
             runs=stranded,
         )
     return version
+
+
+def recover(executor_id: str) -> list[str]:
+    """Take over the pending runs of the worker `executor_id`, which is gone for good.
+
+    DBOS recovers a worker's runs only when a worker with the same executor id launches;
+    when that worker will not come back, call this from a live worker: the runs are queued
+    again and continue (from their last recorded step) in a worker of this database.
+    Never call it for a worker that is still running: its runs would run in two places.
+
+    Returns:
+        The ids of the runs taken over.
+    """
+    if not isinstance(executor_id, str) or not executor_id:
+        raise InvalidInputError(
+            f"recover: executor_id must be a non-empty str, not {executor_id!r}"
+        )
+    try:
+        # The call DBOS's own recovery endpoint makes; it re-queues, so one worker claims each run.
+        handles = DBOS._recover_pending_workflows([executor_id])
+    except DBOSException as exc:
+        raise _dbos_failed("recover", exc) from exc
+    return sorted(h.get_workflow_id() for h in handles)
 
 
 def shutdown() -> None:
@@ -237,13 +314,28 @@ def _dbos_failed(where: str, exc: DBOSException) -> RunError:
     return RunError(f"{where}: {exc} (call agentfsm.durable.launch(...) first in this process)")
 
 
+def _edited(run_id: str, why: str) -> CheckpointError:
+    return CheckpointError(
+        f"durable run {run_id!r} cannot be read from the database: {why}", run_id=run_id
+    )
+
+
+@contextmanager
+def _reading(run_id: str, where: str) -> Iterator[None]:
+    """Read a run through DBOS: an unreadable record is a CheckpointError naming the run."""
+    try:
+        yield
+    except CheckpointError as exc:
+        raise _edited(run_id, exc.message) from None
+    except DBOSException as exc:
+        raise _dbos_failed(where, exc) from exc
+
+
 def status(run_id: str) -> RunStatus:
     """Where a run is: running, waiting for a human, done, failed or cancelled."""
     _checked_id(run_id, "status")
-    try:
+    with _reading(run_id, "status"):
         found = DBOS.get_workflow_status(run_id)
-    except DBOSException as exc:
-        raise _dbos_failed("status", exc) from exc
     if found is None:
         raise InvalidInputError(f"no durable run {run_id!r} in this database", run_id=run_id)
     state = found.status
@@ -253,17 +345,16 @@ def status(run_id: str) -> RunStatus:
         return "failed"
     if state == "CANCELLED":
         return "cancelled"
-    asked = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
+    with _reading(run_id, "status"):
+        asked = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
     return "waiting_for_human" if asked else "running"
 
 
 def asked(run_id: str) -> dict[str, Any] | None:
     """What a run waiting for a human asks (turn, reason, tool calls), or None."""
     _checked_id(run_id, "asked")
-    try:
+    with _reading(run_id, "asked"):
         value = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
-    except DBOSException as exc:
-        raise _dbos_failed("asked", exc) from exc
     return value if isinstance(value, dict) else None
 
 
@@ -293,6 +384,7 @@ def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
 
     Raises:
         RunError: the run failed, or did not end within `timeout` seconds.
+        CheckpointError: the run's record in the database was edited (it names the run).
     """
     _checked_id(run_id, "result")
     if timeout is not None:
@@ -301,13 +393,40 @@ def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
     while True:
         now = status(run_id)
         if now == "done":
-            output: dict[str, Any] = DBOS.retrieve_workflow(run_id).get_result()
-            return DurableResult.model_validate(output)
-        if now in ("failed", "cancelled"):
-            raise RunError(f"durable run {run_id!r} {now}", run_id=run_id)
+            return _ended(run_id)
+        if now == "failed":
+            raise _failure(run_id)
+        if now == "cancelled":
+            raise RunError(f"durable run {run_id!r} was cancelled", run_id=run_id)
         if deadline is not None and time.monotonic() > deadline:
             raise RunError(
                 f"durable run {run_id!r} did not end within {timeout}s (it is {now})",
                 run_id=run_id,
             )
         time.sleep(0.05)
+
+
+def _ended(run_id: str) -> DurableResult:
+    """The recorded result of a run that ended."""
+    with _reading(run_id, "result"):
+        output: Any = DBOS.retrieve_workflow(run_id).get_result()
+    try:
+        return DurableResult.model_validate(output)
+    except (AgentFSMError, ValueError) as exc:
+        raise _edited(run_id, f"its result is not a result agentfsm wrote ({exc})") from None
+
+
+def _failure(run_id: str) -> RunError:
+    """Why a run failed: an edited record is a CheckpointError naming the run."""
+    try:
+        with _reading(run_id, "result"):
+            DBOS.retrieve_workflow(run_id).get_result()
+    except CheckpointError as exc:
+        return exc
+    except RecordedError as exc:
+        if exc.kind == CheckpointError.__name__:
+            return _edited(run_id, exc.message)
+        return RunError(f"durable run {run_id!r} failed: {failure_text(exc)}", run_id=run_id)
+    except Exception as exc:  # what DBOS raises for a run it gave up on
+        return RunError(f"durable run {run_id!r} failed: {failure_text(exc)}", run_id=run_id)
+    return RunError(f"durable run {run_id!r} failed", run_id=run_id)

@@ -18,7 +18,8 @@ from agentfsm.core.events import SCHEMA
 from agentfsm.core.persistence import STATE_VERSION, policy_code
 from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.tools import ToolSpec, tool_specs
-from agentfsm.exceptions import DefinitionError, InvalidInputError
+from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.runner.executor import _OPTIONS_ATTR, ToolOptions
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DurableAgent", "Progress", "agent_named", "app_version"]
 
@@ -39,12 +40,16 @@ class DurableAgent:
     Args:
         name: The agent's name; runs record it, and recovery finds the agent by it.
         model: The litellm model name (e.g. `"openai/gpt-4o-mini"`).
-        tools: Python callables (run as steps), names or function specs.
+        tools: Python callables (run as steps), names or function specs. A tool marked
+            `@tool(idempotent=True)` (agentfsm.runner.executor) may run again when a run is
+            recovered; any other tool runs at most once (see `agentfsm.durable`).
         policy: The policy every run of this agent follows.
         api_base: The provider's base URL, when not the default.
         api_key: The provider key; it is never written to the database.
         human_timeout: Seconds to wait for a human before declining; None waits forever.
         on_progress: Called after every step (see `Progress`).
+        options: ToolOptions by tool name, for tools that cannot carry `@tool` (builtins);
+            they override the mark. Only `idempotent` matters here.
     """
 
     def __init__(
@@ -58,6 +63,7 @@ class DurableAgent:
         api_key: str | None = None,
         human_timeout: float | None = None,
         on_progress: Progress | None = None,
+        options: Mapping[str, ToolOptions] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise DefinitionError(f"a durable agent needs a name (a non-empty str), not {name!r}")
@@ -74,6 +80,8 @@ class DurableAgent:
         self.name = name
         self.model = model
         self.specs: dict[str, ToolSpec] | None = tool_specs(tools)
+        self.once = _run_at_most_once(name, self.specs or {}, options)
+        """The names of the tools that are not idempotent: recorded as started, never re-run."""
         self.policy = as_policy(policy, f"durable agent {name!r}: policy")
         self.api_base = api_base
         self.api_key = api_key
@@ -103,10 +111,42 @@ class DurableAgent:
             "model": self.model,
             "tools": None
             if self.specs is None
-            else [[s.name, s.parameters, s.fn is not None] for s in specs.values()],
+            else [
+                [s.name, s.parameters, s.fn is not None, s.name in self.once]
+                for s in specs.values()
+            ],
             "policy": self.policy.to_json(),
             "code": policy_code(self.policy),
         }
+
+
+def _run_at_most_once(
+    agent: str, specs: Mapping[str, ToolSpec], options: Mapping[str, ToolOptions] | None
+) -> frozenset[str]:
+    """The tools of `specs` that are not declared idempotent (by `options` or `@tool`)."""
+    if options is not None and not isinstance(options, Mapping):
+        raise ToolDefinitionError(
+            f"durable agent {agent!r}: options must map tool names to ToolOptions, "
+            f"not {type(options).__name__}"
+        )
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(specs))
+    if unknown:
+        raise ToolDefinitionError(
+            f"durable agent {agent!r}: options for undeclared tool(s) {unknown}"
+        )
+    for name, option in given.items():
+        if not isinstance(option, ToolOptions):
+            raise ToolDefinitionError(
+                f"durable agent {agent!r}: options[{name!r}] must be a ToolOptions"
+            )
+    once: set[str] = set()
+    for name, spec in specs.items():
+        marked: object = given.get(name) or getattr(spec.fn, _OPTIONS_ATTR, None)
+        # Anything but a ToolOptions saying idempotent runs at most once: fail closed.
+        if spec.fn is not None and not (isinstance(marked, ToolOptions) and marked.idempotent):
+            once.add(name)
+    return frozenset(once)
 
 
 def register(agents: Iterable[DurableAgent]) -> list[DurableAgent]:
@@ -146,9 +186,10 @@ def agent_named(name: str) -> DurableAgent:
     return agent
 
 
-WORKFLOW_VERSION = 2
+WORKFLOW_VERSION = 3
 """The order of the workflow's steps; a recorded run replays only under the same order.
-2: a clock step before every input, for `max_seconds`."""
+2: a clock step before every input, for `max_seconds`. 3: a `started` step before the
+tools of a batch that run at most once, and JSON in the database instead of pickle."""
 
 
 def app_version(agents: Iterable[DurableAgent]) -> str:

@@ -12,9 +12,11 @@ not a thread.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import os
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,10 +26,20 @@ from agentfsm.core.controller import Controller
 from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
+from agentfsm.durable._serializer import failure_text
+from agentfsm.exceptions import CheckpointError, RunError
 from agentfsm.runner.executor import result_of
 from agentfsm.runner.retry import is_transient
 
-__all__ = ["HUMAN_TOPIC", "WAITING_KEY", "WORKFLOW_NAME", "agent_run", "load_litellm"]
+__all__ = [
+    "HUMAN_TOPIC",
+    "INTERRUPTED",
+    "WAITING_KEY",
+    "WORKFLOW_NAME",
+    "agent_run",
+    "idempotency_key",
+    "load_litellm",
+]
 
 WORKFLOW_NAME = "agentfsm.durable.run"
 """The DBOS name of the agent workflow."""
@@ -38,6 +50,16 @@ WAITING_KEY = "agentfsm.waiting"
 _WAIT_CHUNK = 86_400.0
 """Seconds of one `recv` when the wait has no limit: it is renewed until the answer arrives."""
 _AWAITING_HOST = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN})
+INTERRUPTED = (
+    "interrupted: the run stopped (its worker died) while tool {name!r} was running, so this "
+    "call may or may not have taken effect; it was not run again (the tool is not declared "
+    "idempotent). Check its effect before calling it again."
+)
+"""The result of an at-most-once call that a recovered run finds started but unfinished."""
+NOT_CLEARED = "not run: the controller did not clear call {id!r} ({name}) to run now"
+_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "agentfsm_durable_key", default=None
+)
 
 
 def load_litellm() -> Any:
@@ -65,23 +87,60 @@ async def model_step(agent_name: str, request: dict[str, Any]) -> dict[str, Any]
     return normalize(response, provider="litellm").model_dump(mode="json")
 
 
+@DBOS.step(name="agentfsm.durable.started")
+async def started_step(call_ids: list[str], attempt: str) -> dict[str, Any]:
+    """Record that the at-most-once calls `call_ids` start now, in the execution `attempt`.
+
+    A recovered run reads back the attempt of the execution that recorded it: another
+    execution's attempt means these calls may have run already.
+    """
+    return {"calls": call_ids, "attempt": attempt}
+
+
 @DBOS.step(name="agentfsm.durable.tool")
-async def tool_step(agent_name: str, call: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool call; an exception becomes an error result, recorded like any result."""
+async def tool_step(agent_name: str, call: dict[str, Any], key: str, interrupted: bool) -> Any:
+    """Run one tool call; an exception becomes an error result, recorded like any result.
+
+    `interrupted` (an at-most-once call started by an earlier execution) runs nothing:
+    the result says the call may or may not have taken effect.
+    """
     agent = agent_named(agent_name)
     tool = ToolCall.model_validate(call)
+    if interrupted:
+        return _error(tool, INTERRUPTED.format(name=tool.name))
     spec = (agent.specs or {}).get(tool.name)
     if spec is None or spec.fn is None:
         return _error(tool, f"no implementation for tool {tool.name!r}")
+    token = _KEY.set(key)
     try:
         if inspect.iscoroutinefunction(spec.fn):
             value = await spec.fn(**(tool.arguments or {}))
         else:
+            # to_thread copies the context: the thread reads the same idempotency key.
             value = await asyncio.to_thread(spec.fn, **(tool.arguments or {}))
     except Exception as exc:
-        return _error(tool, f"{type(exc).__name__}: {exc}")
+        return _error(tool, failure_text(exc))
+    finally:
+        _KEY.reset(token)
     # As the runner makes it: a value JSON cannot hold, or nested too deep, is the call's error.
     return result_of(tool, value).model_dump(mode="json")
+
+
+def idempotency_key() -> str:
+    """The idempotency key of the durable tool call running now: `<run id>:<turn>:<call id>`.
+
+    The same on every run of the call (a recovered run re-runs an idempotent tool with
+    it), and different for every call of every run: pass it to an API that deduplicates
+    requests (a payment's `Idempotency-Key`). The turn is part of it because a model may
+    reuse a call id in a later turn.
+
+    Raises:
+        RunError: called outside a tool that a durable run is running.
+    """
+    key = _KEY.get()
+    if key is None:
+        raise RunError("idempotency_key() is only known inside a tool run by a durable run")
+    return key
 
 
 def _error(call: ToolCall, text: str) -> dict[str, Any]:
@@ -102,6 +161,15 @@ async def agent_run(agent_name: str, messages: list[dict[str, Any]]) -> dict[str
     run_id = DBOS.workflow_id
     assert run_id is not None  # always set inside a workflow
     return await _Loop(agent_name, run_id, messages).run()
+
+
+def _refused(call: ToolCall) -> ToolResult:
+    return ToolResult(
+        call_id=call.id,
+        name=call.name,
+        content=NOT_CLEARED.format(id=call.id, name=call.name),
+        is_error=True,
+    )
 
 
 class _Loop:
@@ -128,6 +196,9 @@ class _Loop:
         self.max_tokens: int | None = None
         self.text = ""
         self.error: str | None = None
+        self.attempt = uuid.uuid4().hex
+        """This execution of the run: a recorded `started` step of another one means its
+        calls were interrupted. It decides nothing else, so replays stay deterministic."""
 
     def _record(self, event: Mapping[str, Any]) -> None:
         self.events.append(dict(event))
@@ -147,8 +218,10 @@ class _Loop:
                 request["max_tokens"] = self.max_tokens
             try:
                 data = await model_step(self.agent.name, request)
+            except CheckpointError:  # the database was edited: the run must not go on
+                raise
             except Exception as exc:  # the provider failed and the step's retries did not help
-                self.error = f"{type(exc).__name__}: {exc}"
+                self.error = failure_text(exc)
                 break
             turn = ModelTurn.model_validate(data)
             self.agent.progress("model", self.run_id, {"turn": self.ctl.turn + 1})
@@ -180,15 +253,27 @@ class _Loop:
 
     async def _execute(self, decision: Decision) -> Decision:
         calls = decision.tool_calls
+        # The one permission check, by call id, right before anything runs.
+        cleared = [c for c in calls if self.ctl.may_run(c.id, c.name, c.arguments or {})]
+        once = [c.id for c in cleared if c.name in self.agent.once]
+        fresh = True
+        if once:
+            started = await started_step(once, self.attempt)
+            fresh = started.get("attempt") == self.attempt
         # Parallel calls are concurrent steps; DBOS numbers them in the order they are given.
-        outputs = await asyncio.gather(*(self._tool(c) for c in calls))
-        results = [ToolResult.model_validate(r) for r in outputs]
+        outputs = await asyncio.gather(
+            *(self._tool(c, interrupted=not fresh and c.id in once) for c in cleared)
+        )
+        ran = {c.id: ToolResult.model_validate(o) for c, o in zip(cleared, outputs, strict=True)}
+        results = [ran[c.id] if c.id in ran else _refused(c) for c in calls]
         self.talk.answer(results)
         await self._tick()
         return self._settle(self.ctl.on_tool_results(results))
 
-    async def _tool(self, call: ToolCall) -> dict[str, Any]:
-        output = await tool_step(self.agent.name, call.model_dump(mode="json"))
+    async def _tool(self, call: ToolCall, *, interrupted: bool) -> dict[str, Any]:
+        key = f"{self.run_id}:{self.ctl.turn}:{call.id}"
+        payload = call.model_dump(mode="json")
+        output: dict[str, Any] = await tool_step(self.agent.name, payload, key, interrupted)
         self.agent.progress("tool", self.run_id, {"call_id": call.id, "name": call.name})
         return output
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -34,6 +35,16 @@ def script(body: Mapping[str, Any]) -> Reply:
     return say("all done")
 
 
+def transfer_script(body: Mapping[str, Any]) -> Reply:
+    """The model: charge (idempotent), then transfer (at most once), then answer."""
+    answered = sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+    if answered == 0:
+        return tool_calls(call("charge", {"amount": 100}, id="c1"))
+    if answered == 1:
+        return tool_calls(call("transfer", {"amount": 100}, id="t1"))
+    return say("transfer handled")
+
+
 @dataclass
 class Worker:
     """Runs tests/durable/worker.py against one database, model server and side-effect log."""
@@ -44,10 +55,19 @@ class Worker:
     run_id: str = "run-1"
 
     def run(
-        self, *kills: str, timeout: float = 240, policy: str = "same"
+        self,
+        *kills: str,
+        timeout: float = 240,
+        policy: str = "same",
+        env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run one worker process to its end (or its kill point)."""
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "AGENTFSM_TEST_POLICY": policy}
+        env = {
+            **os.environ,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "AGENTFSM_TEST_POLICY": policy,
+            **(env or {}),
+        }
         return subprocess.run(
             [
                 sys.executable,
@@ -78,6 +98,21 @@ def server() -> Iterator[ScriptedServer]:
     """A scripted OpenAI-compatible server on 127.0.0.1 that answers from the conversation."""
     with ScriptedServer([script] * 64) as srv:
         yield srv
+
+
+@pytest.fixture
+def transfer_server() -> Iterator[ScriptedServer]:
+    """The scripted server of `transfer_script`."""
+    with ScriptedServer([transfer_script] * 64) as srv:
+        yield srv
+
+
+def database(kind: str, path: Path) -> str:
+    """A fresh database URL: a SQLite file under `path`, or a new PostgreSQL database."""
+    if kind == "sqlite":
+        return f"sqlite:///{path / 'runs.sqlite'}"
+    dsn = postgres_dsn().rstrip("/")
+    return f"{dsn.rsplit('/', 1)[0]}/afsm_{uuid.uuid4().hex[:10]}"
 
 
 def postgres_dsn() -> str:

@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import pickle
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from dbos._serialization import deserialize_args, deserialize_exception, deserialize_value
 
 import agentfsm as af
 from agentfsm import durable
 from agentfsm.durable import DurableAgent, app_version
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import agent_named, register
-from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
+from agentfsm.durable._serializer import (
+    JsonSerializer,
+    RecordedError,
+    failure_text,
+    refuse_pickles,
+)
+from agentfsm.exceptions import (
+    AgentFSMError,
+    CheckpointError,
+    DefinitionError,
+    InvalidInputError,
+    RunError,
+    ToolDefinitionError,
+)
+from agentfsm.runner.executor import ToolOptions, tool
 from agentfsm.testing import call, turn
 
 
@@ -26,7 +45,7 @@ class TestAppVersion:
     def test_the_version_names_the_state_format(self) -> None:
         """The DBOS application version starts with agentfsm's state and event formats."""
         version = app_version([DurableAgent("a", "m", tools=[lookup])])
-        assert version.startswith("agentfsm-s1-e1-w2-")
+        assert version.startswith("agentfsm-s1-e1-w3-")
 
     def test_equal_agents_give_equal_versions(self) -> None:
         """Two processes declaring the same agents record runs under the same version."""
@@ -175,3 +194,100 @@ class TestArguments:
         assert done.returncode == 0, done.stderr
         assert "RunError: status:" in done.stdout
         assert "launch" in done.stdout
+
+
+@tool(idempotent=True)
+def charge(amount: int) -> str:
+    """Charge by an idempotency key."""
+    return str(amount)
+
+
+def transfer(amount: int) -> str:
+    """Transfer money."""
+    return str(amount)
+
+
+class TestRetrySafety:
+    def test_only_tools_declared_idempotent_may_run_again(self) -> None:
+        """`@tool(idempotent=True)` may re-run on recovery; any other callable runs at most once."""
+        agent = DurableAgent("pay", "m", tools=[charge, transfer, "by_name"])
+        assert agent.once == frozenset({"transfer"})
+
+    def test_options_declare_tools_that_cannot_be_marked(self) -> None:
+        """`options=` declares what `@tool` cannot mark, and overrides the mark."""
+        agent = DurableAgent(
+            "pay",
+            "m",
+            tools=[charge, transfer],
+            options={"transfer": ToolOptions(idempotent=True), "charge": ToolOptions()},
+        )
+        assert agent.once == frozenset({"charge"})
+
+    @pytest.mark.parametrize(
+        ("options", "match"),
+        [
+            ({"ghost": ToolOptions()}, "undeclared tool"),
+            ({"transfer": {"idempotent": True}}, "must be a ToolOptions"),
+            ([("transfer", ToolOptions())], "options must map tool names"),
+        ],
+    )
+    def test_bad_options_are_named(self, options: Any, match: str) -> None:
+        """Options for a tool not declared, or not ToolOptions, are refused where given."""
+        with pytest.raises(ToolDefinitionError, match=match):
+            DurableAgent("pay", "m", tools=[transfer], options=options)
+
+    def test_a_changed_declaration_changes_the_version(self) -> None:
+        """Declaring a tool idempotent changes the steps a run records: another version."""
+        once = DurableAgent("pay", "m", tools=[transfer])
+        again = DurableAgent(
+            "pay", "m", tools=[transfer], options={"transfer": ToolOptions(idempotent=True)}
+        )
+        assert app_version([once]) != app_version([again])
+
+    def test_the_key_is_only_known_inside_a_durable_tool(self) -> None:
+        """idempotency_key() outside a durable tool call is a RunError, not a made-up key."""
+        with pytest.raises(RunError, match="only known inside a tool"):
+            durable.idempotency_key()
+
+
+class TestSerializer:
+    def test_values_and_failures_round_trip_as_json(self) -> None:
+        """Values go in as JSON data; a failure keeps its type's name and text, not the object."""
+        codec = JsonSerializer()
+        value = {"a": [1, 2.5, None, "é"]}
+        assert json.loads(codec.serialize(value)) == {"value": value}
+        assert codec.deserialize(codec.serialize(value)) == value
+        back = codec.deserialize(codec.serialize(KeyError("gone")))
+        assert isinstance(back, RecordedError)
+        assert failure_text(back) == failure_text(KeyError("gone")) == "KeyError: 'gone'"
+
+    @pytest.mark.parametrize(
+        "text", ["gASVAAAAAAAAAACMBGhpZGWUhZQu", "[1]", '{"value": 1, "x": 2}', '{"error": 1}']
+    )
+    def test_anything_else_is_a_checkpoint_error(self, text: str) -> None:
+        """Text that is not agentfsm's JSON is refused, never interpreted another way."""
+        with pytest.raises(CheckpointError, match="cannot be read"):
+            JsonSerializer().deserialize(text)
+
+    def test_dbos_refuses_a_row_that_names_pickle(self, tmp_path: Path) -> None:
+        """After refuse_pickles, DBOS's reader for rows labelled py_pickle runs no code."""
+        marker = tmp_path / "marker"
+        payload = base64.b64encode(pickle.dumps(_Hostile(str(marker)))).decode()
+        refuse_pickles()
+        for read in (deserialize_value, deserialize_exception, deserialize_args):
+            with pytest.raises(CheckpointError, match="pickle format"):
+                read(payload, "py_pickle", JsonSerializer())
+        assert not marker.exists()
+
+    def test_launch_refuses_another_serializer(self) -> None:
+        """config cannot put pickle (or anything but agentfsm's JSON) back."""
+        with pytest.raises(DefinitionError, match="may not set 'serializer'"):
+            durable.launch([], config={"serializer": object()})
+
+
+class _Hostile:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (self.marker, "w"))

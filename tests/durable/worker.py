@@ -1,11 +1,19 @@
 """A durable worker process for the kill tests: runs (or recovers) one run, maybe dies on cue.
 
-    python -m tests.durable.worker DB_URL API_BASE RUN_ID LOG [KIND:N:HOW ...]
+    python -m tests.durable.worker DB_URL API_BASE RUN_ID LOG [POINT ...]
 
-`KIND:N:HOW` kills this process at the Nth `KIND` progress report (`model`, `tool`,
-`ask_human`; replays of recorded steps count too) with `exit` (os._exit) or `sigkill`.
-Without a kill point the worker answers the human (approves) and prints the result as JSON.
-The tools append `name call_id` to LOG each time they really run.
+Each POINT kills this process there, with `exit` (os._exit) or `sigkill`:
+- `KIND:N:HOW`: at the Nth `KIND` progress report (`model`, `tool`, `ask_human`; replays of
+  recorded steps count too), so after that step's output is recorded;
+- `in:TOOL:WHEN:HOW`: inside TOOL, `before` or `after` its side effect;
+- `sql:STEP:CALL_ID:HOW`: as DBOS is about to record the output of STEP (`started` or `tool`)
+  for the call CALL_ID, so after the step ran and before its output is in the database.
+Unless a point is at `ask_human`, the worker answers the human (approves), and it prints the
+result (or the error `result` raised) as JSON. The environment names the worker's executor id
+(`AGENTFSM_TEST_EXECUTOR`), a dead worker whose runs it takes over (`AGENTFSM_TEST_TAKE_OVER`),
+and the seconds it waits for the run before reporting it pending (`AGENTFSM_TEST_WAIT`).
+The tools append `name value` to LOG each time they really run; `charge` adds its
+idempotency key.
 """
 
 from __future__ import annotations
@@ -19,25 +27,40 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm import AgentFSMError, Policy, durable
+from agentfsm import AgentFSMError, Controller, Policy, durable
+from agentfsm.runner.executor import tool
 
 AGENT = "killable"
 DEADLINE = 8.0
 """The `max_seconds` of the "deadline" policy; the whole run takes about 2 s."""
 LOG = os.environ.get("AGENTFSM_SIDE_EFFECTS", "")
+INSIDE: dict[tuple[str, str], str] = {}
+"""Kill points inside tools: (tool, before/after) -> how."""
+
+
+def die(how: str) -> None:
+    """Stop this process now, the way a kill point says."""
+    if how == "exit":
+        os._exit(3)
+    if how == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _side_effect(name: str, value: str) -> str:
+    die(INSIDE.get((name, "before"), ""))
     with open(LOG, "a", encoding="utf-8") as log:
         log.write(f"{name} {value}\n")
+    die(INSIDE.get((name, "after"), ""))
     return f"{name}({value}) ok"
 
 
+@tool(idempotent=True)
 def search(q: str) -> str:
     """Search quickly."""
     return _side_effect("search", q)
 
 
+@tool(idempotent=True)
 def slow_search(q: str) -> str:
     """Search slowly: its effect lands after a pause."""
     time.sleep(1.5)
@@ -49,22 +72,29 @@ def write_file(path: str) -> str:
     return _side_effect("write_file", path)
 
 
+@tool(idempotent=True)
+def charge(amount: int) -> str:
+    """Charge a card through an API that deduplicates by idempotency key."""
+    return _side_effect("charge", f"{amount} {durable.idempotency_key()}")
+
+
+def transfer(amount: int) -> str:
+    """Transfer money: not idempotent, so it runs at most once."""
+    return _side_effect("transfer", str(amount))
+
+
 def agent(api_base: str, kills: Mapping[tuple[str, int], str]) -> durable.DurableAgent:
     """The agent every worker declares; the kill points are its progress hook."""
     seen: Counter[str] = Counter()
 
     def on_progress(kind: str, run_id: str, details: Mapping[str, Any]) -> None:
         seen[kind] += 1
-        how = kills.get((kind, seen[kind]))
-        if how == "exit":
-            os._exit(3)
-        if how == "sigkill":
-            os.kill(os.getpid(), signal.SIGKILL)
+        die(kills.get((kind, seen[kind]), ""))
 
     return durable.DurableAgent(
         AGENT,
         "openai/scripted",
-        tools=[search, slow_search, write_file],
+        tools=[search, slow_search, write_file, charge, transfer],
         # A second variant of the policy stands for a changed deployment.
         policy=Policy(
             permissions={"write_file": "ask"},
@@ -78,36 +108,90 @@ def agent(api_base: str, kills: Mapping[tuple[str, int], str]) -> durable.Durabl
     )
 
 
+def kill_on_record(step: str, call_id: str, how: str) -> None:
+    """Die as DBOS is about to write the output of `step` for `call_id` to the database."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def before(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        text = str(params)
+        if (
+            "INSERT INTO" in statement
+            and "operation_outputs" in statement
+            and f"agentfsm.durable.{step}" in text
+            and f'"{call_id}"' in text
+        ):
+            die(how)
+
+    event.listen(Engine, "before_cursor_execute", before)
+
+
+def refuse(call_id: str) -> None:
+    """Make the run's Controller refuse to clear `call_id` (the durable path must obey)."""
+    cleared = Controller.may_run
+
+    def may_run(self: Controller, call: str, *args: Any, **kwargs: Any) -> bool:
+        return call != call_id and cleared(self, call, *args, **kwargs)
+
+    Controller.may_run = may_run  # type: ignore[method-assign,assignment]
+
+
+def points(specs: list[str]) -> dict[tuple[str, int], str]:
+    """Set the kill points inside tools and at records; return those at progress reports."""
+    kills = {}
+    for spec in specs:
+        parts = spec.split(":")
+        if parts[0] == "in":
+            INSIDE[(parts[1], parts[2])] = parts[3]
+        elif parts[0] == "sql":
+            kill_on_record(parts[1], parts[2], parts[3])
+        else:
+            kills[(parts[0], int(parts[1]))] = parts[2]
+    return kills
+
+
+def finish(run_id: str, answer: bool, wait: float) -> dict[str, Any]:
+    """Wait for the run to end (approving when asked, if `answer`); its result or error."""
+    replied = False
+    deadline = time.monotonic() + wait
+    while durable.status(run_id) not in ("done", "failed", "cancelled"):
+        if time.monotonic() > deadline:
+            return {"pending": durable.status(run_id)}
+        if answer and not replied and durable.status(run_id) == "waiting_for_human":
+            durable.reply(run_id, approved=True)
+            replied = True
+        time.sleep(0.05)
+    try:
+        result = durable.result(run_id).model_dump(mode="json")
+    except AgentFSMError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    try:
+        durable.reply(run_id, approved=True)
+        late = "accepted"
+    except AgentFSMError as exc:
+        late = f"{type(exc).__name__}: {exc}"
+    return {"result": result, "late_reply": late}
+
+
 def main(argv: list[str]) -> int:
     db, api_base, run_id, log = argv[:4]
     global LOG
     LOG = log
-    kills = {}
-    for spec in argv[4:]:
-        kind, n, how = spec.split(":")
-        kills[(kind, int(n))] = how
-    durable.launch([agent(api_base, kills)], database_url=db)
+    kills = points(argv[4:])
+    if os.environ.get("AGENTFSM_TEST_NOT_CLEARED"):
+        refuse(os.environ["AGENTFSM_TEST_NOT_CLEARED"])
+    executor = os.environ.get("AGENTFSM_TEST_EXECUTOR")
+    durable.launch([agent(api_base, kills)], database_url=db, executor_id=executor)
     try:
+        dead = os.environ.get("AGENTFSM_TEST_TAKE_OVER")
+        taken = durable.recover(dead) if dead else []
         try:
             durable.status(run_id)
-        except Exception:
+        except AgentFSMError:
             durable.start(AGENT, "Find a, then b and c, then write x.", run_id=run_id)
-        replied = False
-        while True:
-            now = durable.status(run_id)
-            if now == "waiting_for_human" and not kills and not replied:
-                durable.reply(run_id, approved=True)
-                replied = True
-            if now in ("done", "failed", "cancelled"):
-                break
-            time.sleep(0.05)
-        result = durable.result(run_id).model_dump(mode="json")
-        try:
-            durable.reply(run_id, approved=True)
-            late = "accepted"
-        except AgentFSMError as exc:
-            late = f"{type(exc).__name__}: {exc}"
-        print(json.dumps({"result": result, "late_reply": late}))
+        answer = not any(kind == "ask_human" for kind, _ in kills)
+        wait = float(os.environ.get("AGENTFSM_TEST_WAIT") or "inf")
+        print(json.dumps({**finish(run_id, answer, wait), "taken": taken}))
     finally:
         durable.shutdown()
     return 0
