@@ -329,6 +329,7 @@ class GovernedModel(Model):
             return [_stop_message(decision)]
         ctl = self.controller
         turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
+        self._started = set()  # a model may use an id again in a later turn
         cleared = {c.id for c in decision.tool_calls} if decision.action in _CLEARING else set()
         refused = {r.call_id: r for r in decision.results}
         originals = _originals(output)
@@ -398,12 +399,24 @@ class GovernedModel(Model):
             if decision.action is Action.RETRY:
                 model_settings = self._settings(model_settings, decision)
                 continue
-            if decision.action is Action.CONTINUE:  # an answer the completion checks refused
-                input = [*self._as_items(input), *response.to_input_items()]
+            if decision.action is Action.CONTINUE:  # refused calls, or a refused answer
+                input = self._continued(input, response, decision)
                 continue
             self._carry = []
             output = self._shape(list(response.output), decision)
             return dataclasses.replace(response, output=output, usage=usage)
+
+    def _continued(
+        self, input: str | list[TResponseInputItem], response: ModelResponse, decision: Decision
+    ) -> list[Any]:
+        """The next request after a CONTINUE: what the model read, its output, and every
+        call it made answered by its error result."""
+        seen = self._as_items(self._next_input(input))
+        self._carry = []
+        shaped = dataclasses.replace(response, output=self._shape(list(response.output), decision))
+        items = [*seen, *shaped.to_input_items(), *self._carry]
+        self._carry = []
+        return items
 
     @staticmethod
     def _as_items(input: str | list[TResponseInputItem]) -> list[Any]:
