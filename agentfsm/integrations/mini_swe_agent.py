@@ -261,8 +261,10 @@ class GovernedAgent(DefaultAgent):
         approved, note = (answer, None) if isinstance(answer, bool) else (False, str(answer))
         if self.approve is None:
             note = "no human was there to approve this call"
+        # The turn's refused calls were answered in the ASK_HUMAN decision, not in the reply.
+        refused = self.add_messages(*self._error_messages(decision.results))
         reply = self._decide(self.controller.on_human_reply(approved, note))
-        return self._act(reply, message)
+        return refused + self._act(reply, message)
 
     def _execute(self, decision: Decision) -> list[dict[str, Any]]:
         """Run the cleared calls, each only if `may_run` says so right before it runs."""
