@@ -255,15 +255,20 @@ def run_pydantic(scenario: Scenario, log: Log) -> list[ModelMessage]:
         toolsets=[model.toolset([get_weather, delete_file])],
         output_type=[str, DeferredToolRequests],
     )
-    result = agent.run_sync("go")
-    while isinstance(result.output, DeferredToolRequests):
-        approvals: dict[str, bool | ToolApproved | ToolDenied] = {
-            c.tool_call_id: scenario.approve for c in result.output.approvals
-        }
-        result = agent.run_sync(
-            message_history=result.all_messages(),
-            deferred_tool_results=DeferredToolResults(approvals=approvals),
-        )
+
+    async def go() -> None:
+        # asyncio.run, not run_sync: each run's event loop is closed, none is left to the GC.
+        result = await agent.run("go")
+        while isinstance(result.output, DeferredToolRequests):
+            approvals: dict[str, bool | ToolApproved | ToolDenied] = {
+                c.tool_call_id: scenario.approve for c in result.output.approvals
+            }
+            result = await agent.run(
+                message_history=result.all_messages(),
+                deferred_tool_results=DeferredToolResults(approvals=approvals),
+            )
+
+    asyncio.run(go())
     return seen[-1]
 
 
