@@ -3,9 +3,11 @@
 `GovernedAgent(model, env, policy=..., approve=..., **agent_config)` is used like
 `DefaultAgent`. Each step queries the model as mini-swe-agent does, then the Controller decides
 (from the full provider response when the model kept it in `extra.response`, so the finish
-reason counts; from the message otherwise):
+reason counts; from the message otherwise; for a text-based model, from the fenced actions its
+own `action_regex` finds, each a `bash` call):
 
-- EXECUTE_TOOLS: only the calls agentfsm lets run reach `env.execute`; the controller's error
+- EXECUTE_TOOLS: only the calls agentfsm lets run reach `env.execute`, each after `may_run`
+  says so by call id; the controller's error
   results (undeclared tool, arguments that fit no schema, denied) become `tool` messages beside
   the real observations; ids agentfsm issued are written into the assistant message;
 - a response the model class refused with `FormatError` (mini-swe-agent's LitellmModel rejects

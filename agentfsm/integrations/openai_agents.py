@@ -4,15 +4,19 @@
 about the agent or the `Runner` call changes. After every model response the wrapper asks the
 Controller and maps its decision onto what the SDK already does:
 
-- EXECUTE_TOOLS / HANDOFF: the response goes on with only the calls agentfsm lets run; a call
-  it refused (undeclared tool, broken arguments, denied) is removed from the output, so the SDK
-  neither crashes with `ModelBehaviorError` nor runs half a call, and that call with the
-  controller's error result is put back into the next request so the model reads why;
+- EXECUTE_TOOLS / HANDOFF: the response goes on with only the calls agentfsm lets run, its call
+  items rebuilt from agentfsm's calls by call id (a `parallel` wrapper's calls become items of
+  their own); a call it refused (undeclared tool, broken arguments, denied) is removed from the
+  output, so the SDK neither crashes with `ModelBehaviorError` nor runs half a call, and that
+  call with the controller's error result is put back into the next request so the model reads
+  why; each tool asks `may_run` by call id right before it runs;
 - RETRY: the model is called again inside the same turn, without the broken output (a cut
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
   returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it;
+  the allowed calls of the same turn are held, then handed to the SDK once approved (a response
+  of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
 - FINAL: the response goes on unchanged and the SDK ends the run with it;
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
@@ -145,6 +149,14 @@ def _placed(output: list[Any], calls: list[Any]) -> list[Any]:
             shaped += calls
             placed = True
     return shaped if placed else [*shaped, *calls]
+
+
+def _about_a_call(event: Any) -> bool:
+    """Whether a stream event carries (part of) a call item."""
+    kind = str(getattr(event, "type", ""))
+    if kind.startswith(("response.function_call_arguments", "response.custom_tool_call_input")):
+        return True
+    return getattr(getattr(event, "item", None), "type", None) in _CALL_ITEMS
 
 
 def _completed(output: list[Any], number: int) -> ResponseCompletedEvent:
@@ -467,6 +479,12 @@ class GovernedModel(Model):
             if decision.action is Action.RETRY:
                 model_settings = self._settings(model_settings, decision)
                 continue
+            if decision.action is Action.CONTINUE and terminal is not None:
+                response = ModelResponse(
+                    output=list(terminal.response.output), usage=Usage(), response_id=None
+                )
+                input = self._continued(input, response, decision)
+                continue
             break
         if terminal is None:
             raise AgentFSMError("the wrapped model's stream ended without a terminal event")
@@ -474,7 +492,9 @@ class GovernedModel(Model):
         output = self._shape(list(terminal.response.output), decision)
         response = terminal.response.model_copy(update={"output": output, "status": "completed"})
         for event in held:
-            if event.type not in _TERMINAL:
+            # A call's own events never reach the SDK: it would run the model's items from
+            # them (when the terminal output is empty), not the calls agentfsm cleared.
+            if event.type not in _TERMINAL and not _about_a_call(event):
                 yield event
         yield ResponseCompletedEvent(
             type="response.completed", response=response, sequence_number=len(seen)

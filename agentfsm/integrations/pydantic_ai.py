@@ -4,7 +4,8 @@
 provider's); `model.toolset(tools)` wraps the agent's tools so agentfsm's approvals use
 pydantic-ai's own deferred-tool flow. After every response the Controller decides, and:
 
-- EXECUTE_TOOLS: the response goes on with only the calls agentfsm lets run, and without its
+- EXECUTE_TOOLS: the response goes on with only the calls agentfsm lets run (its call parts
+  rebuilt from agentfsm's calls by call id; the toolset asks `may_run` before each), and without its
   text, so the graph's end strategy cannot end the run on text beside tool calls; a refused
   call (undeclared tool, broken arguments, denied) is taken out, and in the next request it is
   put back with the controller's error as a failed `ToolReturnPart`, so the model reads why;
@@ -13,7 +14,9 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
   call back as a validation retry; agentfsm's `max_retries` bounds it;
 - ASK_HUMAN: the tool raises `ApprovalRequired`; the run ends with `DeferredToolRequests`
   (give the agent `output_type=[str, DeferredToolRequests]`) and resumes with
-  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`;
+  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`; the allowed calls
+  of the same turn are held, then run once approved (a response of their own, no model call)
+  or answered with the decline's error;
 - FINAL: the response goes on unchanged; STOP: the run ends with the text
   `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
 

@@ -185,7 +185,17 @@ def sdk_items(scenario: Scenario) -> list[Any]:
     return [wrapper, *items]
 
 
-def run_sdk(scenario: Scenario, log: Log) -> list[dict[str, Any]]:
+async def sdk_run(agent: SdkAgent[Any], given: Any, stream: bool) -> Any:
+    """`Runner.run`, or `Runner.run_streamed` with its events consumed."""
+    if not stream:
+        return await Runner.run(agent, given, run_config=SDK_CONFIG)
+    result = Runner.run_streamed(agent, given, run_config=SDK_CONFIG)
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+def run_sdk(scenario: Scenario, log: Log, stream: bool) -> list[dict[str, Any]]:
     """Run the turn through a governed SDK agent; the last request's input items."""
     answer = [assistant_message("Done.")]
     scripted = ScriptedModel([sdk_items(scenario), answer, answer, answer])
@@ -194,12 +204,12 @@ def run_sdk(scenario: Scenario, log: Log) -> list[dict[str, Any]]:
     )
 
     async def go() -> None:
-        result = await Runner.run(agent, "go", run_config=SDK_CONFIG)
+        result = await sdk_run(agent, "go", stream)
         while result.interruptions:
             state = result.to_state()
             for item in result.interruptions:
                 (state.approve if scenario.approve else state.reject)(item)
-            result = await Runner.run(agent, state, run_config=SDK_CONFIG)
+            result = await sdk_run(agent, state, stream)
 
     asyncio.run(go())
     return [i for i in scripted.calls[-1].input if isinstance(i, dict)]
@@ -209,11 +219,12 @@ class TestOpenAIAgentsSDK:
     """The Agents SDK on its own ScriptedModel, with real function tools."""
 
     @EXAMPLES
-    @given(scenarios())
-    def test_denied_never_runs_allowed_runs_once(self, scenario: Scenario) -> None:
-        """Executions match the verdicts, and every call the model made has one output."""
+    @given(scenarios(), st.booleans())
+    def test_denied_never_runs_allowed_runs_once(self, scenario: Scenario, stream: bool) -> None:
+        """Executions match the verdicts, and every call the model made has one output, with
+        `Runner.run` and with `Runner.run_streamed`."""
         log = Log()
-        last = run_sdk(scenario, log)
+        last = run_sdk(scenario, log, stream)
         assert log.ran == scenario.expected(tool_verdict)
         calls = [i["call_id"] for i in last if i.get("type") == "function_call"]
         outputs = [i["call_id"] for i in last if i.get("type") == "function_call_output"]
