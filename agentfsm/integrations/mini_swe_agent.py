@@ -134,6 +134,8 @@ class GovernedAgent(DefaultAgent):
         self.observers = list(observers)
         self.controller = self._controller()
         self.decisions: list[Decision] = []
+        self._as_text = False
+        """Whether the output being acted on is text-based (its results go as user messages)."""
 
     def _controller(self) -> Controller:
         return Controller(self.policy, [BASH_TOOL["function"]], observers=self.observers)
@@ -169,12 +171,12 @@ class GovernedAgent(DefaultAgent):
         """What agentfsm decides on: the full response, the message, or its text actions."""
         extra = message.get("extra", {})
         response = extra.get("response")
+        content = message.get("content")
         calls = message.get("tool_calls")
-        if self.text_based or (calls is None and not isinstance(response, dict)):
-            found = _commands(
-                _action_regex(self.model), message.get("content"), extra.get("actions")
-            )
-            return _text_turn(found, message.get("content"), response)
+        self._as_text = self.text_based or (calls is None and not isinstance(response, dict))
+        if self._as_text:
+            found = _commands(_action_regex(self.model), content, extra.get("actions"))
+            return _text_turn(found, content, response)
         if isinstance(response, dict):
             return response
         return {k: v for k, v in message.items() if k != "extra"}
@@ -185,7 +187,8 @@ class GovernedAgent(DefaultAgent):
         if not isinstance(response, dict):
             raise error
         choice = (response.get("choices") or [{}])[0].get("message") or {}
-        if self.text_based:
+        self._as_text = self.text_based
+        if self._as_text:
             found = _commands(_action_regex(self.model), choice.get("content"), None)
             output: Any = _text_turn(found, choice.get("content"), response)
         else:
@@ -252,7 +255,7 @@ class GovernedAgent(DefaultAgent):
 
     def _error_messages(self, results: list[ToolResult]) -> list[dict[str, Any]]:
         """The controller's own results: tool messages, or user messages for a text-based model."""
-        if self.text_based:
+        if self._as_text:
             return [self.model.format_message(role="user", content=str(r.content)) for r in results]
         return [
             {"role": "tool", "tool_call_id": r.call_id, "content": str(r.content)} for r in results

@@ -29,6 +29,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from minisweagent.environments.local import LocalEnvironment
+from minisweagent.models.test_models import DeterministicModel, make_output
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.messages import (
@@ -372,12 +373,27 @@ class TestLangGraph:
 # -- mini-swe-agent ---------------------------------------------------------------------
 
 
-def run_mini(scenario: Scenario, root: Path) -> GovernedAgent:
+def text_output(*commands: str) -> dict[str, Any]:
+    """A text-based model's message: fenced commands, and the actions it parsed from them."""
+    blocks = "".join(f"\n```mswea_bash_command\n{c}\n```\n" for c in commands)
+    return make_output(f"THOUGHT: go.{blocks}", [{"command": c} for c in commands])
+
+
+def mini_model(scenario: Scenario, text: bool) -> Any:
+    """mini-swe-agent's deterministic model: tool calls, or text-based, then submits."""
+    commands = [command(name, value) for _, name, value in scenario.calls]
+    if text:
+        return DeterministicModel(  # type: ignore[no-untyped-call]
+            outputs=[text_output(*commands)] + [text_output(SUBMIT)] * 8
+        )
+    turn = output(*[bash(c[0], line) for c, line in zip(scenario.calls, commands, strict=True)])
+    return LitellmShaped(outputs=[turn, *[output(bash(f"s{n}", SUBMIT)) for n in range(8)]])
+
+
+def run_mini(scenario: Scenario, root: Path, text: bool) -> GovernedAgent:
     """Run the turn (its calls as bash commands) through a GovernedAgent to its end."""
-    turn = output(*[bash(i, command(name, value)) for i, name, value in scenario.calls])
-    outputs = [turn, *[output(bash(f"s{n}", SUBMIT)) for n in range(8)]]
     agent = GovernedAgent(
-        LitellmShaped(outputs=outputs),
+        mini_model(scenario, text),
         LocalEnvironment(cwd=str(root)),
         policy=scenario.policy,
         approve=lambda _calls: scenario.approve,
@@ -391,15 +407,25 @@ class TestMiniSweAgent:
     """mini-swe-agent on its deterministic tool-call model and a real LocalEnvironment."""
 
     @EXAMPLES
-    @given(scenarios(BASH_RULES, bash_only=True))
-    def test_denied_never_runs_allowed_runs_once(self, scenario: Scenario) -> None:
-        """Executions match the verdicts, and every call of the turn has one tool message."""
+    @given(scenarios(BASH_RULES, bash_only=True), st.booleans())
+    def test_denied_never_runs_allowed_runs_once(self, scenario: Scenario, text: bool) -> None:
+        """Executions match the verdicts, and every call of the turn has one tool message,
+        with a tool-calling model and with a text-based one (fenced commands)."""
         with TemporaryDirectory() as folder:
             root = Path(folder)
-            agent = run_mini(scenario, root)
+            agent = run_mini(scenario, root, text)
             lines = (root / "log").read_text().split() if (root / "log").exists() else []
         ran = Counter(tuple(line.split(":", 1)) for line in lines)
         assert ran == scenario.expected(bash_verdict)
+        if text:  # no call ids in a text-based history: one observation or error per call
+            turn = next(i for i, m in enumerate(agent.messages) if m["role"] == "assistant")
+            after = []
+            for message in agent.messages[turn + 1 :]:
+                if message["role"] != "user":
+                    break
+                after.append(message)
+            assert len(after) == len(scenario.calls)
+            return
         first = next(m for m in agent.messages if m.get("tool_calls"))
         calls = [c["id"] for c in first["tool_calls"]]
         replies = [m["tool_call_id"] for m in agent.messages if m.get("role") == "tool"]
