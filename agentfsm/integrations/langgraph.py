@@ -4,7 +4,9 @@
 `create_agent` builds the ReAct-style graph with them. Every action maps onto LangGraph's own
 mechanisms:
 
-- EXECUTE_TOOLS / HANDOFF: one `Send` to the `ToolNode` per call agentfsm lets run;
+- EXECUTE_TOOLS / HANDOFF: one `Send` to the `ToolNode` per call agentfsm lets run, and the
+  `ToolNode`'s wrapper (`Decide.wrap_tool_call`) asks `Controller.may_run` by call id right
+  before each tool runs;
 - RETRY: the broken AI message is removed (`RemoveMessage`) and the model node runs again
   (after a cut output, with the model's `max_tokens` doubled when it declares one);
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
@@ -22,7 +24,7 @@ Needs the `langgraph` extra: `pip install agentfsm[langgraph]`.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -40,7 +42,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
-from langgraph.types import Send, interrupt
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command, Send, interrupt
 
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy, as_policy
@@ -277,6 +280,33 @@ class Decide:
             return self.human_node
         return END
 
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        execute: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """A `ToolNode` wrapper that runs a call only if agentfsm cleared it (`may_run`).
+
+        The run's Controller is read from the graph state the `ToolNode` sees, and asked by
+        the call's id, with its name and arguments, right before the tool runs: a call it did
+        not clear never runs and the model reads why. `create_agent` installs it; a graph of
+        your own passes it as `ToolNode(tools, wrap_tool_call=decide.wrap_tool_call)`.
+        """
+        call = request.tool_call
+        state = request.state if isinstance(request.state, dict) else {}
+        ctl = self.controller(state)
+        call_id, name, arguments = call.get("id") or "", call.get("name"), call.get("args")
+        if not isinstance(arguments, Mapping) or not ctl.may_run(call_id, name, arguments):
+            if call_id not in {c.id for c in ctl.pending_calls}:
+                return Command(update={})  # answered by the decision already, or unknown
+            return ToolMessage(
+                content=f"not executed: agentfsm did not clear call {call_id!r} of {name!r}",
+                tool_call_id=call_id,
+                name=name,
+                status="error",
+            )
+        return execute(request)
+
     @property
     def destinations(self) -> list[str]:
         """Every node `route` may return, for `add_conditional_edges`."""
@@ -331,7 +361,7 @@ def create_agent(
     decide = Decide(policy, tools)
     bound = _bind(model, tools)
     try:
-        node = ToolNode(list(tools))
+        node = ToolNode(list(tools), wrap_tool_call=decide.wrap_tool_call)
     except (TypeError, ValueError, AttributeError) as exc:  # LangGraph could not make the tools
         raise ToolDefinitionError(
             "create_agent: LangGraph's ToolNode cannot run these tools (it needs LangChain "

@@ -3,9 +3,11 @@
 `GovernedAgent(model, env, policy=..., approve=..., **agent_config)` is used like
 `DefaultAgent`. Each step queries the model as mini-swe-agent does, then the Controller decides
 (from the full provider response when the model kept it in `extra.response`, so the finish
-reason counts; from the message otherwise):
+reason counts; from the message otherwise; for a text-based model, from the fenced actions its
+own `action_regex` finds, each a `bash` call):
 
-- EXECUTE_TOOLS: only the calls agentfsm lets run reach `env.execute`; the controller's error
+- EXECUTE_TOOLS: only the calls agentfsm lets run reach `env.execute`, each after `may_run`
+  says so by call id; the controller's error
   results (undeclared tool, arguments that fit no schema, denied) become `tool` messages beside
   the real observations; ids agentfsm issued are written into the assistant message;
 - a response the model class refused with `FormatError` (mini-swe-agent's LitellmModel rejects
@@ -25,6 +27,8 @@ reason counts; from the message otherwise):
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,8 +41,17 @@ from agentfsm.core._checked import listed, problems_of
 from agentfsm.core.controller import Controller
 from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import (
+    Action,
+    Decision,
+    ExitReason,
+    FinishReason,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+)
 from agentfsm.exceptions import DefinitionError
+from agentfsm.providers import normalize
 
 __all__ = ["Approver", "GovernedAgent"]
 
@@ -46,16 +59,42 @@ Approver = Callable[[list[ToolCall]], bool | str]
 """Answers an ASK_HUMAN: True approves, False declines, a string declines with that message."""
 
 
-def _turn_from_actions(message: dict[str, Any]) -> ModelTurn:
-    """A text-based model's parsed actions as bash calls (ids from the actions, if any)."""
-    actions = message.get("extra", {}).get("actions", [])
-    calls = [
-        ToolCall(id=a.get("tool_call_id", ""), name="bash", arguments={"command": a["command"]})
-        for a in actions
+def _action_regex(model: Any) -> str | None:
+    """The regex a text-based model finds its actions with (`action_regex` in its config)."""
+    regex = getattr(getattr(model, "config", None), "action_regex", None)
+    return regex if isinstance(regex, str) and regex else None
+
+
+def _commands(regex: str | None, content: object, actions: object) -> list[tuple[str, str]]:
+    """The (call id, command) pairs of a text-based output, as mini-swe-agent reads them.
+
+    With the model's `action_regex`, the fenced actions are found in the text the way
+    mini-swe-agent's `parse_regex_actions` finds them (every match, stripped), whatever their
+    number: agentfsm decides on each. Without one (its `DeterministicModel`), the actions the
+    model parsed itself (`extra.actions`).
+    """
+    if regex is not None:
+        found = re.findall(regex, content, re.DOTALL) if isinstance(content, str) else []
+        return [("", a.strip()) for a in found if isinstance(a, str)]
+    listed_actions = actions if isinstance(actions, list) else []
+    return [
+        (str(a.get("tool_call_id") or ""), a["command"])
+        for a in listed_actions
         if isinstance(a, dict) and isinstance(a.get("command"), str)
     ]
-    text = message.get("content")
-    return ModelTurn(text=text if isinstance(text, str) else "", tool_calls=calls)
+
+
+def _text_turn(commands: list[tuple[str, str]], content: object, response: object) -> ModelTurn:
+    """A text-based output as a turn of bash calls; the finish reason from the response."""
+    calls = [ToolCall(id=i, name="bash", arguments={"command": c}) for i, c in commands]
+    text = content if isinstance(content, str) else ""
+    if not isinstance(response, dict):
+        return ModelTurn(text=text, tool_calls=calls)
+    turn = normalize(response)
+    update: dict[str, Any] = {"tool_calls": calls}
+    if calls and turn.finish_reason is FinishReason.STOP:
+        update["finish_reason"] = FinishReason.TOOL_CALLS  # the calls are in the text by design
+    return turn.model_copy(update=update)
 
 
 class GovernedAgent(DefaultAgent):
@@ -95,6 +134,8 @@ class GovernedAgent(DefaultAgent):
         self.observers = list(observers)
         self.controller = self._controller()
         self.decisions: list[Decision] = []
+        self._as_text = False
+        """Whether the output being acted on is text-based (its results go as user messages)."""
 
     def _controller(self) -> Controller:
         return Controller(self.policy, [BASH_TOOL["function"]], observers=self.observers)
@@ -115,23 +156,45 @@ class GovernedAgent(DefaultAgent):
         try:
             message: dict[str, Any] | None = self.query()
         except FormatError as error:
-            response = (
-                error.messages[0].get("extra", {}).get("response") if error.messages else None
-            )
-            if not isinstance(response, dict):
-                raise
-            decision = self._decide(self.controller.on_model_output(response))
-            choice = (response.get("choices") or [{}])[0].get("message") or {}
-            return self._act(decision, self._adopt(dict(choice)))
+            return self._refused_by_model(error)
         assert message is not None
+        return self._act(
+            self._decide(self.controller.on_model_output(self._output(message))), message
+        )
+
+    @property
+    def text_based(self) -> bool:
+        """Whether the model writes its actions in text (an `action_regex`), not tool calls."""
+        return _action_regex(self.model) is not None
+
+    def _output(self, message: dict[str, Any]) -> Any:
+        """What agentfsm decides on: the full response, the message, or its text actions."""
         extra = message.get("extra", {})
-        if isinstance(extra.get("response"), dict):
-            output: Any = extra["response"]
-        elif message.get("tool_calls") is not None:
-            output = {k: v for k, v in message.items() if k != "extra"}
+        response = extra.get("response")
+        content = message.get("content")
+        calls = message.get("tool_calls")
+        self._as_text = self.text_based or (calls is None and not isinstance(response, dict))
+        if self._as_text:
+            found = _commands(_action_regex(self.model), content, extra.get("actions"))
+            return _text_turn(found, content, response)
+        if isinstance(response, dict):
+            return response
+        return {k: v for k, v in message.items() if k != "extra"}
+
+    def _refused_by_model(self, error: FormatError) -> list[dict[str, Any]]:
+        """A response the model class refused with FormatError: agentfsm decides on it."""
+        response = error.messages[0].get("extra", {}).get("response") if error.messages else None
+        if not isinstance(response, dict):
+            raise error
+        choice = (response.get("choices") or [{}])[0].get("message") or {}
+        self._as_text = self.text_based
+        if self._as_text:
+            found = _commands(_action_regex(self.model), choice.get("content"), None)
+            output: Any = _text_turn(found, choice.get("content"), response)
         else:
-            output = _turn_from_actions(message)
-        return self._act(self._decide(self.controller.on_model_output(output)), message)
+            output = response
+        decision = self._decide(self.controller.on_model_output(output))
+        return self._act(decision, self._adopt(dict(choice)))
 
     def _adopt(self, choice: dict[str, Any]) -> dict[str, Any]:
         """Put a message the model class refused into the history, so its calls are answered."""
@@ -165,12 +228,16 @@ class GovernedAgent(DefaultAgent):
         return self.add_messages(*out)
 
     def _write_ids(self, message: dict[str, Any]) -> None:
-        """Rewrite the assistant message's call ids with the ones agentfsm issued."""
+        """Write agentfsm's calls (their issued ids) into the assistant message's tool calls.
+
+        The message's calls and agentfsm's are the same calls in the same order (one chat
+        tool call each); only an id agentfsm issued (missing or duplicate) differs.
+        """
         last = self.controller.last_output
         calls = message.get("tool_calls")
-        if last is None or not isinstance(calls, list):
+        if last is None or not isinstance(calls, list) or len(calls) != len(last.tool_calls):
             return
-        for call, issued in zip(calls, last.tool_calls, strict=False):
+        for call, issued in zip(calls, last.tool_calls, strict=True):
             if isinstance(call, dict) and call.get("id") != issued.id:
                 call["id"] = issued.id
 
@@ -186,8 +253,10 @@ class GovernedAgent(DefaultAgent):
             },
         }
 
-    @staticmethod
-    def _error_messages(results: list[ToolResult]) -> list[dict[str, Any]]:
+    def _error_messages(self, results: list[ToolResult]) -> list[dict[str, Any]]:
+        """The controller's own results: tool messages, or user messages for a text-based model."""
+        if self._as_text:
+            return [self.model.format_message(role="user", content=str(r.content)) for r in results]
         return [
             {"role": "tool", "tool_call_id": r.call_id, "content": str(r.content)} for r in results
         ]
@@ -197,33 +266,46 @@ class GovernedAgent(DefaultAgent):
         approved, note = (answer, None) if isinstance(answer, bool) else (False, str(answer))
         if self.approve is None:
             note = "no human was there to approve this call"
+        # The turn's refused calls were answered in the ASK_HUMAN decision, not in the reply.
+        refused = self.add_messages(*self._error_messages(decision.results))
         reply = self._decide(self.controller.on_human_reply(approved, note))
-        return self._act(reply, message)
+        return refused + self._act(reply, message)
 
     def _execute(self, decision: Decision) -> list[dict[str, Any]]:
-        actions = [
-            {"command": (c.arguments or {}).get("command", ""), "tool_call_id": c.id}
-            for c in decision.tool_calls
-        ]
+        """Run the cleared calls, each only if `may_run` says so right before it runs."""
+        ran: list[dict[str, Any]] = []
         outputs: list[dict[str, Any]] = []
+        refused: list[ToolResult] = []
+        pending = {c.id for c in self.controller.pending_calls}
+        started: set[str] = set()
         try:
-            for action in actions:
-                outputs.append(self.env.execute(action))
+            for call in decision.tool_calls:
+                arguments = call.arguments or {}
+                if call.id in started or not self.controller.may_run(call.id, call.name, arguments):
+                    if call.id in pending - started:  # the rest have their answer already
+                        refused.append(_not_cleared(call))
+                    continue
+                started.add(call.id)
+                ran.append({"command": arguments.get("command", ""), "tool_call_id": call.id})
+                outputs.append(self.env.execute(ran[-1]))
         except Submitted as submitted:
-            self._submitted(submitted, actions[: len(outputs) + 1], outputs)
+            self._submitted(submitted, ran, outputs, refused)
             raise
         observed = self.model.format_observation_messages(
-            {"extra": {"actions": actions}}, outputs, self.get_template_vars()
+            {"extra": {"actions": ran}}, outputs, self.get_template_vars()
         )
-        added = self.add_messages(*self._error_messages(decision.results), *observed)
-        results = _results(actions, outputs)
-        after = self._decide(self.controller.on_tool_results(results))
+        added = self.add_messages(*self._error_messages([*decision.results, *refused]), *observed)
+        after = self._decide(self.controller.on_tool_results([*_results(ran, outputs), *refused]))
         if after.action is Action.STOP:
             added += self.add_messages(self._exit(str(after.exit_reason), after.reason, after))
         return added
 
     def _submitted(
-        self, submitted: Submitted, actions: list[dict[str, Any]], outputs: list[dict[str, Any]]
+        self,
+        submitted: Submitted,
+        actions: list[dict[str, Any]],
+        outputs: list[dict[str, Any]],
+        refused: list[ToolResult],
     ) -> None:
         """The submit command ends the run (the host's end): the Controller stops COMPLETED.
 
@@ -232,12 +314,18 @@ class GovernedAgent(DefaultAgent):
         same message after the submit never ran and get the stop's error results.
         """
         text = str(submitted.messages[0].get("content", "")) if submitted.messages else ""
-        results = _results(actions[: len(outputs)], outputs)
+        results = [*_results(actions[: len(outputs)], outputs), *refused]
         results.append(ToolResult(call_id=actions[-1]["tool_call_id"], content=text))
         self._decide(self.controller.on_tool_results(results))
         if not self.controller.done:
             why = "the agent ran the submit command"
             self._decide(self.controller.stop(ExitReason.COMPLETED, why))
+
+
+def _not_cleared(call: ToolCall) -> ToolResult:
+    """The result of a call `may_run` refused: it did not run."""
+    why = f"not executed: agentfsm did not clear call {call.id!r} ({json.dumps(call.arguments)})"
+    return ToolResult(call_id=call.id, content=why, is_error=True, name=call.name)
 
 
 def _results(actions: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> list[ToolResult]:

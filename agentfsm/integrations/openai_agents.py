@@ -4,15 +4,19 @@
 about the agent or the `Runner` call changes. After every model response the wrapper asks the
 Controller and maps its decision onto what the SDK already does:
 
-- EXECUTE_TOOLS / HANDOFF: the response goes on with only the calls agentfsm lets run; a call
-  it refused (undeclared tool, broken arguments, denied) is removed from the output, so the SDK
-  neither crashes with `ModelBehaviorError` nor runs half a call, and that call with the
-  controller's error result is put back into the next request so the model reads why;
+- EXECUTE_TOOLS / HANDOFF: the response goes on with only the calls agentfsm lets run, its call
+  items rebuilt from agentfsm's calls by call id (a `parallel` wrapper's calls become items of
+  their own); a call it refused (undeclared tool, broken arguments, denied) is removed from the
+  output, so the SDK neither crashes with `ModelBehaviorError` nor runs half a call, and that
+  call with the controller's error result is put back into the next request so the model reads
+  why; each tool asks `may_run` by call id right before it runs;
 - RETRY: the model is called again inside the same turn, without the broken output (a cut
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
   returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it;
+  the allowed calls of the same turn are held, then handed to the SDK once approved (a response
+  of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
 - FINAL: the response goes on unchanged and the SDK ends the run with it;
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 from agents import Agent, FunctionTool, ModelSettings
@@ -43,14 +47,16 @@ from agents.models.multi_provider import MultiProvider
 from agents.result import RunResultBase
 from agents.usage import Usage
 from openai.types.responses import (
+    Response,
     ResponseCompletedEvent,
+    ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputText,
 )
 
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.types import Action, Decision, ToolResult
+from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
 
 __all__ = ["GovernedModel", "decisions", "governed"]
@@ -76,6 +82,18 @@ _TEXT_ONLY = frozenset(
     }
 )
 """Stream events that only show text: with `stream="text"` they are not held for the decision."""
+_CALL_ITEMS = frozenset(
+    {
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "shell_call",
+        "apply_patch_call",
+        "computer_call",
+    }
+)
+"""Output items the SDK would execute: only the calls agentfsm cleared reach it."""
+_CLEARING = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN})
 StreamMode = Literal["held", "text"]
 
 
@@ -94,6 +112,68 @@ def _stop_message(decision: Decision) -> ResponseOutputMessage:
         role="assistant",
         status="completed",
         content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+def _call_item(call: ToolCall, original: Any) -> ResponseFunctionToolCall:
+    """The function_call item of a call agentfsm decided on: its id, name and arguments.
+
+    `original` is the model's item with the same call id and name, if there is one: its item id
+    and namespace are kept so the history still refers to what the model produced.
+    """
+    arguments = json.dumps(call.arguments or {})
+    if isinstance(original, ResponseFunctionToolCall):
+        return original.model_copy(update={"call_id": call.id, "arguments": arguments})
+    return ResponseFunctionToolCall(
+        type="function_call", call_id=call.id, name=call.name, arguments=arguments
+    )
+
+
+def _originals(output: list[Any]) -> dict[tuple[str, str], Any]:
+    """The model's function_call items by (call id, name), the first of each."""
+    found: dict[tuple[str, str], Any] = {}
+    for item in output:
+        if isinstance(item, ResponseFunctionToolCall):
+            found.setdefault((item.call_id, item.name), item)
+    return found
+
+
+def _placed(output: list[Any], calls: list[Any]) -> list[Any]:
+    """`output` without its call items, `calls` standing where the first of them stood."""
+    shaped: list[Any] = []
+    placed = False
+    for item in output:
+        if getattr(item, "type", None) not in _CALL_ITEMS:
+            shaped.append(item)
+        elif not placed:
+            shaped += calls
+            placed = True
+    return shaped if placed else [*shaped, *calls]
+
+
+def _about_a_call(event: Any) -> bool:
+    """Whether a stream event carries (part of) a call item."""
+    kind = str(getattr(event, "type", ""))
+    if kind.startswith(("response.function_call_arguments", "response.custom_tool_call_input")):
+        return True
+    return getattr(getattr(event, "item", None), "type", None) in _CALL_ITEMS
+
+
+def _completed(output: list[Any], number: int) -> ResponseCompletedEvent:
+    """The terminal stream event of a response made of `output`, not of a model call."""
+    response = Response(
+        id="agentfsm",
+        created_at=0,
+        model="agentfsm",
+        object="response",
+        output=output,
+        tool_choice="auto",
+        tools=[],
+        parallel_tool_calls=True,
+        status="completed",
+    )
+    return ResponseCompletedEvent(
+        type="response.completed", response=response, sequence_number=number
     )
 
 
@@ -135,18 +215,23 @@ class GovernedModel(Model):
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._carry: list[dict[str, Any]] = []
+        self._held: list[ToolCall] = []
+        self._started: set[str] = set()
+        self._stop: Decision | None = None
 
     # -- the run's Controller --------------------------------------------------------------
 
     def _start(self, tools: Sequence[Any], handoffs: Sequence[Any]) -> Controller:
         ctl = self.controller
-        if ctl is None or ctl.done:
+        if ctl is None or (ctl.done and self._stop is None):
             ctl = self.controller = Controller(self.policy, _declared(tools, handoffs) or None)
-            self.decisions, self._carry = [], []
+            self.decisions, self._carry, self._held, self._started = [], [], [], set()
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
         self.decisions.append(decision)
+        # A stop decided while the SDK runs tools is reported on its next model call.
+        self._stop = decision if decision.action is Action.STOP else None
         return decision
 
     def needs_approval(self, call_id: str) -> bool:
@@ -163,6 +248,24 @@ class GovernedModel(Model):
         if self.needs_approval(call_id) and self.controller is not None:
             self._decide(self.controller.on_human_reply(approved=True))
 
+    def may_run(self, call_id: str, name: str, arguments: str) -> bool:
+        """Whether the SDK may execute this call now: agentfsm cleared it, and it has not run.
+
+        Asked by the tool wrapper right before the tool runs, with the call as the SDK holds
+        it; arguments that are not a JSON object never run.
+        """
+        ctl = self.controller
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return False
+        if ctl is None or call_id in self._started or not isinstance(parsed, Mapping):
+            return False
+        if not ctl.may_run(call_id, name, parsed):
+            return False
+        self._started.add(call_id)
+        return True
+
     def _feed_results(self, items: list[dict[str, Any]]) -> Decision | None:
         """Give the Controller the outputs (or the human's rejections) of its pending calls."""
         ctl = self.controller
@@ -177,47 +280,81 @@ class GovernedModel(Model):
         if ctl.state == "await_human":  # the SDK sent a rejection instead of running the call
             text = next(iter(outputs.values()), None)
             message = text if isinstance(text, str) and text else None
-            return self._decide(ctl.on_human_reply(approved=False, message=message))
-        results = [
-            ToolResult(call_id=k, content=v if isinstance(v, str) else json.dumps(v, default=str))
-            for k, v in outputs.items()
+            decision = self._decide(ctl.on_human_reply(approved=False, message=message))
+        else:
+            results = [
+                ToolResult(
+                    call_id=k, content=v if isinstance(v, str) else json.dumps(v, default=str)
+                )
+                for k, v in outputs.items()
+            ]
+            decision = self._decide(ctl.on_tool_results(results))
+        self._answer_held(decision)
+        return decision
+
+    def _answer_held(self, decision: Decision) -> None:
+        """Carry the results a decision gave the held calls: the SDK never saw those calls."""
+        held = {c.id: c for c in self._held}
+        for result in decision.results:
+            call = held.pop(result.call_id, None)
+            if call is not None:
+                self._refuse(call, None, result)
+        self._held = list(held.values())
+
+    def _refuse(self, call: ToolCall, original: Any, result: ToolResult) -> None:
+        """Put a call the SDK does not run, with its result, into the next request."""
+        self._carry += [
+            _dump(_call_item(call, original)),
+            {"type": "function_call_output", "call_id": call.id, "output": str(result.content)},
         ]
-        return self._decide(ctl.on_tool_results(results))
+
+    def _release(self) -> list[Any]:
+        """The held calls as items for the SDK to run, once the human approved their turn."""
+        ctl = self.controller
+        if not self._held or ctl is None or ctl.state != "execute":
+            return []
+        calls, self._held = self._held, []
+        return [_call_item(c, None) for c in calls if ctl.may_run(c.id)]
+
+    def _before_model(self, input: str | list[TResponseInputItem]) -> list[Any] | None:
+        """What the SDK gets without a model call (held calls, or a stop), else None."""
+        released = self._release()
+        if released:
+            return released
+        self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
+        stop, self._stop = self._stop, None
+        return None if stop is None else [_stop_message(stop)]
 
     # -- turning a decision into the response the SDK reads ----------------------------------
 
     def _shape(self, output: list[Any], decision: Decision) -> list[Any]:
-        """The output the SDK should act on, and the refused calls carried to the next request."""
+        """The output the SDK should act on: its call items are the calls agentfsm cleared.
+
+        Every call item is rebuilt from agentfsm's calls, matched by call id: the calls a
+        `parallel` wrapper carries become items of their own, ids agentfsm issued replace
+        missing and duplicate ones, and a call it refused is carried to the next request with
+        its error result. Allowed calls of a turn that awaits a human are held until the
+        human answers. Any other call item never reaches the SDK.
+        """
         if decision.action is Action.STOP:
+            self._stop = None
             return [_stop_message(decision)]
-        if decision.action not in (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN):
-            return output
         ctl = self.controller
-        issued = [c.id for c in ctl.last_output.tool_calls] if ctl and ctl.last_output else []
-        keep = {c.id for c in decision.tool_calls}
-        by_id = {r.call_id: r for r in decision.results}
-        shaped, number = [], 0
-        for item in output:
-            if getattr(item, "type", None) != "function_call":
-                shaped.append(item)
-                continue
-            call_id = issued[number] if number < len(issued) else item.call_id
-            number += 1
-            if call_id != item.call_id:
-                item = item.model_copy(update={"call_id": call_id})
-            if call_id in keep:
-                shaped.append(item)
-            elif call_id in by_id:
-                result = by_id[call_id]
-                self._carry += [
-                    _dump(item),
-                    {
-                        "type": "function_call_output",
-                        "call_id": call_id,
-                        "output": str(result.content),
-                    },
-                ]
-        return shaped
+        turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
+        self._started = set()  # a model may use an id again in a later turn
+        cleared = {c.id for c in decision.tool_calls} if decision.action in _CLEARING else set()
+        refused = {r.call_id: r for r in decision.results}
+        originals = _originals(output)
+        calls: list[Any] = []
+        for call in turn:
+            original = originals.get((call.id, call.name))
+            if call.id in cleared:
+                calls.append(_call_item(call, original))
+            elif call.id in refused:
+                self._refuse(call, original, refused[call.id])
+            elif decision.action is Action.ASK_HUMAN:
+                self._held.append(call)
+        return _placed(output, calls)
 
     def _next_input(self, input: str | list[TResponseInputItem]) -> str | list[TResponseInputItem]:
         if not self._carry:
@@ -252,11 +389,10 @@ class GovernedModel(Model):
     ) -> ModelResponse:
         """Call the wrapped model until agentfsm accepts a response, and shape it."""
         ctl = self._start(tools, handoffs)
-        items = [] if isinstance(input, str) else [_dump(i) for i in input]
-        fed = self._feed_results(items)
         usage = Usage()
-        if fed is not None and fed.action is Action.STOP:
-            return ModelResponse(output=[_stop_message(fed)], usage=usage, response_id=None)
+        early = self._before_model(input)
+        if early is not None:
+            return ModelResponse(output=early, usage=usage, response_id=None)
         while True:
             response = await self.inner.get_response(
                 system_instructions,
@@ -275,12 +411,24 @@ class GovernedModel(Model):
             if decision.action is Action.RETRY:
                 model_settings = self._settings(model_settings, decision)
                 continue
-            if decision.action is Action.CONTINUE:  # an answer the completion checks refused
-                input = [*self._as_items(input), *response.to_input_items()]
+            if decision.action is Action.CONTINUE:  # refused calls, or a refused answer
+                input = self._continued(input, response, decision)
                 continue
             self._carry = []
             output = self._shape(list(response.output), decision)
             return dataclasses.replace(response, output=output, usage=usage)
+
+    def _continued(
+        self, input: str | list[TResponseInputItem], response: ModelResponse, decision: Decision
+    ) -> list[Any]:
+        """The next request after a CONTINUE: what the model read, its output, and every
+        call it made answered by its error result."""
+        seen = self._as_items(self._next_input(input))
+        self._carry = []
+        shaped = dataclasses.replace(response, output=self._shape(list(response.output), decision))
+        items = [*seen, *shaped.to_input_items(), *self._carry]
+        self._carry = []
+        return items
 
     @staticmethod
     def _as_items(input: str | list[TResponseInputItem]) -> list[Any]:
@@ -302,7 +450,10 @@ class GovernedModel(Model):
     ) -> AsyncIterator[TResponseStreamEvent]:
         """Stream the wrapped model; release its events once agentfsm has decided on them."""
         ctl = self._start(tools, handoffs)
-        fed = self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
+        early = self._before_model(input)
+        if early is not None:
+            yield _completed(early, 0)
+            return
         while True:
             seen: list[Any] = []  # the attempt's every event, for the decision
             held: list[Any] = []  # those not passed on yet
@@ -324,12 +475,15 @@ class GovernedModel(Model):
                 else:
                     held.append(event)
             terminal = next((e for e in reversed(held) if e.type in _TERMINAL), None)
-            if fed is not None and fed.action is Action.STOP:
-                decision = fed
-            else:
-                decision = self._decide(ctl.on_model_output([_dump(e) for e in seen]))
+            decision = self._decide(ctl.on_model_output([_dump(e) for e in seen]))
             if decision.action is Action.RETRY:
                 model_settings = self._settings(model_settings, decision)
+                continue
+            if decision.action is Action.CONTINUE and terminal is not None:
+                response = ModelResponse(
+                    output=list(terminal.response.output), usage=Usage(), response_id=None
+                )
+                input = self._continued(input, response, decision)
                 continue
             break
         if terminal is None:
@@ -338,7 +492,9 @@ class GovernedModel(Model):
         output = self._shape(list(terminal.response.output), decision)
         response = terminal.response.model_copy(update={"output": output, "status": "completed"})
         for event in held:
-            if event.type not in _TERMINAL:
+            # A call's own events never reach the SDK: it would run the model's items from
+            # them (when the terminal output is empty), not the calls agentfsm cleared.
+            if event.type not in _TERMINAL and not _about_a_call(event):
                 yield event
         yield ResponseCompletedEvent(
             type="response.completed", response=response, sequence_number=len(seen)
@@ -346,14 +502,22 @@ class GovernedModel(Model):
 
 
 def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
-    """The tool, asking the SDK for approval whenever agentfsm waits for a human on its call."""
+    """The tool, asking the SDK for approval whenever agentfsm waits for a human on its call.
+
+    Right before the tool runs, `GovernedModel.may_run` is asked by the SDK's call id (with
+    the name and arguments the SDK holds): a call agentfsm did not clear, or one that already
+    ran, never reaches the tool, and the model reads why instead.
+    """
     invoke = tool.on_invoke_tool
 
     async def needs_approval(_ctx: Any, _params: Any, call_id: str) -> bool:
         return model.needs_approval(call_id)
 
     async def on_invoke(ctx: Any, arguments: str) -> Any:
-        model.approved(getattr(ctx, "tool_call_id", ""))
+        call_id = getattr(ctx, "tool_call_id", "")
+        model.approved(call_id)
+        if not model.may_run(call_id, tool.name, arguments):
+            return f"not executed: agentfsm did not clear call {call_id!r} of {tool.name!r}"
         return await invoke(ctx, arguments)
 
     return dataclasses.replace(tool, needs_approval=needs_approval, on_invoke_tool=on_invoke)

@@ -4,7 +4,8 @@
 provider's); `model.toolset(tools)` wraps the agent's tools so agentfsm's approvals use
 pydantic-ai's own deferred-tool flow. After every response the Controller decides, and:
 
-- EXECUTE_TOOLS: the response goes on with only the calls agentfsm lets run, and without its
+- EXECUTE_TOOLS: the response goes on with only the calls agentfsm lets run (its call parts
+  rebuilt from agentfsm's calls by call id; the toolset asks `may_run` before each), and without its
   text, so the graph's end strategy cannot end the run on text beside tool calls; a refused
   call (undeclared tool, broken arguments, denied) is taken out, and in the next request it is
   put back with the controller's error as a failed `ToolReturnPart`, so the model reads why;
@@ -13,7 +14,9 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
   call back as a validation retry; agentfsm's `max_retries` bounds it;
 - ASK_HUMAN: the tool raises `ApprovalRequired`; the run ends with `DeferredToolRequests`
   (give the agent `output_type=[str, DeferredToolRequests]`) and resumes with
-  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`;
+  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`; the allowed calls
+  of the same turn are held, then run once approved (a response of their own, no model call)
+  or answered with the decline's error;
 - FINAL: the response goes on unchanged; STOP: the run ends with the text
   `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
 
@@ -55,10 +58,51 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.types import Action, Decision, ToolResult
+from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ToolDefinitionError
 
 __all__ = ["GovernedModel", "GovernedToolset"]
+
+
+_CLEARING = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN})
+_HELD = "agentfsm:held"
+"""The model name of a response made of held calls, not by the model."""
+
+
+def _call_part(call: ToolCall) -> ToolCallPart:
+    """The ToolCallPart of a call agentfsm decided on: its id, name and arguments."""
+    return ToolCallPart(tool_name=call.name, args=dict(call.arguments or {}), tool_call_id=call.id)
+
+
+def _held_response(message: ModelMessage) -> bool:
+    return isinstance(message, ModelResponse) and message.model_name == _HELD
+
+
+def _returns(
+    messages: list[ModelMessage], pending: set[str]
+) -> list[ToolReturnPart[Any] | RetryPromptPart]:
+    """The answers to pending calls since the model's last response (held calls' included)."""
+    found: list[ToolReturnPart[Any] | RetryPromptPart] = []
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse) and not _held_response(message):
+            break
+        if isinstance(message, ModelRequest):
+            found[:0] = [
+                p
+                for p in message.parts
+                if isinstance(p, ToolReturnPart | RetryPromptPart) and p.tool_call_id in pending
+            ]
+    return found
+
+
+def _held_call(messages: list[ModelMessage], call_id: str | None) -> ToolCallPart | None:
+    """The call with this id as the graph holds it, in the latest response that has it."""
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            for part in message.parts:
+                if isinstance(part, ToolCallPart) and part.tool_call_id == call_id:
+                    return part
+    return None
 
 
 def _declared(params: ModelRequestParameters) -> list[dict[str, Any]]:
@@ -96,6 +140,9 @@ class GovernedModel(WrapperModel):
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._refused: list[tuple[ToolCallPart, ToolResult]] = []
+        self._held: list[ToolCall] = []
+        self._started: set[str] = set()
+        self._stop: Decision | None = None
 
     def toolset(self, tools: AbstractToolset[Any] | Sequence[Any]) -> GovernedToolset:
         """The agent's tools, asking for a human's approval whenever agentfsm says so."""
@@ -116,13 +163,15 @@ class GovernedModel(WrapperModel):
 
     def _start(self, params: ModelRequestParameters, messages: list[ModelMessage]) -> Controller:
         ctl = self.controller
-        if ctl is None or ctl.done or len(messages) <= 1:
+        if ctl is None or (ctl.done and self._stop is None) or len(messages) <= 1:
             ctl = self.controller = Controller(self.policy, _declared(params) or None)
-            self.decisions, self._refused = [], []
+            self.decisions, self._refused, self._held, self._started = [], [], [], set()
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
         self.decisions.append(decision)
+        # A stop decided while pydantic-ai runs tools is reported on its next model request.
+        self._stop = decision if decision.action is Action.STOP else None
         return decision
 
     def awaits_approval(self, call_id: str | None) -> bool:
@@ -142,28 +191,58 @@ class GovernedModel(WrapperModel):
     def _feed(self, messages: list[ModelMessage]) -> Decision | None:
         """Give the Controller the returns (or the human's denial) of its pending calls."""
         ctl = self.controller
-        last = messages[-1] if messages else None
         if ctl is None or ctl.state not in ("execute", "await_human"):
             return None
-        pending = {c.id for c in ctl.pending_calls}
-        parts: list[ToolReturnPart[Any] | RetryPromptPart] = [
-            p
-            for p in (last.parts if isinstance(last, ModelRequest) else [])
-            if isinstance(p, ToolReturnPart | RetryPromptPart) and p.tool_call_id in pending
-        ]
+        parts = _returns(messages, {c.id for c in ctl.pending_calls})
         if ctl.state == "await_human":  # denied: pydantic-ai answered without running the call
             denial = next((_text(p) for p in parts), None)
-            return self._decide(ctl.on_human_reply(approved=False, message=denial))
-        results = [
-            ToolResult(
-                call_id=p.tool_call_id,
-                content=_text(p),
-                is_error=isinstance(p, RetryPromptPart) or p.outcome != "success",
-                name=p.tool_name,
-            )
-            for p in parts
-        ]
-        return self._decide(ctl.on_tool_results(results))
+            decision = self._decide(ctl.on_human_reply(approved=False, message=denial))
+        else:
+            results = [
+                ToolResult(
+                    call_id=p.tool_call_id,
+                    content=_text(p),
+                    is_error=isinstance(p, RetryPromptPart) or p.outcome != "success",
+                    name=p.tool_name,
+                )
+                for p in parts
+            ]
+            decision = self._decide(ctl.on_tool_results(results))
+        held = {c.id: c for c in self._held}
+        for result in decision.results:  # pydantic-ai never saw the held calls: answer them here
+            call = held.pop(result.call_id, None)
+            if call is not None:
+                self._refused.append((_call_part(call), result))
+        self._held = list(held.values())
+        return decision
+
+    def may_run(self, call_id: str | None, messages: list[ModelMessage]) -> bool:
+        """Whether pydantic-ai may execute this call now: agentfsm cleared it, and it has not run.
+
+        The name and arguments compared are those of the call as the graph holds it (its
+        `ToolCallPart`), not the validated arguments, which carry defaults and coercions.
+        """
+        ctl = self.controller
+        part = _held_call(messages, call_id)
+        if ctl is None or part is None or call_id is None or call_id in self._started:
+            return False
+        try:
+            arguments = part.args_as_dict()
+        except ValueError:
+            return False
+        if not ctl.may_run(call_id, part.tool_name, arguments):
+            return False
+        self._started.add(call_id)
+        return True
+
+    def _release(self) -> ModelResponse | None:
+        """The held calls as a response for pydantic-ai to run, once the human approved."""
+        ctl = self.controller
+        if not self._held or ctl is None or ctl.state != "execute":
+            return None
+        calls, self._held = self._held, []
+        parts = [_call_part(c) for c in calls if ctl.may_run(c.id)]
+        return ModelResponse(parts=parts, model_name=_HELD) if parts else None
 
     # -- shaping -----------------------------------------------------------------------------
 
@@ -191,25 +270,49 @@ class GovernedModel(WrapperModel):
         ]
 
     def _shape(self, response: ModelResponse, decision: Decision) -> ModelResponse:
+        """The response pydantic-ai acts on: its call parts are the calls agentfsm cleared.
+
+        The call parts are rebuilt from agentfsm's calls, matched by call id (ids it issued
+        replace missing and duplicate ones); a refused call goes to the next request with its
+        error, and the allowed calls of a turn that awaits a human are held until the human
+        answers. Any other call part never reaches pydantic-ai.
+        """
         if decision.action is Action.STOP:
+            self._stop = None
             text = f"[agentfsm stop: {decision.exit_reason}] {decision.reason}"
             return dataclasses.replace(response, parts=[TextPart(content=text)])
-        if decision.action not in (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN):
-            return response
         ctl = self.controller
-        issued = [c.id for c in ctl.last_output.tool_calls] if ctl and ctl.last_output else []
-        keep = {c.id for c in decision.tool_calls}
+        turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
+        self._started = set()  # a model may use an id again in a later turn
+        clearing = decision.action in _CLEARING
+        cleared = {c.id for c in decision.tool_calls} if clearing else set()
         refused = {r.call_id: r for r in decision.results}
-        calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
         parts: list[Any] = []
-        for call, call_id in zip(calls, issued, strict=False):
-            call = dataclasses.replace(call, tool_call_id=call_id)
-            if call_id in keep:
-                parts.append(call)
-            elif call_id in refused:
-                self._refused.append((call, refused[call_id]))
-        other = [p for p in response.parts if not isinstance(p, ToolCallPart | TextPart)]
+        for call in turn:
+            if call.id in cleared:
+                parts.append(_call_part(call))
+            elif call.id in refused:
+                self._refused.append((_call_part(call), refused[call.id]))
+            elif decision.action is Action.ASK_HUMAN:
+                self._held.append(call)
+        # Text beside calls that run would let the graph's end strategy end the run on it.
+        dropped = (ToolCallPart, TextPart) if clearing else (ToolCallPart,)
+        other = [p for p in response.parts if not isinstance(p, dropped)]
+        if not clearing and len(other) == len(response.parts):
+            return response
         return dataclasses.replace(response, parts=[*other, *parts])
+
+    def _continued(
+        self, history: list[ModelMessage], response: ModelResponse, decision: Decision
+    ) -> list[ModelMessage]:
+        """The next request after a CONTINUE: the output, every call it made answered by its
+        error result."""
+        shaped = self._shape(response, decision)
+        if not self._refused:
+            return [*history, shaped]
+        answered = self._with_refused([*history, shaped, ModelRequest(parts=[])])
+        self._refused = []
+        return answered
 
     @staticmethod
     def _adjusted(settings: ModelSettings | None, decision: Decision) -> ModelSettings | None:
@@ -242,9 +345,12 @@ class GovernedModel(WrapperModel):
     ) -> ModelResponse:
         """Ask the wrapped model (`ask`) until agentfsm accepts a response; shape that one."""
         ctl = self._start(params, messages)
-        fed = self._feed(messages)
-        if fed is not None and fed.action is Action.STOP:
-            return self._shape(ModelResponse(parts=[]), fed)
+        released = self._release()
+        if released is not None:
+            return released
+        self._feed(messages)
+        if self._stop is not None:
+            return self._shape(ModelResponse(parts=[]), self._stop)
         history = self._with_refused(messages)
         self._refused = []
         while True:
@@ -253,8 +359,8 @@ class GovernedModel(WrapperModel):
             if decision.action is Action.RETRY:
                 model_settings = self._adjusted(model_settings, decision)
                 continue
-            if decision.action is Action.CONTINUE:  # an answer the completion checks refused
-                history = [*history, response]
+            if decision.action is Action.CONTINUE:  # refused calls, or a refused answer
+                history = self._continued(history, response, decision)
                 continue
             return self._shape(response, decision)
 
@@ -292,9 +398,11 @@ class GovernedToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        """Run the call, or ask for approval first when agentfsm waits for a human on it."""
+        """Run the call if agentfsm cleared it (`may_run`); ask for approval first when it waits."""
         if self.model.awaits_approval(ctx.tool_call_id):
             if not ctx.tool_call_approved:
                 raise ApprovalRequired
             self.model.approved(ctx.tool_call_id)
+        if not self.model.may_run(ctx.tool_call_id, ctx.messages):
+            return f"not executed: agentfsm did not clear call {ctx.tool_call_id!r} of {name!r}"
         return await super().call_tool(name, tool_args, ctx, tool)

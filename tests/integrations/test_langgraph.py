@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command
+from langgraph.types import Command, Send
 
 import agentfsm as af
 from agentfsm.integrations.langgraph import AgentState, Decide, create_agent, human_reply
@@ -289,6 +289,50 @@ class TestOwnGraph:
         out = builder.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
         assert len(tools.ran) == 2
         assert out["decisions"][-1]["exit_reason"] == X.DOOM_LOOP
+
+
+class Unrouted(Decide):
+    """A Decide whose routing sends every call of the last AI message (a mis-mapping)."""
+
+    def route(self, state: dict[str, Any]) -> Any:
+        """Every call the model made, cleared or not, to the tools node."""
+        routed = super().route(state)
+        if not isinstance(routed, list):
+            return routed
+        last = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))
+        return [Send(self.tools_node, [c]) for c in last.tool_calls]
+
+
+class TestMayRun:
+    """The ToolNode's wrapper asks `may_run` by call id right before the tool runs."""
+
+    def test_a_denied_call_sent_to_the_tools_never_runs(self) -> None:
+        """A denied call that the routing sends to the ToolNode anyway never runs, and the
+        model reads exactly one result for it."""
+        tools = Tools()
+        script = [
+            ai(call("delete_file", "d1", path="/etc/x"), call("get_weather", "c1", city="Oslo")),
+            ANSWER,
+        ]
+        fake = model(script)
+
+        def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [fake.invoke(state["messages"])]}
+
+        policy = af.Policy(permission_rules=["deny delete_file(path=/etc/*)"])
+        decide = Unrouted(policy, tools.all)
+        builder: Any = StateGraph(AgentState)
+        builder.add_node("agent", agent)
+        builder.add_node("tools", ToolNode(tools.all, wrap_tool_call=decide.wrap_tool_call))
+        builder.add_node("decide", decide)
+        builder.add_node("human", decide.human)
+        builder.add_edge(START, "agent")
+        builder.add_edge("agent", "decide")
+        builder.add_edge("tools", "decide")
+        builder.add_conditional_edges("decide", decide.route, decide.destinations)
+        out = builder.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
+        assert tools.ran == [("get_weather", {"city": "Oslo"})]
+        assert answered(out["messages"])
 
 
 class CappedFake(GenericFakeChatModel):

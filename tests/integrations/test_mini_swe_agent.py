@@ -14,9 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from minisweagent.agents.default import DefaultAgent
 from minisweagent.environments.local import LocalEnvironment
 from minisweagent.exceptions import FormatError
+from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel
 from minisweagent.models.test_models import DeterministicToolcallModel
 
 import agentfsm as af
@@ -328,3 +330,102 @@ class TestFinalAnswer:
         result = agent.run("task")
         assert (result["exit_status"], result["submission"]) == ("Submitted", "The bug is fixed.")
         assert result["agentfsm"] == {"action": "final", "exit_reason": "completed"}
+
+
+FENCE = "```"
+
+
+def fenced(*commands: str) -> str:
+    """A text-based model's reply: a thought, then each command in its fenced block."""
+    blocks = "".join(f"\n{FENCE}mswea_bash_command\n{c}\n{FENCE}\n" for c in commands)
+    return f"THOUGHT: I will do what the task asks.\n{blocks}"
+
+
+def text_based(reply: str) -> LitellmTextbasedModel:
+    """mini-swe-agent's text-based model, answered by litellm's own `mock_response`."""
+    return LitellmTextbasedModel(  # type: ignore[no-untyped-call]
+        model_name="openai/gpt-4o-mini",
+        cost_tracking="ignore_errors",
+        model_kwargs={"mock_response": reply},
+    )
+
+
+@pytest.mark.litellm
+@pytest.mark.filterwarnings(
+    # litellm's own TypedDicts use `ReadOnly`: the warning is about litellm's types, not ours.
+    "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
+)
+class TestTextBasedModel:
+    """mini-swe-agent's text-based model: actions are fenced blocks its regex finds."""
+
+    def test_the_fenced_command_runs(self, tmp_path: Path) -> None:
+        """Natively the fenced command runs and submits; governed it runs too (before, the
+        reply's prose was taken as the final answer and nothing ran)."""
+        reply = fenced("echo a >> log; echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo fixed")
+        env = LocalEnvironment(cwd=str(tmp_path))
+        assert DefaultAgent(text_based(reply), env, **CONFIG).run("task") == {
+            "exit_status": "Submitted",
+            "submission": "fixed\n",
+        }
+        (tmp_path / "log").unlink()
+        agent = GovernedAgent(text_based(reply), env, **CONFIG)
+        assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed\n"}
+        assert Sandbox(tmp_path).log() == ["a"]
+        first = agent.decisions[0]
+        assert first.action is A.EXECUTE_TOOLS
+        assert [c.arguments for c in first.tool_calls] == [
+            {"command": "echo a >> log; echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo fixed"}
+        ]
+
+    def test_a_denied_fenced_command_never_runs(self, tmp_path: Path) -> None:
+        """A fenced command a rule denies never runs, and the model reads why as a user
+        message (a text-based model has no tool messages)."""
+        policy = af.Policy(permission_rules=["deny bash(command=rm *)"])
+        env = LocalEnvironment(cwd=str(tmp_path))
+        (tmp_path / "victim").write_text("x")
+        agent = GovernedAgent(text_based(fenced("rm victim")), env, policy=policy, **CONFIG)
+        agent.run("task")
+        assert (tmp_path / "victim").exists()
+        assert not any(m["role"] == "tool" for m in agent.messages)
+        assert any("permission denied" in str(m["content"]) for m in agent.messages)
+
+    def test_two_fenced_commands_are_each_decided(self, tmp_path: Path) -> None:
+        """Natively two blocks are a format error and nothing runs; governed, agentfsm reads
+        both with the model's own regex and runs each."""
+        reply = fenced("echo a >> log", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo ok")
+        env = LocalEnvironment(cwd=str(tmp_path))
+        native = DefaultAgent(text_based(reply), env, **CONFIG)
+        assert native.run("task")["exit_status"] == "RepeatedFormatError"
+        assert Sandbox(tmp_path).log() == []
+        agent = GovernedAgent(text_based(reply), env, **CONFIG)
+        assert agent.run("task") == {"exit_status": "Submitted", "submission": "ok\n"}
+        assert Sandbox(tmp_path).log() == ["a"]
+
+
+class Unmapped(GovernedAgent):
+    """A GovernedAgent whose execute step is handed every call of the turn (a mis-mapping)."""
+
+    def _execute(self, decision: af.Decision) -> list[dict[str, Any]]:
+        turn = self.controller.last_output
+        calls = list(turn.tool_calls) if turn is not None else []
+        return super()._execute(decision.model_copy(update={"tool_calls": calls}))
+
+
+class TestMayRun:
+    """The execute step asks `may_run` by call id right before each command."""
+
+    def test_a_call_agentfsm_denied_never_runs(self, tmp_path: Path) -> None:
+        """A denied call handed to the execute step anyway never reaches the environment."""
+        policy = af.Policy(permission_rules=["deny bash(command=rm *)"])
+        (tmp_path / "victim").write_text("x")
+        outputs = [
+            output(bash("c1", "rm victim"), bash("c2", "echo a >> log")),
+            output(bash("c3", SUBMIT)),
+        ]
+        model = LitellmShaped(outputs=outputs)
+        agent = Unmapped(model, LocalEnvironment(cwd=str(tmp_path)), policy=policy, **CONFIG)
+        assert agent.run("task")["exit_status"] == "Submitted"
+        assert (tmp_path / "victim").exists()
+        assert Sandbox(tmp_path).log() == ["a"]
+        answers = [m for m in agent.messages if m.get("tool_call_id") == "c1"]
+        assert len(answers) == 1

@@ -19,6 +19,7 @@ from agents import (
     ModelTracing,
     RunConfig,
     Runner,
+    RunResult,
     function_tool,
 )
 from agents.exceptions import ModelRefusalError
@@ -348,3 +349,135 @@ class TestIncrementalStreaming:
         """stream must be "held" or "text"."""
         with pytest.raises(AgentFSMError, match="stream must be 'held' or 'text'"):
             governed(native([ANSWER], Tools()), stream="live")  # type: ignore[arg-type]
+
+
+def parallel(call_id: str, *uses: tuple[str, dict[str, Any]]) -> Any:
+    """A `multi_tool_use.parallel` wrapper call carrying `uses` as (tool, arguments)."""
+    tool_uses = [{"recipient_name": f"functions.{n}", "parameters": a} for n, a in uses]
+    return function_call("multi_tool_use.parallel", {"tool_uses": tool_uses}, call_id=call_id)
+
+
+class TestParallelWrapper:
+    """A `multi_tool_use.parallel` wrapper beside other calls: verdicts follow call ids."""
+
+    POLICY = af.Policy(permission_rules=["deny delete_file(path=/etc/*)"])
+
+    def test_a_denied_call_after_the_wrapper_never_runs(self, stream: bool) -> None:
+        """The wrapped calls run as calls of their own, and the denied call after them never
+        runs: its error result reaches the model under its own id."""
+        script = [
+            [
+                parallel(
+                    "w", ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Rome"})
+                ),
+                function_call("delete_file", {"path": "/etc/passwd"}, call_id="d1"),
+            ],
+            ANSWER,
+        ]
+        tools = Tools()
+        agent = ruled(script, tools, self.POLICY)
+        result = run(agent, stream)
+        assert tools.ran == [("get_weather", "Paris"), ("get_weather", "Rome")]
+        assert result.final_output == "It is sunny in Paris."
+        scripted: Any = agent.model
+        second = [i for i in scripted.inner.calls[1].input if isinstance(i, dict)]
+        outputs = {
+            i["call_id"]: i["output"] for i in second if i.get("type") == "function_call_output"
+        }
+        assert set(outputs) == {"w_0", "w_1", "d1"}
+        assert "permission denied" in outputs["d1"]
+
+    def test_a_denied_call_never_takes_an_allowed_calls_id(self, stream: bool) -> None:
+        """A denied call after a wrapper whose second call is allowed: the wrapped calls keep
+        their own verdicts and the denied call never runs (by position it took `w_1`)."""
+        script = [
+            [
+                parallel(
+                    "w", ("delete_file", {"path": "/etc/shadow"}), ("get_weather", {"city": "Oslo"})
+                ),
+                function_call("delete_file", {"path": "/etc/passwd"}, call_id="d1"),
+            ],
+            ANSWER,
+        ]
+        tools = Tools()
+        run(ruled(script, tools, self.POLICY), stream)
+        assert tools.ran == [("get_weather", "Oslo")]
+
+
+class TestAskSibling:
+    """A call that needs a human beside a call that needs none."""
+
+    POLICY = af.Policy(permissions={"delete_file": "ask"})
+    SCRIPT: ClassVar[list[list[Any]]] = [
+        [function_call("delete_file", {"path": "/tmp/x"}, call_id="c1"), weather("c2")],
+        [assistant_message("Done.")],
+    ]
+
+    def resume(self, agent: Agent[Any], approve: bool) -> tuple[RunResult, RunResult]:
+        """Run until the interruption, approve or reject it, and run to the end."""
+        first = asyncio.run(Runner.run(agent, "go", run_config=CONFIG))
+        state = first.to_state()
+        for item in first.interruptions:
+            (state.approve if approve else state.reject)(item)
+        return first, asyncio.run(Runner.run(agent, state, run_config=CONFIG))
+
+    def test_once_approved_both_run_once(self) -> None:
+        """Nothing runs before the human answers; once approved both calls run exactly once
+        and the model reads one result for each."""
+        tools = Tools()
+        agent = ruled(self.SCRIPT, tools, self.POLICY)
+        first, result = self.resume(agent, approve=True)
+        assert [getattr(i.raw_item, "call_id", None) for i in first.interruptions] == ["c1"]
+        assert sorted(tools.ran) == [("delete_file", "/tmp/x"), ("get_weather", "Paris")]
+        assert result.final_output == "Done."
+        scripted: Any = agent.model
+        last = [i for i in scripted.inner.calls[-1].input if isinstance(i, dict)]
+        answered = [i["call_id"] for i in last if i.get("type") == "function_call_output"]
+        assert sorted(answered) == ["c1", "c2"]
+
+    def test_once_rejected_neither_runs_and_both_are_answered(self) -> None:
+        """Rejected, neither call runs, and the model reads one result for each."""
+        tools = Tools()
+        agent = ruled(self.SCRIPT, tools, self.POLICY)
+        self.resume(agent, approve=False)
+        assert tools.ran == []
+        scripted: Any = agent.model
+        last = [i for i in scripted.inner.calls[-1].input if isinstance(i, dict)]
+        answered = [i["call_id"] for i in last if i.get("type") == "function_call_output"]
+        assert sorted(answered) == ["c1", "c2"]
+
+
+class TestMayRun:
+    """The tool wrapper asks `may_run` by call id right before the tool runs."""
+
+    def test_a_call_agentfsm_did_not_clear_never_runs(self) -> None:
+        """A call the SDK invokes under an id agentfsm never cleared does not reach the tool."""
+        tools = Tools()
+        agent = ruled([ANSWER], tools)
+        run(agent)
+        wrapped = next(t for t in agent.tools if isinstance(t, FunctionTool))
+        ctx: Any = type("Ctx", (), {"tool_call_id": "forged"})()
+
+        async def invoke() -> Any:
+            return await wrapped.on_invoke_tool(ctx, '{"city": "Paris"}')
+
+        out = asyncio.run(invoke())
+        assert tools.ran == []
+        assert "not executed" in str(out)
+
+
+class TestEveryCallAnswered:
+    """A response whose every call agentfsm refuses (CONTINUE, P5)."""
+
+    def test_the_next_request_answers_each_call_once(self) -> None:
+        """The denied call is in the next request with exactly one (error) output."""
+        policy = af.Policy(permission_rules=["deny delete_file(path=/etc/*)"])
+        script = [[function_call("delete_file", {"path": "/etc/x"}, call_id="d1")], ANSWER]
+        tools = Tools()
+        agent = ruled(script, tools, policy)
+        assert run(agent).final_output == "It is sunny in Paris."
+        assert tools.ran == []
+        scripted: Any = agent.model
+        second = [i for i in scripted.inner.calls[1].input if isinstance(i, dict)]
+        kinds = [(i.get("type"), i.get("call_id")) for i in second if i.get("call_id")]
+        assert kinds == [("function_call", "d1"), ("function_call_output", "d1")]

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolDenied
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.messages import (
     ModelMessage,
@@ -221,6 +221,101 @@ class TestApproval:
         )
         assert tools.ran == []
         assert model.decisions[1].action is not A.EXECUTE_TOOLS
+
+
+class TestAskSibling:
+    """A call that needs a human beside a call that needs none."""
+
+    POLICY = af.Policy(permissions={"delete_file": "ask"})
+
+    def responses(self) -> list[ModelResponse]:
+        """Delete a file and ask the weather in one response, then answer."""
+        calls = [ToolCallPart("delete_file", {"path": "/x"}, tool_call_id="d1"), weather("w1")]
+        return [ModelResponse(parts=calls), ModelResponse(parts=[TextPart("Done.")])]
+
+    def resume(self, answer: bool) -> tuple[Tools, Script, Any, Any]:
+        """Run to the deferred request, answer it, and run to the end."""
+        script, tools = Script(self.responses()), Tools()
+        _, agent = ruled(script, tools, self.POLICY)
+        first = agent.run_sync("go")
+        before = list(tools.ran)
+        assert isinstance(first.output, DeferredToolRequests)
+        approvals: dict[str, bool | ToolApproved | ToolDenied] = {
+            c.tool_call_id: answer for c in first.output.approvals
+        }
+        result = agent.run_sync(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals=approvals),
+        )
+        return tools, script, before, result
+
+    @staticmethod
+    def answered(script: Script) -> list[str]:
+        """The call ids the last request answers, once per answer."""
+        return [
+            p.tool_call_id
+            for m in script.seen[-1]
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart)
+        ]
+
+    def test_once_approved_both_run_once(self) -> None:
+        """Nothing runs before the approval; then both calls run once and each is answered."""
+        tools, script, before, result = self.resume(True)
+        assert before == []
+        assert result.output == "Done."
+        assert sorted(tools.ran) == [("delete_file", "/x"), ("get_weather", "Paris")]
+        assert sorted(self.answered(script)) == ["d1", "w1"]
+
+    def test_once_denied_neither_runs_and_both_are_answered(self) -> None:
+        """Denied, neither call runs, and the model reads one result for each."""
+        tools, script, _, _ = self.resume(False)
+        assert tools.ran == []
+        assert sorted(self.answered(script)) == ["d1", "w1"]
+
+
+class Unshaped(GovernedModel):
+    """A GovernedModel that hands pydantic-ai the model's calls as they came (a mis-mapping)."""
+
+    def _shape(self, response: ModelResponse, decision: af.Decision) -> ModelResponse:
+        super()._shape(response, decision)
+        return response
+
+
+class TestMayRun:
+    """The toolset asks `may_run` by call id right before the tool runs."""
+
+    def test_a_call_agentfsm_refused_never_runs(self) -> None:
+        """A denied call that reaches the graph anyway does not reach the tool."""
+        policy = af.Policy(permission_rules=["deny delete_file(path=/etc/*)"])
+        calls = [ToolCallPart("delete_file", {"path": "/etc/x"}, tool_call_id="d1"), weather("w1")]
+        tools = Tools()
+        model = Unshaped(FunctionModel(Script([ModelResponse(parts=calls), ANSWER])), policy)
+        agent = Agent(model, toolsets=[model.toolset(tools.functions())])
+        agent.run_sync("go")
+        assert tools.ran == [("get_weather", "Paris")]
+
+
+class TestEveryCallAnswered:
+    """A response whose every call agentfsm refuses (CONTINUE, P5)."""
+
+    def test_the_next_request_answers_each_call_once(self) -> None:
+        """The denied call is in the next request with exactly one (error) result."""
+        policy = af.Policy(permission_rules=["deny delete_file(path=/etc/*)"])
+        call = ToolCallPart("delete_file", {"path": "/etc/x"}, tool_call_id="d1")
+        script, tools = Script([ModelResponse(parts=[call]), ANSWER]), Tools()
+        _, agent = ruled(script, tools, policy)
+        assert agent.run_sync("go").output == "It is sunny in Paris."
+        assert tools.ran == []
+        answers = [
+            p
+            for m in script.seen[-1]
+            if isinstance(m, ModelRequest)
+            for p in m.parts
+            if isinstance(p, ToolReturnPart)
+        ]
+        assert [(p.tool_call_id, p.outcome) for p in answers] == [("d1", "failed")]
 
 
 class TestRefusal:
