@@ -1,8 +1,9 @@
 """Permissions: whether a tool call may run, needs a human, or is denied.
 
 A call's permission comes from three sources: rules by tool name and argument
-pattern (`"deny bash(command=rm -rf *)"`), the per-tool `permissions` table, and
-a hook. Every verdict any source gives counts, and the strongest wins: deny,
+pattern (a glob, `"deny sql(query=*DROP*)"`, or a shell pattern matched against
+each simple command, `"deny bash(command~rm -rf *)"`), the per-tool
+`permissions` table, and a hook. Every verdict any source gives counts, and the strongest wins: deny,
 then ask, then allow. A deny can never be overridden. Only the exact strings
 `"allow"`, `"ask"` and `"deny"` are permissions: a hook that returns anything
 else (`"DENY"`, `"no"`, `False`, `None`), or raises, denies the call, and the
