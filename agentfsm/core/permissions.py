@@ -3,11 +3,11 @@
 A call's permission comes from three sources: rules by tool name and argument
 pattern (a glob, `"deny sql(query=*DROP*)"`, or a shell pattern matched against
 each simple command, `"deny bash(command~rm -rf *)"`), the per-tool
-`permissions` table, and a hook. Every verdict any source gives counts, and the strongest wins: deny,
-then ask, then allow. A deny can never be overridden. Only the exact strings
-`"allow"`, `"ask"` and `"deny"` are permissions: a hook that returns anything
-else (`"DENY"`, `"no"`, `False`, `None`), or raises, denies the call, and the
-reason names what it returned.
+`permissions` table, and a hook. Every verdict any source gives counts, and the
+strongest wins: deny, then ask, then allow. A deny can never be overridden.
+Only the exact strings `"allow"`, `"ask"` and `"deny"` are permissions: a hook
+that returns anything else (`"DENY"`, `"no"`, `False`, `None`), or raises,
+denies the call, and the reason names what it returned.
 """
 
 from __future__ import annotations
@@ -164,7 +164,8 @@ class Rule(Checked):
             return True
         script = _script(call, self.shell[0])
         if self.action == "allow":
-            return _covered(call, (self,), {self.shell[0]: script})[0]
+            together = _covered(call, (self,), {self.shell[0]: script})
+            return together is not None and together[0] == "allow"
         return _flagged(self, script) is not None
 
     def applies_to(self, call: ToolCall) -> bool:
@@ -289,22 +290,28 @@ def _flagged(rule: Rule, script: Script) -> str | None:
     return maybe
 
 
-def _covered(call: ToolCall, rules: Sequence[Rule], scripts: dict[str, Script]) -> tuple[bool, str]:
-    """Whether allow shell `rules` (applying to `call`) cover every simple command, and why not."""
+def _covered(call: ToolCall, rules: Sequence[Rule], scripts: dict[str, Script]) -> Verdict | None:
+    """What allow shell `rules` (all applying to `call`) say together.
+
+    Allow when every simple command surely matches one of them; ask when the
+    command cannot be read with confidence; nothing when a command is not covered.
+    """
     from agentfsm.core import shell
 
     by_argument: dict[str, list[shell.Pattern]] = {}
     for rule in rules:
         assert rule.shell is not None
         by_argument.setdefault(rule.shell[0], []).append(shell.pattern(rule.shell[1]))
+    names = ", ".join(repr(str(r)) for r in rules)
     for argument, patterns in by_argument.items():
         script = scripts.get(argument) or _script(call, argument)
         if script.unsure:
-            return False, f"the command cannot be read with confidence: {script.unsure[0]}"
+            why = f"the command cannot be read with confidence: {script.unsure[0]}"
+            return "ask", f"rule(s) {names} cannot allow it: {why}"
         for views in script.commands:
             if not any(p.surely_matches(v) for v in views for p in patterns):
-                return False, f"no allow rule covers {views[0]}"
-    return True, ""
+                return None
+    return "allow", f"rule(s) {names} cover every command"
 
 
 def decide(
@@ -356,15 +363,12 @@ def _from_rules(call: ToolCall, rules: tuple[Rule, ...]) -> tuple[Verdict | None
             best = _stronger(best, _understood(rule.action, f"rule {str(rule)!r}: {why}"))
         if best[0] == "deny":
             return best, None
-    if not allowing:
+    together = _covered(call, allowing, scripts) if allowing else None
+    if together is None:
         return best, None
-    covered, why = _covered(call, allowing, scripts)
-    names = ", ".join(repr(str(r)) for r in allowing)
-    if covered:
-        return _stronger(best, ("allow", f"rule(s) {names} cover every command")), None
-    if "cannot be read" in why:
-        return best, ("ask", f"rule(s) {names} cannot allow it: {why}")
-    return best, None
+    if together[0] == "allow":
+        return _stronger(best, together), None
+    return best, together  # an unreadable command: a floor under the default, not a verdict
 
 
 def _understood(value: object, source: str) -> Verdict:
