@@ -31,69 +31,91 @@ _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _DUPS = frozenset({">&", "<&", ">&-", "<&-"})
 
 
-def _literal(node: Any) -> Word:
-    """The value of a word node when it is fixed before run time, else None."""
-    kind = node.type
-    text = _text(node)
-    if kind == "word":
-        if _GLOB.search(text) or _BRACES.search(text):
-            return None
-        return _ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
-    if kind == "raw_string":
-        return text[1:-1]
-    if kind == "number":
-        return text
-    if kind == "string":
-        if any(c.type != "string_content" for c in node.named_children):
-            return None
-        return _IN_QUOTES.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text[1:-1])
-    if kind == "concatenation":
-        if _BRACES.search(text):
-            return None
-        parts = [_literal(c) for c in node.children]
-        return None if None in parts else "".join(p for p in parts if p is not None)
-    return None
+_WORD_LETTERS = "zqxjkvwyZQXJKVWY"
 
 
-def _declared(node: Any) -> Word:
-    """A word of `export`/`declare`/`local`/`unset`: `NAME=value` when its value is fixed."""
-    if node.type != "variable_assignment":
-        return _literal(node)
-    name = node.child_by_field_name("name")
-    value = node.child_by_field_name("value")
-    fixed = "" if value is None else _literal(value)
-    return None if name is None or fixed is None else f"{_text(name)}={fixed}"
+def _ascii_copy(text: str, data: bytes) -> bytes:
+    """`data` with each non-ASCII character replaced by as many bytes of one ASCII letter.
+
+    tree-sitter-bash 0.25 crashes the process on some characters outside the basic
+    plane after a `{`; the shell treats every non-ASCII character as part of a word,
+    as it treats a letter, so the copy has the same structure and byte offsets. The
+    letter is one the text does not hold, so a heredoc delimiter cannot be confused.
+    """
+    if data.isascii():
+        return data
+    letter = next((c for c in _WORD_LETTERS if c not in text), "z")
+    return "".join(c if c.isascii() else letter * len(c.encode()) for c in text).encode()
 
 
-def _text(node: Any) -> str:
-    raw: bytes = node.text or b""
-    return raw.decode("utf-8", "surrogatepass")
+class _Source:
+    """A script's original bytes, read through the syntax tree of its parsed copy."""
 
+    def __init__(self, data: bytes) -> None:
+        self.data = data
 
-def _heredoc_text(node: Any) -> str | None:
-    """The text a heredoc or here-string feeds, when it is fixed before run time."""
-    if node.type == "herestring_redirect":
-        words = [_literal(c) for c in node.named_children]
-        return words[0] if len(words) == 1 else None
-    start = next((c for c in node.children if c.type == "heredoc_start"), None)
-    body = next((c for c in node.children if c.type == "heredoc_body"), None)
-    if start is None or body is None:
+    def literal(self, node: Any) -> Word:
+        """The value of a word node when it is fixed before run time, else None."""
+        kind = node.type
+        text = self.text(node)
+        if kind == "word":
+            if _GLOB.search(text) or _BRACES.search(text):
+                return None
+            return _ESCAPE.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text)
+        if kind == "raw_string":
+            return text[1:-1]
+        if kind == "number":
+            return text
+        if kind == "string":
+            if any(c.type != "string_content" for c in node.named_children):
+                return None
+            return _IN_QUOTES.sub(lambda m: "" if m.group(1) == "\n" else m.group(1), text[1:-1])
+        if kind == "concatenation":
+            if _BRACES.search(text):
+                return None
+            parts = [self.literal(c) for c in node.children]
+            return None if None in parts else "".join(p for p in parts if p is not None)
         return None
-    quoted = _text(start)[:1] in ("'", '"', "\\")
-    expanded = any(c.type != "heredoc_content" for c in body.named_children)
-    return _text(body) if quoted or not expanded else None
 
+    def declared(self, node: Any) -> Word:
+        """A word of `export`/`declare`/`local`/`unset`: `NAME=value` when its value is fixed."""
+        if node.type != "variable_assignment":
+            return self.literal(node)
+        name = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        fixed = "" if value is None else self.literal(value)
+        return None if name is None or fixed is None else f"{self.text(name)}={fixed}"
 
-def _writes(redirect: Any) -> bool:
-    """Whether a redirection writes a file other than /dev/null."""
-    if redirect.type != "file_redirect":
-        return False
-    operator = next((c.type for c in redirect.children if not c.is_named), "")
-    target = redirect.child_by_field_name("destination")
-    value = _literal(target) if target is not None else None
-    if operator in _DUPS:
-        return not (value is not None and (value.isdigit() or value == "-"))
-    return operator in _WRITES and value != "/dev/null"
+    def text(self, node: Any) -> str:
+        """The original text of `node` (the tree was parsed from a copy)."""
+        raw = self.data[node.start_byte : node.end_byte]
+        return raw.decode("utf-8", "replace")  # a cut inside a character: never an error
+
+    def heredoc_text(self, node: Any) -> str | None:
+        """The text a heredoc or here-string feeds, when it is fixed before run time."""
+        if node.type == "herestring_redirect":
+            words = [self.literal(c) for c in node.named_children]
+            return words[0] if len(words) == 1 else None
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        if start is None or body is None:
+            return None
+        quoted = self.text(start)[:1] in ("'", '"', "\\")
+        expanded = any(c.type != "heredoc_content" for c in body.named_children)
+        return self.text(body) if quoted or not expanded else None
+
+    def writes(self, redirect: Any) -> bool:
+        """Whether a redirection writes a file other than /dev/null."""
+        if redirect.type == "heredoc_redirect":  # tree-sitter nests `<<E > out`'s `> out` here
+            return any(self.writes(r) for r in redirect.children_by_field_name("redirect"))
+        if redirect.type != "file_redirect":
+            return False
+        operator = next((c.type for c in redirect.children if not c.is_named), "")
+        target = redirect.child_by_field_name("destination")
+        value = self.literal(target) if target is not None else None
+        if operator in _DUPS:
+            return not (value is not None and (value.isdigit() or value == "-"))
+        return operator in _WRITES and value != "/dev/null"
 
 
 class Reader:
@@ -119,49 +141,53 @@ class Reader:
             self.unsure.append("the command is not valid text (a lone surrogate)")
             return
         try:
-            tree = _parser().parse(data)
+            tree = _parser().parse(_ascii_copy(text, data))
         except ImportError as exc:  # a core dependency; missing, nothing can be read
             self.unsure.append(f"the shell grammar is not installed ({exc})")
             return
         if tree.root_node.has_error:
             self.unsure.append("it does not parse as a shell command")
-        self.walk(tree.root_node, depth)
+        self.walk(tree.root_node, _Source(data), depth)
 
-    def walk(self, root: Any, depth: int) -> None:
+    def walk(self, root: Any, source: _Source, depth: int) -> None:
         # A stack, not recursion: `$($($(...)))` may nest deeper than Python's recursion limit.
-        stack: list[tuple[Any, bool, str | None]] = [(root, False, None)]
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        stdin_of: dict[int, str] = {}  # node id -> the heredoc text its command reads
         while stack:
-            node, writes, stdin = stack.pop()
+            node, writes = stack.pop()
             kind = node.type
             if kind == "redirected_statement":
-                writes, stdin = self._redirections(node, writes)
+                writes, stdin = self._redirections(node, source, writes)
+                receiver = _receiver(node.child_by_field_name("body"))
+                if stdin is not None and receiver is not None:
+                    stdin_of[receiver.id] = stdin
             elif kind == "command":
-                self._command(node, writes, stdin, depth)
+                self._command(node, source, writes, stdin_of.get(node.id), depth)
             elif kind in ("declaration_command", "unset_command"):
-                words = [_text(node.children[0])] + [_declared(c) for c in node.named_children]
+                words: list[Word] = [source.text(node.children[0])]
+                words += [source.declared(c) for c in node.named_children]
                 self.commands.append((Command(tuple(words), plain=not writes),))
-            body_stdin = stdin if kind == "redirected_statement" else None
-            stack.extend((child, writes, body_stdin) for child in reversed(node.children))
+            stack.extend((child, writes) for child in reversed(node.children))
 
-    def _redirections(self, node: Any, writes: bool) -> tuple[bool, str | None]:
-        stdin = None
+    def _redirections(
+        self, node: Any, source: _Source, writes: bool, stdin: str | None = None
+    ) -> tuple[bool, str | None]:
         for redirect in node.children_by_field_name("redirect"):
-            writes = writes or _writes(redirect)
+            writes = writes or source.writes(redirect)
             if redirect.type in ("heredoc_redirect", "herestring_redirect"):
-                stdin = _heredoc_text(redirect)
+                stdin = source.heredoc_text(redirect)
         return writes, stdin
 
-    def _command(self, node: Any, writes: bool, stdin: str | None, depth: int) -> None:
+    def _command(
+        self, node: Any, source: _Source, writes: bool, stdin: str | None, depth: int
+    ) -> None:
         name = node.child_by_field_name("name")
         if name is None:
             return
-        for redirect in node.children_by_field_name("redirect"):
-            writes = writes or _writes(redirect)
-            if redirect.type in ("heredoc_redirect", "herestring_redirect"):
-                stdin = _heredoc_text(redirect)
+        writes, stdin = self._redirections(node, source, writes, stdin)
         assigned = any(c.type == "variable_assignment" for c in node.children)
-        words = [_literal(name.named_children[0]) if name.named_children else None]
-        words += [_literal(a) for a in node.children_by_field_name("argument")]
+        words = [source.literal(name.named_children[0]) if name.named_children else None]
+        words += [source.literal(a) for a in node.children_by_field_name("argument")]
         self.simple(words, plain=not (writes or assigned), stdin=stdin, depth=depth)
 
     def simple(self, words: list[Word], *, plain: bool, stdin: str | None, depth: int) -> None:
@@ -215,6 +241,13 @@ class Reader:
                 inner.append(None if word is None or "{}" in word else word)
         if inner:
             self.simple(inner, plain=False, stdin=None, depth=depth)
+
+
+def _receiver(body: Any) -> Any:
+    """The command a redirection of `body` feeds: tree-sitter hangs `a && b <<EOF` on the list."""
+    while body is not None and body.type in ("list", "pipeline") and body.named_children:
+        body = body.named_children[-1]
+    return body if body is not None and body.type == "command" else None
 
 
 def _show(words: Sequence[Word]) -> str:

@@ -197,6 +197,30 @@ class TestUnsure:
         assert verdict([DENY], value) == "deny"
 
 
+class TestAnyText:
+    """Any text is read without crashing the process or raising."""
+
+    @pytest.mark.parametrize(
+        "command", ["{\U000e17d2\xa6", "+{\U000e44de\U00021861", "{\U000e0000"]
+    )
+    def test_characters_that_crash_the_grammar_are_read(self, command: str) -> None:
+        """Characters after `{` that crash tree-sitter-bash 0.25 are read from an ASCII copy."""
+        assert verdict([DENY], command) in ("allow", "deny")
+
+    def test_non_ascii_words_keep_their_text(self) -> None:
+        """Words with non-ASCII characters are read as written, heredoc delimiters included."""
+        script = shell.parse("echo héllo && bash <<é\nrm -rf /\né\n")
+        assert [str(views[0]) for views in script.commands] == ["echo 'héllo'", "rm -rf /", "bash"]
+        assert not script.unsure
+
+    @settings(max_examples=500, deadline=None)
+    @given(command=st.text())
+    def test_any_text_gets_a_verdict(self, command: str) -> None:
+        """Any text gets allow, ask or deny; nothing raises."""
+        rules = [DENY, "ask bash(command~git push:*)", "allow bash(command~ls *)"]
+        assert verdict(rules, command) in ("allow", "ask", "deny")
+
+
 class TestAllowRules:
     """Allow shell rules let a call through only when they cover every simple command."""
 
@@ -214,6 +238,7 @@ class TestAllowRules:
             ("sudo ls", "deny"),
             ("FOO=1 ls", "deny"),
             ("ls > ~/.bashrc", "deny"),
+            ("ls && ls <<E > ~/.bashrc\nx\nE\n", "deny"),
             ("/tmp/git status", "deny"),
             ("git statusx", "deny"),
             ("git -c core.pager=evil status", "deny"),
