@@ -13,6 +13,8 @@ Word = str | None
 
 def base_name(name: str) -> str:
     """The last path part of a command name: `/bin/rm` is `rm`."""
+    if "/" not in name:
+        return name
     return name.rstrip("/").rsplit("/", 1)[-1] or name
 
 

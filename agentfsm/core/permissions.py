@@ -302,16 +302,19 @@ def _covered(call: ToolCall, rules: Sequence[Rule], scripts: dict[str, Script]) 
     for rule in rules:
         assert rule.shell is not None
         by_argument.setdefault(rule.shell[0], []).append(shell.pattern(rule.shell[1]))
-    names = ", ".join(repr(str(r)) for r in rules)
     for argument, patterns in by_argument.items():
         script = scripts.get(argument) or _script(call, argument)
         if script.unsure:
             why = f"the command cannot be read with confidence: {script.unsure[0]}"
-            return "ask", f"rule(s) {names} cannot allow it: {why}"
+            return "ask", f"rule(s) {_names(rules)} cannot allow it: {why}"
         for views in script.commands:
             if not any(p.surely_matches(v) for v in views for p in patterns):
                 return None
-    return "allow", f"rule(s) {names} cover every command"
+    return "allow", f"rule(s) {_names(rules)} cover every command"
+
+
+def _names(rules: Sequence[Rule]) -> str:
+    return ", ".join(repr(str(r)) for r in rules)
 
 
 def decide(

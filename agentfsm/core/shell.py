@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import enum
 import fnmatch
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -107,6 +108,8 @@ class Script:
 
 # --- patterns ----------------------------------------------------------------------------------
 
+_HAS_GLOB = re.compile(r"[*?\[]")
+
 _ALIASES: dict[str, dict[str, str]] = {
     "rm": {"-R": "-r", "--recursive": "-r", "--force": "-f", "--dir": "-d", "--verbose": "-v"},
     "cp": {"-R": "-r", "--recursive": "-r", "--force": "-f"},
@@ -161,7 +164,10 @@ class Pattern:
     def _name_matches(self, name: str) -> bool:
         if "/" in self.name:
             return fnmatch.fnmatchcase(name, self.name)
-        return fnmatch.fnmatchcase(base_name(name), self.name)
+        base = base_name(name)
+        if not _HAS_GLOB.search(self.name):  # most names are plain words: skip fnmatch
+            return base == self.name
+        return fnmatch.fnmatchcase(base, self.name)
 
     def __str__(self) -> str:
         return self.text
