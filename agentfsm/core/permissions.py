@@ -104,7 +104,7 @@ class Rule(Checked):
             )
         action, tool, inner = found.groups()
         if tool.startswith('"'):
-            tool = json.loads(tool)
+            tool = _quoted_tool(tool, text)
         args: list[tuple[str, str]] = []
         shells: list[tuple[str, str]] = []
         for name, op, value in _arguments(inner, text) if inner is not None else ():
@@ -188,6 +188,19 @@ class Rule(Checked):
             parts.append(f"{self.shell[0]}~{_written(self.shell[1])}")
         tool = self.tool if re.fullmatch(r'[^\s("]+', self.tool) else json.dumps(self.tool)
         return f"{self.action} {tool}" + (f"({', '.join(parts)})" if parts else "")
+
+
+def _quoted_tool(quoted: str, text: str) -> str:
+    """A tool glob written as a JSON string; it must decode to a non-empty string."""
+    try:
+        tool = json.loads(quoted)
+    except ValueError as exc:
+        raise PolicyError(
+            f"permission rule {text!r}: the tool {quoted} is not a JSON string"
+        ) from exc
+    if not tool:
+        raise PolicyError(f"permission rule {text!r} names no tool")
+    return str(tool)
 
 
 def _arguments(inner: str, text: str) -> list[tuple[str, str, str]]:

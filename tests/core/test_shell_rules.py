@@ -334,6 +334,12 @@ class TestRuleForms:
         assert Rule.parse("deny bash").names_tool_only
         assert not Rule.parse(DENY).names_tool_only
 
+    @pytest.mark.parametrize("bad", ['deny "\\x"', 'deny ""', "deny bash(command~)"])
+    def test_a_bad_quoted_tool_or_empty_pattern_is_a_policy_error(self, bad: str) -> None:
+        """A quoted tool that is not a JSON string, or is empty, and an empty pattern raise."""
+        with pytest.raises(PolicyError, match="permission rule"):
+            Rule.parse(bad)
+
     def test_one_shell_pattern_per_rule(self) -> None:
         """Two `~` patterns in one rule raise PolicyError; write two rules."""
         with pytest.raises(PolicyError, match="more than one shell pattern"):
@@ -363,6 +369,8 @@ class TestRuleForms:
         assert Rule.of(rule.model_dump(mode="json")) == rule
         policy = af.Policy(permission_rules=[rule])
         assert af.Policy.from_mapping(policy.to_json()).permission_rules == (rule,)
+        dumped = af.Policy(permission_rules=[rule.model_dump(mode="json")])
+        assert dumped.permission_rules == (rule,)
 
 
 class TestThroughTheController:
