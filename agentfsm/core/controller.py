@@ -395,7 +395,7 @@ class Controller:
             record = ("human_reply", {"approved": approved, "message": message})
         # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
         # taken after the reply would otherwise hold approvals in execute or end).
-        run.pending_approval, run.pending_rejected = (), ()
+        run.pending_approval, run.pending_rejected, run.pending_allowed = (), (), ()
         return self._route(Step(snap), record)
 
     @_atomic

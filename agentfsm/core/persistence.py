@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from agentfsm.core.permissions import Rule
 from agentfsm.core.policy import Policy
 from agentfsm.core.run_state import RECENT_ROUNDS, Run
 from agentfsm.core.tools import ToolSpec, tool_specs
@@ -283,6 +284,12 @@ def _text_rules(data: Mapping[str, Any]) -> bool:
     return isinstance(rules, list) and any(isinstance(rule, str) for rule in rules)
 
 
+def _legacy_text(rule: Rule) -> str:
+    """A rule as dumps before structured rules wrote it: globs unquoted, no shell patterns."""
+    inner = ", ".join(f"{name}={pattern}" for name, pattern in rule.args)
+    return f"{rule.action} {rule.tool}" + (f"({inner})" if inner else "")
+
+
 def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
     if not isinstance(saved, dict) or not isinstance(saved.get("data"), dict):
         raise CheckpointError(f"run {run_id}: the dump's 'policy' is not an object", run_id=run_id)
@@ -296,7 +303,7 @@ def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
     if given is not None:
         mine = _policy_data(given)
         if text_rules:  # an older dump: compare the rules as it wrote them
-            mine["data"]["permission_rules"] = [str(r) for r in given.permission_rules]
+            mine["data"]["permission_rules"] = [_legacy_text(r) for r in given.permission_rules]
         diff = _differences(saved["data"], mine["data"])
         if diff or mine["code"] != code:
             raise CheckpointError(

@@ -350,7 +350,7 @@ def denied_by_name(policy: Policy, name: str) -> bool:
     names it, no hook). A deny with an argument pattern leaves the tool offered.
     """
     rules = [r for r in policy.permission_rules if fnmatch.fnmatchcase(name, r.tool)]
-    if any(r.action == "deny" and not r.args for r in rules):
+    if any(r.action == "deny" and r.names_tool_only for r in rules):
         return True  # a deny is never overridden
     table = policy.permissions
     if name in table:

@@ -29,3 +29,18 @@ class TestDumpAfterHumanReply:
         if action is A.EXECUTE_TOOLS:
             results = [af.ToolResult(call_id="c1", content="removed")]
             assert loaded.on_tool_results(results) == ctl.on_tool_results(results)
+
+    @pytest.mark.parametrize(
+        ("approved", "message", "action"),
+        [(True, None, A.EXECUTE_TOOLS), (False, None, A.STOP), (False, "no", A.CONTINUE)],
+    )
+    def test_a_sibling_of_an_ask_call_is_not_left_waiting(
+        self, approved: bool, message: str | None, action: af.Action
+    ) -> None:
+        """With an allowed call beside the asked one, every reply leaves a dump that loads."""
+        ctl = af.Controller(af.Policy(permissions={"rm": "ask"}))
+        calls = [call("rm", {}, id="c1"), call("ls", {}, id="c2")]
+        assert ctl.on_model_output(turn(calls=calls)).action is A.ASK_HUMAN
+        assert ctl.on_human_reply(approved, message).action is action
+        loaded = af.Controller.load(ctl.dump())
+        assert (loaded.state, loaded.pending_calls) == (ctl.state, ctl.pending_calls)

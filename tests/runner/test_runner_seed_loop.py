@@ -231,8 +231,9 @@ class TestDeniedToolsNotOffered:
             Policy(permission_rules=["deny delete_file(path=/etc/*)"]),
             Policy(permissions={"delete_file": "ask"}),
             Policy(permissions={"*": "deny"}, permission=lambda c: "allow"),
+            Policy(permission_rules=["deny delete_file(path~rm -rf *)"]),
         ],
-        ids=["argument-pattern", "ask", "hook"],
+        ids=["argument-pattern", "ask", "hook", "shell-pattern"],
     )
     def test_a_tool_denied_only_for_some_calls_is_offered(
         self, get_weather: Callable[..., Any], policy: Policy
