@@ -25,7 +25,7 @@ from agentfsm.providers._common import (
     as_str,
     broken,
     call_from_object,
-    construct,
+    checked_call,
     make_usage,
 )
 
@@ -259,10 +259,10 @@ class GeminiStream:
         draft.calls = list(self._calls)
         streamed = self._streamed
         if streamed is not None:
-            cut = call_from_object(streamed.id, streamed.name, None).__dict__
+            cut = dict(call_from_object(streamed.id, streamed.name, None).__dict__)
             raw = json.dumps(streamed.arguments())
             cut.update(arguments=None, raw_arguments=raw, error=streamed.hole or _CUT)
-            draft.calls.append(construct(ToolCall, cut))
+            draft.calls.append(checked_call(cut))
             draft.truncated = True
         if self._streaming and draft.raw_finish is None:
             draft.truncated = True

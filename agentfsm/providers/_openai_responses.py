@@ -25,7 +25,7 @@ from agentfsm.providers._common import (
     broken,
     call_from_object,
     call_from_string,
-    construct,
+    checked_call,
     make_usage,
     of_kind,
 )
@@ -163,7 +163,7 @@ def _computer(item: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _with(call: ToolCall, **changes: Any) -> ToolCall:
-    return construct(ToolCall, {**call.__dict__, **changes})
+    return checked_call({**call.__dict__, **changes})
 
 
 def _message(draft: Draft, item: dict[str, Any]) -> None:
