@@ -32,6 +32,7 @@ __all__ = [
     "call_from_string",
     "checked_call",
     "checked_turn",
+    "json_text",
     "make_usage",
     "of_kind",
     "too_deep",
@@ -62,6 +63,18 @@ def as_int(value: object) -> int:
     if type(value) is float and value == value and abs(value) < 1e18:
         return int(value)
     return 0
+
+
+def json_text(value: object) -> str:
+    """`value` as JSON text, for an error message or a raw copy of arguments.
+
+    Values JSON has no form for are written with `str`; keys it cannot hold (a tuple, in
+    a payload built in Python) or a cycle leave the whole value written with `repr`.
+    """
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
 
 
 def _noted(earlier: object, note: str) -> str:

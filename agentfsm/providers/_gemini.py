@@ -10,7 +10,6 @@ Streamed arguments (`partialArgs` with `willContinue`) need a terminal
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from typing import Any
@@ -26,6 +25,7 @@ from agentfsm.providers._common import (
     broken,
     call_from_object,
     checked_call,
+    json_text,
     make_usage,
 )
 
@@ -260,7 +260,7 @@ class GeminiStream:
         streamed = self._streamed
         if streamed is not None:
             cut = dict(call_from_object(streamed.id, streamed.name, None).__dict__)
-            raw = json.dumps(streamed.arguments())
+            raw = json_text(streamed.arguments())
             cut.update(arguments=None, raw_arguments=raw, error=streamed.hole or _CUT)
             draft.calls.append(checked_call(cut))
             draft.truncated = True

@@ -13,7 +13,6 @@ here makes the turn unusable rather than vanish.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentfsm.core.types import FinishReason, ModelTurn, ToolCall
@@ -26,6 +25,7 @@ from agentfsm.providers._common import (
     call_from_object,
     call_from_string,
     checked_call,
+    json_text,
     make_usage,
     of_kind,
 )
@@ -233,7 +233,7 @@ def _status(draft: Draft, payload: dict[str, Any]) -> None:
         draft.finish = FinishReason.TOOL_CALLS
     error = payload.get("error")
     if error:
-        draft.error = as_str(as_dict(error).get("message")) or json.dumps(error, default=str)
+        draft.error = as_str(as_dict(error).get("message")) or json_text(error)
 
 
 def read_body(payload: dict[str, Any], provider: str = "openai_responses") -> Draft:
