@@ -179,7 +179,8 @@ def damaged_payloads(draw: st.DrawFn) -> Any:
     for _ in range(draw(st.integers(1, 3))):
         aimed = targeted(payload)
         every = list(places(payload))
-        pool = aimed if aimed and draw(st.booleans()) else every
+        aim: bool = draw(st.booleans())
+        pool = aimed if aimed and aim else every
         if not pool:
             break
         payload = mutated(payload, draw(st.sampled_from(pool)), draw(st.sampled_from(WRONG)))
