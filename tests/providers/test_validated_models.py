@@ -21,9 +21,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm import Action, ModelTurn, ToolCall, Usage
+from agentfsm import Action, FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.exceptions import AgentFSMError
 from agentfsm.providers import normalize
+from agentfsm.providers._common import Draft, checked_turn
 
 WIRE = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "wire"
 
@@ -239,3 +240,23 @@ class TestWhatBecomesOfABadValue:
         turn = normalize(body)
         assert_valid(turn)
         assert (turn.text, turn.tool_calls[0].id, turn.usage) == ("", "", Usage())
+
+    def test_a_pydantic_ai_call_keyed_by_numbers_is_broken(self) -> None:
+        """A pydantic-ai `ToolCallPart` whose args dict has int keys is a broken call, retried."""
+        from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+        response = ModelResponse(parts=[ToolCallPart("f", {1: "x"}, "c1")])  # type: ignore[dict-item]
+        (call,) = normalize(response).tool_calls
+        assert (call.id, call.name, call.arguments) == ("c1", "f", None)
+        assert af.Controller().on_model_output(response).action is Action.RETRY
+
+    def test_a_turn_field_that_does_not_validate_marks_the_turn_damaged(self) -> None:
+        """A draft value of the wrong type is left out, and the turn is truncated and retried."""
+        values = Draft("openai", text="done", finish=FinishReason.STOP).build().__dict__.copy()
+        values["model"] = 5
+        turn = checked_turn(values)
+        assert_valid(turn)
+        assert (turn.text, turn.model, turn.truncated) == ("done", None, True)
+        assert turn.error is not None
+        assert "model" in turn.error
+        assert af.Controller().on_model_output(turn).action is Action.RETRY
