@@ -35,8 +35,8 @@ from agentfsm.core.types import (
     ToolCall,
     ToolResult,
     Usage,
-    build,
-    new_decision,
+    unchecked,
+    unchecked_decision,
 )
 from agentfsm.exceptions import (
     CheckpointError,
@@ -141,7 +141,7 @@ class Controller:
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
         # Built from the defaults, not validated: replay makes a Controller per recorded run.
-        self._base = build(RunSnapshot, {**_DEFAULT_SNAPSHOT, "run_id": self._run.run_id})
+        self._base = unchecked(RunSnapshot, {**_DEFAULT_SNAPSHOT, "run_id": self._run.run_id})
         self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
             self._events.started(self.policy.to_json(), _declared(self._run.specs))
@@ -481,7 +481,7 @@ class Controller:
         run.state, run.exit_reason = State.END, exit_reason
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
         run.interjection = None
-        decision = build(
+        decision = unchecked(
             Decision,
             {
                 "action": Action.FINAL if exit_reason is ExitReason.COMPLETED else Action.STOP,
@@ -664,7 +664,7 @@ class Controller:
         else:
             action = _ACTION_AT[dest]
             calls = _calls_for(dest, snap, run)
-        return new_decision(
+        return unchecked_decision(
             {
                 "action": action,
                 "priority": priority,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.core.snapshot import Phase, RunSnapshot, new_snapshot
+from agentfsm.core.snapshot import Phase, RunSnapshot, unchecked_snapshot
 from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class Run:
         values["retries_in_a_row"] = self.retries
         values["incomplete_in_a_row"] = self.incomplete
         values.update(changes)
-        return new_snapshot(values)
+        return unchecked_snapshot(values)
 
     def save(self) -> tuple[Any, ...]:
         """Every field an input can change, for `restore`."""

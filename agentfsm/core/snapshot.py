@@ -13,9 +13,9 @@ from typing import Any, Literal
 from pydantic import ConfigDict
 
 from agentfsm.core._checked import Checked
-from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build, maker
+from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, unchecked, unchecked_maker
 
-__all__ = ["Phase", "RunSnapshot", "evolve"]
+__all__ = ["Phase", "RunSnapshot", "unchecked_evolve"]
 
 Phase = Literal["model_output", "tool_results", "human_reply"]
 
@@ -81,10 +81,10 @@ class RunSnapshot(Checked):
     """What the human said, if anything."""
 
 
-def evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
+def unchecked_evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
     """Return a copy of `snap` with `changes`, unvalidated: the routing path's own data."""
-    return build(RunSnapshot, {**snap.__dict__, **changes})
+    return unchecked(RunSnapshot, {**snap.__dict__, **changes})
 
 
-new_snapshot = maker(RunSnapshot)
-"""`build(RunSnapshot, values)` for the step's own sites (see `maker`)."""
+unchecked_snapshot = unchecked_maker(RunSnapshot)
+"""`unchecked(RunSnapshot, values)` for the step's own sites (see `unchecked_maker`)."""

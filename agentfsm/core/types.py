@@ -29,8 +29,8 @@ __all__ = [
     "ToolResult",
     "Usage",
     "Vocabulary",
-    "build",
-    "maker",
+    "unchecked",
+    "unchecked_maker",
 ]
 
 
@@ -156,18 +156,19 @@ class State(Vocabulary):
     END = "end"
 
 
-def build(cls: type[_M], values: dict[str, Any]) -> _M:
-    """Make a model from values the library produced itself, without validating them.
+def unchecked(cls: type[_M], values: dict[str, Any]) -> _M:
+    """Make a model from values the library produced itself, skipping validation.
 
-    Only for data agentfsm made and checked already (a snapshot, a decision); `values`
-    must hold every field. Outside data goes through the model's own validation.
+    Only for per-step records agentfsm made from data it checked already (a
+    snapshot, a decision); `values` must hold every field. Outside data (provider
+    payloads, framework objects, trace files) goes through the model's own validation.
     """
-    make: Callable[[dict[str, Any]], _M] = _MAKERS.get(cls) or maker(cls)
+    make: Callable[[dict[str, Any]], _M] = _MAKERS.get(cls) or unchecked_maker(cls)
     return make(values)
 
 
-def maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
-    """`build` for one class: a function of the values, made once per class."""
+def unchecked_maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
+    """`unchecked` for one class: a function of the values, made once per class."""
     make: Callable[[dict[str, Any]], _M] | None = _MAKERS.get(cls)
     if make is None:
         make = _MAKERS[cls] = _maker(cls)
@@ -195,7 +196,7 @@ _set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _MAKERS: dict[type[BaseModel], Callable[[dict[str, Any]], Any]] = {}
-"""`maker(cls)` of each class `build` was asked for."""
+"""`unchecked_maker(cls)` of each class `unchecked` was asked for."""
 
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -329,8 +330,5 @@ class Decision(Checked):
     a `final_tools` call that ended the run."""
 
 
-# Built on every step, each through its own function (see `maker`).
-new_tool_call = maker(ToolCall)
-new_usage = maker(Usage)
-new_turn = maker(ModelTurn)
-new_decision = maker(Decision)
+# The Controller's decision, made on every step from values it checked itself.
+unchecked_decision = unchecked_maker(Decision)

@@ -3,7 +3,10 @@
 The normalizers read untrusted JSON, so every access goes through the small
 coercions here (`as_dict`, `as_list`, `as_str`, `as_int`): a value of the wrong
 type reads as empty instead of raising. Turns and calls are assembled in a
-mutable `Draft` and frozen once, at the end.
+mutable `Draft` and frozen once, at the end, through the models' own validation
+(`checked_call`, `checked_turn`): what a payload holds never becomes a model
+unchecked. A value that still does not validate leaves the call or the turn
+damaged (an error on it, routed to a retry), never an exception or an invalid model.
 """
 
 from __future__ import annotations
@@ -15,16 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.core.types import (
-    FinishReason,
-    ModelTurn,
-    ToolCall,
-    Usage,
-    build,
-    new_tool_call,
-    new_turn,
-    new_usage,
-)
+from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage
+from agentfsm.exceptions import DataError
 
 __all__ = [
     "Draft",
@@ -35,7 +30,9 @@ __all__ = [
     "broken",
     "call_from_object",
     "call_from_string",
-    "construct",
+    "checked_call",
+    "checked_turn",
+    "json_text",
     "make_usage",
     "of_kind",
     "too_deep",
@@ -68,27 +65,68 @@ def as_int(value: object) -> int:
     return 0
 
 
-construct = build
-"""Build a model from values already known to have the field types, without validation
-(`agentfsm.core.types.build`; `tests/providers/test_common.py` checks it against validation)."""
+def json_text(value: object) -> str:
+    """`value` as JSON text, for an error message or a raw copy of arguments.
+
+    Values JSON has no form for are written with `str`; keys it cannot hold (a tuple, in
+    a payload built in Python) or a cycle leave the whole value written with `repr`.
+    """
+    try:
+        return json.dumps(value, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)
+
+
+def _noted(earlier: object, note: str) -> str:
+    """`note` after an error already recorded (when it is a string), or alone."""
+    return f"{earlier}; {note}" if type(earlier) is str and earlier else note
+
+
+def checked_call(values: dict[str, Any]) -> ToolCall:
+    """A `ToolCall` of values read from a payload, validated.
+
+    Values that do not validate (arguments a framework keyed by non-strings, say)
+    leave the call broken, with the id, name and raw text that do validate kept:
+    the model is asked again, as for arguments that are not JSON.
+    """
+    try:
+        return ToolCall(**values)
+    except DataError as exc:
+        raw = values.get("raw_arguments")
+        return ToolCall(
+            id=as_str(values.get("id")),
+            name=as_str(values.get("name")),
+            arguments=None,
+            raw_arguments=raw if type(raw) is str else None,
+            error=_noted(values.get("error"), f"the call does not validate: {exc.message}"),
+            kind=as_str(values.get("kind")) or "function",
+        )
+
+
+def checked_turn(values: dict[str, Any]) -> ModelTurn:
+    """A `ModelTurn` of values read from a payload, validated.
+
+    Fields that do not validate are left out and the turn is marked damaged
+    (truncated, with an error naming them), so it is retried, never read as an answer.
+    """
+    try:
+        return ModelTurn(**values)
+    except DataError as exc:
+        problems: list[tuple[str, str]] = exc.details.get("problems") or []
+        bad = {field.split(".")[0] for field, _ in problems}
+        kept = {name: value for name, value in values.items() if name not in bad}
+        kept["truncated"] = True
+        kept["error"] = _noted(kept.get("error"), f"the output does not validate: {exc.message}")
+        return ModelTurn(**kept)
 
 
 def make_usage(input_tokens: object, output_tokens: object, cost: object = None) -> Usage:
-    """Make a `Usage` from raw counts; a cost that is not a number is dropped."""
-    if type(input_tokens) is int and type(output_tokens) is int and cost is None:
-        # The usual counts, already whole numbers and no cost: nothing to coerce.
-        return new_usage(
-            {"input_tokens": input_tokens, "output_tokens": output_tokens, "cost": None}
-        )
+    """Make a `Usage` from raw counts; a count or cost that is not a number reads as 0 or None."""
     real_cost = (
         float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
     )
-    return new_usage(
-        {
-            "input_tokens": as_int(input_tokens),
-            "output_tokens": as_int(output_tokens),
-            "cost": real_cost,
-        },
+    return Usage(
+        input_tokens=as_int(input_tokens), output_tokens=as_int(output_tokens), cost=real_cost
     )
 
 
@@ -102,7 +140,7 @@ def _call(
     tool = name if type(name) is str else ""
     if not tool and error is None:
         arguments, error = None, "the call has no tool name"
-    return new_tool_call(
+    return checked_call(
         {
             "id": call_id if type(call_id) is str else "",
             "name": tool,
@@ -207,14 +245,14 @@ def broken(call: ToolCall, why: str) -> ToolCall:
     values = dict(call.__dict__)
     values["arguments"] = None
     values["error"] = why
-    return new_tool_call(values)
+    return checked_call(values)
 
 
 def of_kind(call: ToolCall, kind: str) -> ToolCall:
     """The call as an item of `kind` (its result goes back as that kind's output item)."""
     values = dict(call.__dict__)
     values["kind"] = kind
-    return new_tool_call(values)
+    return checked_call(values)
 
 
 @dataclass(slots=True)
@@ -283,8 +321,8 @@ class Draft:
         )
 
     def build(self) -> ModelTurn:
-        """Freeze the draft into a `ModelTurn`."""
-        return new_turn(
+        """Freeze the draft into a validated `ModelTurn` (see `checked_turn`)."""
+        return checked_turn(
             {
                 "text": self.text,
                 "tool_calls": self.calls,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.core.types import FinishReason, ModelTurn, ToolResult, build
+from agentfsm.core.types import FinishReason, ModelTurn, ToolResult
 from agentfsm.exceptions import PayloadError
 from agentfsm.providers import _anthropic, _gemini, _openai_chat, _openai_responses
 from agentfsm.providers._common import (
@@ -27,6 +27,7 @@ from agentfsm.providers._common import (
     as_list,
     as_str,
     call_from_object,
+    checked_call,
     make_usage,
 )
 
@@ -181,7 +182,7 @@ def read_langchain(payload: dict[str, Any], provider: str = "langchain") -> Draf
         why = as_str(entry.get("error")) or "LangChain could not parse this call"
         values = dict(call.__dict__)
         values["arguments"], values["error"] = None, call.error or why
-        draft.calls.append(build(type(call), values))
+        draft.calls.append(checked_call(values))
     metadata = as_dict(payload.get("response_metadata"))
     for key in _LANGCHAIN_FINISH_KEYS:
         if type(metadata.get(key)) is str:
@@ -382,14 +383,11 @@ def _result(call_id: object, content: object, item: Mapping[str, Any]) -> ToolRe
         texts = [as_str(as_dict(p).get("text")) if type(p) is dict else p for p in content]
         content = "".join(t for t in texts if type(t) is str)
     name = item.get("name")
-    return build(
-        ToolResult,
-        {
-            "call_id": call_id,
-            "content": "" if content is None else content,
-            "is_error": item.get("status") == "error" or item.get("is_error") is True,
-            "name": name if type(name) is str else None,
-        },
+    return ToolResult(
+        call_id=call_id,
+        content="" if content is None else content,
+        is_error=item.get("status") == "error" or item.get("is_error") is True,
+        name=name if type(name) is str else None,
     )
 
 

@@ -10,7 +10,6 @@ Streamed arguments (`partialArgs` with `willContinue`) need a terminal
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from typing import Any
@@ -25,7 +24,8 @@ from agentfsm.providers._common import (
     as_str,
     broken,
     call_from_object,
-    construct,
+    checked_call,
+    json_text,
     make_usage,
 )
 
@@ -259,10 +259,10 @@ class GeminiStream:
         draft.calls = list(self._calls)
         streamed = self._streamed
         if streamed is not None:
-            cut = call_from_object(streamed.id, streamed.name, None).__dict__
-            raw = json.dumps(streamed.arguments())
+            cut = dict(call_from_object(streamed.id, streamed.name, None).__dict__)
+            raw = json_text(streamed.arguments())
             cut.update(arguments=None, raw_arguments=raw, error=streamed.hole or _CUT)
-            draft.calls.append(construct(ToolCall, cut))
+            draft.calls.append(checked_call(cut))
             draft.truncated = True
         if self._streaming and draft.raw_finish is None:
             draft.truncated = True

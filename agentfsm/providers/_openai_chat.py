@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage, new_turn
+from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.providers._common import (
     _EMPTY,
     Draft,
@@ -22,6 +22,7 @@ from agentfsm.providers._common import (
     as_str,
     broken,
     call_from_string,
+    checked_turn,
     make_usage,
 )
 
@@ -122,7 +123,7 @@ def read_turn(payload: dict[str, Any], provider: str = "openai") -> ModelTurn:
     values = _body_values(payload, provider)
     if values is None:
         return _one_chunk(payload, provider).build()
-    return new_turn(values)
+    return checked_turn(values)
 
 
 def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:

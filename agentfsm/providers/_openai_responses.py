@@ -13,7 +13,6 @@ here makes the turn unusable rather than vanish.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentfsm.core.types import FinishReason, ModelTurn, ToolCall
@@ -25,7 +24,8 @@ from agentfsm.providers._common import (
     broken,
     call_from_object,
     call_from_string,
-    construct,
+    checked_call,
+    json_text,
     make_usage,
     of_kind,
 )
@@ -163,7 +163,7 @@ def _computer(item: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _with(call: ToolCall, **changes: Any) -> ToolCall:
-    return construct(ToolCall, {**call.__dict__, **changes})
+    return checked_call({**call.__dict__, **changes})
 
 
 def _message(draft: Draft, item: dict[str, Any]) -> None:
@@ -233,7 +233,7 @@ def _status(draft: Draft, payload: dict[str, Any]) -> None:
         draft.finish = FinishReason.TOOL_CALLS
     error = payload.get("error")
     if error:
-        draft.error = as_str(as_dict(error).get("message")) or json.dumps(error, default=str)
+        draft.error = as_str(as_dict(error).get("message")) or json_text(error)
 
 
 def read_body(payload: dict[str, Any], provider: str = "openai_responses") -> Draft:

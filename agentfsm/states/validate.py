@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from agentfsm.core.call_identity import CallKey, describe, round_signature, signature
 from agentfsm.core.run_state import Run, Step
-from agentfsm.core.snapshot import evolve, new_snapshot
+from agentfsm.core.snapshot import unchecked_evolve, unchecked_snapshot
 from agentfsm.core.types import ToolCall, ToolResult
 
 __all__ = ["enter"]
@@ -32,7 +32,7 @@ def enter(run: Run, step: Step) -> None:
     run.retries = 0
     snap = step.snap
     if not calls:
-        step.snap = evolve(snap, incomplete_in_a_row=run.incomplete + 1)
+        step.snap = unchecked_evolve(snap, incomplete_in_a_row=run.incomplete + 1)
         return
     executable, approval, denied, handoffs, rejected = _plan(run, calls)
     sigs: dict[str, CallKey] = {}
@@ -62,7 +62,7 @@ def enter(run: Run, step: Step) -> None:
     values["repeat_streak"] = streak
     values["repeated"] = repeated
     values["tool_errors_in_a_row"] = run.tool_errors + len(rejected)
-    step.snap = new_snapshot(values)
+    step.snap = unchecked_snapshot(values)
 
 
 def _plan(run: Run, calls: list[ToolCall]) -> _Plan:

@@ -1,4 +1,4 @@
-"""The models read as pydantic's do, and `build` gives ordinary instances of the class asked for."""
+"""The models read as pydantic's do; `unchecked` gives ordinary instances of the class asked."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import agentfsm as af
 from agentfsm.core.permissions import Rule
 from agentfsm.core.snapshot import RunSnapshot
 from agentfsm.core.tools import ToolSpec
-from agentfsm.core.types import build, maker
+from agentfsm.core.types import unchecked, unchecked_maker
 from agentfsm.exceptions import DataError
 
 STEP_MODELS: list[type[BaseModel]] = [
@@ -101,7 +101,7 @@ class TestReads:
 
 
 class TestBuild:
-    """`build` hands back an ordinary instance of the class it is given."""
+    """`unchecked` hands back an ordinary instance of the class it is given."""
 
     def test_a_user_s_class_is_never_subclassed(self) -> None:
         """A class outside agentfsm is built as itself: its `__init_subclass__` never runs."""
@@ -114,7 +114,7 @@ class TestBuild:
                 seen.append(cls)
 
         assert seen == []
-        built = build(Watched, {"value": 3})
+        built = unchecked(Watched, {"value": 3})
         assert type(built) is Watched
         assert built == Watched(value=3)
 
@@ -126,7 +126,7 @@ class TestBuild:
     def test_a_built_model_is_the_validated_one_of_its_own_class(
         self, reason: str, turn: int, path: list[af.State]
     ) -> None:
-        """What build gives is an ordinary, frozen instance equal to the validated model."""
+        """What unchecked gives is an ordinary, frozen instance equal to the validated model."""
         values: dict[str, Any] = {
             "action": af.Action.CONTINUE,
             "priority": af.Priority.P1,
@@ -143,7 +143,7 @@ class TestBuild:
             "adjust": {},
             "answer": None,
         }
-        built = build(af.Decision, dict(values))
+        built = unchecked(af.Decision, dict(values))
         assert type(built) is af.Decision
         assert built == af.Decision(**values)
         assert built.model_fields_set == set(af.Decision.model_fields)
@@ -155,27 +155,27 @@ class TestBuild:
         assert built.turn == turn
 
     def test_a_user_s_subclass_of_a_step_model_is_built_as_itself(self) -> None:
-        """build(type(call), ...) for a user's subclass keeps that class (the providers do it)."""
+        """unchecked(type(call), ...) for a user's subclass keeps that class."""
 
         class Traced(af.ToolCall):
             _seen: int = PrivateAttr(default=0)
 
-        built = build(Traced, {**af.ToolCall(name="echo").__dict__})
+        built = unchecked(Traced, {**af.ToolCall(name="echo").__dict__})
         assert type(built) is Traced
         assert built.name == "echo"
 
 
 class TestMaker:
-    """Each class's build function is made once, whoever asks for it."""
+    """Each class's unchecked function is made once, whoever asks for it."""
 
     def test_one_function_per_class_and_no_new_classes(self) -> None:
         """Asking again gives the same function, and building makes no new class."""
-        assert maker(af.Decision) is maker(af.Decision)
-        assert maker(RunSnapshot) is maker(RunSnapshot)
+        assert unchecked_maker(af.Decision) is unchecked_maker(af.Decision)
+        assert unchecked_maker(RunSnapshot) is unchecked_maker(RunSnapshot)
         before = {cls: len(cls.__subclasses__()) for cls in (af.ToolCall, af.Usage, RunSnapshot)}
         for _ in range(5):
-            build(af.ToolCall, dict(af.ToolCall(name="echo").__dict__))
-            build(af.Usage, {"input_tokens": 1, "output_tokens": 2, "cost": None})
-            build(RunSnapshot, dict(RunSnapshot().__dict__))
+            unchecked(af.ToolCall, dict(af.ToolCall(name="echo").__dict__))
+            unchecked(af.Usage, {"input_tokens": 1, "output_tokens": 2, "cost": None})
+            unchecked(RunSnapshot, dict(RunSnapshot().__dict__))
         after = {cls: len(cls.__subclasses__()) for cls in before}
         assert after == before

@@ -8,16 +8,16 @@ from agentfsm.providers._common import (
     broken,
     call_from_object,
     call_from_string,
-    construct,
+    checked_turn,
     make_usage,
 )
 
 
 class TestConstruct:
-    """`construct` builds the same model that validation would."""
+    """Drafts, calls and usage are built through validation."""
 
     def test_turn_equals_validated(self) -> None:
-        """A turn built without validation equals the validated one."""
+        """A turn built from a draft equals the validated one."""
         draft = Draft("openai", text="hi", finish=FinishReason.STOP, raw_finish="stop")
         draft.calls = [call_from_string("c1", "f", '{"a": 1}')]
         draft.usage = make_usage(3, 4, 0.5)
@@ -26,12 +26,12 @@ class TestConstruct:
         assert isinstance(built.tool_calls[0], ToolCall)
 
     def test_usage_equals_validated(self) -> None:
-        """A usage built without validation equals the validated one."""
+        """A usage built from counts equals the validated one."""
         assert make_usage(1, 2) == Usage(input_tokens=1, output_tokens=2)
 
     def test_models_stay_frozen(self) -> None:
         """A constructed turn is still a frozen pydantic model that serializes."""
-        turn = construct(ModelTurn, Draft("x").build().__dict__.copy())
+        turn = checked_turn(Draft("x").build().__dict__.copy())
         assert turn.model_dump()["provider"] == "x"
 
     def test_bad_counts_read_as_zero(self) -> None:

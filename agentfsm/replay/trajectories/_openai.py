@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.core.types import ModelTurn, ToolCall, ToolResult, build
+from agentfsm.core.types import ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import RunError
 from agentfsm.replay.trajectories._io import (
     Errors,
@@ -163,14 +163,8 @@ def _result(
 
 
 def result_of(call_id: str, content: Any, is_error: bool, name: str | None = None) -> ToolResult:
-    """A `ToolResult` of values a reader has already checked, built without validation.
-
-    `call_id` must be a str, `is_error` a bool and `name` a str or None: then
-    pydantic would accept them unchanged (`content` takes any value).
-    """
-    return build(
-        ToolResult, {"call_id": call_id, "content": content, "is_error": is_error, "name": name}
-    )
+    """A `ToolResult` of values a trace file holds, validated (`DataError` if one does not fit)."""
+    return ToolResult(call_id=call_id, content=content, is_error=is_error, name=name)
 
 
 def is_message(obj: Any) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agentfsm.core.types import ToolCall, ToolResult, build
+from agentfsm.core.types import ToolCall, ToolResult
 
 __all__ = ["pair_results"]
 
@@ -60,9 +60,7 @@ def _addressed(result: ToolResult, call_id: str) -> ToolResult:
     """The result answering `call_id`: itself when it already names it, else a copy that does."""
     if result.call_id == call_id:
         return result
-    values = dict(result.__dict__)
-    values["call_id"] = call_id
-    return build(ToolResult, values)
+    return result.model_copy(update={"call_id": call_id})
 
 
 def _positions_by_id(turn_calls: list[ToolCall], results: tuple[ToolResult, ...]) -> list[int]:
