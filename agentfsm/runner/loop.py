@@ -7,6 +7,10 @@ or stops (FINAL, STOP). Transient provider failures are retried with tenacity
 (`ProviderRetry`); a provider failure retries cannot fix ends the run with
 `ExitReason.PROVIDER_ERROR` in the returned `RunResult`, never an exception, and
 an input too long for the model's context with `ExitReason.CONTEXT_EXHAUSTED`.
+
+`run` and `arun` check their arguments into one `RunOptions` (`_options`) and
+drive the same I/O-free steps (`_steps`); this module holds only the I/O, done
+with blocking calls by one and awaited by the other.
 """
 
 from __future__ import annotations
@@ -15,25 +19,33 @@ import asyncio
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, assert_never, cast
 
-from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ProviderError
 from agentfsm.runner._batch import AbandonedError, until_cancelled
 from agentfsm.runner._options import PROVIDER_TIMEOUT, Flag, OnAsk, RunOptions
-from agentfsm.runner.agents import Agent, child_messages, child_result, cleared
+from agentfsm.runner._steps import (
+    AskHuman,
+    CallModel,
+    Delegate,
+    Loop,
+    Need,
+    RunTools,
+    Steps,
+    open_loop,
+    steps_of,
+)
+from agentfsm.runner.agents import Agent
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry, is_context_exhausted, is_transient
-from agentfsm.runner.session import Inbox, RunResult, Session
+from agentfsm.runner.session import Inbox, RunResult
 
 if TYPE_CHECKING:
     from agentfsm.providers import StreamAccumulator
 
 __all__ = ["Agent", "Executor", "Inbox", "OnAsk", "ProviderRetry", "RunResult", "arun", "run"]
-
-_HOST_WORK = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
 
 
 def run(
@@ -121,7 +133,7 @@ def run(
         agents=agents,
         completion_kwargs=completion_kwargs,
     )
-    with _open(options) as loop:
+    with open_loop(options) as loop:
         _drive(loop)
         return loop.session.result()
 
@@ -177,7 +189,7 @@ async def arun(
         agents=agents,
         completion_kwargs=completion_kwargs,
     )
-    with _open(options) as loop:
+    with open_loop(options) as loop:
         try:
             await _adrive(loop)
         except asyncio.CancelledError:
@@ -189,157 +201,23 @@ async def arun(
         return loop.session.result()
 
 
-class _Loop:
-    """What one run acts with: its options, session, executor and sub-agents."""
-
-    def __init__(self, options: RunOptions, session: Session) -> None:
-        self.options = options
-        self.session = session
-        self.executor = options.executor or Executor(
-            session.specs or {}, parallel_tool_calls=options.parallel_tool_calls is not False
-        )
-        self.cancel = options.cancel
-        self.inbox = options.inbox
-        self.agents = dict(options.agents or {})
-        self.request = options.request()
-        # Set when a child was interrupted: the cancellation (of the task) was meant for all.
-        self.interrupted = False
-
-    def cancelled(self) -> bool:
-        """Whether the run was cancelled; if so it ends INTERRUPTED, nothing produced lost."""
-        if self.interrupted or (self.cancel is not None and self.cancel.is_set()):
-            self.session.interrupt()
-            return True
-        return False
-
-    def going_on(self) -> bool:
-        """Before a model call: not cancelled, and (queued messages taken) not finished."""
-        return not self.cancelled() and self.session.take(self.inbox)
-
-    def awaits_host(self, decision: Decision) -> bool:
-        """Whether the decision asks for tools, a sub-agent or a human, in a run still on."""
-        return decision.action in _HOST_WORK and not self.session.finished and not self.cancelled()
-
-    def skip(self) -> Flag | None:
-        return None if self.inbox is None else self.inbox.arrived
-
-    def child_run(
-        self, call: ToolCall
-    ) -> tuple[str, list[dict[str, Any]], dict[str, Any]] | ToolResult:
-        """The model, messages and options of the sub-agent's run, or the error result
-        when no agent is registered for the call."""
-        agent = self.agents.get(call.name)
-        if agent is None:
-            known = ", ".join(sorted(self.agents)) or "none"
-            return Executor.error_of(
-                call, f"no agent is registered for handoff {call.name!r}; agents: {known}"
-            )
-        model, options = self.options.child(agent)
-        return model, child_messages(agent, call), options
-
-    def adopt(self, call: ToolCall, child: RunResult) -> ToolResult:
-        """Charge the child's usage to this run and make its end the call's result."""
-        self.session.charge(child.usage)
-        self.interrupted = self.interrupted or child.exit_reason is ExitReason.INTERRUPTED
-        return child_result(call, child.exit_reason, child.text, child.error)
-
-
-@contextmanager
-def _open(options: RunOptions) -> Iterator[_Loop]:
-    """The run's session (its Controller and trace), closed when the run ends."""
-    with Session.open(
-        options.model,
-        options.messages,
-        options.tools,
-        options.policy,
-        options.observers,
-        options.trace,
-        max_tokens=options.max_tokens,
-    ) as session:
-        yield _Loop(options, session)
-
-
-# What a run's steps ask the loop driving them to do; each is answered by the outcome.
-class _CallModel(NamedTuple):
-    """Call the model with this request: a ModelTurn, or the ProviderError (or, on the
-    sync path, the AbandonedError of a cancellation) that ended the call."""
-
-    request: dict[str, Any]
-
-
-class _AskHuman(NamedTuple):
-    """Ask `on_ask` about the decision: `(approved, message)`."""
-
-    decision: Decision
-
-
-class _Delegate(NamedTuple):
-    """Run a sub-agent for each call, pulled one at a time (see `cleared`): their results."""
-
-    calls: Iterator[ToolCall]
-
-
-class _RunTools(NamedTuple):
-    """Run the decision's batch of tool calls: their results."""
-
-    decision: Decision
-
-
-_Need = _CallModel | _AskHuman | _Delegate | _RunTools
-_Steps = Generator[_Need, Any, None]
-
-
-def _steps(loop: _Loop) -> _Steps:
-    """A run's bookkeeping, free of I/O: yield what must be done, receive how it went.
-
-    `run` drives it with blocking calls and `arun` awaiting them, so both make the
-    same decisions in the same order.
-    """
-    session = loop.session
-    while loop.going_on():
-        turn = yield _CallModel(session.request(loop.request))
-        if isinstance(turn, ProviderError):
-            session.fail(turn)
-            return
-        if isinstance(turn, AbandonedError):  # cancelled while the model answered
-            session.interrupt()
-            return
-        decision = session.on_turn(turn)
-        while loop.awaits_host(decision):
-            decision = yield from _host_work(loop, decision)
-
-
-def _host_work(loop: _Loop, decision: Decision) -> Generator[_Need, Any, Decision]:
-    """Have one decision's work done (a human, sub-agents or tools); the next decision."""
-    session = loop.session
-    if decision.action is Action.ASK_HUMAN:
-        approved, message = yield _AskHuman(decision)
-        return session.on_human(decision, approved, message)
-    if decision.action is Action.HANDOFF:
-        results = yield _Delegate(cleared(session.controller, decision))
-        return session.on_results(results)
-    results = yield _RunTools(decision)
-    session.steer(loop.inbox)
-    return session.on_results(results)
-
-
-def _drive(loop: _Loop) -> None:
+def _drive(loop: Loop) -> None:
     """Do what the run's steps ask with blocking calls, until the run ends."""
     retrying = (loop.options.retry or ProviderRetry()).retrying()
-    steps, outcome = _steps(loop), None
+    steps, outcome = steps_of(loop), None
     while (need := _next(steps, outcome)) is not None:
         outcome = _do(loop, need, retrying)
 
 
-async def _adrive(loop: _Loop) -> None:
+async def _adrive(loop: Loop) -> None:
     """Do what the run's steps ask, awaiting each, until the run ends."""
     retrying = (loop.options.retry or ProviderRetry()).async_retrying()
-    steps, outcome = _steps(loop), None
+    steps, outcome = steps_of(loop), None
     while (need := _next(steps, outcome)) is not None:
         outcome = await _ado(loop, need, retrying)
 
 
-def _next(steps: _Steps, outcome: Any) -> _Need | None:
+def _next(steps: Steps, outcome: Any) -> Need | None:
     """The steps' next need, given the last one's outcome; None once the run ended."""
     try:
         return steps.send(outcome)
@@ -347,19 +225,19 @@ def _next(steps: _Steps, outcome: Any) -> _Need | None:
         return None
 
 
-def _do(loop: _Loop, need: _Need, retrying: Any) -> Any:
+def _do(loop: Loop, need: Need, retrying: Any) -> Any:
     """Do one need with blocking calls and return its outcome."""
     match need:
-        case _CallModel(request):
+        case CallModel(request):
             try:
                 return _model_call(loop, lambda: retrying(_complete, request))
             except (ProviderError, AbandonedError) as exc:
                 return exc
-        case _AskHuman(decision):
+        case AskHuman(decision):
             return _sync_answer(loop.options.on_ask, decision)
-        case _Delegate(calls):
+        case Delegate(calls):
             return [_delegate(loop, call) for call in calls]
-        case _RunTools(decision):
+        case RunTools(decision):
             with loop.session.running_tools():
                 return loop.executor.run(
                     decision,
@@ -367,32 +245,36 @@ def _do(loop: _Loop, need: _Need, retrying: Any) -> Any:
                     skip=loop.skip(),
                     controller=loop.session.controller,
                 )
+        case _:
+            assert_never(need)
 
 
-async def _ado(loop: _Loop, need: _Need, retrying: Any) -> Any:
+async def _ado(loop: Loop, need: Need, retrying: Any) -> Any:
     """Do one need, awaiting it, and return its outcome."""
     match need:
-        case _CallModel(request):
+        case CallModel(request):
             try:
                 return await retrying(_acomplete, request)
             except ProviderError as exc:
                 return exc
-        case _AskHuman(decision):
+        case AskHuman(decision):
             return await _async_answer(loop.options.on_ask, decision)
-        case _Delegate(calls):
+        case Delegate(calls):
             return [await _adelegate(loop, call) for call in calls]
-        case _RunTools(decision):
+        case RunTools(decision):
             return await _arun_tools(loop, decision)
+        case _:
+            assert_never(need)
 
 
-def _model_call(loop: _Loop, call: Callable[[], ModelTurn]) -> ModelTurn:
+def _model_call(loop: Loop, call: Callable[[], ModelTurn]) -> ModelTurn:
     """The model call; with a cancellation it runs on a worker thread so cancel need not wait."""
     if loop.cancel is None:
         return call()
     return cast(ModelTurn, until_cancelled(call, loop.cancelled))
 
 
-async def _arun_tools(loop: _Loop, decision: Decision) -> list[ToolResult]:
+async def _arun_tools(loop: Loop, decision: Decision) -> list[ToolResult]:
     """Await the batch; if the task is cancelled meanwhile, record what it produced first."""
     session = loop.session
     seen: dict[str, ToolResult] = {}
@@ -412,7 +294,7 @@ async def _arun_tools(loop: _Loop, decision: Decision) -> list[ToolResult]:
         raise
 
 
-def _delegate(loop: _Loop, call: ToolCall) -> ToolResult:
+def _delegate(loop: Loop, call: ToolCall) -> ToolResult:
     found = loop.child_run(call)
     if isinstance(found, ToolResult):
         return found
@@ -420,7 +302,7 @@ def _delegate(loop: _Loop, call: ToolCall) -> ToolResult:
     return loop.adopt(call, run(model, messages, **options))
 
 
-async def _adelegate(loop: _Loop, call: ToolCall) -> ToolResult:
+async def _adelegate(loop: Loop, call: ToolCall) -> ToolResult:
     found = loop.child_run(call)
     if isinstance(found, ToolResult):
         return found
