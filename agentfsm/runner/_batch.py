@@ -17,6 +17,8 @@ import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentfsm.core.types import ToolCall, ToolResult
@@ -28,6 +30,7 @@ __all__ = [
     "AsyncBatch",
     "Flag",
     "Job",
+    "JobState",
     "SyncBatch",
     "TimedOutError",
     "awaited",
@@ -36,32 +39,37 @@ __all__ = [
     "order",
 ]
 
-_POLL = 0.02
-"""How often a waiting batch looks at its cancel and skip events, in seconds."""
+_POLL = 0.05
+"""Seconds between two looks at a cancellation (or a skip) while something runs."""
 
 
 class Flag(Protocol):
     def is_set(self) -> bool: ...
 
 
+class JobState(Enum):
+    """Where one call of a batch is: waiting for its turn, running, or answered."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    DONE = "done"
+
+
+@dataclass(slots=True, eq=False)
 class Job:
     """One call of a batch: what runs it, what it waits for, and its result."""
 
-    __slots__ = ("after", "call", "deadline", "fn", "index", "late", "options", "result", "state")
-
-    def __init__(
-        self, index: int, call: ToolCall, fn: Callable[..., Any] | None, options: ToolOptions
-    ):
-        self.index = index
-        self.call = call
-        self.fn = fn
-        self.options = options
-        self.after: tuple[int, ...] = ()
-        self.state = 0  # 0 waiting, 1 running, 2 done
-        self.deadline = math.inf
-        self.result: ToolResult | None = None
-        # The call that timed out and may still run, which this one was ordered after.
-        self.late: Job | None = None
+    index: int
+    call: ToolCall
+    fn: Callable[..., Any] | None
+    options: ToolOptions
+    after: tuple[int, ...] = ()
+    """The indexes of the calls this one starts after (see `order`)."""
+    state: JobState = JobState.WAITING
+    deadline: float = math.inf
+    result: ToolResult | None = None
+    late: Job | None = None
+    """The call that timed out and may still run, which this one was ordered after."""
 
 
 def late_before(jobs: list[Job], job: Job) -> Job | None:
@@ -70,7 +78,11 @@ def late_before(jobs: list[Job], job: Job) -> Job | None:
 
 
 class _Batch:
-    """What both batches hold: the executor, the jobs, the cancellation, skip and callback."""
+    """What both batches share: the order calls start in, and how each gets one result.
+
+    A subclass says how many calls run, how one starts (a thread or a task) and
+    what happens when one is answered.
+    """
 
     def __init__(
         self,
@@ -85,72 +97,125 @@ class _Batch:
         self.cancel = cancel
         self.skip = skip
         self.on_result = on_result
+        # Polling only when an event can be set from outside: otherwise a result wakes us.
+        self.polling = cancel is not None or skip is not None
         self._setup()
 
     def _setup(self) -> None:
         """The state of one kind of batch."""
 
+    def running(self) -> int:
+        """How many calls run now."""
+        raise NotImplementedError
+
+    def _launch(self, job: Job) -> None:
+        """Start a job just marked RUNNING."""
+        raise NotImplementedError
+
+    def _done(self, job: Job, result: ToolResult) -> None:
+        """Give the job its one result."""
+        job.state = JobState.DONE
+        job.result = result
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def all_done(self) -> bool:
+        return all(job.state is JobState.DONE for job in self.jobs)
+
+    def _start_ready(self) -> None:
+        """Start (or answer without running) every call whose turn has come, in call order,
+        while fewer than `max_concurrency` run."""
+        skipping = self.skip is not None and self.skip.is_set()
+        for job in self.jobs:
+            if self.running() >= self.ex.max_concurrency:
+                return
+            if not self._ready(job):
+                continue
+            answer = self._unstartable(job, skipping)
+            if answer is not None:
+                self._done(job, answer)
+            else:
+                job.state = JobState.RUNNING
+                self._launch(job)
+
+    def _ready(self, job: Job) -> bool:
+        """Whether the job waits and every call it is ordered after is answered."""
+        return job.state is JobState.WAITING and all(
+            self.jobs[i].state is JobState.DONE for i in job.after
+        )
+
+    def _unstartable(self, job: Job, skipping: bool) -> ToolResult | None:
+        """The result of a call that must not start, or None when it may."""
+        job.late = late_before(self.jobs, job)
+        if job.late is not None:
+            return self.ex.after_timeout(job.call, job.late.call)
+        if skipping:
+            return self.ex.skipped(job.call)
+        if job.fn is None:
+            return self.ex.no_tool(job.call)
+        return None
+
+    def _cancel_unfinished(self) -> None:
+        """Answer every call not yet answered as cancelled, saying whether it had started."""
+        for job in self.jobs:
+            if job.state is not JobState.DONE:
+                started = job.state is JobState.RUNNING
+                self._done(job, self.ex.cancelled(job.call, started=started))
+
 
 class SyncBatch(_Batch):
-    """One batch on the sync path: worker threads, one Condition, deadlines and events."""
+    """One batch on the sync path: worker threads, one Condition, deadlines and events.
+
+    Results are handed to `on_result` in the driving thread, never in a worker's.
+    """
 
     def _setup(self) -> None:
         self.cond = threading.Condition()
-        self.running = 0
-        self.left = len(self.jobs)
-        self.finished: list[Job] = []
+        self._running = 0
+        self.finished: list[Job] = []  # answered, not yet handed to on_result
+        self._starting: list[Job] = []  # marked RUNNING, not yet given a thread
+
+    def running(self) -> int:
+        return self._running
 
     def drive(self) -> None:
-        polling = self.cancel is not None or self.skip is not None
         with self.cond:
             while True:
                 self._deliver()
-                if self.cancel is not None and self.cancel.is_set():
-                    self._cancel_all()
-                self._start_ready()
+                if self.cancelled():
+                    self._cancel_unfinished()
+                self._start_next()
                 self._deliver()
-                if not self.left:
+                if self.all_done():
                     return
                 wait = self._expire(time.monotonic())
-                if polling:
+                if self.polling:
                     wait = min(wait, _POLL)
                 if self.finished:
                     continue
                 self.cond.wait(None if wait == math.inf else wait)
 
-    def _start_ready(self, here: bool = False) -> Job | None:
+    def _start_next(self, here: bool = False) -> Job | None:
         """Start every call whose turn has come; with `here`, return one to run in this thread.
 
         A worker that finished a call runs the next one itself: a chain of writers
         costs no thread hand-off per call.
         """
-        if self.cancel is not None and self.cancel.is_set():
+        if self.cancelled():
             return None
-        jobs = self.jobs
-        skipping = self.skip is not None and self.skip.is_set()
-        mine: Job | None = None
-        for job in jobs:
-            if self.running >= self.ex.max_concurrency:
-                break
-            if job.state != 0 or any(jobs[i].state != 2 for i in job.after):
-                continue
-            job.late = late_before(jobs, job)
-            if job.late is not None:
-                self._done(job, self.ex.after_timeout(job.call, job.late.call))
-            elif skipping:
-                self._done(job, self.ex.skipped(job.call))
-            elif job.fn is None:
-                self._done(job, self.ex.no_tool(job.call))
-            else:
-                job.state = 1
-                self.running += 1
-                if job.options.timeout is not None:
-                    job.deadline = time.monotonic() + job.options.timeout
-                if here and mine is None:
-                    mine = job
-                else:
-                    _WORKERS.submit(lambda job=job: self._work(job))  # type: ignore[misc]
+        self._start_ready()
+        starting, self._starting = self._starting, []
+        mine = starting.pop(0) if here and starting else None
+        for job in starting:
+            _WORKERS.submit(lambda job=job: self._work(job))  # type: ignore[misc]
         return mine
+
+    def _launch(self, job: Job) -> None:
+        self._running += 1
+        if job.options.timeout is not None:
+            job.deadline = time.monotonic() + job.options.timeout
+        self._starting.append(job)
 
     def _work(self, first: Job) -> None:
         job: Job | None = first
@@ -160,16 +225,15 @@ class SyncBatch(_Batch):
             except BaseException as exc:  # every failure is the call's result
                 result = self.ex.failed(job.call, exc)
             with self.cond:
-                if job.state == 1:  # not abandoned by a timeout or a cancellation
-                    self.running -= 1
+                if job.state is JobState.RUNNING:  # not abandoned by a timeout or a cancellation
                     self._done(job, result)
-                job = self._start_ready(here=True)
+                job = self._start_next(here=True)
                 self.cond.notify()
 
     def _done(self, job: Job, result: ToolResult) -> None:
-        job.state = 2
-        job.result = result
-        self.left -= 1
+        if job.state is JobState.RUNNING:
+            self._running -= 1
+        super()._done(job, result)
         self.finished.append(job)
 
     def _deliver(self) -> None:
@@ -183,44 +247,41 @@ class SyncBatch(_Batch):
         """Give timed-out calls their error; return the seconds to the next deadline."""
         soonest = math.inf
         for job in self.jobs:
-            if job.state != 1 or job.deadline == math.inf:
+            if job.state is not JobState.RUNNING or job.deadline == math.inf:
                 continue
             if now >= job.deadline:
-                self.running -= 1
                 job.late = job  # abandoned, not stopped: what waits for it must not start
                 self._done(job, self.ex.timed_out(job.call))
             else:
                 soonest = min(soonest, job.deadline - now)
         return soonest
 
-    def _cancel_all(self) -> None:
-        for job in self.jobs:
-            if job.state == 1:
-                self.running -= 1
-            if job.state != 2:
-                self._done(job, self.ex.cancelled(job.call, started=job.state == 1))
-
 
 class AsyncBatch(_Batch):
-    """One batch on the async path: a task per running call."""
+    """One batch on the async path: a task per running call.
+
+    Results are handed to `on_result` as soon as they are known.
+    """
 
     def _setup(self) -> None:
         self.tasks: dict[asyncio.Task[Any], Job] = {}
 
+    def running(self) -> int:
+        return len(self.tasks)
+
     async def drive(self) -> None:
-        polling = self.cancel is not None or self.skip is not None
         try:
             while True:
-                if self.cancel is not None and self.cancel.is_set():
+                if self.cancelled():
                     await self._cancel_all()
                 self._start_ready()
-                if all(job.state == 2 for job in self.jobs):
+                if self.all_done():
                     return
                 if not self.tasks:
                     continue
                 done, _ = await asyncio.wait(
                     set(self.tasks),
-                    timeout=_POLL if polling else None,
+                    timeout=_POLL if self.polling else None,
                     return_when="FIRST_COMPLETED",
                 )
                 for task in done:
@@ -229,6 +290,10 @@ class AsyncBatch(_Batch):
         except asyncio.CancelledError:
             await self._cancel_all()
             raise
+
+    def _launch(self, job: Job) -> None:
+        work = limited(self.ex._acall(job), job.options.timeout)
+        self.tasks[asyncio.ensure_future(work)] = job
 
     def _outcome(self, job: Job, task: asyncio.Task[Any]) -> ToolResult:
         if task.cancelled():
@@ -241,43 +306,19 @@ class AsyncBatch(_Batch):
             return self.ex.failed(job.call, exc)
         return self.ex.result_of(job.call, task.result())
 
-    def _start_ready(self) -> None:
-        jobs = self.jobs
-        skipping = self.skip is not None and self.skip.is_set()
-        for job in jobs:
-            if len(self.tasks) >= self.ex.max_concurrency:
-                return
-            if job.state != 0 or any(jobs[i].state != 2 for i in job.after):
-                continue
-            job.late = late_before(jobs, job)
-            if job.late is not None:
-                self._done(job, self.ex.after_timeout(job.call, job.late.call))
-            elif skipping:
-                self._done(job, self.ex.skipped(job.call))
-            elif job.fn is None:
-                self._done(job, self.ex.no_tool(job.call))
-            else:
-                job.state = 1
-                work = limited(self.ex._acall(job), job.options.timeout)
-                self.tasks[asyncio.ensure_future(work)] = job
-
     def _done(self, job: Job, result: ToolResult) -> None:
-        job.state = 2
-        job.result = result
+        super()._done(job, result)
         if self.on_result is not None:
             self.on_result(result)
 
     async def _cancel_all(self) -> None:
+        """Cancel the running tasks and wait for them; then answer every call cancelled."""
         for task in self.tasks:
             task.cancel()
         if self.tasks:
             await asyncio.wait(set(self.tasks))
-        for job in self.tasks.values():
-            self._done(job, self.ex.cancelled(job.call, started=True))
         self.tasks.clear()
-        for job in self.jobs:
-            if job.state == 0:
-                self._done(job, self.ex.cancelled(job.call, started=False))
+        self._cancel_unfinished()
 
 
 class _Workers:
@@ -351,10 +392,6 @@ def until_cancelled(fn: Callable[[], Any], cancelled: Callable[[], bool]) -> Any
     if not ok:
         raise value
     return value
-
-
-_POLL = 0.05
-"""Seconds between two looks at the cancellation while a blocking call runs."""
 
 
 async def in_thread(fn: Callable[[], Any]) -> Any:

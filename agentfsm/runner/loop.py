@@ -7,6 +7,10 @@ or stops (FINAL, STOP). Transient provider failures are retried with tenacity
 (`ProviderRetry`); a provider failure retries cannot fix ends the run with
 `ExitReason.PROVIDER_ERROR` in the returned `RunResult`, never an exception, and
 an input too long for the model's context with `ExitReason.CONTEXT_EXHAUSTED`.
+
+`run` and `arun` check their arguments into one `RunOptions` (`_options`) and
+drive the same I/O-free steps (`_steps`); this module holds only the I/O, done
+with blocking calls by one and awaited by the other.
 """
 
 from __future__ import annotations
@@ -15,95 +19,33 @@ import asyncio
 import inspect
 import os
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, assert_never, cast
 
-from agentfsm.core._checked import check_number
-from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
+from agentfsm.core.types import Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ProviderError
 from agentfsm.runner._batch import AbandonedError, until_cancelled
-from agentfsm.runner.agents import Agent, child_messages, child_result, cleared
+from agentfsm.runner._options import PROVIDER_TIMEOUT, Flag, OnAsk, RunOptions
+from agentfsm.runner._steps import (
+    AskHuman,
+    CallModel,
+    Delegate,
+    Loop,
+    Need,
+    RunTools,
+    Steps,
+    open_loop,
+    steps_of,
+)
+from agentfsm.runner.agents import Agent
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry, is_context_exhausted, is_transient
-from agentfsm.runner.session import Inbox, RunResult, Session
+from agentfsm.runner.session import Inbox, RunResult
 
 if TYPE_CHECKING:
     from agentfsm.providers import StreamAccumulator
 
 __all__ = ["Agent", "Executor", "Inbox", "OnAsk", "ProviderRetry", "RunResult", "arun", "run"]
-
-OnAsk = Callable[[Decision], "tuple[bool, str | None] | Awaitable[tuple[bool, str | None]]"]
-"""Answers an ASK_HUMAN decision with `(approved, message)`; `arun` also awaits a coroutine."""
-
-_TOOL_WORK = (Action.EXECUTE_TOOLS, Action.HANDOFF)
-_HOST_WORK = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
-
-
-class _Flag(Protocol):
-    def is_set(self) -> bool: ...
-
-
-class _Loop:
-    """What one run acts with: the executor, the cancellation, the inbox, the sub-agents."""
-
-    def __init__(
-        self,
-        session: Session,
-        executor: Executor | None,
-        parallel_tool_calls: bool | None,
-        cancel: _Flag | None,
-        inbox: Inbox | None,
-        agents: Mapping[str, Agent] | None,
-        child: dict[str, Any],
-    ) -> None:
-        self.session = session
-        self.executor = executor or Executor(
-            session.specs or {}, parallel_tool_calls=parallel_tool_calls is not False
-        )
-        self.cancel = cancel
-        self.inbox = inbox
-        self.agents = dict(agents or {})
-        self.child = child
-        # Set when a child was interrupted: the cancellation (of the task) was meant for all.
-        self.interrupted = False
-
-    def cancelled(self) -> bool:
-        """Whether the run was cancelled; if so it ends INTERRUPTED, nothing produced lost."""
-        if self.interrupted or (self.cancel is not None and self.cancel.is_set()):
-            self.session.interrupt()
-            return True
-        return False
-
-    def going_on(self) -> bool:
-        """Before a model call: not cancelled, and (queued messages taken) not finished."""
-        return not self.cancelled() and self.session.take(self.inbox)
-
-    def skip(self) -> _Flag | None:
-        return None if self.inbox is None else self.inbox.arrived
-
-    def child_run(self, call: ToolCall) -> tuple[Agent, dict[str, Any]] | ToolResult:
-        """The child agent and its run's arguments, or the error result when there is none."""
-        agent = self.agents.get(call.name)
-        if agent is None:
-            known = ", ".join(sorted(self.agents)) or "none"
-            return Executor.error_of(
-                call, f"no agent is registered for handoff {call.name!r}; agents: {known}"
-            )
-        options = {**self.child, **agent.options}
-        options["model"] = agent.model or options["model"]
-        options.update(tools=agent.tools, policy=agent.policy, cancel=self.cancel)
-        return agent, options
-
-    def adopt(self, call: ToolCall, child: RunResult) -> ToolResult:
-        """Charge the child's usage to this run and make its end the call's result."""
-        self.session.charge(child.usage)
-        self.interrupted = self.interrupted or child.exit_reason is ExitReason.INTERRUPTED
-        return child_result(call, child.exit_reason, child.text, child.error)
-
-
-PROVIDER_TIMEOUT = 120.0
-"""Seconds one provider call may take by default, per attempt: a hung provider ends in a
-retried timeout, not in litellm's 6,000 s wait."""
 
 
 def run(
@@ -124,7 +66,7 @@ def run(
     on_ask: OnAsk | None = None,
     timeout: float | None = PROVIDER_TIMEOUT,
     executor: Executor | None = None,
-    cancel: _Flag | None = None,
+    cancel: Flag | None = None,
     inbox: Inbox | None = None,
     agents: Mapping[str, Agent] | None = None,
     **completion_kwargs: Any,
@@ -169,71 +111,31 @@ def run(
     """
     if inspect.iscoroutinefunction(on_ask):
         raise DefinitionError("run() needs a synchronous on_ask; use arun() for a coroutine")
-    messages, child, request = _options(
+    options = RunOptions.checked(
         model,
         messages,
-        tool_choice,
-        parallel_tool_calls,
-        api_base,
-        api_key,
-        stream,
-        retry,
-        on_ask,
-        timeout,
-        completion_kwargs,
-        _Given(max_tokens, observers, trace, executor, cancel, inbox, agents),
+        tools=tools,
+        policy=policy,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        api_base=api_base,
+        api_key=api_key,
+        stream=stream,
+        max_tokens=max_tokens,
+        observers=observers,
+        trace=trace,
+        retry=retry,
+        on_ask=on_ask,
+        timeout=timeout,
+        executor=executor,
+        cancel=cancel,
+        inbox=inbox,
+        agents=agents,
+        completion_kwargs=completion_kwargs,
     )
-    with Session.open(
-        model, messages, tools, policy, observers, trace, max_tokens=max_tokens
-    ) as session:
-        loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
-        retrying = (retry or ProviderRetry()).retrying()
-        while loop.going_on():
-            try:
-                turn = _model_call(loop, lambda: retrying(_complete, session.request(request)))
-            except ProviderError as exc:
-                session.fail(exc)
-                break
-            except AbandonedError:  # cancelled while the model answered: not waited for
-                session.interrupt()
-                break
-            decision = session.on_turn(turn)
-            while decision.action in _HOST_WORK and not session.finished and not loop.cancelled():
-                decision = _act(loop, decision, on_ask)
-        return session.result()
-
-
-def _model_call(loop: _Loop, call: Callable[[], ModelTurn]) -> ModelTurn:
-    """The model call; with a cancellation it runs on a worker thread so cancel need not wait."""
-    if loop.cancel is None:
-        return call()
-    return cast(ModelTurn, until_cancelled(call, loop.cancelled))
-
-
-def _act(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decision:
-    """Do what one decision asks: ask the human, run the delegate, or run the batch."""
-    session = loop.session
-    if decision.action is Action.ASK_HUMAN:
-        return session.on_human(decision, *_sync_answer(on_ask, decision))
-    if decision.action is Action.HANDOFF:
-        return session.on_results(
-            [_delegate(loop, c) for c in cleared(session.controller, decision)]
-        )
-    with session.running_tools():
-        results = loop.executor.run(
-            decision, cancel=loop.cancel, skip=loop.skip(), controller=session.controller
-        )
-    session.steer(loop.inbox)
-    return session.on_results(results)
-
-
-def _delegate(loop: _Loop, call: ToolCall) -> ToolResult:
-    found = loop.child_run(call)
-    if isinstance(found, ToolResult):
-        return found
-    agent, options = found
-    model = options.pop("model")
-    return loop.adopt(call, run(model, child_messages(agent, call), **options))
+    with open_loop(options) as loop:
+        _drive(loop)
+        return loop.session.result()
 
 
 async def arun(
@@ -254,7 +156,7 @@ async def arun(
     on_ask: OnAsk | None = None,
     timeout: float | None = PROVIDER_TIMEOUT,
     executor: Executor | None = None,
-    cancel: _Flag | None = None,
+    cancel: Flag | None = None,
     inbox: Inbox | None = None,
     agents: Mapping[str, Agent] | None = None,
     **completion_kwargs: Any,
@@ -265,60 +167,120 @@ async def arun(
     cancelled and `arun` returns the INTERRUPTED `RunResult`, with every message and
     result produced so far, instead of raising CancelledError.
     """
-    messages, child, request = _options(
+    options = RunOptions.checked(
         model,
         messages,
-        tool_choice,
-        parallel_tool_calls,
-        api_base,
-        api_key,
-        stream,
-        retry,
-        on_ask,
-        timeout,
-        completion_kwargs,
-        _Given(max_tokens, observers, trace, executor, cancel, inbox, agents),
+        tools=tools,
+        policy=policy,
+        tool_choice=tool_choice,
+        parallel_tool_calls=parallel_tool_calls,
+        api_base=api_base,
+        api_key=api_key,
+        stream=stream,
+        max_tokens=max_tokens,
+        observers=observers,
+        trace=trace,
+        retry=retry,
+        on_ask=on_ask,
+        timeout=timeout,
+        executor=executor,
+        cancel=cancel,
+        inbox=inbox,
+        agents=agents,
+        completion_kwargs=completion_kwargs,
     )
-    with Session.open(
-        model, messages, tools, policy, observers, trace, max_tokens=max_tokens
-    ) as session:
-        loop = _Loop(session, executor, parallel_tool_calls, cancel, inbox, agents, child)
-        retrying = (retry or ProviderRetry()).async_retrying()
+    with open_loop(options) as loop:
         try:
-            while loop.going_on():
-                try:
-                    turn: ModelTurn = await retrying(_acomplete, session.request(request))
-                except ProviderError as exc:
-                    session.fail(exc)
-                    break
-                decision = session.on_turn(turn)
-                while (
-                    decision.action in _HOST_WORK and not session.finished and not loop.cancelled()
-                ):
-                    decision = await _aact(loop, decision, on_ask)
+            await _adrive(loop)
         except asyncio.CancelledError:
             # The stop button: the run ends INTERRUPTED and its result keeps what was produced.
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            session.interrupt()
-        return session.result()
+            loop.session.interrupt()
+        return loop.session.result()
 
 
-async def _aact(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decision:
-    """Do what one decision asks, awaiting tools, delegates and `on_ask`."""
+def _drive(loop: Loop) -> None:
+    """Do what the run's steps ask with blocking calls, until the run ends."""
+    retrying = (loop.options.retry or ProviderRetry()).retrying()
+    steps, outcome = steps_of(loop), None
+    while (need := _next(steps, outcome)) is not None:
+        outcome = _do(loop, need, retrying)
+
+
+async def _adrive(loop: Loop) -> None:
+    """Do what the run's steps ask, awaiting each, until the run ends."""
+    retrying = (loop.options.retry or ProviderRetry()).async_retrying()
+    steps, outcome = steps_of(loop), None
+    while (need := _next(steps, outcome)) is not None:
+        outcome = await _ado(loop, need, retrying)
+
+
+def _next(steps: Steps, outcome: Any) -> Need | None:
+    """The steps' next need, given the last one's outcome; None once the run ended."""
+    try:
+        return steps.send(outcome)
+    except StopIteration:
+        return None
+
+
+def _do(loop: Loop, need: Need, retrying: Any) -> Any:
+    """Do one need with blocking calls and return its outcome."""
+    match need:
+        case CallModel(request):
+            try:
+                return _model_call(loop, lambda: retrying(_complete, request))
+            except (ProviderError, AbandonedError) as exc:
+                return exc
+        case AskHuman(decision):
+            return _sync_answer(loop.options.on_ask, decision)
+        case Delegate(calls):
+            return [_delegate(loop, call) for call in calls]
+        case RunTools(decision):
+            with loop.session.running_tools():
+                return loop.executor.run(
+                    decision,
+                    cancel=loop.cancel,
+                    skip=loop.skip(),
+                    controller=loop.session.controller,
+                )
+        case _:
+            assert_never(need)
+
+
+async def _ado(loop: Loop, need: Need, retrying: Any) -> Any:
+    """Do one need, awaiting it, and return its outcome."""
+    match need:
+        case CallModel(request):
+            try:
+                return await retrying(_acomplete, request)
+            except ProviderError as exc:
+                return exc
+        case AskHuman(decision):
+            return await _async_answer(loop.options.on_ask, decision)
+        case Delegate(calls):
+            return [await _adelegate(loop, call) for call in calls]
+        case RunTools(decision):
+            return await _arun_tools(loop, decision)
+        case _:
+            assert_never(need)
+
+
+def _model_call(loop: Loop, call: Callable[[], ModelTurn]) -> ModelTurn:
+    """The model call; with a cancellation it runs on a worker thread so cancel need not wait."""
+    if loop.cancel is None:
+        return call()
+    return cast(ModelTurn, until_cancelled(call, loop.cancelled))
+
+
+async def _arun_tools(loop: Loop, decision: Decision) -> list[ToolResult]:
+    """Await the batch; if the task is cancelled meanwhile, record what it produced first."""
     session = loop.session
-    if decision.action is Action.ASK_HUMAN:
-        approved, message = await _async_answer(on_ask, decision)
-        return session.on_human(decision, approved, message)
-    if decision.action is Action.HANDOFF:
-        return session.on_results(
-            [await _adelegate(loop, c) for c in cleared(session.controller, decision)]
-        )
     seen: dict[str, ToolResult] = {}
     try:
         with session.running_tools():
-            results = await loop.executor.arun(
+            return await loop.executor.arun(
                 decision,
                 cancel=loop.cancel,
                 skip=loop.skip(),
@@ -330,130 +292,22 @@ async def _aact(loop: _Loop, decision: Decision, on_ask: OnAsk | None) -> Decisi
         done = [seen.get(c.id) or Executor.cancelled(c, started=True) for c in decision.tool_calls]
         session.on_results(done)
         raise
-    session.steer(loop.inbox)
-    return session.on_results(results)
 
 
-async def _adelegate(loop: _Loop, call: ToolCall) -> ToolResult:
+def _delegate(loop: Loop, call: ToolCall) -> ToolResult:
     found = loop.child_run(call)
     if isinstance(found, ToolResult):
         return found
-    agent, options = found
-    model = options.pop("model")
-    return loop.adopt(call, await arun(model, child_messages(agent, call), **options))
+    model, messages, options = found
+    return loop.adopt(call, run(model, messages, **options))
 
 
-class _Given(NamedTuple):
-    """The arguments of `run` that `_options` only checks (the session and loop take them)."""
-
-    max_tokens: object
-    observers: object
-    trace: object
-    executor: object
-    cancel: object
-    inbox: object
-    agents: object
-
-
-def _options(
-    model: str,
-    messages: str | Sequence[Mapping[str, Any]],
-    tool_choice: str | Mapping[str, Any] | None,
-    parallel_tool_calls: bool | None,
-    api_base: str | None,
-    api_key: str | None,
-    stream: bool,
-    retry: ProviderRetry | None,
-    on_ask: OnAsk | None,
-    timeout: float | None,
-    completion_kwargs: dict[str, Any],
-    given: _Given,
-) -> tuple[Sequence[Mapping[str, Any]], dict[str, Any], dict[str, Any]]:
-    """What `run` and `arun` pass on: the messages (a str is the user's one message), a
-    sub-agent's run arguments, and each model request's. Every argument is checked first:
-    one of the wrong kind raises DefinitionError naming it, before a model is called."""
-    if not isinstance(model, str) or not model:
-        raise DefinitionError(f"model must be a litellm model name, not {model!r}")
-    conversation: Sequence[Mapping[str, Any]] = (
-        [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
-    )
-    if not isinstance(conversation, Sequence) or not all(
-        isinstance(m, Mapping) for m in conversation
-    ):
-        raise DefinitionError(
-            "messages must be a str or a list of OpenAI chat messages ({'role', 'content'}), "
-            f"not {type(messages).__name__}"
-        )
-    if timeout is not None:
-        check_number("run", "timeout", timeout, minimum=0, error=DefinitionError)
-    if given.max_tokens is not None:
-        check_number(
-            "run", "max_tokens", given.max_tokens, minimum=1, integer=True, error=DefinitionError
-        )
-    checks: tuple[tuple[str, object, Callable[[Any], bool], str], ...] = (
-        ("observers", given.observers, _is_list, "a list of callables"),
-        ("trace", given.trace, lambda v: isinstance(v, str | os.PathLike), "a file path"),
-        ("retry", retry, lambda v: isinstance(v, ProviderRetry), "a ProviderRetry"),
-        ("on_ask", on_ask, callable, "a function of the decision"),
-        ("stream", stream, lambda v: isinstance(v, bool), "True or False"),
-        ("executor", given.executor, lambda v: isinstance(v, Executor), "an Executor"),
-        ("cancel", given.cancel, lambda v: callable(getattr(v, "is_set", None)), "an Event"),
-        ("inbox", given.inbox, lambda v: isinstance(v, Inbox), "an Inbox"),
-        ("agents", given.agents, _is_agents, "a mapping of tool names to Agents"),
-    )
-    if given.observers is None:
-        raise DefinitionError("observers must be a list of callables, not None")
-    for name, value, good, expected in checks:
-        if value is not None and not good(value):
-            raise DefinitionError(f"{name} must be {expected} or None, not {value!r}")
-    child = {
-        "model": model,
-        "tool_choice": tool_choice,
-        "parallel_tool_calls": parallel_tool_calls,
-        "api_base": api_base,
-        "api_key": api_key,
-        "stream": stream,
-        "retry": retry,
-        "on_ask": on_ask,
-        **completion_kwargs,
-    }
-    request = _request_options(tool_choice, parallel_tool_calls, api_base, api_key, stream)
-    request.update(completion_kwargs)
-    if timeout is not None:
-        request["timeout"] = timeout
-    return conversation, child, request
-
-
-def _is_list(value: object) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
-
-
-def _is_agents(value: object) -> bool:
-    return isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, Agent) for k, v in value.items()
-    )
-
-
-def _request_options(
-    tool_choice: str | Mapping[str, Any] | None,
-    parallel_tool_calls: bool | None,
-    api_base: str | None,
-    api_key: str | None,
-    stream: bool,
-) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "tool_choice": tool_choice,
-        "parallel_tool_calls": parallel_tool_calls,
-        "api_base": api_base,
-        "api_key": api_key,
-    }
-    options = {k: v for k, v in options.items() if v is not None}
-    # tenacity owns the retries: the SDK underneath must not retry on its own.
-    options["max_retries"] = 0
-    if stream:
-        options["stream"] = True
-        options["stream_options"] = {"include_usage": True}
-    return options
+async def _adelegate(loop: Loop, call: ToolCall) -> ToolResult:
+    found = loop.child_run(call)
+    if isinstance(found, ToolResult):
+        return found
+    model, messages, options = found
+    return loop.adopt(call, await arun(model, messages, **options))
 
 
 def _litellm() -> Any:
