@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -66,9 +66,9 @@ __all__ = [
     "policy_code",
 ]
 
-FORMAT = "agentfsm.run"
+FORMAT: Final = "agentfsm.run"
 """The `format` field of every dump."""
-STATE_VERSION = 1
+STATE_VERSION: Final = 1
 """The version of the dump's shape; a dump of another version is refused, never guessed at."""
 
 _RESTING = WAITING
@@ -99,9 +99,9 @@ def _seconds(data: Any) -> float:
     return float(data)
 
 
-Count = Annotated[int, BeforeValidator(_count), Field(ge=0)]
+Count = Annotated[int, Field(ge=0), BeforeValidator(_count)]
 """A counter: a non-negative integer (a bool is not one)."""
-Amount = Annotated[float, BeforeValidator(_seconds), Field(ge=0, allow_inf_nan=False)]
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False), BeforeValidator(_seconds)]
 """Seconds or dollars: a finite non-negative number."""
 
 
@@ -340,8 +340,16 @@ class RunDump(_Data):
 
 
 def dump_schema() -> dict[str, Any]:
-    """The JSON Schema of a dump (what `Controller.load` accepts)."""
-    return RunDump.model_json_schema()
+    """The JSON Schema of a dump: what `Controller.dump()` writes and `Controller.load` reads.
+
+    The schema checks the shape; `load` checks more (the policy, the tools, a reachable
+    state). docs/checkpoint.schema.json is this schema, written by
+    docs/gen_checkpoint_schema.py.
+    """
+    return {"$schema": _DRAFT, **RunDump.model_json_schema()}
+
+
+_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 
 # -- the policy --------------------------------------------------------------------
@@ -481,13 +489,12 @@ def dump_run(run: Run, last_output: ModelTurn | None, engine: str) -> dict[str, 
     """The whole state of `run` as JSON-compatible data (see the module docstring)."""
     values = {name: getattr(run, name) for name in RunState.model_fields if name not in _GIVEN}
     state = RunState.model_construct(**values, run_id=run.run_id, started=run.clock() - run.started)
+    header: dict[str, Any] = {"format": FORMAT, "version": STATE_VERSION, "engine": engine}
     dump = RunDump.model_construct(
-        format=FORMAT,
-        version=STATE_VERSION,
+        **header,
         run_id=run.run_id,
         policy=_saved_policy(run.policy),
         tools=_saved_tools(run.specs),
-        engine=engine,
         last_output=last_output,
         run=state,
     )
