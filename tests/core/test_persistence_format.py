@@ -330,7 +330,7 @@ class TestFailClosed:
             (("run", "run_id"), "someone-else", "run_id 'someone-else' is not the dump's"),
             (("run", "policy"), {"max_turns": 1000}, "saved field 'policy' is invalid"),
             (("run", "specs"), [], "saved field 'specs' is invalid"),
-            (("run", "price_warned"), 1, "saved field 'price_warned' is invalid"),
+            (("run", "pending_sigs"), [["s1", "search"]], "saved field 'pending_sigs' is invalid"),
             (("run", "last_results"), [[{"t": []}, [[1, "x"]]]], "'last_results' is invalid"),
             (("extra",), 1, "'extra'"),
         ],
