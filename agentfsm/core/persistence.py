@@ -41,7 +41,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
 )
-from pydantic_core import PydanticSerializationError
+from pydantic_core import ErrorDetails, PydanticSerializationError
 from typing_extensions import TypeAliasType
 
 from agentfsm.core.policy import Policy
@@ -516,7 +516,7 @@ def load_run(
     try:
         dump = RunDump.model_validate(data)
     except ValidationError as exc:
-        raise _refusal(run_id, data, exc) from exc
+        raise _refusal(run_id, exc) from exc
     saved = dump.run
     if saved.run_id != run_id:
         raise CheckpointError(
@@ -563,7 +563,7 @@ def _header(data: Any) -> str:
     return run_id
 
 
-def _refusal(run_id: str, data: Mapping[str, Any], exc: ValidationError) -> CheckpointError:
+def _refusal(run_id: str, exc: ValidationError) -> CheckpointError:
     """The CheckpointError for a dump whose shape does not validate, naming the place."""
     errors = exc.errors(include_url=False)
     differ = sorted(
@@ -577,45 +577,41 @@ def _refusal(run_id: str, data: Mapping[str, Any], exc: ValidationError) -> Chec
             run_id=run_id,
             fields=differ,
         )
-    loc, message = errors[0]["loc"], errors[0]["msg"]
     return CheckpointError(
-        f"run {run_id}: {_problem(loc, message, data)}",
+        f"run {run_id}: {_problem(errors[0])}",
         run_id=run_id,
-        field=".".join(map(str, loc)),
+        field=".".join(map(str, errors[0]["loc"])),
     )
 
 
 _ABSENT_OR_EXTRA = frozenset({"missing", "extra_forbidden"})
 
 
-def _problem(loc: tuple[int | str, ...], message: str, data: Mapping[str, Any]) -> str:
-    """What is wrong at `loc`, in the words the checks used before the format was a model."""
-    top, rest = loc[0], loc[1:]
-    if top == "run":
-        return (
-            f"saved field {rest[0]!r} is invalid: {message}"
-            if rest
-            else "the dump has no 'run' object"
-        )
-    if top == "last_output":
-        return f"saved field 'last_output' is invalid: {message}"
-    if top == "policy":
-        if rest[:1] == ("code",):
-            return (
-                f"the dump's policy 'code' is not a list of names: {data['policy']['code']!r:.80}"
-            )
-        return "the dump's 'policy' is not an object"
-    if top == "tools":
-        if not rest:
+def _problem(error: ErrorDetails) -> str:
+    """What is wrong at the error's place, in the words of the checks before the model."""
+    place = ".".join(map(str, error["loc"]))
+    message = f"{error['msg']} (at {place})" if len(error["loc"]) > 1 else error["msg"]
+    match error["loc"]:
+        case ("run",):
+            return "the dump has no 'run' object"
+        case ("run", name, *_):
+            return f"saved field {name!r} is invalid: {message}"
+        case ("last_output", *_):
+            return f"saved field 'last_output' is invalid: {message}"
+        case ("policy",):
+            return "the dump's 'policy' is not an object"
+        case ("policy", "code", *_):
+            return f"the dump's policy 'code' is not a list of names: {message}"
+        case ("tools",):
             return "the dump's 'tools' is not a list"
-        item = data["tools"][rest[0]]
-        return (
-            f"the dump's tools[{rest[0]}] is not a saved tool (name, description, "
-            f"parameters, callable): {item!r:.80}"
-        )
-    if top == "engine":
-        return f"unknown engine {data['engine']!r:.80}"
-    return f"the dump's {'.'.join(map(str, loc))!r} is invalid: {message}"
+        case ("tools", index, *_):
+            return (
+                f"the dump's tools[{index}] is not a saved tool (name, description, "
+                f"parameters, callable): {message}"
+            )
+        case ("engine",):
+            return f"unknown engine {error['input']!r:.80}"
+    return f"the dump's {place!r} is invalid: {error['msg']}"
 
 
 def _check_reachable(run: Run, last: ModelTurn | None) -> None:
