@@ -42,7 +42,6 @@ from pydantic import (
     ValidationError,
 )
 from pydantic_core import ErrorDetails, PydanticSerializationError
-from typing_extensions import TypeAliasType
 
 from agentfsm.core.policy import Policy
 from agentfsm.core.run_state import RECENT_ROUNDS, Run
@@ -125,7 +124,7 @@ class SetKey(_Data):
     """The items, sorted by their JSON text so equal sets write equal data."""
 
 
-CallKeyData = TypeAliasType("CallKeyData", bool | int | float | str | TupleKey | SetKey | None)
+CallKeyData = bool | int | float | str | TupleKey | SetKey | None
 """A call key as JSON: scalars as they are, tuples and frozensets tagged `t` and `s`."""
 TupleKey.model_rebuild()
 SetKey.model_rebuild()
