@@ -4,8 +4,10 @@ The format is one pydantic model, `RunDump`: the header (format, version, run id
 the policy, the declared tools, the engine, the last model output, and `RunState`,
 one field per slot of `Run` (a test checks they match, so a field added to `Run`
 without one fails loudly instead of being lost on a restore). Each field's type
-says how its value is written and checked; `dump_schema()` is the format's JSON
-Schema (committed as docs/checkpoint.schema.json).
+says how its value is written and checked. The models are internal (pydantic's own
+errors come out of them); the public form of the format is `dump_schema()`, its JSON
+Schema, committed as docs/checkpoint.schema.json. A change that older dumps do not
+fit bumps `STATE_VERSION` and keeps reading the previous version.
 
 `load_run` checks the data before anything is built: the format version, the
 shape of every value, the policy, the declared tools, and that the state is one a
@@ -55,10 +57,6 @@ __all__ = [
     "FORMAT",
     "STATE_VERSION",
     "Loaded",
-    "RunDump",
-    "RunState",
-    "SavedPolicy",
-    "SavedTool",
     "dump_run",
     "dump_schema",
     "load_run",
@@ -534,7 +532,7 @@ def load_run(
         "started": clock() - saved.started,
     }
     for name in Run.__slots__:
-        setattr(run, name, given[name] if name in _GIVEN else getattr(saved, name))
+        setattr(run, name, given[name] if name in given else getattr(saved, name))
     _check_reachable(run, dump.last_output)
     return Loaded(run, dump.last_output, dump.engine)
 
