@@ -1,19 +1,25 @@
 """Save and restore a run: the whole state of a Controller as JSON-compatible data.
 
-`dump_run` writes every slot of `Run` through its own codec, so a field added
-to `Run` without a codec fails loudly (tests check that `CODECS` covers
-`Run.__slots__`), instead of being silently lost on a restore. `load_run`
-checks the data before anything is built: the format version, the policy, the
-declared tools, and that the state is one a run can reach (results only for
-calls that were issued, counters within their limits, pending work only in
-the states that hold it). Every problem raises `CheckpointError` naming the
-run id and what differs.
+The format is one pydantic model, `RunDump`: the header (format, version, run id),
+the policy, the declared tools, the engine, the last model output, and `RunState`,
+one field per slot of `Run` (a test checks they match, so a field added to `Run`
+without one fails loudly instead of being lost on a restore). Each field's type
+says how its value is written and checked. The models are internal (pydantic's own
+errors come out of them); the public form of the format is `dump_schema()`, its JSON
+Schema, committed as docs/checkpoint.schema.json. A change that older dumps do not
+fit bumps `STATE_VERSION` and keeps reading the previous version.
 
-What cannot be written as data is code: a permission hook, verifiers,
-function guards and Python callable tools. The dump records that they were
-there (by name); loading it needs the live objects again (`policy=`,
-`tools=`), and says so when they are missing. Observers are never part of
-the state: they are attached again on load.
+`load_run` checks the data before anything is built: the format version, the
+shape of every value, the policy, the declared tools, and that the state is one a
+run can reach (results only for calls that were issued, counters within their
+limits, pending work only in the states that hold it). Every problem raises
+`CheckpointError` naming the run id and the place.
+
+What cannot be written as data is code: a permission hook, verifiers, function
+guards and Python callable tools. The dump records that they were there (by
+name); loading it needs the live objects again (`policy=`, `tools=`), and says
+so when they are missing. Observers are never part of the state: they are
+attached again on load.
 """
 
 from __future__ import annotations
@@ -23,57 +29,48 @@ import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import ErrorDetails, PydanticSerializationError
 
 from agentfsm.core.permissions import Rule
 from agentfsm.core.policy import Policy
 from agentfsm.core.run_state import RECENT_ROUNDS, Run
 from agentfsm.core.tools import ToolSpec, tool_specs
 from agentfsm.core.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
-from agentfsm.exceptions import AgentFSMError, CheckpointError, DataError, ToolDefinitionError
+from agentfsm.exceptions import AgentFSMError, CheckpointError, ToolDefinitionError
 from agentfsm.guards import Guard, parse_guard
 from agentfsm.guards._routes import WAITING
 
 __all__ = [
-    "CODECS",
     "FORMAT",
     "STATE_VERSION",
-    "Codec",
     "Loaded",
     "dump_run",
+    "dump_schema",
     "load_run",
     "policy_code",
 ]
 
-FORMAT = "agentfsm.run"
+FORMAT: Final = "agentfsm.run"
 """The `format` field of every dump."""
-STATE_VERSION = 1
+STATE_VERSION: Final = 1
 """The version of the dump's shape; a dump of another version is refused, never guessed at."""
 
 _RESTING = WAITING
 """States a run can be in between two inputs; the others only exist while routing."""
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What decoding a run needs besides the data: the live policy, tools and clock."""
-
-    run_id: str
-    policy: Policy
-    specs: dict[str, ToolSpec] | None
-    clock: Callable[[], float] = time.monotonic
-
-
-@dataclass(frozen=True)
-class Codec:
-    """How one slot of `Run` becomes JSON-compatible data and back."""
-
-    encode: Callable[[Run], Any]
-    """The slot's value as JSON-compatible data (reads the run: some slots are derived)."""
-    decode: Callable[[Any, _Context], Any]
-    """The slot's value from that data; raises ValueError/TypeError/KeyError when malformed."""
 
 
 @dataclass(frozen=True)
@@ -85,25 +82,51 @@ class Loaded:
     engine: Literal["compiled", "transitions"]
 
 
-# -- values ---------------------------------------------------------------------------
+# -- value types: how one kind of value is written and checked ----------------------
 
 
-def _int(data: Any, _: _Context) -> int:
+def _count(data: Any) -> int:
     if type(data) is not int or data < 0:
-        raise ValueError(f"expected a non-negative integer, got {data!r}")
+        raise ValueError(f"expected a non-negative integer, got {data!r:.80}")
     return data
 
 
-def _flag(data: Any) -> bool:
-    if type(data) is not bool:
-        raise ValueError(f"expected true or false, got {data!r}")
-    return data
-
-
-def _float(data: Any, _: _Context) -> float:
+def _seconds(data: Any) -> float:
     if type(data) not in (int, float) or not math.isfinite(data) or data < 0:
-        raise ValueError(f"expected a non-negative number, got {data!r}")
+        raise ValueError(f"expected a non-negative number, got {data!r:.80}")
     return float(data)
+
+
+Count = Annotated[int, Field(ge=0), BeforeValidator(_count)]
+"""A counter: a non-negative integer (a bool is not one)."""
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False), BeforeValidator(_seconds)]
+"""Seconds or dollars: a finite non-negative number."""
+
+
+class _Data(BaseModel):
+    """A part of the dump: unknown keys are refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class TupleKey(_Data):
+    """A tuple inside a call key."""
+
+    t: list[CallKeyData]
+    """The items, in order."""
+
+
+class SetKey(_Data):
+    """A frozenset inside a call key."""
+
+    s: list[CallKeyData]
+    """The items, sorted by their JSON text so equal sets write equal data."""
+
+
+CallKeyData = bool | int | float | str | TupleKey | SetKey | None
+"""A call key as JSON: scalars as they are, tuples and frozensets tagged `t` and `s`."""
+TupleKey.model_rebuild()
+SetKey.model_rebuild()
 
 
 def _freeze(value: Hashable) -> Any:
@@ -130,6 +153,17 @@ def _thaw(data: Any) -> Hashable:
     raise ValueError(f"a call key cannot be a {type(data).__name__}")
 
 
+CallKey = Annotated[
+    Hashable,
+    PlainValidator(_thaw, json_schema_input_type=CallKeyData),
+    PlainSerializer(_freeze),
+]
+"""What identifies a call (its name and arguments), for the repeat and no-progress checks."""
+
+_Round = tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]
+_RoundData = tuple[CallKeyData, list[tuple[bool, Any]]]
+
+
 def _jsonable(value: Any, where: str) -> Any:
     """`value` unchanged when JSON carries it exactly; otherwise a TypeError naming `where`."""
     try:
@@ -140,109 +174,180 @@ def _jsonable(value: Any, where: str) -> Any:
     raise TypeError(f"{where} is not JSON data ({type(value).__name__}), so it cannot be saved")
 
 
-def _models(cls: type[BaseModel], data: Any) -> list[Any]:
-    if not isinstance(data, list):
-        raise TypeError(f"expected a list of {cls.__name__}, got {type(data).__name__}")
-    return [cls.model_validate(item) for item in data]
-
-
-def _text_or_none(data: Any) -> str | None:
-    if data is not None and not isinstance(data, str):
-        raise TypeError(f"expected a string or null, got {type(data).__name__}")
-    return data
-
-
-def _call_map(data: Any, _: _Context) -> dict[str, ToolCall]:
-    return {call.id: call for call in _models(ToolCall, data)}
-
-
-def _rounds(run: Run) -> list[Any]:
+def _write_rounds(rounds: tuple[_Round, ...]) -> list[Any]:
     return [
         [_freeze(key), [[err, _jsonable(value, "a tool result's content")] for err, value in seen]]
-        for key, seen in run.last_results
+        for key, seen in rounds
     ]
 
 
-_Round = tuple[tuple[Hashable, ...], list[tuple[bool, Any]]]
+def _read_round(item: Any) -> _Round:
+    if isinstance(item, list) and len(item) == 2:
+        calls, seen = _thaw(item[0]), item[1]
+        pairs = isinstance(seen, list) and all(
+            isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is bool for pair in seen
+        )
+        if isinstance(calls, tuple) and pairs:
+            return calls, [(err, content) for err, content in seen]
+    raise ValueError("a round is [calls, [[is_error, content], ...]]")
 
 
-def _unrounds(data: Any, _: _Context) -> tuple[_Round, ...]:
+def _read_rounds(data: Any) -> tuple[_Round, ...]:
     if not isinstance(data, list) or len(data) > RECENT_ROUNDS:
         raise ValueError(f"expected a list of at most {RECENT_ROUNDS} rounds")
-    rounds: list[_Round] = []
-    for key, seen in data:
-        calls = _thaw(key)
-        if not isinstance(calls, tuple) or not isinstance(seen, list):
-            raise ValueError("a round is [calls, results]")
-        rounds.append((calls, [(bool(err), content) for err, content in seen]))
-    return tuple(rounds)
+    return tuple(_read_round(item) for item in data)
 
 
-def _specs(specs: dict[str, ToolSpec] | None) -> list[dict[str, Any]] | None:
-    if specs is None:
-        return None
-    return [
-        {
-            "name": s.name,
-            "description": s.description,
-            "parameters": s.parameters,
-            "callable": s.fn is not None,
-        }
-        for s in specs.values()
-    ]
+Rounds = Annotated[
+    tuple[_Round, ...],
+    PlainValidator(
+        _read_rounds,
+        json_schema_input_type=Annotated[list[_RoundData], Field(max_length=RECENT_ROUNDS)],
+    ),
+    PlainSerializer(_write_rounds),
+]
+"""The last tool rounds: each round's call key and its results as [is_error, content]."""
 
 
-CODECS: dict[str, Codec] = {
-    "context_tokens": Codec(lambda r: r.context_tokens, _int),
-    "cost": Codec(lambda r: r.cost, _float),
-    "exit_reason": Codec(
-        lambda r: None if r.exit_reason is None else r.exit_reason.value,
-        lambda d, _: None if d is None else ExitReason(d),
-    ),
-    "episode": Codec(lambda r: r.episode, _int),
-    "episode_start": Codec(lambda r: r.episode_start, _int),
-    "incomplete": Codec(lambda r: r.incomplete, _int),
-    "interjection": Codec(lambda r: r.interjection, lambda d, _: _text_or_none(d)),
-    "last_call": Codec(lambda r: _freeze(r.last_call), lambda d, _: _thaw(d)),
-    "last_results": Codec(_rounds, _unrounds),
-    "pending": Codec(lambda r: [c.model_dump(mode="json") for c in r.pending.values()], _call_map),
-    "pending_allowed": Codec(
-        lambda r: [c.model_dump(mode="json") for c in r.pending_allowed],
-        lambda d, _: tuple(_models(ToolCall, d)),
-    ),
-    "pending_approval": Codec(
-        lambda r: [c.model_dump(mode="json") for c in r.pending_approval],
-        lambda d, _: tuple(_models(ToolCall, d)),
-    ),
-    "pending_rejected": Codec(
-        lambda r: [c.model_dump(mode="json") for c in r.pending_rejected],
-        lambda d, _: tuple(_models(ToolResult, d)),
-    ),
-    "pending_sigs": Codec(
-        lambda r: {k: _freeze(v) for k, v in r.pending_sigs.items()},
-        lambda d, _: {str(k): _thaw(v) for k, v in dict(d).items()},
-    ),
-    # The policy and the tools are written at the top of the dump and checked there.
-    "policy": Codec(lambda r: None, lambda d, ctx: ctx.policy),
-    "price_warned": Codec(lambda r: r.price_warned, lambda d, _: _flag(d)),
-    # Whether turns are priced follows from the policy's cost budgets.
-    "prices": Codec(lambda r: None, lambda d, ctx: ctx.policy.prices_turns),
-    "retries": Codec(lambda r: r.retries, _int),
-    "run_id": Codec(lambda r: r.run_id, lambda d, ctx: ctx.run_id),
-    "same_results": Codec(lambda r: r.same_results, _int),
-    "specs": Codec(lambda r: None, lambda d, ctx: ctx.specs),
-    # The clock is code: it is given again to `load` (the default is time.monotonic).
-    "clock": Codec(lambda r: None, lambda d, ctx: ctx.clock),
-    # A monotonic clock means nothing in another process: keep the time already used.
-    "started": Codec(lambda r: r.clock() - r.started, lambda d, ctx: ctx.clock() - _float(d, ctx)),
-    "state": Codec(lambda r: r.state.value, lambda d, _: State(d)),
-    "streak": Codec(lambda r: r.streak, _int),
-    "tokens": Codec(lambda r: r.tokens, _int),
-    "tool_calls_used": Codec(lambda r: r.tool_calls_used, _int),
-    "tool_errors": Codec(lambda r: r.tool_errors, _int),
-    "turn": Codec(lambda r: r.turn, _int),
-}
-"""One codec per slot of `Run`; a slot without one makes `dump_run` raise."""
+_CALL_LIST = TypeAdapter(list[ToolCall])
+
+
+def _calls_by_id(data: Any) -> dict[str, ToolCall]:
+    return {call.id: call for call in _CALL_LIST.validate_python(data)}
+
+
+CallsById = Annotated[
+    dict[str, ToolCall],
+    PlainValidator(_calls_by_id, json_schema_input_type=list[ToolCall]),
+    PlainSerializer(lambda calls: [call.model_dump(mode="json") for call in calls.values()]),
+]
+"""Calls by id, written as the list of calls."""
+
+
+# -- the format --------------------------------------------------------------------
+
+
+class RunState(_Data):
+    """Every slot of `Run`: counters, pending work and the values given again on load."""
+
+    clock: None = None
+    """Always null: the clock is code, given again to `load` (absent in older dumps)."""
+    context_tokens: Count
+    """The size of the context sent with the last model call, in tokens."""
+    cost: Amount
+    """Dollars spent so far."""
+    episode: Count
+    """Which episode of the conversation: a user message after FINAL opens the next."""
+    episode_start: Count
+    """The turn before the episode's first model output; `max_turns` counts from it."""
+    exit_reason: ExitReason | None
+    """Why the run ended, or null while it runs."""
+    incomplete: Count
+    """Incomplete (cut) model outputs in a row."""
+    interjection: StrictStr | None
+    """A user message that arrived while results were pending, or null."""
+    last_call: CallKey
+    """The key of the last round of calls that ran, for the repeat streak."""
+    last_results: Rounds
+    """The recent tool rounds and their results, for the no-progress check."""
+    pending: CallsById
+    """Calls cleared to run whose results have not come yet."""
+    pending_allowed: tuple[ToolCall, ...]
+    """Allowed calls of a turn whose other calls await approval: they run with them."""
+    pending_approval: tuple[ToolCall, ...]
+    """Calls awaiting a human's approval."""
+    pending_rejected: tuple[ToolResult, ...]
+    """Error results of calls refused in the turn that awaits approval."""
+    pending_sigs: dict[str, CallKey]
+    """Each pending call's key, by call id."""
+    policy: None = None
+    """Always null: the policy is written at the top of the dump."""
+    price_warned: StrictBool
+    """Whether the run already warned that a turn had no price."""
+    prices: None = None
+    """Always null: whether turns are priced follows from the policy."""
+    retries: Count
+    """Retries in a row."""
+    run_id: StrictStr
+    """The run's id, the same as the dump's."""
+    same_results: Count
+    """Rounds in a row whose results repeated an earlier round's."""
+    specs: None = None
+    """Always null: the tools are written at the top of the dump."""
+    started: Amount
+    """Seconds the run had used when it was saved (a monotonic clock means nothing elsewhere)."""
+    state: State
+    """The state the run rests in between two inputs."""
+    streak: Count
+    """How many times in a row the same round of calls was made."""
+    tokens: Count
+    """Tokens used so far."""
+    tool_calls_used: Count
+    """Tool calls run so far."""
+    tool_errors: Count
+    """Tool errors in a row."""
+    turn: Count
+    """Model outputs taken so far."""
+
+
+_GIVEN = frozenset({"clock", "policy", "prices", "specs", "run_id", "started"})
+"""Fields of `Run` not copied from `RunState`: code, derived from the policy, or converted."""
+
+
+class SavedPolicy(_Data):
+    """The run's policy: its data, and the names of the parts that are code."""
+
+    data: dict[str, Any]
+    """`Policy.to_json()`; permission rules as the Rule model's own dump."""
+    code: list[StrictStr] = Field(default_factory=list)
+    """The parts that are code (`permission`, `verifiers`, `guards[i]`): given again on load."""
+
+
+class SavedTool(_Data):
+    """One declared tool."""
+
+    name: StrictStr
+    """The tool's name."""
+    description: StrictStr
+    """Its description."""
+    parameters: dict[str, Any] | None
+    """Its JSON Schema of arguments, or null."""
+    callable: StrictBool
+    """Whether it was a Python callable, which must be given again on load."""
+
+
+class RunDump(_Data):
+    """What `Controller.dump()` returns and `Controller.load` reads."""
+
+    format: Literal["agentfsm.run"]
+    """Always `agentfsm.run`."""
+    version: Literal[1]
+    """The version of this shape; another version is refused."""
+    run_id: StrictStr = Field(min_length=1)
+    """The run's id."""
+    policy: SavedPolicy
+    """The run's policy."""
+    tools: list[SavedTool] | None = None
+    """The declared tools, or null when the run accepts any tool name."""
+    engine: Literal["compiled", "transitions"] = "compiled"
+    """Which engine routes the run."""
+    last_output: ModelTurn | None = None
+    """The last model output, whose calls pending work answers."""
+    run: RunState
+    """The run's counters and pending work."""
+
+
+def dump_schema() -> dict[str, Any]:
+    """The JSON Schema of a dump: what `Controller.dump()` writes and `Controller.load` reads.
+
+    The schema checks the shape; `load` checks more (the policy, the tools, a reachable
+    state). docs/checkpoint.schema.json is this schema, written by
+    docs/gen_checkpoint_schema.py.
+    """
+    return {"$schema": _DRAFT, **RunDump.model_json_schema()}
+
+
+_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 
 # -- the policy --------------------------------------------------------------------
@@ -266,8 +371,8 @@ def _readable(guard: Guard) -> bool:
         return False
 
 
-def _policy_data(policy: Policy) -> dict[str, Any]:
-    return {"data": policy.to_json(), "code": policy_code(policy)}
+def _saved_policy(policy: Policy) -> SavedPolicy:
+    return SavedPolicy(data=policy.to_json(), code=policy_code(policy))
 
 
 def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -290,35 +395,27 @@ def _legacy_text(rule: Rule) -> str:
     return f"{rule.action} {rule.tool}" + (f"({inner})" if inner else "")
 
 
-def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
-    if not isinstance(saved, dict) or not isinstance(saved.get("data"), dict):
-        raise CheckpointError(f"run {run_id}: the dump's 'policy' is not an object", run_id=run_id)
-    code = saved.get("code") or []
-    if not isinstance(code, list) or not all(isinstance(name, str) for name in code):
-        raise CheckpointError(
-            f"run {run_id}: the dump's policy 'code' is not a list of names: {code!r:.80}",
-            run_id=run_id,
-        )
-    text_rules = _text_rules(saved["data"])
+def _load_policy(run_id: str, saved: SavedPolicy, given: Policy | None) -> Policy:
+    text_rules = _text_rules(saved.data)
     if given is not None:
-        mine = _policy_data(given)
+        mine = _saved_policy(given)
         if text_rules:  # an older dump: compare the rules as it wrote them
-            mine["data"]["permission_rules"] = [_legacy_text(r) for r in given.permission_rules]
-        diff = _differences(saved["data"], mine["data"])
-        if diff or mine["code"] != code:
+            mine.data["permission_rules"] = [_legacy_text(r) for r in given.permission_rules]
+        diff = _differences(saved.data, mine.data)
+        if diff or mine.code != saved.code:
             raise CheckpointError(
                 f"run {run_id}: the policy given differs from the saved one in "
-                f"{', '.join(diff) or 'its code (' + ', '.join(code) + ')'}",
+                f"{', '.join(diff) or 'its code (' + ', '.join(saved.code) + ')'}",
                 run_id=run_id,
                 fields=diff,
             )
         return given
-    if code:
+    if saved.code:
         raise CheckpointError(
             f"run {run_id}: the saved policy has code that a dump cannot hold "
-            f"({', '.join(code)}): pass the live policy, Controller.load(data, policy=...)",
+            f"({', '.join(saved.code)}): pass the live policy, Controller.load(data, policy=...)",
             run_id=run_id,
-            code=code,
+            code=saved.code,
         )
     if text_rules:
         raise CheckpointError(
@@ -328,7 +425,7 @@ def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
             run_id=run_id,
         )
     try:
-        return Policy.from_mapping(saved["data"], source=f"run {run_id}: saved policy")
+        return Policy.from_mapping(saved.data, source=f"run {run_id}: saved policy")
     except AgentFSMError as exc:
         raise CheckpointError(exc.message, run_id=run_id) from exc
 
@@ -336,7 +433,23 @@ def _load_policy(run_id: str, saved: Any, given: Policy | None) -> Policy:
 # -- the tools ---------------------------------------------------------------------
 
 
-def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
+def _saved_tools(specs: dict[str, ToolSpec] | None) -> list[SavedTool] | None:
+    if specs is None:
+        return None
+    return [
+        SavedTool(
+            name=s.name,
+            description=s.description,
+            parameters=s.parameters,
+            callable=s.fn is not None,
+        )
+        for s in specs.values()
+    ]
+
+
+def _load_tools(
+    run_id: str, saved: list[SavedTool] | None, given: Iterable[Any] | None
+) -> dict[str, ToolSpec] | None:
     if saved is None:
         if given is not None:
             raise CheckpointError(
@@ -344,17 +457,8 @@ def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[st
                 run_id=run_id,
             )
         return None
-    if not isinstance(saved, list):
-        raise CheckpointError(f"run {run_id}: the dump's 'tools' is not a list", run_id=run_id)
-    for index, item in enumerate(saved):
-        if not _is_saved_tool(item):
-            raise CheckpointError(
-                f"run {run_id}: the dump's tools[{index}] is not a saved tool (name, "
-                f"description, parameters, callable): {item!r:.80}",
-                run_id=run_id,
-            )
     if given is None:
-        needed = [t.get("name") for t in saved if isinstance(t, dict) and t.get("callable")]
+        needed = [t.name for t in saved if t.callable]
         if needed:
             raise CheckpointError(
                 f"run {run_id}: tools {needed} were Python callables, which a dump cannot hold: "
@@ -362,20 +466,17 @@ def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[st
                 run_id=run_id,
                 tools=needed,
             )
-        given = [{k: t[k] for k in ("name", "description", "parameters")} for t in saved]
+        given = [t.model_dump(exclude={"callable"}) for t in saved]
     try:
         specs = tool_specs(given)
     except ToolDefinitionError as exc:
         raise CheckpointError(
             f"run {run_id}: the saved tools: {exc.message}", run_id=run_id
         ) from exc
-    assert specs is not None  # given is a list here
-    mine = _specs(specs)
-    assert mine is not None
+    mine = _saved_tools(specs) or []
     if mine != saved:
         names = sorted(
-            {str(t.get("name")) for t in saved if isinstance(t, dict) and t not in mine}
-            | {str(t["name"]) for t in mine if t not in saved}
+            {t.name for t in saved if t not in mine} | {t.name for t in mine if t not in saved}
         )
         raise CheckpointError(
             f"run {run_id}: the tools given differ from the saved ones: {names}",
@@ -385,43 +486,26 @@ def _load_tools(run_id: str, saved: Any, given: Iterable[Any] | None) -> dict[st
     return specs
 
 
-def _is_saved_tool(item: object) -> bool:
-    """Whether `item` has the shape `_specs` writes for one tool."""
-    return (
-        isinstance(item, dict)
-        and isinstance(item.get("name"), str)
-        and isinstance(item.get("description"), str)
-        and (item.get("parameters") is None or isinstance(item.get("parameters"), dict))
-        and isinstance(item.get("callable"), bool)
-    )
-
-
 # -- dump and load -----------------------------------------------------------------
 
 
 def dump_run(run: Run, last_output: ModelTurn | None, engine: str) -> dict[str, Any]:
     """The whole state of `run` as JSON-compatible data (see the module docstring)."""
-    missing = [name for name in Run.__slots__ if name not in CODECS]
-    if missing:
-        raise CheckpointError(
-            f"run {run.run_id}: Run fields {missing} have no codec in "
-            "agentfsm.core.persistence.CODECS, so the dump would lose them",
-            run_id=run.run_id,
-        )
+    values = {name: getattr(run, name) for name in RunState.model_fields if name not in _GIVEN}
+    state = RunState.model_construct(**values, run_id=run.run_id, started=run.clock() - run.started)
+    header: dict[str, Any] = {"format": FORMAT, "version": STATE_VERSION, "engine": engine}
+    dump = RunDump.model_construct(
+        **header,
+        run_id=run.run_id,
+        policy=_saved_policy(run.policy),
+        tools=_saved_tools(run.specs),
+        last_output=last_output,
+        run=state,
+    )
     try:
-        fields = {name: CODECS[name].encode(run) for name in Run.__slots__}
-    except TypeError as exc:
+        return dump.model_dump(mode="json")
+    except PydanticSerializationError as exc:
         raise CheckpointError(f"run {run.run_id}: {exc}", run_id=run.run_id) from exc
-    return {
-        "format": FORMAT,
-        "version": STATE_VERSION,
-        "run_id": run.run_id,
-        "policy": _policy_data(run.policy),
-        "tools": _specs(run.specs),
-        "engine": engine,
-        "last_output": None if last_output is None else last_output.model_dump(mode="json"),
-        "run": fields,
-    }
 
 
 def load_run(
@@ -433,45 +517,35 @@ def load_run(
 ) -> Loaded:
     """Decode a dump, checking it is whole, of this version and a state a run can reach."""
     run_id = _header(data)
-    ctx = _Context(run_id, _load_policy(run_id, data.get("policy"), policy), None)
-    ctx = _Context(run_id, ctx.policy, _load_tools(run_id, data.get("tools"), tools), clock)
-    fields = data.get("run")
-    if not isinstance(fields, dict):
-        raise CheckpointError(f"run {run_id}: the dump has no 'run' object", run_id=run_id)
-    # A dump made before the clock was a field has no "clock": it holds no data anyway.
-    fields = {"clock": None, **fields}
-    differ = sorted(set(fields) ^ set(CODECS))
-    if differ:
+    try:
+        dump = RunDump.model_validate(data)
+    except ValidationError as exc:
+        raise _refusal(run_id, exc) from exc
+    saved = dump.run
+    if saved.run_id != run_id:
         raise CheckpointError(
-            f"run {run_id}: the saved run's fields differ from this version's: {differ}",
+            f"run {run_id}: the saved run's run_id {saved.run_id!r} is not the dump's",
             run_id=run_id,
-            fields=differ,
         )
     run = Run.__new__(Run)
-    for name, codec in CODECS.items():
-        try:
-            setattr(run, name, codec.decode(fields[name], ctx))
-        except (ValueError, TypeError, KeyError) as exc:  # DataError is a ValueError
-            raise CheckpointError(
-                f"run {run_id}: saved field {name!r} is invalid: {exc}", run_id=run_id, field=name
-            ) from exc
-    try:
-        raw = data.get("last_output")
-        last = None if raw is None else ModelTurn.model_validate(raw)
-    except DataError as exc:
-        raise CheckpointError(
-            f"run {run_id}: saved field 'last_output' is invalid: {exc}", run_id=run_id
-        ) from exc
-    _check_reachable(run, last)
-    engine = data.get("engine", "compiled")
-    if engine == "transitions":
-        return Loaded(run, last, "transitions")
-    if engine != "compiled":
-        raise CheckpointError(f"run {run_id}: unknown engine {engine!r}", run_id=run_id)
-    return Loaded(run, last, "compiled")
+    live_policy = _load_policy(run_id, dump.policy, policy)
+    given = {
+        "clock": clock,
+        "policy": live_policy,
+        "prices": live_policy.prices_turns,
+        "specs": _load_tools(run_id, dump.tools, tools),
+        "run_id": run_id,
+        # A monotonic clock means nothing in another process: keep the time already used.
+        "started": clock() - saved.started,
+    }
+    for name in Run.__slots__:
+        setattr(run, name, given[name] if name in given else getattr(saved, name))
+    _check_reachable(run, dump.last_output)
+    return Loaded(run, dump.last_output, dump.engine)
 
 
 def _header(data: Any) -> str:
+    """The run id of a dump of this format and version (checked before its shape)."""
     if not isinstance(data, Mapping):
         raise CheckpointError(
             f"a saved run must be a dict from Controller.dump(), not {type(data).__name__}"
@@ -491,6 +565,57 @@ def _header(data: Any) -> str:
             version=data.get("version"),
         )
     return run_id
+
+
+def _refusal(run_id: str, exc: ValidationError) -> CheckpointError:
+    """The CheckpointError for a dump whose shape does not validate, naming the place."""
+    errors = exc.errors(include_url=False)
+    differ = sorted(
+        str(e["loc"][1])
+        for e in errors
+        if len(e["loc"]) == 2 and e["loc"][0] == "run" and e["type"] in _ABSENT_OR_EXTRA
+    )
+    if differ:
+        return CheckpointError(
+            f"run {run_id}: the saved run's fields differ from this version's: {differ}",
+            run_id=run_id,
+            fields=differ,
+        )
+    return CheckpointError(
+        f"run {run_id}: {_problem(errors[0])}",
+        run_id=run_id,
+        field=".".join(map(str, errors[0]["loc"])),
+    )
+
+
+_ABSENT_OR_EXTRA = frozenset({"missing", "extra_forbidden"})
+
+
+def _problem(error: ErrorDetails) -> str:
+    """What is wrong at the error's place, in the words of the checks before the model."""
+    place = ".".join(map(str, error["loc"]))
+    message = f"{error['msg']} (at {place})" if len(error["loc"]) > 1 else error["msg"]
+    match error["loc"]:
+        case ("run",):
+            return "the dump has no 'run' object"
+        case ("run", name, *_):
+            return f"saved field {name!r} is invalid: {message}"
+        case ("last_output", *_):
+            return f"saved field 'last_output' is invalid: {message}"
+        case ("policy",):
+            return "the dump's 'policy' is not an object"
+        case ("policy", "code", *_):
+            return f"the dump's policy 'code' is not a list of names: {message}"
+        case ("tools",):
+            return "the dump's 'tools' is not a list"
+        case ("tools", index, *_):
+            return (
+                f"the dump's tools[{index}] is not a saved tool (name, description, "
+                f"parameters, callable): {message}"
+            )
+        case ("engine",):
+            return f"unknown engine {error['input']!r:.80}"
+    return f"the dump's {place!r} is invalid: {error['msg']}"
 
 
 def _check_reachable(run: Run, last: ModelTurn | None) -> None:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.core.persistence import CODECS, STATE_VERSION
+from agentfsm.core.persistence import STATE_VERSION, RunState
 from agentfsm.core.run_state import Run
 from agentfsm.exceptions import CheckpointError
 from agentfsm.testing import EventCapture, call, turn
@@ -61,10 +61,10 @@ def at_human(**policy: Any) -> af.Controller:
     return ctl
 
 
-class TestCodecs:
-    def test_every_run_field_has_a_codec(self) -> None:
-        """A field added to Run without a codec in CODECS fails here, before a dump loses it."""
-        assert sorted(CODECS) == sorted(Run.__slots__)
+class TestFormat:
+    def test_every_run_field_has_a_field_in_the_format(self) -> None:
+        """A field added to Run without one in RunState fails here, before a dump loses it."""
+        assert sorted(RunState.model_fields) == sorted(Run.__slots__)
 
     def test_a_dump_is_json_data(self) -> None:
         """`dump()` returns data that json.dumps writes and json.loads gives back equal."""

@@ -1,0 +1,34 @@
+"""Write docs/checkpoint.schema.json, the JSON Schema of `Controller.dump()`'s data.
+
+Run `python docs/gen_checkpoint_schema.py` after changing the format's models in
+`agentfsm/core/persistence.py`; a test fails while the committed file differs from what this
+script writes. `--check` only says whether it is up to date (exit 1 when stale).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from agentfsm.core.persistence import dump_schema
+
+OUT = Path(__file__).resolve().parent / "checkpoint.schema.json"
+
+
+def render() -> str:
+    """The schema as committed: indented JSON text ending in a newline."""
+    return json.dumps(dump_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    """Write the file; `--check` only says whether it is up to date (exit 1 when stale)."""
+    text = render()
+    if "--check" in sys.argv[1:]:
+        return 0 if OUT.read_text(encoding="utf-8") == text else 1
+    OUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
