@@ -280,9 +280,9 @@ class TestFinalAnswer:
             X.COMPLETED,
         )
 
-    def test_the_submit_ends_the_run_without_another_model_turn(self, tmp_path: Path) -> None:
-        """Natively two model calls; governed, the Controller counts exactly those two turns and
-        ends COMPLETED by the host's stop, not by a made-up final output."""
+    def test_the_submission_is_decided_as_the_final_answer(self, tmp_path: Path) -> None:
+        """Natively two model calls; governed also two, and the submission is then decided as
+        the run's answer (a turn of its own), ending FINAL/COMPLETED by the answer's guard."""
         outputs = [output(bash("c1", "echo a >> log")), output(bash("c2", SUBMIT))]
         sandbox = Sandbox(tmp_path)
         native = sandbox.native(outputs)
@@ -291,11 +291,35 @@ class TestFinalAnswer:
         agent = sandbox.ruled(outputs)
         assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed\n"}
         assert model_calls(agent) == 2
-        assert agent.controller.turn == 2
         assert agent.controller.exit_reason is X.COMPLETED
         last = agent.decisions[-1]
-        assert (last.action, last.guard, last.turn) == (A.FINAL, "Stop(ExitReason.COMPLETED)", 2)
-        assert "submit" in last.reason
+        assert (last.action, last.exit_reason, last.turn) == (A.FINAL, X.COMPLETED, 3)
+        assert not last.guard.startswith("Stop(")
+
+    def test_a_verifier_refusing_the_submission_sends_the_model_back(
+        self, tmp_path: Path
+    ) -> None:
+        """A completion check that refuses the submission keeps the run going: the model reads
+        why, and its next submission, accepted, ends the run Submitted."""
+
+        def says_fixed_twice(snap: af.RunSnapshot) -> str | None:
+            out = snap.output
+            return None if out and out.text.count("fixed") == 2 else "say fixed twice"
+
+        twice = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo fixed fixed"
+        outputs = [output(bash("c1", SUBMIT)), output(bash("c2", twice))]
+        agent = Sandbox(tmp_path).ruled(outputs, policy=af.Policy(verifiers=(says_fixed_twice,)))
+        assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed fixed\n"}
+        assert [d.action for d in agent.decisions] == [
+            A.EXECUTE_TOOLS,
+            A.CONTINUE,
+            A.CONTINUE,
+            A.EXECUTE_TOOLS,
+            A.CONTINUE,
+            A.FINAL,
+        ]
+        told = [m["content"] for m in agent.messages if m["role"] == "user"]
+        assert any("say fixed twice" in str(t) for t in told)
 
     def test_the_commands_before_the_submit_are_answered_with_their_output(
         self, tmp_path: Path
@@ -310,7 +334,7 @@ class TestFinalAnswer:
         agent = sandbox.ruled(outputs, observers=[events])
         assert agent.run("task")["exit_status"] == "Submitted"
         assert sandbox.log() == ["a"]
-        assert agent.controller.turn == 1
+        assert agent.controller.turn == 2  # the submission is an answer of its own
         (given,) = events.named("tool_results")
         assert [(r["call_id"], r["content"]) for r in given["results"]] == [
             ("c1", "ran\n"),
