@@ -453,3 +453,39 @@ class TestMayRun:
         assert Sandbox(tmp_path).log() == ["a"]
         answers = [m for m in agent.messages if m.get("tool_call_id") == "c1"]
         assert len(answers) == 1
+
+
+class TestDecline:
+    """What `approve` answering False means: `on_decline="stop"` (default) or `"feedback"`."""
+
+    POLICY = af.Policy(permissions={"bash": "ask"})
+
+    def decline(self, tmp_path: Path, answer: bool | str, **options: Any) -> GovernedAgent:
+        """Ask to remove a file, answer `answer`, then the model submits."""
+        outputs = [output(bash("c1", "echo rm >> log")), output(bash("c2", SUBMIT))]
+        agent = Sandbox(tmp_path).ruled(
+            outputs, policy=self.POLICY, **options
+        )
+        agent.approve = lambda calls: answer if calls[0].id == "c1" else True
+        agent.run("task")
+        return agent
+
+    def test_by_default_a_plain_decline_ends_the_run(self, tmp_path: Path) -> None:
+        """False ends the run HUMAN_DECLINED with no other model call."""
+        agent = self.decline(tmp_path, False)
+        assert agent.decisions[-1].exit_reason is X.HUMAN_DECLINED
+        assert agent.messages[-1]["extra"]["exit_status"] == "human_declined"
+        assert model_calls(agent) == 1
+
+    def test_with_feedback_a_plain_decline_goes_to_the_model(self, tmp_path: Path) -> None:
+        """With `on_decline="feedback"` the model reads the decline and goes on to submit."""
+        agent = self.decline(tmp_path, False, on_decline="feedback")
+        assert agent.decisions[-1].exit_reason is X.COMPLETED
+        assert any("declined by the human" in str(m.get("content")) for m in agent.messages)
+        assert model_calls(agent) == 2
+
+    def test_a_message_goes_to_the_model_either_way(self, tmp_path: Path) -> None:
+        """A decline with the human's message is told to the model, by default too."""
+        agent = self.decline(tmp_path, "not now")
+        assert agent.decisions[-1].exit_reason is X.COMPLETED
+        assert any("not now" in str(m.get("content")) for m in agent.messages)
