@@ -44,8 +44,8 @@ from agents.exceptions import AgentsException
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
-from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from agents.result import RunResultBase
+from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from agents.usage import Usage
 from openai.types.responses import (
     Response,
@@ -295,9 +295,7 @@ class GovernedModel(Model):
         if ctl.state == "await_human":  # the SDK sent a rejection instead of running the call
             text = next(iter(outputs.values()), None)
             said = text if isinstance(text, str) else None
-            message = _decline.message(
-                self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,)
-            )
+            message = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
             decision = self._decide(ctl.on_human_reply(approved=False, message=message))
         else:
             results = [

@@ -296,9 +296,7 @@ class TestFinalAnswer:
         assert (last.action, last.exit_reason, last.turn) == (A.FINAL, X.COMPLETED, 3)
         assert not last.guard.startswith("Stop(")
 
-    def test_a_verifier_refusing_the_submission_sends_the_model_back(
-        self, tmp_path: Path
-    ) -> None:
+    def test_a_verifier_refusing_the_submission_sends_the_model_back(self, tmp_path: Path) -> None:
         """A completion check that refuses the submission keeps the run going: the model reads
         why, and its next submission, accepted, ends the run Submitted."""
 
@@ -463,9 +461,7 @@ class TestDecline:
     def decline(self, tmp_path: Path, answer: bool | str, **options: Any) -> GovernedAgent:
         """Ask to remove a file, answer `answer`, then the model submits."""
         outputs = [output(bash("c1", "echo rm >> log")), output(bash("c2", SUBMIT))]
-        agent = Sandbox(tmp_path).ruled(
-            outputs, policy=self.POLICY, **options
-        )
+        agent = Sandbox(tmp_path).ruled(outputs, policy=self.POLICY, **options)
         agent.approve = lambda calls: answer if calls[0].id == "c1" else True
         agent.run("task")
         return agent

@@ -425,9 +425,7 @@ class TestDecline:
 
     POLICY = af.Policy(permissions={"delete_file": "ask"})
 
-    def deny(
-        self, answer: bool | ToolDenied, **options: Any
-    ) -> tuple[GovernedModel, Script, Any]:
+    def deny(self, answer: bool | ToolDenied, **options: Any) -> tuple[GovernedModel, Script, Any]:
         """Run to the deferred request, deny it with `answer`, and run to the end."""
         responses = [
             ModelResponse(parts=[ToolCallPart("delete_file", {"path": "/x"}, tool_call_id="d1")]),
