@@ -1,8 +1,8 @@
 """agentfsm's decision spans inside the frameworks, with the OpenTelemetry SDK's memory exporter.
 
-pydantic-ai emits its own spans (the `Instrumentation` capability): each decision is a child of one of them. The
-Agents SDK and LangGraph emit none natively: each decision is a child of the span current where
-the application runs the framework.
+pydantic-ai emits its own spans (the `Instrumentation` capability): each decision is a child
+of one of them. The Agents SDK and LangGraph emit none natively: each decision is a child of
+the span current where the application runs the framework.
 """
 
 from __future__ import annotations

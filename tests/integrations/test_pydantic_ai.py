@@ -450,7 +450,7 @@ class TestDecline:
 
     def test_a_denial_message_goes_to_the_model(self) -> None:
         """`ToolDenied("...")` is the human's word: the model reads it and the run goes on."""
-        model, script, result = self.deny(ToolDenied("use the trash instead"))
+        _, script, result = self.deny(ToolDenied("use the trash instead"))
         assert result.output == "Done."
         assert len(script.seen) == 2
         assert "use the trash instead" in str(result.all_messages())
