@@ -511,6 +511,9 @@ class TestDecline:
         assert "human_declined" in str(result.final_output)
         scripted: Any = agent.model
         assert len(scripted.inner.calls) == 1
+        items = [i for i in result.to_input_list() if isinstance(i, dict)]
+        outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+        assert outputs == ["c1"]  # the history stays valid: the call has its answer
 
     def test_a_rejection_message_goes_to_the_model(self) -> None:
         """A `rejection_message` is the human's word: the model reads it and the run goes on."""

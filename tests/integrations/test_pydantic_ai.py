@@ -447,6 +447,14 @@ class TestDecline:
             assert model.decisions[-1].exit_reason is X.HUMAN_DECLINED
             assert "human_declined" in str(result.output)
             assert len(script.seen) == 1
+            returns = [
+                p.tool_call_id
+                for m in result.all_messages()
+                if isinstance(m, ModelRequest)
+                for p in m.parts
+                if isinstance(p, ToolReturnPart)
+            ]
+            assert returns == ["d1"]  # the history stays valid: the call has its answer
 
     def test_a_denial_message_goes_to_the_model(self) -> None:
         """`ToolDenied("...")` is the human's word: the model reads it and the run goes on."""
