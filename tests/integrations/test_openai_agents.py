@@ -511,7 +511,7 @@ class TestDecline:
         assert "human_declined" in str(result.final_output)
         scripted: Any = agent.model
         assert len(scripted.inner.calls) == 1
-        items = [i for i in result.to_input_list() if isinstance(i, dict)]
+        items: list[dict[str, Any]] = [dict(i) for i in result.to_input_list()]
         outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
         assert outputs == ["c1"]  # the history stays valid: the call has its answer
 
