@@ -333,12 +333,16 @@ class GovernedAgent(DefaultAgent):
         return decision.action is Action.FINAL
 
     def _after_submit(self) -> list[dict[str, Any]]:
-        """A submission that did not end the run FINAL: the stop's exit, or the model is told."""
+        """A submission that did not end the run FINAL: a human asked (`on_incomplete="ask"`),
+        the stop's exit, or the model is told why and the run goes on."""
         last = self.decisions[-1]
+        added = self._ask(last, {}) if last.action is Action.ASK_HUMAN else []
+        if added and added[-1].get("role") == "exit":
+            return added
         if self.controller.done:
             return self.add_messages(self._exit(str(last.exit_reason), last.reason, last))
         why = f"the submission was not accepted: {last.reason}"
-        return self.add_messages(self.model.format_message(role="user", content=why))
+        return added + self.add_messages(self.model.format_message(role="user", content=why))
 
 
 def _not_cleared(call: ToolCall) -> ToolResult:

@@ -319,6 +319,28 @@ class TestFinalAnswer:
         told = [m["content"] for m in agent.messages if m["role"] == "user"]
         assert any("say fixed twice" in str(t) for t in told)
 
+    @pytest.mark.parametrize(
+        ("approved", "status"), [(True, "Submitted"), (False, "human_declined")]
+    )
+    def test_an_incomplete_submission_asks_the_human(
+        self, tmp_path: Path, approved: bool, status: str
+    ) -> None:
+        """With `on_incomplete="ask"` an empty submission asks `approve` once: yes sends the
+        model back to work (it then submits for real), no ends the run as declined."""
+        empty = output(bash("c1", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))
+        outputs = [empty, output(bash("c2", SUBMIT))]
+        asked: list[list[af.ToolCall]] = []
+
+        def approve(calls: list[af.ToolCall]) -> bool:
+            asked.append(calls)
+            return approved
+
+        policy = af.Policy(on_incomplete="ask")
+        agent = Sandbox(tmp_path).ruled(outputs, policy=policy, approve=approve)
+        assert agent.run("task")["exit_status"] == status
+        assert asked == [[]]
+        assert model_calls(agent) == (2 if approved else 1)
+
     def test_the_commands_before_the_submit_are_answered_with_their_output(
         self, tmp_path: Path
     ) -> None:
