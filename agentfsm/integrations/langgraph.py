@@ -10,7 +10,8 @@ mechanisms:
 - RETRY: the broken AI message is removed (`RemoveMessage`) and the model node runs again
   (after a cut output, with the model's `max_tokens` doubled when it declares one);
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
-  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`;
+  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`; a decline
+  without a message ends the run unless `on_decline="feedback"` (docs/integrations/README.md);
 - FINAL / STOP: the graph ends; every call the model made has exactly one `ToolMessage`;
 - the controller's own error results (undeclared tool, bad arguments, denied, declined)
   become `ToolMessage`s with `status="error"`, and ids the controller issued are written back

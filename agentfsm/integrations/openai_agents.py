@@ -14,7 +14,8 @@ Controller and maps its decision onto what the SDK already does:
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
-  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it;
+  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it
+  (a rejection without a `rejection_message` ends the run unless `on_decline="feedback"`);
   the allowed calls of the same turn are held, then handed to the SDK once approved (a response
   of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;

@@ -14,7 +14,8 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
   call back as a validation retry; agentfsm's `max_retries` bounds it;
 - ASK_HUMAN: the tool raises `ApprovalRequired`; the run ends with `DeferredToolRequests`
   (give the agent `output_type=[str, DeferredToolRequests]`) and resumes with
-  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`; the allowed calls
+  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})` (a denial without
+  a message of its own ends the run unless `on_decline="feedback"`); the allowed calls
   of the same turn are held, then run once approved (a response of their own, no model call)
   or answered with the decline's error;
 - FINAL: the response goes on unchanged; STOP: the run ends with the text
