@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agentfsm.core.controller import Controller
+from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy
 
 __all__ = ["restore", "save"]
@@ -16,11 +17,16 @@ def save(ctl: Controller) -> dict[str, Any]:
     return ctl.dump()
 
 
-def restore(data: dict[str, Any], policy: Policy, tools: Sequence[Any] | None) -> Controller:
-    """The controller `save` described, with the live policy and tools (`Controller.load`).
+def restore(
+    data: dict[str, Any],
+    policy: Policy,
+    tools: Sequence[Any] | None,
+    observers: Iterable[Observer] = (),
+) -> Controller:
+    """The controller `save` described, with the live policy, tools and observers.
 
     Raises:
         CheckpointError: the data is from another format version, corrupted, or saved under
             another policy or other tools.
     """
-    return Controller.load(data, policy=policy, tools=tools)
+    return Controller.load(data, policy=policy, tools=tools, observers=observers)

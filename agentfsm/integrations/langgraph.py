@@ -10,7 +10,8 @@ mechanisms:
 - RETRY: the broken AI message is removed (`RemoveMessage`) and the model node runs again
   (after a cut output, with the model's `max_tokens` doubled when it declares one);
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
-  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`;
+  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`; a decline
+  without a message ends the run unless `on_decline="feedback"` (docs/integrations/README.md);
 - FINAL / STOP: the graph ends; every call the model made has exactly one `ToolMessage`;
 - the controller's own error results (undeclared tool, bad arguments, denied, declined)
   become `ToolMessage`s with `status="error"`, and ids the controller issued are written back
@@ -46,9 +47,11 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, Send, interrupt
 
 from agentfsm.core.controller import Controller
+from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.integrations import _decline
 from agentfsm.integrations._state import restore, save
 
 __all__ = ["AgentState", "Decide", "create_agent", "human_reply"]
@@ -144,6 +147,9 @@ class Decide:
         agent: The name of the node that calls the model.
         tools_node: The name of the `ToolNode`.
         human: The name of the node that asks a human (`Decide.human`).
+        on_decline: What a decline without a message does: `"stop"` ends the run (the
+            Controller's default), `"feedback"` tells the model and goes on.
+        observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
     """
 
     def __init__(
@@ -154,8 +160,12 @@ class Decide:
         agent: str = "agent",
         tools_node: str = "tools",
         human: str = "human",
+        on_decline: _decline.OnDecline = "stop",
+        observers: Iterable[Observer] = (),
     ) -> None:
         self.policy = as_policy(policy, "Decide: policy")
+        self.on_decline = _decline.checked(on_decline, "Decide")
+        self.observers = list(observers)
         self.tools = None if tools is None else [_spec(t) for t in _tool_list(tools, "Decide")]
         for name, value in (("agent", agent), ("tools_node", tools_node), ("human", human)):
             if not isinstance(value, str) or not value:
@@ -177,11 +187,11 @@ class Decide:
             )
         data = state.get("agentfsm")
         if not data:
-            return Controller(self.policy, self.tools)
+            return Controller(self.policy, self.tools, observers=self.observers)
         for saved, ctl in self._live.values():
             if saved is data:
                 return ctl
-        return restore(data, self.policy, self.tools)
+        return restore(data, self.policy, self.tools, self.observers)
 
     def _save(self, ctl: Controller) -> dict[str, Any]:
         data = save(ctl)
@@ -262,6 +272,8 @@ class Decide:
             interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
         )
         had_calls = bool(ctl.pending_calls)
+        if had_calls and not approved:
+            message = _decline.message(self.on_decline, message)
         decision = ctl.on_human_reply(approved, message)
         out: list[Any] = [_tool_message(r) for r in decision.results]
         if message and not had_calls:
@@ -346,11 +358,14 @@ def create_agent(
     *,
     checkpointer: Any = None,
     state_schema: type[Any] = AgentState,
+    on_decline: _decline.OnDecline = "stop",
+    observers: Iterable[Observer] = (),
 ) -> Any:
     """Build a ReAct-style graph whose every step agentfsm decides.
 
     Nodes: `agent` (calls the model), `decide` (agentfsm), `tools` (LangGraph's `ToolNode`),
-    `human` (an `interrupt()`; needs a checkpointer). Returns the compiled graph.
+    `human` (an `interrupt()`; needs a checkpointer). `on_decline` and `observers` are
+    `Decide`'s. Returns the compiled graph.
     """
     if not isinstance(model, Runnable):
         raise DefinitionError(
@@ -358,7 +373,7 @@ def create_agent(
             f"{type(model).__name__}"
         )
     tools = _tool_list(tools, "create_agent")
-    decide = Decide(policy, tools)
+    decide = Decide(policy, tools, on_decline=on_decline, observers=observers)
     bound = _bind(model, tools)
     try:
         node = ToolNode(list(tools), wrap_tool_call=decide.wrap_tool_call)

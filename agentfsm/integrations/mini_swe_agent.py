@@ -15,10 +15,13 @@ own `action_regex` finds, each a `bash` call):
   valid calls run, a cut output is retried;
 - RETRY: the broken message is dropped and the model is asked again;
 - ASK_HUMAN: `approve(calls)` answers: True approves, False declines, a string declines with
-  that message; without `approve` every such call is declined (fail closed);
-- the submit command (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`) is the host's end: its output
-  answers the call, `Controller.stop(COMPLETED)` ends the run without another model turn (the
-  last decision is FINAL), and mini-swe-agent's own `Submitted` exit follows;
+  that message; without `approve` every such call is declined (fail closed); a decline without
+  a message ends the run (`on_decline="stop"`) or is told to the model (`"feedback"`);
+- the submit command (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`): its output answers the call,
+  then the submission is decided as the run's final answer (a text output, one turn of its own,
+  no model call), so the completion checks (`Policy.verifiers`) judge it like any answer: FINAL
+  ends the run with mini-swe-agent's own `Submitted` exit; a refused submission goes back to
+  the model as a user message and the run goes on;
 - FINAL on a text answer: the run exits `Submitted` with that text; STOP: it exits with the exit
   reason as `exit_status` and the reason as content.
 
@@ -44,13 +47,13 @@ from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import (
     Action,
     Decision,
-    ExitReason,
     FinishReason,
     ModelTurn,
     ToolCall,
     ToolResult,
 )
 from agentfsm.exceptions import DefinitionError
+from agentfsm.integrations import _decline
 from agentfsm.providers import normalize
 
 __all__ = ["Approver", "GovernedAgent"]
@@ -106,6 +109,8 @@ class GovernedAgent(DefaultAgent):
         policy: The run's policy; `Policy()` when omitted.
         approve: Answers calls that need a human (see `Approver`); None declines them.
         observers: Receive every event of each run's Controller (e.g. a `TraceWriter`).
+        on_decline: What a decline without a message does: `"stop"` ends the run (the
+            Controller's default), `"feedback"` tells the model and goes on.
         **kwargs: `AgentConfig` fields, as for `DefaultAgent`.
     """
 
@@ -117,9 +122,11 @@ class GovernedAgent(DefaultAgent):
         policy: Policy | None = None,
         approve: Approver | None = None,
         observers: Iterable[Observer] = (),
+        on_decline: _decline.OnDecline = "stop",
         **kwargs: Any,
     ) -> None:
         self.policy = as_policy(policy, "GovernedAgent: policy")
+        self.on_decline = _decline.checked(on_decline, "GovernedAgent")
         if approve is not None and not callable(approve):
             raise DefinitionError(
                 f"GovernedAgent: approve must be a function of the calls, or None, not "
@@ -264,8 +271,8 @@ class GovernedAgent(DefaultAgent):
     def _ask(self, decision: Decision, message: dict[str, Any]) -> list[dict[str, Any]]:
         answer = self.approve(list(decision.tool_calls)) if self.approve else False
         approved, note = (answer, None) if isinstance(answer, bool) else (False, str(answer))
-        if self.approve is None:
-            note = "no human was there to approve this call"
+        if not approved:
+            note = _decline.message(self.on_decline, note)
         # The turn's refused calls were answered in the ASK_HUMAN decision, not in the reply.
         refused = self.add_messages(*self._error_messages(decision.results))
         reply = self._decide(self.controller.on_human_reply(approved, note))
@@ -289,8 +296,9 @@ class GovernedAgent(DefaultAgent):
                 ran.append({"command": arguments.get("command", ""), "tool_call_id": call.id})
                 outputs.append(self.env.execute(ran[-1]))
         except Submitted as submitted:
-            self._submitted(submitted, ran, outputs, refused)
-            raise
+            if self._submitted(submitted, ran, outputs, refused):
+                raise
+            return self._after_submit()
         observed = self.model.format_observation_messages(
             {"extra": {"actions": ran}}, outputs, self.get_template_vars()
         )
@@ -306,20 +314,35 @@ class GovernedAgent(DefaultAgent):
         actions: list[dict[str, Any]],
         outputs: list[dict[str, Any]],
         refused: list[ToolResult],
-    ) -> None:
-        """The submit command ends the run (the host's end): the Controller stops COMPLETED.
+    ) -> bool:
+        """Decide the submission as the run's final answer; True when it ends the run FINAL.
 
         The commands that ran (the submit last, its submission as its output) are answered
-        first; then `stop(COMPLETED)` ends the run without another model turn. Calls of the
-        same message after the submit never ran and get the stop's error results.
+        first (calls of the same message after the submit never ran: they are answered as not
+        cleared); then the submission is the text of an output of its own, decided like any
+        answer, so the completion checks judge it.
         """
         text = str(submitted.messages[0].get("content", "")) if submitted.messages else ""
         results = [*_results(actions[: len(outputs)], outputs), *refused]
         results.append(ToolResult(call_id=actions[-1]["tool_call_id"], content=text))
         self._decide(self.controller.on_tool_results(results))
-        if not self.controller.done:
-            why = "the agent ran the submit command"
-            self._decide(self.controller.stop(ExitReason.COMPLETED, why))
+        if self.controller.done:
+            return False
+        answer = ModelTurn(text=text, finish_reason=FinishReason.STOP)
+        decision = self._decide(self.controller.on_model_output(answer))
+        return decision.action is Action.FINAL
+
+    def _after_submit(self) -> list[dict[str, Any]]:
+        """A submission that did not end the run FINAL: a human asked (`on_incomplete="ask"`),
+        the stop's exit, or the model is told why and the run goes on."""
+        last = self.decisions[-1]
+        added = self._ask(last, {}) if last.action is Action.ASK_HUMAN else []
+        if added and added[-1].get("role") == "exit":
+            return added
+        if self.controller.done:
+            return self.add_messages(self._exit(str(last.exit_reason), last.reason, last))
+        why = f"the submission was not accepted: {last.reason}"
+        return added + self.add_messages(self.model.format_message(role="user", content=why))
 
 
 def _not_cleared(call: ToolCall) -> ToolResult:

@@ -14,7 +14,8 @@ Controller and maps its decision onto what the SDK already does:
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
-  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it;
+  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it
+  (a rejection without a `rejection_message` ends the run unless `on_decline="feedback"`);
   the allowed calls of the same turn are held, then handed to the SDK once approved (a response
   of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from agents import Agent, FunctionTool, ModelSettings
@@ -45,6 +46,7 @@ from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
 from agents.result import RunResultBase
+from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
 from agents.usage import Usage
 from openai.types.responses import (
     Response,
@@ -55,9 +57,11 @@ from openai.types.responses import (
 )
 
 from agentfsm.core.controller import Controller
+from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
+from agentfsm.integrations import _decline
 
 __all__ = ["GovernedModel", "decisions", "governed"]
 
@@ -198,10 +202,19 @@ class GovernedModel(Model):
         policy: The run's policy; `Policy()` when omitted.
         stream: `"held"` holds a streamed response's events until the decision; `"text"`
             passes the events that only show text on as they arrive (see the module's docstring).
+        on_decline: What a rejection without a message of its own does: `"stop"` ends the run
+            (the Controller's default), `"feedback"` tells the model and goes on.
+        observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
     """
 
     def __init__(
-        self, inner: Model, policy: Policy | None = None, stream: StreamMode = "held"
+        self,
+        inner: Model,
+        policy: Policy | None = None,
+        stream: StreamMode = "held",
+        *,
+        on_decline: _decline.OnDecline = "stop",
+        observers: Iterable[Observer] = (),
     ) -> None:
         if stream not in ("held", "text"):
             raise DefinitionError(f"stream must be 'held' or 'text', not {stream!r}")
@@ -212,6 +225,8 @@ class GovernedModel(Model):
         self.inner = inner
         self.stream = stream
         self.policy = as_policy(policy, "GovernedModel: policy")
+        self.on_decline = _decline.checked(on_decline, "GovernedModel")
+        self.observers = list(observers)
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._carry: list[dict[str, Any]] = []
@@ -224,7 +239,8 @@ class GovernedModel(Model):
     def _start(self, tools: Sequence[Any], handoffs: Sequence[Any]) -> Controller:
         ctl = self.controller
         if ctl is None or (ctl.done and self._stop is None):
-            ctl = self.controller = Controller(self.policy, _declared(tools, handoffs) or None)
+            declared = _declared(tools, handoffs) or None
+            ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
         return ctl
 
@@ -279,7 +295,8 @@ class GovernedModel(Model):
         }
         if ctl.state == "await_human":  # the SDK sent a rejection instead of running the call
             text = next(iter(outputs.values()), None)
-            message = text if isinstance(text, str) and text else None
+            said = text if isinstance(text, str) else None
+            message = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
             decision = self._decide(ctl.on_human_reply(approved=False, message=message))
         else:
             results = [
@@ -524,7 +541,12 @@ def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
 
 
 def governed(
-    agent: Agent[Any], policy: Policy | None = None, *, stream: StreamMode = "held"
+    agent: Agent[Any],
+    policy: Policy | None = None,
+    *,
+    stream: StreamMode = "held",
+    on_decline: _decline.OnDecline = "stop",
+    observers: Iterable[Observer] = (),
 ) -> Agent[Any]:
     """A clone of `agent` whose every turn agentfsm decides (see the module's docstring).
 
@@ -533,6 +555,9 @@ def governed(
         policy: The run's policy; `Policy()` when omitted.
         stream: For `Runner.run_streamed`: `"held"` (events wait for the decision) or
             `"text"` (text events pass on as they arrive).
+        on_decline: What `state.reject(...)` without a `rejection_message` does: `"stop"`
+            ends the run (the Controller's default), `"feedback"` tells the model and goes on.
+        observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
     """
     if not isinstance(agent, Agent):
         raise DefinitionError(f"governed takes an agents.Agent, not {type(agent).__name__}")
@@ -543,7 +568,7 @@ def governed(
             inner = MultiProvider().get_model(inner)
         except AgentsException as exc:  # e.g. a model name with an unknown prefix
             raise DefinitionError(f"governed: the agent's model {inner!r}: {exc}") from exc
-    model = GovernedModel(inner, policy, stream)
+    model = GovernedModel(inner, policy, stream, on_decline=on_decline, observers=observers)
     tools = [_approval(model, t) if isinstance(t, FunctionTool) else t for t in agent.tools]
     return agent.clone(model=model, tools=tools)
 

@@ -14,7 +14,8 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
   call back as a validation retry; agentfsm's `max_retries` bounds it;
 - ASK_HUMAN: the tool raises `ApprovalRequired`; the run ends with `DeferredToolRequests`
   (give the agent `output_type=[str, DeferredToolRequests]`) and resumes with
-  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`; the allowed calls
+  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})` (a denial without
+  a message of its own ends the run unless `on_decline="feedback"`); the allowed calls
   of the same turn are held, then run once approved (a response of their own, no model call)
   or answered with the decline's error;
 - FINAL: the response goes on unchanged; STOP: the run ends with the text
@@ -52,14 +53,16 @@ from pydantic_ai.models import (
 )
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import RunContext
+from pydantic_ai.tools import RunContext, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentfsm.core.controller import Controller
+from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ToolDefinitionError
+from agentfsm.integrations import _decline
 
 __all__ = ["GovernedModel", "GovernedToolset"]
 
@@ -124,10 +127,23 @@ class GovernedModel(WrapperModel):
     Args:
         wrapped: The model that really answers.
         policy: The run's policy; `Policy()` when omitted.
+        on_decline: What a denial without a message of its own (`False`, `ToolDenied()`) does:
+            `"stop"` ends the run (the Controller's default), `"feedback"` tells the model and
+            goes on.
+        observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
     """
 
-    def __init__(self, wrapped: Model | str, policy: Policy | None = None) -> None:
+    def __init__(
+        self,
+        wrapped: Model | str,
+        policy: Policy | None = None,
+        *,
+        on_decline: _decline.OnDecline = "stop",
+        observers: Iterable[Observer] = (),
+    ) -> None:
         self.policy = as_policy(policy, "GovernedModel: policy")
+        self.on_decline = _decline.checked(on_decline, "GovernedModel")
+        self.observers = list(observers)
         if not isinstance(wrapped, Model | str):
             raise DefinitionError(
                 f"GovernedModel wraps a pydantic-ai Model or a model name, not "
@@ -164,7 +180,8 @@ class GovernedModel(WrapperModel):
     def _start(self, params: ModelRequestParameters, messages: list[ModelMessage]) -> Controller:
         ctl = self.controller
         if ctl is None or (ctl.done and self._stop is None) or len(messages) <= 1:
-            ctl = self.controller = Controller(self.policy, _declared(params) or None)
+            declared = _declared(params) or None
+            ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
             self.decisions, self._refused, self._held, self._started = [], [], [], set()
         return ctl
 
@@ -195,7 +212,8 @@ class GovernedModel(WrapperModel):
             return None
         parts = _returns(messages, {c.id for c in ctl.pending_calls})
         if ctl.state == "await_human":  # denied: pydantic-ai answered without running the call
-            denial = next((_text(p) for p in parts), None)
+            said = next((_text(p) for p in parts), None)
+            denial = _decline.message(self.on_decline, said, (ToolDenied().message,))
             decision = self._decide(ctl.on_human_reply(approved=False, message=denial))
         else:
             results = [

@@ -200,8 +200,11 @@ def run_sdk(scenario: Scenario, log: Log, stream: bool) -> list[dict[str, Any]]:
     """Run the turn through a governed SDK agent; the last request's input items."""
     answer = [assistant_message("Done.")]
     scripted = ScriptedModel([sdk_items(scenario), answer, answer, answer])
+    # The model reads every decline, so the last request shows each call's answer.
     agent = governed(
-        SdkAgent(name="a", tools=list(sdk_tools(log)), model=scripted), scenario.policy
+        SdkAgent(name="a", tools=list(sdk_tools(log)), model=scripted),
+        scenario.policy,
+        on_decline="feedback",
     )
 
     async def go() -> None:
@@ -261,7 +264,8 @@ def run_pydantic(scenario: Scenario, log: Log) -> list[ModelMessage]:
         log.ran[("delete_file", path)] += 1
         return f"deleted {path}"
 
-    model = GovernedModel(FunctionModel(respond), scenario.policy)
+    # The model reads every decline, so the last request shows each call's answer.
+    model = GovernedModel(FunctionModel(respond), scenario.policy, on_decline="feedback")
     agent: PydanticAgent[None, str | DeferredToolRequests] = PydanticAgent(
         model,
         toolsets=[model.toolset([get_weather, delete_file])],

@@ -359,3 +359,38 @@ class TestRetryRaisesMaxTokens:
         graph = create_agent(fake, Tools().all, checkpointer=InMemorySaver())
         graph.invoke({"messages": [("user", "weather?")]}, CONFIG)
         assert fake.seen == [None, 200, None]
+
+
+class TestDecline:
+    """What `Command(resume=False)` means: `on_decline="stop"` (default) or `"feedback"`."""
+
+    POLICY = af.Policy(permissions={"delete_file": "ask"})
+
+    def decline(self, answer: object, **options: Any) -> dict[str, Any]:
+        """Run to the interrupt, resume with `answer`, and return the end state."""
+        script = [ai(call("delete_file", "c1", path="/tmp/x")), ai(text="Ok.", finish="stop")]
+        graph = create_agent(
+            model(script), Tools().all, self.POLICY, checkpointer=InMemorySaver(), **options
+        )
+        graph.invoke({"messages": [("user", "delete /tmp/x")]}, CONFIG)
+        out: dict[str, Any] = graph.invoke(Command(resume=answer), CONFIG)
+        return out
+
+    def test_by_default_a_plain_decline_ends_the_run(self) -> None:
+        """`False` ends the run HUMAN_DECLINED without another model turn."""
+        out = self.decline(False)
+        assert out["decisions"][-1]["exit_reason"] == X.HUMAN_DECLINED
+        assert not any(m.content == "Ok." for m in out["messages"])
+        assert answered(out["messages"])
+
+    def test_with_feedback_a_plain_decline_goes_to_the_model(self) -> None:
+        """With `on_decline="feedback"` the model reads the decline and answers."""
+        out = self.decline(False, on_decline="feedback")
+        assert out["decisions"][-1]["exit_reason"] == X.COMPLETED
+        assert out["messages"][-1].content == "Ok."
+        assert any("declined by the human" in str(m.content) for m in out["messages"])
+
+    def test_a_message_goes_to_the_model_either_way(self) -> None:
+        """A decline with the human's message is told to the model, by default too."""
+        out = self.decline("not that one")
+        assert out["messages"][-1].content == "Ok."

@@ -280,9 +280,9 @@ class TestFinalAnswer:
             X.COMPLETED,
         )
 
-    def test_the_submit_ends_the_run_without_another_model_turn(self, tmp_path: Path) -> None:
-        """Natively two model calls; governed, the Controller counts exactly those two turns and
-        ends COMPLETED by the host's stop, not by a made-up final output."""
+    def test_the_submission_is_decided_as_the_final_answer(self, tmp_path: Path) -> None:
+        """Natively two model calls; governed also two, and the submission is then decided as
+        the run's answer (a turn of its own), ending FINAL/COMPLETED by the answer's guard."""
         outputs = [output(bash("c1", "echo a >> log")), output(bash("c2", SUBMIT))]
         sandbox = Sandbox(tmp_path)
         native = sandbox.native(outputs)
@@ -291,11 +291,55 @@ class TestFinalAnswer:
         agent = sandbox.ruled(outputs)
         assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed\n"}
         assert model_calls(agent) == 2
-        assert agent.controller.turn == 2
         assert agent.controller.exit_reason is X.COMPLETED
         last = agent.decisions[-1]
-        assert (last.action, last.guard, last.turn) == (A.FINAL, "Stop(ExitReason.COMPLETED)", 2)
-        assert "submit" in last.reason
+        assert (last.action, last.exit_reason, last.turn) == (A.FINAL, X.COMPLETED, 3)
+        assert not last.guard.startswith("Stop(")
+
+    def test_a_verifier_refusing_the_submission_sends_the_model_back(self, tmp_path: Path) -> None:
+        """A completion check that refuses the submission keeps the run going: the model reads
+        why, and its next submission, accepted, ends the run Submitted."""
+
+        def says_fixed_twice(snap: af.RunSnapshot) -> str | None:
+            out = snap.output
+            return None if out and out.text.count("fixed") == 2 else "say fixed twice"
+
+        twice = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT; echo fixed fixed"
+        outputs = [output(bash("c1", SUBMIT)), output(bash("c2", twice))]
+        agent = Sandbox(tmp_path).ruled(outputs, policy=af.Policy(verifiers=(says_fixed_twice,)))
+        assert agent.run("task") == {"exit_status": "Submitted", "submission": "fixed fixed\n"}
+        assert [d.action for d in agent.decisions] == [
+            A.EXECUTE_TOOLS,
+            A.CONTINUE,
+            A.CONTINUE,
+            A.EXECUTE_TOOLS,
+            A.CONTINUE,
+            A.FINAL,
+        ]
+        told = [m["content"] for m in agent.messages if m["role"] == "user"]
+        assert any("say fixed twice" in str(t) for t in told)
+
+    @pytest.mark.parametrize(
+        ("approved", "status"), [(True, "Submitted"), (False, "human_declined")]
+    )
+    def test_an_incomplete_submission_asks_the_human(
+        self, tmp_path: Path, approved: bool, status: str
+    ) -> None:
+        """With `on_incomplete="ask"` an empty submission asks `approve` once: yes sends the
+        model back to work (it then submits for real), no ends the run as declined."""
+        empty = output(bash("c1", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))
+        outputs = [empty, output(bash("c2", SUBMIT))]
+        asked: list[list[af.ToolCall]] = []
+
+        def approve(calls: list[af.ToolCall]) -> bool:
+            asked.append(calls)
+            return approved
+
+        policy = af.Policy(on_incomplete="ask")
+        agent = Sandbox(tmp_path).ruled(outputs, policy=policy, approve=approve)
+        assert agent.run("task")["exit_status"] == status
+        assert asked == [[]]
+        assert model_calls(agent) == (2 if approved else 1)
 
     def test_the_commands_before_the_submit_are_answered_with_their_output(
         self, tmp_path: Path
@@ -310,7 +354,7 @@ class TestFinalAnswer:
         agent = sandbox.ruled(outputs, observers=[events])
         assert agent.run("task")["exit_status"] == "Submitted"
         assert sandbox.log() == ["a"]
-        assert agent.controller.turn == 1
+        assert agent.controller.turn == 2  # the submission is an answer of its own
         (given,) = events.named("tool_results")
         assert [(r["call_id"], r["content"]) for r in given["results"]] == [
             ("c1", "ran\n"),
@@ -429,3 +473,37 @@ class TestMayRun:
         assert Sandbox(tmp_path).log() == ["a"]
         answers = [m for m in agent.messages if m.get("tool_call_id") == "c1"]
         assert len(answers) == 1
+
+
+class TestDecline:
+    """What `approve` answering False means: `on_decline="stop"` (default) or `"feedback"`."""
+
+    POLICY = af.Policy(permissions={"bash": "ask"})
+
+    def decline(self, tmp_path: Path, answer: bool | str, **options: Any) -> GovernedAgent:
+        """Ask to remove a file, answer `answer`, then the model submits."""
+        outputs = [output(bash("c1", "echo rm >> log")), output(bash("c2", SUBMIT))]
+        agent = Sandbox(tmp_path).ruled(outputs, policy=self.POLICY, **options)
+        agent.approve = lambda calls: answer if calls[0].id == "c1" else True
+        agent.run("task")
+        return agent
+
+    def test_by_default_a_plain_decline_ends_the_run(self, tmp_path: Path) -> None:
+        """False ends the run HUMAN_DECLINED with no other model call."""
+        agent = self.decline(tmp_path, False)
+        assert agent.decisions[-1].exit_reason is X.HUMAN_DECLINED
+        assert agent.messages[-1]["extra"]["exit_status"] == "human_declined"
+        assert model_calls(agent) == 1
+
+    def test_with_feedback_a_plain_decline_goes_to_the_model(self, tmp_path: Path) -> None:
+        """With `on_decline="feedback"` the model reads the decline and goes on to submit."""
+        agent = self.decline(tmp_path, False, on_decline="feedback")
+        assert agent.decisions[-1].exit_reason is X.COMPLETED
+        assert any("declined by the human" in str(m.get("content")) for m in agent.messages)
+        assert model_calls(agent) == 2
+
+    def test_a_message_goes_to_the_model_either_way(self, tmp_path: Path) -> None:
+        """A decline with the human's message is told to the model, by default too."""
+        agent = self.decline(tmp_path, "not now")
+        assert agent.decisions[-1].exit_reason is X.COMPLETED
+        assert any("not now" in str(m.get("content")) for m in agent.messages)

@@ -29,7 +29,7 @@ from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 
 import agentfsm as af
-from agentfsm.exceptions import AgentFSMError
+from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.integrations.openai_agents import decisions, governed
 
 A, X = af.Action, af.ExitReason
@@ -105,9 +105,11 @@ def native(script: list[list[Any]], tools: Tools) -> Agent[Any]:
     )
 
 
-def ruled(script: list[list[Any]], tools: Tools, policy: af.Policy | None = None) -> Agent[Any]:
-    """The same agent with agentfsm deciding."""
-    return governed(native(script, tools), policy)
+def ruled(
+    script: list[list[Any]], tools: Tools, policy: af.Policy | None = None, **options: Any
+) -> Agent[Any]:
+    """The same agent with agentfsm deciding (`options` go to `governed`)."""
+    return governed(native(script, tools), policy, **options)
 
 
 def actions(result: RunResultBase) -> list[af.Action]:
@@ -436,9 +438,10 @@ class TestAskSibling:
         assert sorted(answered) == ["c1", "c2"]
 
     def test_once_rejected_neither_runs_and_both_are_answered(self) -> None:
-        """Rejected, neither call runs, and the model reads one result for each."""
+        """Rejected (with `on_decline="feedback"`), neither call runs, and the model reads one
+        result for each."""
         tools = Tools()
-        agent = ruled(self.SCRIPT, tools, self.POLICY)
+        agent = ruled(self.SCRIPT, tools, self.POLICY, on_decline="feedback")
         self.resume(agent, approve=False)
         assert tools.ran == []
         scripted: Any = agent.model
@@ -481,3 +484,55 @@ class TestEveryCallAnswered:
         second = [i for i in scripted.inner.calls[1].input if isinstance(i, dict)]
         kinds = [(i.get("type"), i.get("call_id")) for i in second if i.get("call_id")]
         assert kinds == [("function_call", "d1"), ("function_call_output", "d1")]
+
+
+class TestDecline:
+    """What `state.reject(...)` means: `on_decline="stop"` (default) or `"feedback"`."""
+
+    POLICY = af.Policy(permissions={"delete_file": "ask"})
+    SCRIPT: ClassVar[list[list[Any]]] = [
+        [function_call("delete_file", {"path": "/tmp/x"}, call_id="c1")],
+        [assistant_message("Done.")],
+    ]
+
+    def reject(self, message: str | None = None, **options: Any) -> tuple[Agent[Any], RunResult]:
+        """Run to the interruption, reject it (with `message`), and run to the end."""
+        agent = ruled(self.SCRIPT, Tools(), self.POLICY, **options)
+        first = asyncio.run(Runner.run(agent, "go", run_config=CONFIG))
+        state = first.to_state()
+        state.reject(first.interruptions[0], rejection_message=message)
+        return agent, asyncio.run(Runner.run(agent, state, run_config=CONFIG))
+
+    def test_by_default_a_plain_rejection_ends_the_run(self) -> None:
+        """Without a message of its own the rejection ends the run HUMAN_DECLINED, and the
+        model is not called again."""
+        agent, result = self.reject()
+        assert decisions(result)[-1].exit_reason is X.HUMAN_DECLINED
+        assert "human_declined" in str(result.final_output)
+        scripted: Any = agent.model
+        assert len(scripted.inner.calls) == 1
+        items: list[dict[str, Any]] = [dict(i) for i in result.to_input_list()]
+        outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+        assert outputs == ["c1"]  # the history stays valid: the call has its answer
+
+    def test_a_rejection_message_goes_to_the_model(self) -> None:
+        """A `rejection_message` is the human's word: the model reads it and the run goes on."""
+        agent, result = self.reject("use the trash instead")
+        assert result.final_output == "Done."
+        scripted: Any = agent.model
+        sent = [i for i in scripted.inner.calls[-1].input if isinstance(i, dict)]
+        assert any("use the trash instead" in str(i.get("output")) for i in sent)
+
+    def test_with_feedback_a_plain_rejection_goes_to_the_model(self) -> None:
+        """With `on_decline="feedback"` the model reads the decline and answers."""
+        agent, result = self.reject(on_decline="feedback")
+        assert result.final_output == "Done."
+        assert decisions(result)[-1].exit_reason is X.COMPLETED
+        scripted: Any = agent.model
+        sent = [i for i in scripted.inner.calls[-1].input if isinstance(i, dict)]
+        assert any("not approved" in str(i.get("output")) for i in sent)  # the SDK's own text
+
+    def test_a_bad_setting_is_refused(self) -> None:
+        """Anything but "stop" or "feedback" raises DefinitionError."""
+        with pytest.raises(DefinitionError):
+            ruled(self.SCRIPT, Tools(), self.POLICY, on_decline="ignore")

@@ -81,10 +81,10 @@ def native(script: Script, tools: Tools) -> Any:
 
 
 def ruled(
-    script: Script, tools: Tools, policy: af.Policy | None = None
+    script: Script, tools: Tools, policy: af.Policy | None = None, **options: Any
 ) -> tuple[GovernedModel, Agent[None, str | DeferredToolRequests]]:
-    """The same agent with agentfsm deciding."""
-    model = GovernedModel(FunctionModel(script), policy)
+    """The same agent with agentfsm deciding (`options` go to `GovernedModel`)."""
+    model = GovernedModel(FunctionModel(script), policy, **options)
     agent: Agent[None, str | DeferredToolRequests] = Agent(
         model,
         toolsets=[model.toolset(tools.functions())],
@@ -234,9 +234,9 @@ class TestAskSibling:
         return [ModelResponse(parts=calls), ModelResponse(parts=[TextPart("Done.")])]
 
     def resume(self, answer: bool) -> tuple[Tools, Script, Any, Any]:
-        """Run to the deferred request, answer it, and run to the end."""
+        """Run to the deferred request, answer it, and run to the end (declines are told)."""
         script, tools = Script(self.responses()), Tools()
-        _, agent = ruled(script, tools, self.POLICY)
+        _, agent = ruled(script, tools, self.POLICY, on_decline="feedback")
         first = agent.run_sync("go")
         before = list(tools.ran)
         assert isinstance(first.output, DeferredToolRequests)
@@ -418,3 +418,55 @@ class TestStreaming:
         _, agent = streamed(script, Tools(), af.Policy(max_turns=1))
         output = agent.run_stream_sync("weather?").get_output()
         assert output.startswith("[agentfsm stop: max_turns]")
+
+
+class TestDecline:
+    """What a denial means: `on_decline="stop"` (default) or `"feedback"`."""
+
+    POLICY = af.Policy(permissions={"delete_file": "ask"})
+
+    def deny(self, answer: bool | ToolDenied, **options: Any) -> tuple[GovernedModel, Script, Any]:
+        """Run to the deferred request, deny it with `answer`, and run to the end."""
+        responses = [
+            ModelResponse(parts=[ToolCallPart("delete_file", {"path": "/x"}, tool_call_id="d1")]),
+            ModelResponse(parts=[TextPart("Done.")]),
+        ]
+        script = Script(responses)
+        model, agent = ruled(script, Tools(), self.POLICY, **options)
+        first = agent.run_sync("go")
+        result = agent.run_sync(
+            message_history=first.all_messages(),
+            deferred_tool_results=DeferredToolResults(approvals={"d1": answer}),
+        )
+        return model, script, result
+
+    def test_by_default_a_plain_denial_ends_the_run(self) -> None:
+        """`False` (or a bare `ToolDenied()`) ends the run HUMAN_DECLINED; no model call."""
+        for answer in (False, ToolDenied()):
+            model, script, result = self.deny(answer)
+            assert model.decisions[-1].exit_reason is X.HUMAN_DECLINED
+            assert "human_declined" in str(result.output)
+            assert len(script.seen) == 1
+            returns = [
+                p.tool_call_id
+                for m in result.all_messages()
+                if isinstance(m, ModelRequest)
+                for p in m.parts
+                if isinstance(p, ToolReturnPart)
+            ]
+            assert returns == ["d1"]  # the history stays valid: the call has its answer
+
+    def test_a_denial_message_goes_to_the_model(self) -> None:
+        """`ToolDenied("...")` is the human's word: the model reads it and the run goes on."""
+        _, script, result = self.deny(ToolDenied("use the trash instead"))
+        assert result.output == "Done."
+        assert len(script.seen) == 2
+        assert "use the trash instead" in str(result.all_messages())
+
+    def test_with_feedback_a_plain_denial_goes_to_the_model(self) -> None:
+        """With `on_decline="feedback"` the model reads the decline and answers."""
+        model, script, result = self.deny(False, on_decline="feedback")
+        assert result.output == "Done."
+        assert model.decisions[-1].exit_reason is X.COMPLETED
+        assert len(script.seen) == 2
+        assert "The tool call was denied." in str(result.all_messages())  # pydantic-ai's text
