@@ -29,7 +29,7 @@ from __future__ import annotations
 import inspect
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired, TypedDict, get_type_hints, is_typeddict
+from typing import Annotated, Any, NotRequired, TypedDict, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -48,6 +48,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, Send, interrupt
+from typing_extensions import is_typeddict
 
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy, as_policy
@@ -190,7 +191,8 @@ def _with_agent_state(node: Callable[..., Any]) -> type[Any]:
     keys = get_type_hints(schema, include_extras=True) | get_type_hints(
         AgentState, include_extras=True
     )
-    merged: type[Any] = TypedDict(f"{schema.__name__}WithAgentFSM", keys, total=False)  # type: ignore[operator]
+    name = f"{schema.__name__}WithAgentFSM"
+    merged: type[Any] = TypedDict(name, keys, total=False)  # type: ignore[misc]
     return merged
 
 
