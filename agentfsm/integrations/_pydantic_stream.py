@@ -38,6 +38,18 @@ def _text(part: TextPart | ThinkingPart) -> tuple[str, str]:
     return part.part_kind, part.content
 
 
+def _keeping_shown_text(decided: ModelResponse, response: ModelResponse) -> ModelResponse:
+    """`decided` with the text of `response` that the consumer has already been shown.
+
+    Deciding on calls takes the text beside them out; once streamed, that text stays, so the
+    response the graph keeps is what the consumer saw (`run_stream` took it as the output).
+    """
+    if any(isinstance(p, TextPart) for p in decided.parts):
+        return decided
+    text = [p for p in response.parts if isinstance(p, TextPart)]
+    return dataclasses.replace(decided, parts=[*text, *decided.parts]) if text else decided
+
+
 @dataclasses.dataclass
 class Attempt:
     """What the next call of the wrapped model sends."""
@@ -85,6 +97,7 @@ class TextFirstStream(StreamedResponse):
                 attempt.ctl, response, attempt.history, attempt.settings
             )
             number += 1
+        self.decided = _keeping_shown_text(self.decided, response)
         shown = {_text(p) for p in self._parts_manager.get_parts() if isinstance(p, _SHOWN)}
         for index, part in enumerate(self.decided.parts):
             if not (isinstance(part, _SHOWN) and _text(part) in shown):

@@ -189,3 +189,35 @@ class TestAgentsSDKStreamsText:
         assert ran == ["Paris"]
         assert gate.in_time == [True]
         assert result.final_output == "".join(CHUNKS)
+
+
+class TestPydanticAITextBesideCalls:
+    """A streamed response with text before its call, under `run_stream_events`."""
+
+    def test_the_call_runs_once_and_the_run_goes_on(self) -> None:
+        """The text streams, the call runs once after the decision, the next answer is the output."""
+        ran: list[str] = []
+
+        def weather(city: str) -> str:
+            """The weather in a city."""
+            ran.append(city)
+            return "sunny"
+
+        async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+            if len(messages) == 1:
+                yield "Let me check. "
+                yield {0: DeltaToolCall("weather", '{"city": "Paris"}', tool_call_id="c1")}
+                return
+            yield "Sunny in Paris."
+
+        async def go() -> Any:
+            model = GovernedModel(FunctionModel(stream_function=stream))
+            agent = PydanticAgent(model, toolsets=[model.toolset([weather])])
+            async with agent.run_stream_events("weather?") as events:
+                async for event in events:
+                    if isinstance(event, AgentRunResultEvent):
+                        return event.result.output
+            return None
+
+        assert asyncio.run(go()) == "Sunny in Paris."
+        assert ran == ["Paris"]
