@@ -195,7 +195,7 @@ class TestPydanticAITextBesideCalls:
     """A streamed response with text before its call, under `run_stream_events`."""
 
     def test_the_call_runs_once_and_the_run_goes_on(self) -> None:
-        """The text streams, the call runs once after the decision, the next answer is the output."""
+        """The text streams, the call runs once after the decision, the next answer is output."""
         ran: list[str] = []
 
         def weather(city: str) -> str:
