@@ -28,6 +28,7 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
 import agentfsm as af  # noqa: E402  (needs the repo on sys.path)
 from agentfsm.core.controller import Controller  # noqa: E402
+from bench.results import write_section  # noqa: E402
 
 N = 20
 """Model turns per run: N - 1 tool calls, then the answer."""
@@ -320,7 +321,7 @@ def main() -> int:
         "mini-swe-agent's native cost is mostly the subprocess each command runs in.",
         "",
     ]
-    (ROOT / "bench" / "RESULTS-integrations.md").write_text("\n".join(lines), encoding="utf-8")
+    write_section("overhead", "\n".join(lines))
     return 0
 
 
