@@ -1,4 +1,4 @@
-"""agentfsm's cost inside LangGraph per turn, beside LangGraph's own turn, alternating in one process.
+"""agentfsm's cost inside LangGraph per turn, beside LangGraph's own turn, in one process.
 
 Run: `python bench/bench_langgraph.py` from the repo root. One run is N model turns (N - 1 calls
 of a no-op tool `echo`, then the answer) through three graphs built the same way:
@@ -31,10 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.results import write_section  # noqa: E402  (needs the repo on sys.path)
-
 import agentfsm as af  # noqa: E402
 from agentfsm.testing import ScriptedServer, call, say, tool_calls  # noqa: E402
+from bench.results import write_section  # noqa: E402  (needs the repo on sys.path)
 
 N = 20
 REPEATS = 15
@@ -147,11 +146,15 @@ def main() -> int:
             f"{os.getloadavg()[0]:.1f} at the end), Python {platform.python_version()}."
         ),
         f"One run: {N} model turns ({N - 1} tool calls, then the answer). CPU µs per turn of",
-        "this process (the HTTP server runs in another), medians of "
-        f"{REPEATS} runs; the three graphs alternate. Added = governed - native.",
+        (
+            "this process (the HTTP server runs in another), medians of "
+            f"{REPEATS} runs; the three graphs alternate. Added = governed - native."
+        ),
         "",
-        "| model | native CPU µs/turn | governed (decides in the model node) | added | "
-        "decide node (before) | added | wall µs native / governed |",
+        (
+            "| model | native CPU µs/turn | governed (decides in the model node) | added | "
+            "decide node (before) | added | wall µs native / governed |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for name, f in results.items():

@@ -24,10 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
-from bench.results import write_section  # noqa: E402  (needs the repo on sys.path)
-
 from agentfsm.testing import ScriptedServer  # noqa: E402
 from agentfsm.testing.scripted import Reply  # noqa: E402
+from bench.results import write_section  # noqa: E402  (needs the repo on sys.path)
 
 CHUNK_DELAY = 0.05
 ANSWER = "It is sunny in Paris. " * 10 + "Enjoy it."
@@ -52,9 +51,9 @@ async def agents_sdk(base: str, governed: str | None) -> tuple[float, float]:
     first = None
     result = Runner.run_streamed(agent, "weather?", run_config=RunConfig(tracing_disabled=True))
     async for event in result.stream_events():
-        if first is None and event.type == "raw_response_event":
-            if event.data.type == "response.output_text.delta":
-                first = time.perf_counter() - start
+        text = event.type == "raw_response_event" and event.data.type.endswith("text.delta")
+        if first is None and text:
+            first = time.perf_counter() - start
     end = time.perf_counter() - start
     await client.close()
     assert result.final_output == ANSWER, result.final_output
@@ -140,9 +139,11 @@ def main() -> int:
             f"loaded, load average {os.getloadavg()[0]:.1f} at the end), "
             f"Python {platform.python_version()}."
         ),
-        f"Real OpenAI clients over HTTP to `ScriptedServer` on 127.0.0.1, streaming a "
-        f"{len(ANSWER)}-character answer in {chunks} chunks {CHUNK_DELAY * 1000:.0f} ms apart "
-        f"(`Reply(chunk_delay=...)`). Medians of {REPEATS} runs, modes alternating.",
+        (
+            f"Real OpenAI clients over HTTP to `ScriptedServer` on 127.0.0.1, streaming a "
+            f"{len(ANSWER)}-character answer in {chunks} chunks {CHUNK_DELAY * 1000:.0f} ms apart "
+            f"(`Reply(chunk_delay=...)`). Medians of {REPEATS} runs, modes alternating."
+        ),
         "",
         "| SDK | run | first text, s | whole run, s |",
         "|---|---|---|---|",
