@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import agentfsm as af  # noqa: E402
-from agentfsm.testing import ScriptedServer, call, say, tool_calls  # noqa: E402
+from agentfsm.testing import ScriptedServer  # noqa: E402
+from agentfsm.testing.scripted import call, say, tool_calls  # noqa: E402
 from bench.results import write_section  # noqa: E402  (needs the repo on sys.path)
 
 N = 20

@@ -52,6 +52,7 @@ from typing_extensions import is_typeddict
 
 from agentfsm.core.controller import Controller
 from agentfsm.core.policy import Policy, as_policy
+from agentfsm.core.tools import ToolSpec
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.integrations._state import restore, save
@@ -222,7 +223,12 @@ class Decide:
         human: str = "human",
     ) -> None:
         self.policy = as_policy(policy, "Decide: policy")
-        self.tools = None if tools is None else [_spec(t) for t in _tool_list(tools, "Decide")]
+        # Specs built once: each run's Controller then skips checking the schemas again.
+        self.tools = (
+            None
+            if tools is None
+            else [ToolSpec.from_declaration(_spec(t)) for t in _tool_list(tools, "Decide")]
+        )
         for name, value in (("agent", agent), ("tools_node", tools_node), ("human", human)):
             if not isinstance(value, str) or not value:
                 raise DefinitionError(f"Decide: {name} must be a node name, not {value!r}")
