@@ -427,8 +427,8 @@ class Decide:
         """
         call = request.tool_call
         state = request.state if isinstance(request.state, dict) else {}
-        ctl = self.controller(state)
         call_id, name, arguments = call.get("id") or "", call.get("name"), call.get("args")
+        ctl = self._owner(state, call_id)
         if not isinstance(arguments, Mapping) or not ctl.may_run(call_id, name, arguments):
             if call_id not in {c.id for c in ctl.pending_calls}:
                 return Command(update={})  # answered by the decision already, or unknown
@@ -439,6 +439,21 @@ class Decide:
                 status="error",
             )
         return execute(request)
+
+    def _owner(self, state: Mapping[str, Any], call_id: str) -> Controller:
+        """The Controller of the run that made call `call_id`.
+
+        From the state the `ToolNode` reads when it holds agentfsm's key; a `ToolNode` in a
+        graph whose own state lacks it (`MessagesState`) reads only the graph's keys, so the
+        run is the live one in this process that awaits that call (a fresh Controller, which
+        clears nothing, when none does).
+        """
+        if state.get("agentfsm"):
+            return self.controller(state)
+        for _, ctl in reversed(self._live.values()):
+            if call_id in {c.id for c in ctl.pending_calls}:
+                return ctl
+        return self.controller({})
 
     @property
     def destinations(self) -> list[str]:

@@ -45,5 +45,6 @@ graph = builder.compile()
 out = graph.invoke(
     {"messages": [("user", "weather in Paris?")]}, output_keys=["messages", "decisions"]
 )
+print(out["messages"][-2].content)  # the tool's result
 print(out["messages"][-1].content)
 print([d["action"] for d in out["decisions"]], out["decisions"][-1]["exit_reason"])

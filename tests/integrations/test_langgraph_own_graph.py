@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -100,11 +101,21 @@ class TestDocumentedProgram:
 
     def test_the_example_runs_as_written(self) -> None:
         """The program runs in a fresh interpreter and prints agentfsm's decisions."""
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
         done = subprocess.run(
-            [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=300, cwd=ROOT
+            [sys.executable, str(EXAMPLE)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+            env=env,
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [
+            "sunny in Paris",
             "Sunny.",
             "['execute_tools', 'continue', 'final'] completed",
         ]
@@ -118,9 +129,23 @@ class TestMessagesState:
         graph = own_graph(GenericFakeChatModel(messages=iter([PARIS, ANSWER])), MessagesState)
         out = graph.invoke({"messages": [("user", "weather?")]}, CONFIG, output_keys=KEYS)
         assert [d["action"] for d in out["decisions"]] == ["execute_tools", "continue", "final"]
+        assert [m.content for m in out["messages"] if m.type == "tool"] == ["sunny in Paris"]
         saved = graph.get_state(CONFIG)
         assert saved.next == ()
         assert af.Controller.load(out["agentfsm"]).state == "end"
+
+    def test_an_approval_pauses_and_resumes(self) -> None:
+        """An ASK_HUMAN interrupts a MessagesState graph; approving runs the call once."""
+        from langgraph.types import Command
+
+        fake = GenericFakeChatModel(messages=iter([PARIS, ANSWER]))
+        graph = own_graph(fake, MessagesState, af.Policy(permissions={"get_weather": "ask"}))
+        paused = graph.invoke({"messages": [("user", "weather?")]}, CONFIG, output_keys=KEYS)
+        assert paused["decisions"][-1]["action"] == "ask_human"
+        done = graph.invoke(Command(resume=True), CONFIG, output_keys=KEYS)
+        actions = [d["action"] for d in done["decisions"]]
+        assert actions == ["ask_human", "execute_tools", "continue", "final"]
+        assert [m.content for m in done["messages"] if m.type == "tool"] == ["sunny in Paris"]
 
     def test_a_state_with_its_own_keys_keeps_them(self) -> None:
         """A node annotated with a larger state still reads its own keys beside agentfsm's."""
