@@ -314,11 +314,14 @@ class Decide:
         holds (a stop there ends the run without calling the model), then runs `node`, which
         returns `{"messages": [AIMessage, ...]}` as a model node does, and decides on the last
         message it adds. Route after it with `route`, and send the `ToolNode` back to it.
-        `node` may take `(state)` or `(state, config)`; the state it reads is the graph's plus
-        `AgentState`'s keys, which the returned node declares, so a `MessagesState` graph works.
+        `node` is a plain function taking `(state)` or `(state, config)`; the state it reads
+        is the graph's plus `AgentState`'s keys, which the returned node declares, so a
+        `MessagesState` graph works.
         """
-        if not callable(node):
-            raise DefinitionError(f"Decide.wrap: node must be callable, not {node!r:.80}")
+        if not callable(node) or inspect.iscoroutinefunction(node):
+            raise DefinitionError(
+                f"Decide.wrap: node must be a plain (not async) function, not {node!r:.80}"
+            )
         takes_config = _takes_config(node)
 
         def step(state: Any, config: RunnableConfig) -> dict[str, Any]:

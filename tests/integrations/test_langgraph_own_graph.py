@@ -20,7 +20,7 @@ from langgraph.prebuilt import ToolNode
 from typing_extensions import TypedDict
 
 import agentfsm as af
-from agentfsm.exceptions import InvalidInputError
+from agentfsm.exceptions import DefinitionError, InvalidInputError
 from agentfsm.integrations.langgraph import Decide
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,6 +175,15 @@ class TestMessagesState:
 
         with pytest.raises(ValueError, match="decisions"):
             own_graph(GenericFakeChatModel(messages=iter([ANSWER])), Plain)
+
+    def test_an_async_node_is_refused_when_wrapped(self) -> None:
+        """`wrap` takes a plain function; an async one fails at once, by name."""
+
+        async def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": []}
+
+        with pytest.raises(DefinitionError, match="not async"):
+            Decide().wrap(agent)
 
     def test_routing_without_a_decision_says_what_is_missing(self) -> None:
         """Routing a state no agentfsm node wrote raises a clear error, not a KeyError."""
