@@ -28,6 +28,7 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
 import agentfsm as af  # noqa: E402  (needs the repo on sys.path)
 from agentfsm.core.controller import Controller  # noqa: E402
+from bench.results import write_section  # noqa: E402
 
 N = 20
 """Model turns per run: N - 1 tool calls, then the answer."""
@@ -310,9 +311,10 @@ def main() -> int:
         lines.append(f"| {' | '.join(cells)} |")
     lines += [
         "",
-        '"Added" is everything the integration does per turn: the Controller, the wrapper or',
-        "the extra graph node, message rewriting, and for LangGraph two more nodes per turn",
-        "(decide after the model and after the tools) and `dump` into the graph state at each.",
+        '"Added" is everything the integration does per turn: the Controller, the wrapper,',
+        "message rewriting, and for LangGraph the decision inside the model node with one",
+        "`dump` into the graph state per turn (no graph step of its own; see the LangGraph",
+        "section for its share of a turn over real HTTP).",
         '"Inside the',
         'Controller" is the CPU time of `on_model_output` / `on_tool_results` themselves,',
         "reading the framework's own objects. For scale, the Controller alone fed `ModelTurn`s in",
@@ -320,7 +322,7 @@ def main() -> int:
         "mini-swe-agent's native cost is mostly the subprocess each command runs in.",
         "",
     ]
-    (ROOT / "bench" / "RESULTS-integrations.md").write_text("\n".join(lines), encoding="utf-8")
+    write_section("overhead", "\n".join(lines))
     return 0
 
 

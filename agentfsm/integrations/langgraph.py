@@ -1,14 +1,17 @@
 """LangGraph: agentfsm decides where the graph goes after every model output and tool batch.
 
-`Decide` is a node and its `route` a routing function, used in place of `tools_condition`;
-`create_agent` builds the ReAct-style graph with them. Every action maps onto LangGraph's own
-mechanisms:
+`Decide.wrap(node)` makes the node that calls the model decide on its own output (and on the
+tool results before it), and `Decide.route` is the routing function used in place of
+`tools_condition`: no graph step is added per turn. `create_agent` builds the ReAct-style graph
+with them. (`Decide` is also a node of its own, for a graph that routes through one.) Every
+action maps onto LangGraph's own mechanisms:
 
 - EXECUTE_TOOLS / HANDOFF: one `Send` to the `ToolNode` per call agentfsm lets run, and the
   `ToolNode`'s wrapper (`Decide.wrap_tool_call`) asks `Controller.may_run` by call id right
   before each tool runs;
-- RETRY: the broken AI message is removed (`RemoveMessage`) and the model node runs again
-  (after a cut output, with the model's `max_tokens` doubled when it declares one);
+- RETRY: the broken AI message never enters the history (a `Decide` node removes it with
+  `RemoveMessage`) and the model node runs again; after a cut output `Decide.adjusted(model,
+  state)` is the model with its `max_tokens` doubled, when it declares one;
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
   `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`; a decline
   without a message ends the run unless `on_decline="feedback"` (docs/integrations/README.md);
@@ -24,9 +27,10 @@ Needs the `langgraph` extra: `pip install agentfsm[langgraph]`.
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict, get_type_hints
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -45,10 +49,12 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, Send, interrupt
+from typing_extensions import is_typeddict
 
 from agentfsm.core.controller import Controller
 from agentfsm.core.events import Observer
 from agentfsm.core.policy import Policy, as_policy
+from agentfsm.core.tools import ToolSpec
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.integrations import _decline
@@ -138,6 +144,67 @@ def _after_tools(messages: Sequence[BaseMessage], pending: set[str]) -> list[Too
     return found[::-1]
 
 
+def _last_decision(state: Mapping[str, Any]) -> dict[str, Any]:
+    decisions = state.get("decisions") if isinstance(state, Mapping) else None
+    if not isinstance(decisions, list) or not decisions:
+        raise InvalidInputError(
+            "the graph state holds no agentfsm decision: route after the node that "
+            "`Decide.wrap` made (or a `Decide` node), in a graph whose state keeps "
+            "AgentState's 'decisions' key with its reducer"
+        )
+    last: dict[str, Any] = decisions[-1]
+    return last
+
+
+def _with_ids(ctl: Controller, ai: AIMessage) -> AIMessage:
+    """`ai` with the ids the controller issued to its calls, or `ai` itself if none changed."""
+    issued = [c.id for c in ctl.last_output.tool_calls] if ctl.last_output else []
+    valid = len(ai.tool_calls)
+    if issued[: valid + len(ai.invalid_tool_calls)] == [
+        c.get("id") for c in (*ai.tool_calls, *ai.invalid_tool_calls)
+    ]:
+        return ai
+    return ai.model_copy(
+        update={
+            "tool_calls": [{**c, "id": i} for c, i in zip(ai.tool_calls, issued, strict=False)],
+            "invalid_tool_calls": [
+                {**c, "id": i} for c, i in zip(ai.invalid_tool_calls, issued[valid:], strict=False)
+            ],
+        }
+    )
+
+
+def _takes_config(node: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(node).parameters
+    except (TypeError, ValueError):
+        return False
+    return len(parameters) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters.values())
+
+
+def _with_agent_state(node: Callable[..., Any]) -> type[Any]:
+    """The state a wrapped node reads: its own annotated TypedDict plus AgentState's keys."""
+    try:
+        hints = get_type_hints(node, include_extras=True)
+        first = next(iter(inspect.signature(node).parameters), None)
+    except (TypeError, ValueError, NameError):
+        return AgentState
+    schema = hints.get(first) if first else None
+    if schema is None or schema is AgentState or not is_typeddict(schema):
+        return AgentState
+    keys = get_type_hints(schema, include_extras=True) | get_type_hints(
+        AgentState, include_extras=True
+    )
+    name = f"{schema.__name__}WithAgentFSM"
+    merged: type[Any] = TypedDict(name, keys, total=False)  # type: ignore[misc]
+    return merged
+
+
+def _so_far(state: Mapping[str, Any], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    before = state.get("decisions")
+    return [*(before if isinstance(before, list) else []), *records]
+
+
 class Decide:
     """A LangGraph node that asks agentfsm what follows, with the routing function and human node.
 
@@ -166,7 +233,12 @@ class Decide:
         self.policy = as_policy(policy, "Decide: policy")
         self.on_decline = _decline.checked(on_decline, "Decide")
         self.observers = list(observers)
-        self.tools = None if tools is None else [_spec(t) for t in _tool_list(tools, "Decide")]
+        # Specs built once: each run's Controller then skips checking the schemas again.
+        self.tools = (
+            None
+            if tools is None
+            else [ToolSpec.from_declaration(_spec(t)) for t in _tool_list(tools, "Decide")]
+        )
         for name, value in (("agent", agent), ("tools_node", tools_node), ("human", human)):
             if not isinstance(value, str) or not value:
                 raise DefinitionError(f"Decide: {name} must be a node name, not {value!r}")
@@ -174,7 +246,7 @@ class Decide:
         Controller(self.policy, self.tools)  # a bad policy or tool list fails here, not mid-run
         self._live: dict[str, tuple[dict[str, Any], Controller]] = {}
 
-    def controller(self, state: dict[str, Any]) -> Controller:
+    def controller(self, state: Mapping[str, Any]) -> Controller:
         """The run's Controller, restored from the graph state (a new one on the first step).
 
         The Controller that wrote the state's data is reused while that very data object is
@@ -201,55 +273,119 @@ class Decide:
         self._live[ctl.run_id] = (data, ctl)
         return data
 
-    def __call__(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Route the last AI message, or the tool results that answer the pending calls."""
-        ctl = self.controller(state)
+    def _messages(self, state: Mapping[str, Any], ctl: Controller) -> list[BaseMessage]:
         found = state.get("messages")
         if not isinstance(found, list):
             raise InvalidInputError(
-                f"the graph state's 'messages' must be a list, not {type(found).__name__}"
+                f"the graph state's 'messages' must be a list, not {type(found).__name__}",
+                state=ctl.state,
+                turn=ctl.turn,
             )
-        messages: list[BaseMessage] = found
+        return found
+
+    def _results(self, ctl: Controller, messages: list[BaseMessage]) -> Decision:
+        pending = {c.id for c in ctl.pending_calls}
+        return ctl.on_tool_results(_after_tools(messages, pending))
+
+    def _output(self, ctl: Controller, message: object) -> tuple[Decision, list[Any]]:
+        """Decide on the model's message; the messages the graph keeps after it."""
+        if not isinstance(message, AIMessage):
+            raise InvalidInputError(
+                f"the model node must add an AIMessage last, not {type(message).__name__}",
+                state=ctl.state,
+                turn=ctl.turn,
+            )
+        decision = ctl.on_model_output(message)
+        if decision.action is Action.RETRY:
+            return decision, []
+        return decision, [_with_ids(ctl, message), *self._after_output(ctl, decision)]
+
+    def __call__(self, state: AgentState) -> dict[str, Any]:
+        """Route the last AI message, or the tool results that answer the pending calls."""
+        ctl = self.controller(state)
+        messages = self._messages(state, ctl)
         if ctl.state == "execute":
-            pending = {c.id for c in ctl.pending_calls}
-            decision = ctl.on_tool_results(_after_tools(messages, pending))
+            decision = self._results(ctl, messages)
             update: dict[str, Any] = {"messages": [_tool_message(r) for r in decision.results]}
         else:
             last = messages[-1] if messages else None
-            if not isinstance(last, AIMessage):
+            decision, kept = self._output(ctl, last)
+            if decision.action is Action.RETRY:
+                kept = [RemoveMessage(id=getattr(last, "id", None) or "")]
+            elif kept[0] is last:
+                kept = kept[1:]  # the message is in the state already, ids unchanged
+            update = {"messages": kept}
+        return update | {"agentfsm": self._save(ctl), "decisions": [_record(decision)]}
+
+    def wrap(self, node: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+        """The model node `node`, deciding inside it: no graph step is added per turn.
+
+        The returned node first answers the pending calls with the tool results the state
+        holds (a stop there ends the run without calling the model), then runs `node`, which
+        returns `{"messages": [AIMessage, ...]}` as a model node does, and decides on the last
+        message it adds. Route after it with `route`, and send the `ToolNode` back to it.
+        `node` is a plain function taking `(state)` or `(state, config)`; the state it reads
+        is the graph's plus `AgentState`'s keys, which the returned node declares, so a
+        `MessagesState` graph works.
+        """
+        if not callable(node) or inspect.iscoroutinefunction(node):
+            raise DefinitionError(
+                f"Decide.wrap: node must be a plain (not async) function, not {node!r:.80}"
+            )
+        takes_config = _takes_config(node)
+
+        def step(state: Any, config: RunnableConfig) -> dict[str, Any]:
+            ctl = self.controller(state)
+            messages = self._messages(state, ctl)
+            records: list[dict[str, Any]] = []
+            added: list[Any] = []
+            if ctl.state == "execute":
+                decision = self._results(ctl, messages)
+                records.append(_record(decision))
+                added = [_tool_message(r) for r in decision.results]
+                if decision.action is not Action.CONTINUE:
+                    return {"messages": added, "agentfsm": self._save(ctl), "decisions": records}
+                state = {
+                    **state,
+                    "messages": [*messages, *added],
+                    "decisions": _so_far(state, records),
+                }
+            out = node(state, config) if takes_config else node(state)
+            produced = out.get("messages") if isinstance(out, Mapping) else None
+            if not isinstance(produced, list) or not produced:
                 raise InvalidInputError(
-                    f"the decide node expects an AIMessage last, not {type(last).__name__}",
+                    "the model node must return {'messages': [AIMessage, ...]}, not "
+                    f"{out!r:.120}",
                     state=ctl.state,
                     turn=ctl.turn,
                 )
-            decision = ctl.on_model_output(last)
-            update = {"messages": self._after_output(ctl, decision, last)}
-        return update | {"agentfsm": self._save(ctl), "decisions": [_record(decision)]}
+            decision, kept = self._output(ctl, produced[-1])
+            records.append(_record(decision))
+            update = {**out, "messages": [*added, *produced[:-1], *kept]}
+            return update | {"agentfsm": self._save(ctl), "decisions": records}
 
-    def _after_output(self, ctl: Controller, decision: Decision, ai: AIMessage) -> list[Any]:
-        if decision.action is Action.RETRY:
-            return [RemoveMessage(id=ai.id or "")]
-        out: list[Any] = []
-        issued = [c.id for c in ctl.last_output.tool_calls] if ctl.last_output else []
-        valid, invalid = len(ai.tool_calls), len(ai.invalid_tool_calls)
-        if issued[: valid + invalid] != [
-            c.get("id") for c in (*ai.tool_calls, *ai.invalid_tool_calls)
-        ]:
-            out.append(
-                ai.model_copy(
-                    update={
-                        "tool_calls": [
-                            {**c, "id": i} for c, i in zip(ai.tool_calls, issued, strict=False)
-                        ],
-                        "invalid_tool_calls": [
-                            {**c, "id": i}
-                            for c, i in zip(ai.invalid_tool_calls, issued[valid:], strict=False)
-                        ],
-                    }
-                )
-            )
-        out += [_tool_message(r) for r in decision.results]
+        step.__annotations__ = {
+            "state": _with_agent_state(node),
+            "config": RunnableConfig,
+            "return": dict[str, Any],
+        }
+        step.__name__ = step.__qualname__ = getattr(node, "__name__", "agent")
+        return step
+
+    def adjusted(self, model: Runnable[Any, Any], state: Mapping[str, Any]) -> Runnable[Any, Any]:
+        """`model` with what the last decision asks of the next call.
+
+        After a RETRY of a cut output that is the model's own `max_tokens` times the retry's
+        factor; a model that declares no `max_tokens` is returned unchanged.
+        """
+        decisions = state.get("decisions") if isinstance(state, Mapping) else None
+        limit = _max_tokens(model, decisions if isinstance(decisions, list) else [])
+        return model if limit is None else model.bind(max_tokens=limit)
+
+    def _after_output(self, ctl: Controller, decision: Decision) -> list[Any]:
+        out: list[Any] = [_tool_message(r) for r in decision.results]
         if decision.action is Action.STOP:
+            issued = [c.id for c in ctl.last_output.tool_calls] if ctl.last_output else []
             out += self._unanswered(issued, decision)
         return out
 
@@ -264,10 +400,10 @@ class Decide:
             if i not in answered
         ]
 
-    def human(self, state: dict[str, Any]) -> dict[str, Any]:
+    def human(self, state: AgentState) -> dict[str, Any]:
         """Ask a human through `interrupt()`; the resume value approves or declines."""
         ctl = self.controller(state)
-        asked = state["decisions"][-1]
+        asked = _last_decision(state)
         approved, message = human_reply(
             interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
         )
@@ -280,9 +416,9 @@ class Decide:
             out.append(HumanMessage(content=message))
         return {"messages": out, "agentfsm": self._save(ctl), "decisions": [_record(decision)]}
 
-    def route(self, state: dict[str, Any]) -> str | list[Send]:
+    def route(self, state: AgentState) -> str | list[Send]:
         """Where the graph goes after a decision: the tools, the model, a human, or the end."""
-        last = state["decisions"][-1]
+        last = _last_decision(state)
         action = Action(last["action"])
         if action in _TO_TOOLS and last["tool_calls"]:
             return [Send(self.tools_node, [call]) for call in last["tool_calls"]]
@@ -306,8 +442,8 @@ class Decide:
         """
         call = request.tool_call
         state = request.state if isinstance(request.state, dict) else {}
-        ctl = self.controller(state)
         call_id, name, arguments = call.get("id") or "", call.get("name"), call.get("args")
+        ctl = self._owner(state, call_id)
         if not isinstance(arguments, Mapping) or not ctl.may_run(call_id, name, arguments):
             if call_id not in {c.id for c in ctl.pending_calls}:
                 return Command(update={})  # answered by the decision already, or unknown
@@ -318,6 +454,21 @@ class Decide:
                 status="error",
             )
         return execute(request)
+
+    def _owner(self, state: Mapping[str, Any], call_id: str) -> Controller:
+        """The Controller of the run that made call `call_id`.
+
+        From the state the `ToolNode` reads when it holds agentfsm's key; a `ToolNode` in a
+        graph whose own state lacks it (`MessagesState`) reads only the graph's keys, so the
+        run is the live one in this process that awaits that call (a fresh Controller, which
+        clears nothing, when none does).
+        """
+        if state.get("agentfsm"):
+            return self.controller(state)
+        for _, ctl in reversed(self._live.values()):
+            if call_id in {c.id for c in ctl.pending_calls}:
+                return ctl
+        return self.controller({})
 
     @property
     def destinations(self) -> list[str]:
@@ -338,8 +489,11 @@ def _bind(model: BaseChatModel | Runnable[Any, Any], tools: Sequence[Any]) -> Ru
 
 
 def _max_tokens(model: Any, decisions: list[dict[str, Any]]) -> int | None:
-    """After retries of cut outputs, the model's own `max_tokens` times their factors."""
-    base = getattr(model, "max_tokens", None)
+    """After retries of cut outputs, the model's own `max_tokens` times their factors.
+
+    A model with tools bound (a `RunnableBinding`) declares its wrapped model's `max_tokens`.
+    """
+    base = getattr(model, "max_tokens", getattr(getattr(model, "bound", None), "max_tokens", None))
     if not isinstance(base, int) or isinstance(base, bool):
         return None
     factor = 1
@@ -363,9 +517,9 @@ def create_agent(
 ) -> Any:
     """Build a ReAct-style graph whose every step agentfsm decides.
 
-    Nodes: `agent` (calls the model), `decide` (agentfsm), `tools` (LangGraph's `ToolNode`),
-    `human` (an `interrupt()`; needs a checkpointer). `on_decline` and `observers` are
-    `Decide`'s. Returns the compiled graph.
+    Nodes: `agent` (calls the model and decides, `Decide.wrap`), `tools` (LangGraph's
+    `ToolNode`), `human` (an `interrupt()`; needs a checkpointer). `on_decline` and
+    `observers` are `Decide`'s. Returns the compiled graph.
     """
     if not isinstance(model, Runnable):
         raise DefinitionError(
@@ -384,18 +538,14 @@ def create_agent(
         ) from exc
 
     def agent(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        limit = _max_tokens(model, state.get("decisions", []))
-        runnable = bound if limit is None else bound.bind(max_tokens=limit)
-        return {"messages": [runnable.invoke(state["messages"], config)]}
+        return {"messages": [decide.adjusted(bound, state).invoke(state["messages"], config)]}
 
     builder: Any = StateGraph(state_schema)
-    builder.add_node("agent", agent)
-    builder.add_node("decide", decide)
+    builder.add_node("agent", decide.wrap(agent))
     builder.add_node("tools", node)
     builder.add_node("human", decide.human)
     builder.add_edge(START, "agent")
-    builder.add_edge("agent", "decide")
-    builder.add_edge("tools", "decide")
-    builder.add_conditional_edges("decide", decide.route, decide.destinations)
+    builder.add_edge("tools", "agent")
+    builder.add_conditional_edges("agent", decide.route, decide.destinations)
     builder.add_conditional_edges("human", decide.route, decide.destinations)
     return builder.compile(checkpointer=checkpointer)

@@ -23,13 +23,13 @@ Controller and maps its decision onto what the SDK already does:
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
   `result.final_output` shows it; `decisions(result)` lists every decision, RETRY included.
 
-Streaming (`Runner.run_streamed`) is supported. By default (`stream="held"`) a response's events
-are held until agentfsm has decided on it, then released (the terminal event carrying the
-filtered output), so nothing of a retried or refused attempt reaches the consumer. With
-`governed(agent, policy, stream="text")` the events that only show text (text, refusal and
-reasoning deltas, message parts, the response's start) are passed on as they arrive and only the
-tool-call events and the terminal event wait for the decision: text appears token by token, and a
-retried attempt's text may already have been shown (`decisions(result)` lists the RETRY). One
+Streaming (`Runner.run_streamed`) is supported. By default (`stream="text"`) the events that only
+show text (text, refusal and reasoning deltas, message parts, the response's start) are passed on
+as they arrive and only the tool-call events and the terminal event wait for the decision: text
+appears token by token, and a retried attempt's text may already have been shown
+(`decisions(result)` lists the RETRY). With `governed(agent, policy, stream="held")` every event
+of a response is held until agentfsm has decided on it, then released (the terminal event
+carrying the filtered output), so nothing of a retried or refused attempt reaches the consumer. One
 governed agent serves one run at a time. Needs the `openai-agents` extra.
 """
 
@@ -200,8 +200,9 @@ class GovernedModel(Model):
     Args:
         inner: The model that really answers.
         policy: The run's policy; `Policy()` when omitted.
-        stream: `"held"` holds a streamed response's events until the decision; `"text"`
-            passes the events that only show text on as they arrive (see the module's docstring).
+        stream: `"text"` (the default) passes the events that only show text on as they
+            arrive; `"held"` holds a streamed response's events until the decision (see the
+            module's docstring).
         on_decline: What a rejection without a message of its own does: `"stop"` ends the run
             (the Controller's default), `"feedback"` tells the model and goes on.
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
@@ -211,7 +212,7 @@ class GovernedModel(Model):
         self,
         inner: Model,
         policy: Policy | None = None,
-        stream: StreamMode = "held",
+        stream: StreamMode = "text",
         *,
         on_decline: _decline.OnDecline = "stop",
         observers: Iterable[Observer] = (),
@@ -544,7 +545,7 @@ def governed(
     agent: Agent[Any],
     policy: Policy | None = None,
     *,
-    stream: StreamMode = "held",
+    stream: StreamMode = "text",
     on_decline: _decline.OnDecline = "stop",
     observers: Iterable[Observer] = (),
 ) -> Agent[Any]:
@@ -553,8 +554,8 @@ def governed(
     Args:
         agent: The agent to govern; it is not changed.
         policy: The run's policy; `Policy()` when omitted.
-        stream: For `Runner.run_streamed`: `"held"` (events wait for the decision) or
-            `"text"` (text events pass on as they arrive).
+        stream: For `Runner.run_streamed`: `"text"`, the default (text events pass on as
+            they arrive), or `"held"` (every event waits for the decision).
         on_decline: What `state.reject(...)` without a `rejection_message` does: `"stop"`
             ends the run (the Controller's default), `"feedback"` tells the model and goes on.
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).

@@ -21,11 +21,12 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
 - FINAL: the response goes on unchanged; STOP: the run ends with the text
   `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
 
-Streaming (`run_stream`, `run_stream_events`, an `event_stream_handler`) works: the wrapped
-model's stream is read to its end, agentfsm decides, and pydantic-ai gets the decided response as
-a stream of its parts (`CompletedStreamedResponse`), so nothing of a retried or refused attempt
-reaches the graph; text arrives per part, not token by token. One GovernedModel serves one run
-at a time. Needs the `pydantic-ai` extra.
+Streaming (`run_stream`, `run_stream_events`, an `event_stream_handler`) works: text and thinking
+deltas pass on as the wrapped model sends them, while tool-call parts wait until agentfsm has
+decided on the whole response; then only the calls it cleared are streamed, and the graph reads
+the decided response (`get()`), so no call of a retried or refused attempt reaches it (a retried
+attempt's text may already have been shown; `model.decisions` lists the RETRY). One
+GovernedModel serves one run at a time. Needs the `pydantic-ai` extra.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from agentfsm.core.policy import Policy, as_policy
 from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ToolDefinitionError
 from agentfsm.integrations import _decline
+from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
 
 __all__ = ["GovernedModel", "GovernedToolset"]
 
@@ -354,6 +356,38 @@ class GovernedModel(WrapperModel):
 
         return await self._accepted(messages, model_settings, model_request_parameters, ask)
 
+    def _prepare(
+        self, messages: list[ModelMessage], params: ModelRequestParameters
+    ) -> tuple[Controller, ModelResponse | None, list[ModelMessage]]:
+        """The run's Controller, a response that needs no model call (held calls, a stop), and
+        the history to send the model otherwise."""
+        ctl = self._start(params, messages)
+        released = self._release()
+        if released is not None:
+            return ctl, released, messages
+        self._feed(messages)
+        if self._stop is not None:
+            return ctl, self._shape(ModelResponse(parts=[]), self._stop), messages
+        history = self._with_refused(messages)
+        self._refused = []
+        return ctl, None, history
+
+    def _judge(
+        self,
+        ctl: Controller,
+        response: ModelResponse,
+        history: list[ModelMessage],
+        settings: ModelSettings | None,
+    ) -> tuple[ModelResponse | None, list[ModelMessage], ModelSettings | None]:
+        """Decide on one response: the shaped response when accepted, else None with the
+        history and settings of the next attempt."""
+        decision = self._decide(ctl.on_model_output(response))
+        if decision.action is Action.RETRY:
+            return None, history, self._adjusted(settings, decision)
+        if decision.action is Action.CONTINUE:  # refused calls, or a refused answer
+            return None, self._continued(history, response, decision), settings
+        return self._shape(response, decision), history, settings
+
     async def _accepted(
         self,
         messages: list[ModelMessage],
@@ -362,25 +396,14 @@ class GovernedModel(WrapperModel):
         ask: Callable[[list[ModelMessage], ModelSettings | None], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """Ask the wrapped model (`ask`) until agentfsm accepts a response; shape that one."""
-        ctl = self._start(params, messages)
-        released = self._release()
-        if released is not None:
-            return released
-        self._feed(messages)
-        if self._stop is not None:
-            return self._shape(ModelResponse(parts=[]), self._stop)
-        history = self._with_refused(messages)
-        self._refused = []
+        ctl, early, history = self._prepare(messages, params)
+        if early is not None:
+            return early
         while True:
             response = await ask(history, model_settings)
-            decision = self._decide(ctl.on_model_output(response))
-            if decision.action is Action.RETRY:
-                model_settings = self._adjusted(model_settings, decision)
-                continue
-            if decision.action is Action.CONTINUE:  # refused calls, or a refused answer
-                history = self._continued(history, response, decision)
-                continue
-            return self._shape(response, decision)
+            done, history, model_settings = self._judge(ctl, response, history, model_settings)
+            if done is not None:
+                return done
 
     @asynccontextmanager
     async def request_stream(
@@ -390,20 +413,15 @@ class GovernedModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
-        """Stream the wrapped model to its end; give pydantic-ai the response agentfsm accepted."""
-
-        async def ask(history: list[ModelMessage], settings: ModelSettings | None) -> ModelResponse:
-            async with self.wrapped.request_stream(
-                history, settings, model_request_parameters, run_context
-            ) as streamed:
-                async for _ in streamed:
-                    pass
-                return streamed.get()
-
-        decided = await self._accepted(messages, model_settings, model_request_parameters, ask)
-        yield CompletedStreamedResponse(
-            decided, model_request_parameters=model_request_parameters, replay_events=True
-        )
+        """Stream the wrapped model: text as it arrives, the rest once agentfsm decided."""
+        ctl, early, history = self._prepare(messages, model_request_parameters)
+        if early is not None:
+            yield CompletedStreamedResponse(
+                early, model_request_parameters=model_request_parameters, replay_events=True
+            )
+            return
+        attempt = Attempt(ctl, history, model_settings, run_context)
+        yield TextFirstStream(model_request_parameters, model=self, attempt=attempt)
 
 
 class GovernedToolset(WrapperToolset[Any]):

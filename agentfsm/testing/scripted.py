@@ -78,6 +78,8 @@ class Reply(Checked):
     """False cuts a stream before its terminator (`[DONE]`, `message_stop`)."""
     delay: float = 0.0
     """Seconds to wait before answering (to provoke client timeouts)."""
+    chunk_delay: float = 0.0
+    """Seconds to wait between a streamed reply's events (a model that writes as it goes)."""
 
     def openai_finish_reason(self) -> str | None:
         """Return the finish reason in OpenAI's vocabulary, inferring `auto`."""

@@ -163,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(reply, anthropic=anthropic)
         elif body.get("stream"):
             events = anthropic_events if anthropic else openai_chunks
-            self._sse(events(reply, scripted, body))
+            self._sse(events(reply, scripted, body), reply.chunk_delay)
         else:
             render = anthropic_body if anthropic else openai_body
             self._json(200, render(reply, scripted))
@@ -189,11 +189,13 @@ class _Handler(BaseHTTPRequestHandler):
         extra = {} if reply.retry_after is None else {"retry-after": f"{reply.retry_after:g}"}
         self._json(reply.status, payload, extra)
 
-    def _sse(self, events: Iterator[str]) -> None:
+    def _sse(self, events: Iterator[str], pause: float) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.end_headers()
-        for event in events:
+        for number, event in enumerate(events):
+            if number and pause:
+                time.sleep(pause)
             self.wfile.write(event.encode())
             self.wfile.flush()

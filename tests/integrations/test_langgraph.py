@@ -294,7 +294,7 @@ class TestOwnGraph:
 class Unrouted(Decide):
     """A Decide whose routing sends every call of the last AI message (a mis-mapping)."""
 
-    def route(self, state: dict[str, Any]) -> Any:
+    def route(self, state: AgentState) -> Any:
         """Every call the model made, cleared or not, to the tools node."""
         routed = super().route(state)
         if not isinstance(routed, list):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -236,3 +237,27 @@ class TestLastToolResult:
     def test_none_without_results(self) -> None:
         """A body without tool results gives None."""
         assert last_tool_result({"messages": [{"role": "user", "content": "hi"}]}) is None
+
+
+class TestChunkDelay:
+    """`Reply(chunk_delay=...)` streams its events apart in time, as a model writing."""
+
+    def test_the_first_chunk_arrives_before_the_last_is_sent(self) -> None:
+        """The client reads the first text chunk well before the stream ends."""
+        reply = Reply(text="It is sunny in Paris today, all day long.", chunk_delay=0.05)
+        body = json.dumps({"stream": True}).encode()
+        with ScriptedServer([reply]) as server:
+            request = urllib.request.Request(
+                f"{server.openai_base}/chat/completions",
+                data=body,
+                headers={"content-type": "application/json"},
+            )
+            start = time.perf_counter()
+            with urllib.request.urlopen(request, timeout=5) as response:
+                first = response.readline()
+                first_at = time.perf_counter() - start
+                rest = response.read()
+                end_at = time.perf_counter() - start
+        assert first.startswith(b"data: ")
+        assert b"[DONE]" in rest
+        assert end_at - first_at >= 0.2  # at least 5 more events, 0.05 s apart
