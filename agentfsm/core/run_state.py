@@ -111,8 +111,8 @@ class Run:
     def snapshot(self, base: RunSnapshot, phase: Phase, changes: dict[str, Any]) -> RunSnapshot:
         """The frozen view guards read: `base`, the run's counters now, then `changes`.
 
-        Built unvalidated on every input: a copy of `base`'s values (a dict of the same
-        keys copies in one block) with the counters stored over it.
+        Built unvalidated from values agentfsm holds itself: `base`'s values with the
+        run's counters and `changes` over them.
         """
         values = base.__dict__.copy()
         values["phase"] = phase

@@ -15,7 +15,7 @@ from agentfsm.core._checked import replaced
 from agentfsm.core.call_identity import round_signature, signature
 from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.core.run_state import RECENT_ROUNDS, Run, Step
-from agentfsm.core.types import ToolCall, ToolResult
+from agentfsm.core.types import ToolResult
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
 
 __all__ = ["EMPTY_RESULT", "SKIPPED", "collect", "enter", "is_empty"]
@@ -39,12 +39,9 @@ def enter(run: Run, step: Step) -> None:
     """Make the executable calls pending, count them, and advance the repetition streak."""
     calls = step.snap.executable
     known = step.sigs
-    pending: dict[str, ToolCall] = {}
-    sigs: dict[str, Hashable] = {}
-    for call in calls:  # one loop for both (a comprehension is a call of its own)
-        pending[call.id] = call
-        sigs[call.id] = known.get(call.id) or signature(call)
-    run.pending, run.pending_sigs = pending, sigs
+    run.pending = {call.id: call for call in calls}
+    sigs: dict[str, Hashable] = {call.id: known.get(call.id) or signature(call) for call in calls}
+    run.pending_sigs = sigs
     run.tool_calls_used += len(calls)
     run.tool_errors = step.snap.tool_errors_in_a_row
     run.incomplete = 0

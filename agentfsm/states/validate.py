@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from agentfsm.core.call_identity import CallKey, describe, round_signature, signature
 from agentfsm.core.run_state import Run, Step
-from agentfsm.core.snapshot import unchecked_evolve, unchecked_snapshot
+from agentfsm.core.snapshot import unchecked_evolve
 from agentfsm.core.types import ToolCall, ToolResult
 
 __all__ = ["enter"]
@@ -35,14 +35,10 @@ def enter(run: Run, step: Step) -> None:
         step.snap = unchecked_evolve(snap, incomplete_in_a_row=run.incomplete + 1)
         return
     executable, approval, denied, handoffs, rejected = _plan(run, calls)
-    sigs: dict[str, CallKey] = {}
-    for call in calls:  # loops, not comprehensions: each of those is a call of its own
-        sigs[call.id] = signature(call)
+    sigs: dict[str, CallKey] = {call.id: signature(call) for call in calls}
     step.sigs = sigs
     runnable = (*executable, *approval)
-    keys: list[CallKey] = []
-    for call in runnable:
-        keys.append(sigs[call.id])
+    keys = [sigs[call.id] for call in runnable]
     streak = 0
     if keys:
         step.round = round_signature(keys)
@@ -53,16 +49,17 @@ def enter(run: Run, step: Step) -> None:
         executable, approval = [], []
         # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
         run.last_call, run.streak = step.round, streak
-    values = snap.__dict__.copy()  # same keys: copied in one block, then stored over
-    values["executable"] = tuple(executable)
-    values["needs_approval"] = tuple(approval)
-    values["denied"] = tuple(denied)
-    values["handoffs"] = tuple(handoffs)
-    values["rejected"] = tuple(rejected)
-    values["repeat_streak"] = streak
-    values["repeated"] = repeated
-    values["tool_errors_in_a_row"] = run.tool_errors + len(rejected)
-    step.snap = unchecked_snapshot(values)
+    step.snap = unchecked_evolve(
+        snap,
+        executable=tuple(executable),
+        needs_approval=tuple(approval),
+        denied=tuple(denied),
+        handoffs=tuple(handoffs),
+        rejected=tuple(rejected),
+        repeat_streak=streak,
+        repeated=repeated,
+        tool_errors_in_a_row=run.tool_errors + len(rejected),
+    )
 
 
 def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
