@@ -34,6 +34,7 @@ from agentfsm.runner.retry import is_transient
 __all__ = [
     "HUMAN_TOPIC",
     "INTERRUPTED",
+    "RUNS_QUEUE",
     "WAITING_KEY",
     "WORKFLOW_NAME",
     "agent_run",
@@ -43,6 +44,8 @@ __all__ = [
 
 WORKFLOW_NAME = "agentfsm.durable.run"
 """The DBOS name of the agent workflow."""
+RUNS_QUEUE = "agentfsm.runs"
+"""The DBOS queue a `Client` puts its runs on; every worker takes runs from it."""
 HUMAN_TOPIC = "agentfsm.human"
 """The `DBOS.send` topic a human's answer travels on."""
 WAITING_KEY = "agentfsm.waiting"
