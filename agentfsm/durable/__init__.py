@@ -33,11 +33,17 @@ The database holds JSON only (`_serializer`): a row edited to hold anything
 else, a pickle included, raises `CheckpointError` naming the run; no code in
 the database is ever run.
 
+A front end that only starts runs, answers them and reads them uses
+`Client(database_url)` instead: it declares no agents and runs nothing (its
+runs go on a queue every worker takes runs from).
+
 The application version DBOS records is `app_version(agents)`: agentfsm's
 state and event formats plus a digest of the agents' models, tools and
-policies. DBOS recovers only runs of the current version, so `launch` refuses
-to start while runs of another version are pending (`StrandedRunsError`)
-instead of leaving them silently unrecovered.
+policies. Only workers of a run's version run it, so by default `launch`
+refuses to start while runs of another version are pending
+(`StrandedRunsError`) instead of leaving them silently unrecovered; an upgrade
+launches the new workers with `other_versions="leave"` and keeps workers of the
+old version until their runs end (`Client.pending()` lists them by version).
 
 A policy's `max_seconds` counts the run's wall time from its start, across
 recoveries (a crash's downtime and a wait for a human included): the time

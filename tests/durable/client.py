@@ -2,7 +2,8 @@
 
     python -m tests.durable.client DB_URL RUN_ID [VERSION_WAIT]
 
-It starts RUN_ID (an agent named `killable`, which only the workers declare), answers
+It starts a run of an agent no worker declares, then RUN_ID (an agent named `killable`,
+which only the workers declare), answers
 its question (approves), and prints as JSON what it saw: the statuses, the question,
 the result, the runs still pending, and whether a model library was ever imported here.
 """
@@ -34,6 +35,7 @@ def main(argv: list[str]) -> int:
     db, run_id = argv[:2]
     seen: list[str] = []
     with Client(db) as client:
+        ghost = client.start("ghost", "no worker declares this agent")
         started = client.start("killable", "Find a, then b and c, then write x.", run_id=run_id)
         again = client.start("killable", "ignored: the id is taken", run_id=run_id)
         wait_for(client, run_id, "waiting_for_human", seen)
@@ -52,6 +54,11 @@ def main(argv: list[str]) -> int:
             output["late_reply"] = "accepted"
         except AgentFSMError as exc:
             output["late_reply"] = type(exc).__name__
+        try:
+            client.result(ghost, timeout=180)
+            output["ghost"] = "done"
+        except AgentFSMError as exc:
+            output["ghost"] = f"{type(exc).__name__}: {exc}"
     output["seen"] = seen
     output["litellm"] = "litellm" in sys.modules
     print(json.dumps(output))

@@ -65,12 +65,14 @@ def served_by_a_worker(kind: str, server: ScriptedServer, tmp_path: Path) -> Non
     ran = printed(process)
     assert seen["started"] == ["run-1", "run-1"]
     assert seen["asked"]["tool_calls"][0]["name"] == "write_file"
-    assert seen["pending"] == {"run-1": ran["version"]}
+    assert seen["pending"]["run-1"] == ran["version"]
     assert seen["result"]["exit_reason"] == "completed"
     assert seen["result"]["text"] == "all done"
     assert seen["late_reply"] == "InvalidInputError"
     assert seen["seen"][-2:] == ["waiting_for_human", "done"]
     assert seen["litellm"] is False
+    assert seen["ghost"].startswith("RunError: durable run")
+    assert "no durable agent named 'ghost'" in seen["ghost"]
     assert ran["result"]["decisions"] == seen["result"]["decisions"]
     assert worker.effects() == ONCE
 
