@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -310,7 +310,9 @@ def workers_bench(argv: list[str]) -> None:
     rows: list[tuple[str, int, dict[str, Any]]] = []
     profiles: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        targets = [("SQLite", lambda k: f"sqlite:///{tmp}/runs-{k}.sqlite")]
+        targets: list[tuple[str, Callable[[int], str]]] = [
+            ("SQLite", lambda k: f"sqlite:///{tmp}/runs-{k}.sqlite")
+        ]
         if "--postgres" in argv:
             dsn = argv[argv.index("--postgres") + 1].rstrip("/")
             base = dsn.rsplit("/", 1)[0]
