@@ -146,6 +146,8 @@ class TestArguments:
             durable.launch([], database_url=None)  # type: ignore[arg-type]
         with pytest.raises(DefinitionError, match="config must be a mapping"):
             durable.launch([], config=[("executor_id", "x")])  # type: ignore[arg-type]
+        with pytest.raises(DefinitionError, match="other_versions must be 'refuse' or 'leave'"):
+            durable.launch([], other_versions="run")  # type: ignore[arg-type]
 
     @pytest.mark.parametrize("approved", ["no", "yes", 0, 1, None, [True]])
     def test_only_true_or_false_answers_a_human_question(self, approved: Any) -> None:
