@@ -62,6 +62,8 @@ class Client:
                 system_database_url=database_url,
                 serializer=JsonSerializer(),
                 application_name=name,
+                # A front end is told the database is unreachable instead of waiting for it.
+                retry_connection_errors=False,
             )
         except Exception as exc:  # a bad URL, an unreachable server: DBOS and drivers vary
             raise RunError(f"Client: cannot reach the durable database: {exc}") from exc
