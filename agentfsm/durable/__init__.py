@@ -54,6 +54,7 @@ first pass read and decides exactly as it did.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
@@ -229,16 +230,27 @@ def _pending_others(
             status=["PENDING", "ENQUEUED"], name=WORKFLOW_NAME, load_input=False, load_output=False
         )
         return {w.workflow_id: str(w.app_version) for w in found if w.app_version != version}
+    quiet = _QuietDBOS()
+    logging.getLogger("dbos").addFilter(quiet)
     try:
         client = Client(database_url, name=name or "agentfsm")
     except RunError:
-        return {}  # checked again once DBOS is launched, on the tables it creates
+        return {}  # a database DBOS has not created yet: checked again once it is launched
+    finally:
+        logging.getLogger("dbos").removeFilter(quiet)
     try:
         return {k: v for k, v in client.pending().items() if v and v != version}
     except RunError:
         return {}
     finally:
         client.close()
+
+
+class _QuietDBOS(logging.Filter):
+    """Leaves out DBOS's error that the database does not exist yet (`launch` creates it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Error connecting to the DBOS system database" not in record.getMessage()
 
 
 def _refuse_others(stranded: Mapping[str, str], version: str) -> None:
