@@ -229,7 +229,11 @@ def _pending_others(
         found = DBOS.list_workflows(
             status=["PENDING", "ENQUEUED"], name=WORKFLOW_NAME, load_input=False, load_output=False
         )
-        return {w.workflow_id: str(w.app_version) for w in found if w.app_version != version}
+        return {
+            w.workflow_id: str(w.app_version)
+            for w in found
+            if w.app_version and w.app_version != version
+        }
     quiet = _QuietDBOS()
     logging.getLogger("dbos").addFilter(quiet)
     try:

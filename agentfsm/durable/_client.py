@@ -120,7 +120,8 @@ class Client:
         return _runs.result(self._remote, run_id, timeout)
 
     def pending(self) -> dict[str, str]:
-        """The runs not ended yet (queued, running or waiting), each with its application version.
+        """The runs not ended yet (queued, running or waiting), each with its application version
+        (`""` for a run queued and not yet taken: the newest version's workers will take it).
 
         During an upgrade, the workers of an old version may stop once no run of their
         version is left here.

@@ -84,6 +84,32 @@ class TestClient:
         """The client process runs nothing (no model library), the worker runs each tool once."""
         served_by_a_worker("sqlite", server, tmp_path)
 
+    def test_a_run_queued_while_no_worker_is_up_runs_when_one_launches(
+        self, server: ScriptedServer, tmp_path: Path
+    ) -> None:
+        """A queued run has no version yet: a launching worker takes it instead of refusing."""
+        worker = Worker(database("sqlite", tmp_path), server, tmp_path / "effects.log")
+        code = (
+            "import sys\nfrom agentfsm import durable\ndurable.launch([], database_url=sys.argv[1])"
+        )
+        created = subprocess.run(
+            [sys.executable, "-c", code, worker.db],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert created.returncode == 0, created.stderr[-3000:]
+        with Client(worker.db) as c:
+            c.start("killable", "Find a, then b and c, then write x.", run_id="run-1")
+            assert c.status("run-1") == "queued"
+            assert c.pending() == {"run-1": ""}
+        done = worker.run()
+        output = json.loads(done.stdout.strip().splitlines()[-1])
+        assert output["result"]["exit_reason"] == "completed", output
+        assert worker.effects() == ONCE
+
     @pytest.mark.parametrize(
         ("args", "error"),
         [
