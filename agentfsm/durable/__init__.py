@@ -165,7 +165,7 @@ def launch(
         # deploy must not take new runs away from the workers that keep running.
         _refuse_others(_pending_others(version, database_url, name), version)
     load_litellm()  # seconds to import: pay it at launch, not inside the first run's first step
-    DBOS(config=DBOSConfig(**settings, application_version=version))  # type: ignore[typeddict-item]
+    DBOS(config=DBOSConfig(**{"application_version": version, **settings}))  # type: ignore[typeddict-item]
     DBOS.launch()
     if other_versions == "refuse":
         try:
