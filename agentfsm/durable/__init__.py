@@ -33,11 +33,17 @@ The database holds JSON only (`_serializer`): a row edited to hold anything
 else, a pickle included, raises `CheckpointError` naming the run; no code in
 the database is ever run.
 
+A front end that only starts runs, answers them and reads them uses
+`Client(database_url)` instead: it declares no agents and runs nothing (its
+runs go on a queue every worker takes runs from).
+
 The application version DBOS records is `app_version(agents)`: agentfsm's
 state and event formats plus a digest of the agents' models, tools and
-policies. DBOS recovers only runs of the current version, so `launch` refuses
-to start while runs of another version are pending (`StrandedRunsError`)
-instead of leaving them silently unrecovered.
+policies. Only workers of a run's version run it, so by default `launch`
+refuses to start while runs of another version are pending
+(`StrandedRunsError`) instead of leaving them silently unrecovered; an upgrade
+launches the new workers with `other_versions="leave"` and keeps workers of the
+old version until their runs end (`Client.pending()` lists them by version).
 
 A policy's `max_seconds` counts the run's wall time from its start, across
 recoveries (a crash's downtime and a wait for a human included): the time
@@ -48,15 +54,11 @@ first pass read and decides exactly as it did.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal
-
-from pydantic import ConfigDict
-
-from agentfsm.core._checked import Checked, check_number
 
 try:
     from dbos import DBOS, DBOSConfig, SetWorkflowID
@@ -66,25 +68,21 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "agentfsm.durable needs DBOS Transact: pip install 'agentfsm[durable]'"
     ) from exc
 
-from agentfsm.core.types import Decision, ExitReason
+from agentfsm.durable import _runs
+from agentfsm.durable._client import Client, history_of
 from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
-from agentfsm.durable._serializer import (
-    JsonSerializer,
-    RecordedError,
-    failure_text,
-    refuse_pickles,
-)
+from agentfsm.durable._runs import DurableResult, RunStatus
+from agentfsm.durable._serializer import JsonSerializer, refuse_pickles
 from agentfsm.durable._workflow import (
     HUMAN_TOPIC,
     INTERRUPTED,
-    WAITING_KEY,
+    RUNS_QUEUE,
     WORKFLOW_NAME,
     agent_run,
     idempotency_key,
     load_litellm,
 )
 from agentfsm.exceptions import (
-    AgentFSMError,
     CheckpointError,
     DefinitionError,
     InvalidInputError,
@@ -94,8 +92,10 @@ from agentfsm.exceptions import (
 __all__ = [
     "HUMAN_TOPIC",
     "INTERRUPTED",
+    "Client",
     "DurableAgent",
     "DurableResult",
+    "OtherVersions",
     "Progress",
     "RunStatus",
     "StrandedRunsError",
@@ -111,35 +111,14 @@ __all__ = [
     "status",
 ]
 
-RunStatus = Literal["running", "waiting_for_human", "done", "failed", "cancelled"]
-
 
 class StrandedRunsError(CheckpointError):
     """Runs recorded under another application version are pending: this process would not
     recover them. `details["runs"]` maps each run id to its version."""
 
 
-class DurableResult(Checked):
-    """How a durable run ended: the same fields whether or not it was interrupted."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    """The run's id (its DBOS workflow id)."""
-    exit_reason: ExitReason
-    """Why the run ended."""
-    text: str
-    """The last answer text the model gave."""
-    turns: int
-    """Model outputs the run used."""
-    error: str | None = None
-    """The provider failure that ended the run, if any."""
-    decisions: list[Decision]
-    """Every decision the Controller made, in order."""
-    messages: list[dict[str, Any]]
-    """The conversation as the model last saw it, plus the final answer's round."""
-    events: list[dict[str, Any]]
-    """The Controller's events: the run's trace."""
+OtherVersions = Literal["refuse", "leave"]
+"""What `launch` does about pending runs of other application versions (see `launch`)."""
 
 
 def launch(
@@ -149,6 +128,7 @@ def launch(
     name: str = "agentfsm",
     executor_id: str | None = None,
     config: Mapping[str, Any] | None = None,
+    other_versions: OtherVersions = "refuse",
 ) -> str:
     """Declare `agents`, start DBOS on `database_url`, and recover this worker's runs.
 
@@ -163,13 +143,52 @@ def launch(
             gone for good are taken over with `recover(its id)`.
         config: More `DBOSConfig` entries, applied last; not `serializer` (the database
             holds agentfsm's JSON only) nor `executor_id` (the argument above).
+        other_versions: Pending runs recorded under another application version (other
+            agents, policies or agentfsm state format) are never run by this process.
+            `"refuse"` (the default): raise `StrandedRunsError` rather than leave them
+            unnoticed. `"leave"`: start anyway and leave them to workers of their version
+            (a rolling upgrade: old workers finish old runs while new ones take new runs).
 
     Returns:
         The application version runs are recorded under.
 
     Raises:
-        StrandedRunsError: pending runs of another application version exist.
+        StrandedRunsError: pending runs of another version exist and `other_versions` is
+            `"refuse"`.
     """
+    settings = _settings(database_url, name, executor_id, config, other_versions)
+    listed = register(agents)
+    version = app_version(listed)
+    refuse_pickles()
+    if other_versions == "refuse":
+        # Before DBOS.launch, which would record this version as the newest one: a refused
+        # deploy must not take new runs away from the workers that keep running.
+        _refuse_others(_pending_others(version, database_url, name), version)
+    load_litellm()  # seconds to import: pay it at launch, not inside the first run's first step
+    DBOS(config=DBOSConfig(**{"application_version": version, **settings}))  # type: ignore[typeddict-item]
+    DBOS.launch()
+    if other_versions == "refuse":
+        try:
+            _refuse_others(_pending_others(version), version)
+        except StrandedRunsError:
+            DBOS.destroy()
+            raise
+    DBOS.register_queue(RUNS_QUEUE, polling_interval_sec=_QUEUE_POLL)
+    return version
+
+
+_QUEUE_POLL = 0.5
+"""Seconds between a worker's looks at the queue for runs a `Client` started."""
+
+
+def _settings(
+    database_url: object,
+    name: object,
+    executor_id: object,
+    config: object,
+    other_versions: object,
+) -> dict[str, Any]:
+    """`launch`'s arguments checked, as DBOSConfig entries (all but the version)."""
     for field, value in (("database_url", database_url), ("name", name)):
         if not isinstance(value, str) or not value:
             raise DefinitionError(f"launch: {field} must be a non-empty str, not {value!r}")
@@ -177,45 +196,79 @@ def launch(
         raise DefinitionError(f"launch: config must be a mapping, not {type(config).__name__}")
     if executor_id is not None and (not isinstance(executor_id, str) or not executor_id):
         raise DefinitionError(f"launch: executor_id must be a non-empty str, not {executor_id!r}")
-    if config is not None and "executor_id" in config:
+    if other_versions not in ("refuse", "leave"):
+        raise DefinitionError(
+            f"launch: other_versions must be 'refuse' or 'leave', not {other_versions!r}"
+        )
+    extra = dict(config or {})
+    if "executor_id" in extra:
         raise DefinitionError("launch: pass executor_id=..., not config={'executor_id': ...}")
-    if config is not None and "serializer" in config:
+    if "serializer" in extra:
         raise DefinitionError(
             "launch: config may not set 'serializer': agentfsm stores its steps as JSON, "
             "and any other format could run code from an edited database"
         )
-    listed = register(agents)
-    version = app_version(listed)
-    load_litellm()  # seconds to import: pay it at launch, not inside the first run's first step
     settings: dict[str, Any] = {
         "name": name,
         "system_database_url": database_url,
-        "application_version": version,
         "log_level": "WARNING",
-        **(config or {}),
+        **extra,
         "serializer": JsonSerializer(),
     }
     if executor_id is not None:
         settings["executor_id"] = executor_id
-    refuse_pickles()
-    DBOS(config=DBOSConfig(**settings))  # type: ignore[typeddict-item]
-    DBOS.launch()
-    stranded = {
-        w.workflow_id: str(w.app_version)
-        for w in DBOS.list_workflows(
-            status="PENDING", name=WORKFLOW_NAME, load_input=False, load_output=False
+    return settings
+
+
+def _pending_others(
+    version: str, database_url: str | None = None, name: str | None = None
+) -> dict[str, str]:
+    """Pending runs of versions other than `version`: through a client before DBOS is
+    launched (none when the database has no tables yet), else through the launched DBOS."""
+    if database_url is None:
+        found = DBOS.list_workflows(
+            status=["PENDING", "ENQUEUED"], name=WORKFLOW_NAME, load_input=False, load_output=False
         )
-        if w.app_version != version
-    }
-    if stranded:
-        DBOS.destroy()
-        raise StrandedRunsError(
-            f"{len(stranded)} pending run(s) were recorded under another application version "
-            f"than {version!r} (agents, policies or agentfsm's state format changed): "
-            f"{sorted(stranded.items())[:5]}; launch them with the agents they started with",
-            runs=stranded,
-        )
-    return version
+        return {
+            w.workflow_id: str(w.app_version)
+            for w in found
+            if w.app_version and w.app_version != version
+        }
+    quiet = _QuietDBOS()
+    logging.getLogger("dbos").addFilter(quiet)
+    try:
+        client = Client(database_url, name=name or "agentfsm")
+    except RunError:
+        return {}  # a database DBOS has not created yet: checked again once it is launched
+    finally:
+        logging.getLogger("dbos").removeFilter(quiet)
+    try:
+        return {k: v for k, v in client.pending().items() if v and v != version}
+    except RunError:
+        return {}
+    finally:
+        client.close()
+
+
+class _QuietDBOS(logging.Filter):
+    """Leaves out DBOS's error that the database does not exist yet (`launch` creates it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Error connecting to the DBOS system database" not in record.getMessage()
+
+
+def _refuse_others(stranded: Mapping[str, str], version: str) -> None:
+    if not stranded:
+        return
+    raise StrandedRunsError(
+        f"{len(stranded)} pending run(s) were recorded under another application version "
+        f"than {version!r} (agents, policies or agentfsm's state format changed): "
+        f"{sorted(stranded.items())[:5]}. This process would never run them. Either keep "
+        "workers of their version running until they end (Client(...).pending() lists them) "
+        "and launch this one with other_versions='leave', or launch with the agents they "
+        "started with",
+        runs=dict(stranded),
+    )
 
 
 def recover(executor_id: str) -> list[str]:
@@ -237,7 +290,7 @@ def recover(executor_id: str) -> list[str]:
         # The call DBOS's own recovery endpoint makes; it re-queues, so one worker claims each run.
         handles = DBOS._recover_pending_workflows([executor_id])
     except DBOSException as exc:
-        raise _dbos_failed("recover", exc) from exc
+        raise _runs.dbos_failed("recover", exc, _HERE.hint) from exc
     return sorted(h.get_workflow_id() for h in handles)
 
 
@@ -266,17 +319,8 @@ def start(
         raise InvalidInputError(f"start: agent must be a name or a DurableAgent, not {agent!r}")
     agent_named(name)
     if run_id is not None:
-        _checked_id(run_id, "start")
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    wrong = InvalidInputError(
-        "start: messages must be a str or a list of message mappings ({'role', 'content'})"
-    )
-    if not isinstance(messages, Sequence):
-        raise wrong
-    history = [dict(m) for m in messages if isinstance(m, Mapping)]
-    if len(history) != len(messages):
-        raise wrong
+        _runs.checked_id(run_id, "start")
+    history = history_of(messages, "start")
 
     async def begin() -> str:
         with SetWorkflowID(run_id) if run_id is not None else nullcontext():
@@ -302,60 +346,36 @@ def _runs_loop() -> asyncio.AbstractEventLoop:
         return _LOOP
 
 
-def _checked_id(run_id: object, where: str) -> str:
-    """A run id as given to `where`: a non-empty str, or InvalidInputError."""
-    if not isinstance(run_id, str) or not run_id:
-        raise InvalidInputError(f"{where}: run_id must be a non-empty str, not {run_id!r}")
-    return run_id
+class _InProcess:
+    """Runs read through the DBOS launched in this process."""
+
+    hint = "call agentfsm.durable.launch(...) first in this process"
+
+    def state(self, run_id: str) -> str | None:
+        found = DBOS.get_workflow_status(run_id)
+        return None if found is None else str(found.status)
+
+    def event(self, run_id: str, key: str) -> Any:
+        return DBOS.get_event(run_id, key, timeout_seconds=0)
+
+    def send(self, run_id: str, message: Any, topic: str) -> None:
+        DBOS.send(run_id, message, topic=topic)
+
+    def output(self, run_id: str) -> Any:
+        return DBOS.retrieve_workflow(run_id).get_result()
 
 
-def _dbos_failed(where: str, exc: DBOSException) -> RunError:
-    """DBOS's own error (e.g. no `launch` in this process yet) as a RunError."""
-    return RunError(f"{where}: {exc} (call agentfsm.durable.launch(...) first in this process)")
-
-
-def _edited(run_id: str, why: str) -> CheckpointError:
-    return CheckpointError(
-        f"durable run {run_id!r} cannot be read from the database: {why}", run_id=run_id
-    )
-
-
-@contextmanager
-def _reading(run_id: str, where: str) -> Iterator[None]:
-    """Read a run through DBOS: an unreadable record is a CheckpointError naming the run."""
-    try:
-        yield
-    except CheckpointError as exc:
-        raise _edited(run_id, exc.message) from None
-    except DBOSException as exc:
-        raise _dbos_failed(where, exc) from exc
+_HERE = _InProcess()
 
 
 def status(run_id: str) -> RunStatus:
-    """Where a run is: running, waiting for a human, done, failed or cancelled."""
-    _checked_id(run_id, "status")
-    with _reading(run_id, "status"):
-        found = DBOS.get_workflow_status(run_id)
-    if found is None:
-        raise InvalidInputError(f"no durable run {run_id!r} in this database", run_id=run_id)
-    state = found.status
-    if state == "SUCCESS":
-        return "done"
-    if state in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
-        return "failed"
-    if state == "CANCELLED":
-        return "cancelled"
-    with _reading(run_id, "status"):
-        asked = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
-    return "waiting_for_human" if asked else "running"
+    """Where a run is: queued, running, waiting for a human, done, failed or cancelled."""
+    return _runs.status(_HERE, run_id)
 
 
 def asked(run_id: str) -> dict[str, Any] | None:
     """What a run waiting for a human asks (turn, reason, tool calls), or None."""
-    _checked_id(run_id, "asked")
-    with _reading(run_id, "asked"):
-        value = DBOS.get_event(run_id, WAITING_KEY, timeout_seconds=0)
-    return value if isinstance(value, dict) else None
+    return _runs.asked(_HERE, run_id)
 
 
 def reply(run_id: str, approved: bool, message: str | None = None) -> None:
@@ -364,19 +384,7 @@ def reply(run_id: str, approved: bool, message: str | None = None) -> None:
     Raises:
         InvalidInputError: the run does not exist or is not waiting for a human.
     """
-    _checked_id(run_id, "reply")
-    # Only True approves: a reply of "no" or 0 must never run the calls it answers.
-    if not isinstance(approved, bool):
-        raise InvalidInputError(f"reply: approved must be True or False, not {approved!r}")
-    if message is not None and not isinstance(message, str):
-        raise InvalidInputError(f"reply: message must be a str or None, not {message!r}")
-    question = asked(run_id) if status(run_id) == "waiting_for_human" else None
-    if question is None:
-        raise InvalidInputError(
-            f"run {run_id!r} is not waiting for a human (it is {status(run_id)})", run_id=run_id
-        )
-    answer = {"turn": question["turn"], "approved": approved, "message": message}
-    DBOS.send(run_id, answer, topic=HUMAN_TOPIC)
+    _runs.reply(_HERE, run_id, approved, message)
 
 
 def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
@@ -386,47 +394,4 @@ def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
         RunError: the run failed, or did not end within `timeout` seconds.
         CheckpointError: the run's record in the database was edited (it names the run).
     """
-    _checked_id(run_id, "result")
-    if timeout is not None:
-        check_number("result", "timeout", timeout, minimum=0, error=InvalidInputError)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        now = status(run_id)
-        if now == "done":
-            return _ended(run_id)
-        if now == "failed":
-            raise _failure(run_id)
-        if now == "cancelled":
-            raise RunError(f"durable run {run_id!r} was cancelled", run_id=run_id)
-        if deadline is not None and time.monotonic() > deadline:
-            raise RunError(
-                f"durable run {run_id!r} did not end within {timeout}s (it is {now})",
-                run_id=run_id,
-            )
-        time.sleep(0.05)
-
-
-def _ended(run_id: str) -> DurableResult:
-    """The recorded result of a run that ended."""
-    with _reading(run_id, "result"):
-        output: Any = DBOS.retrieve_workflow(run_id).get_result()
-    try:
-        return DurableResult.model_validate(output)
-    except (AgentFSMError, ValueError) as exc:
-        raise _edited(run_id, f"its result is not a result agentfsm wrote ({exc})") from None
-
-
-def _failure(run_id: str) -> RunError:
-    """Why a run failed: an edited record is a CheckpointError naming the run."""
-    try:
-        with _reading(run_id, "result"):
-            DBOS.retrieve_workflow(run_id).get_result()
-    except CheckpointError as exc:
-        return exc
-    except RecordedError as exc:
-        if exc.kind == CheckpointError.__name__:
-            return _edited(run_id, exc.message)
-        return RunError(f"durable run {run_id!r} failed: {failure_text(exc)}", run_id=run_id)
-    except Exception as exc:  # what DBOS raises for a run it gave up on
-        return RunError(f"durable run {run_id!r} failed: {failure_text(exc)}", run_id=run_id)
-    return RunError(f"durable run {run_id!r} failed", run_id=run_id)
+    return _runs.result(_HERE, run_id, timeout)

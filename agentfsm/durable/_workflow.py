@@ -28,12 +28,13 @@ from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
 from agentfsm.durable._serializer import failure_text
 from agentfsm.exceptions import CheckpointError, RunError
-from agentfsm.runner.executor import result_of
+from agentfsm.runner.executor import _cut, describe, result_of
 from agentfsm.runner.retry import is_transient
 
 __all__ = [
     "HUMAN_TOPIC",
     "INTERRUPTED",
+    "RUNS_QUEUE",
     "WAITING_KEY",
     "WORKFLOW_NAME",
     "agent_run",
@@ -43,6 +44,8 @@ __all__ = [
 
 WORKFLOW_NAME = "agentfsm.durable.run"
 """The DBOS name of the agent workflow."""
+RUNS_QUEUE = "agentfsm.runs"
+"""The DBOS queue a `Client` puts its runs on; every worker takes runs from it."""
 HUMAN_TOPIC = "agentfsm.human"
 """The `DBOS.send` topic a human's answer travels on."""
 WAITING_KEY = "agentfsm.waiting"
@@ -56,6 +59,8 @@ INTERRUPTED = (
     "idempotent). Check its effect before calling it again."
 )
 """The result of an at-most-once call that a recovered run finds started but unfinished."""
+MAX_RESULT_CHARS = 50_000
+"""A tool's result or error text longer than this is cut, as the executor cuts by default."""
 NOT_CLEARED = "not run: the controller did not clear call {id!r} ({name}) to run now"
 _KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "agentfsm_durable_key", default=None
@@ -119,11 +124,13 @@ async def tool_step(agent_name: str, call: dict[str, Any], key: str, interrupted
             # to_thread copies the context: the thread reads the same idempotency key.
             value = await asyncio.to_thread(spec.fn, **(tool.arguments or {}))
     except Exception as exc:
-        return _error(tool, failure_text(exc))
+        # The executor's wording: a tool's __str__ that raises leaves its message out, never
+        # fails the step; a huge message is cut like a huge result.
+        return _error(tool, _cut(describe(exc), MAX_RESULT_CHARS))
     finally:
         _KEY.reset(token)
     # As the runner makes it: a value JSON cannot hold, or nested too deep, is the call's error.
-    return result_of(tool, value).model_dump(mode="json")
+    return result_of(tool, value, MAX_RESULT_CHARS).model_dump(mode="json")
 
 
 def idempotency_key() -> str:

@@ -54,6 +54,28 @@ class Worker:
     log: Path
     run_id: str = "run-1"
 
+    def command(self, *kills: str) -> list[str]:
+        """The worker's command line."""
+        return [
+            sys.executable,
+            "-m",
+            "tests.durable.worker",
+            self.db,
+            self.server.openai_base,
+            self.run_id,
+            str(self.log),
+            *kills,
+        ]
+
+    def environment(self, policy: str, env: Mapping[str, str] | None) -> dict[str, str]:
+        """The worker's environment: its policy variant and the test's variables."""
+        return {
+            **os.environ,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "AGENTFSM_TEST_POLICY": policy,
+            **(env or {}),
+        }
+
     def run(
         self,
         *kills: str,
@@ -62,29 +84,27 @@ class Worker:
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """Run one worker process to its end (or its kill point)."""
-        env = {
-            **os.environ,
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "AGENTFSM_TEST_POLICY": policy,
-            **(env or {}),
-        }
         return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tests.durable.worker",
-                self.db,
-                self.server.openai_base,
-                self.run_id,
-                str(self.log),
-                *kills,
-            ],
+            self.command(*kills),
             cwd=ROOT,
-            env=env,
+            env=self.environment(policy, env),
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
+        )
+
+    def spawn(
+        self, *, policy: str = "same", env: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[str]:
+        """Start a worker process in the background (the caller waits for it)."""
+        return subprocess.Popen(
+            self.command(),
+            cwd=ROOT,
+            env=self.environment(policy, env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
 
     def effects(self) -> Counter[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import pickle
@@ -145,6 +146,8 @@ class TestArguments:
             durable.launch([], database_url=None)  # type: ignore[arg-type]
         with pytest.raises(DefinitionError, match="config must be a mapping"):
             durable.launch([], config=[("executor_id", "x")])  # type: ignore[arg-type]
+        with pytest.raises(DefinitionError, match="other_versions must be 'refuse' or 'leave'"):
+            durable.launch([], other_versions="run")  # type: ignore[arg-type]
 
     @pytest.mark.parametrize("approved", ["no", "yes", 0, 1, None, [True]])
     def test_only_true_or_false_answers_a_human_question(self, approved: Any) -> None:
@@ -291,3 +294,43 @@ class _Hostile:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (open, (self.marker, "w"))
+
+
+class _UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise ValueError("its __str__ raises")
+
+
+def unprintable() -> str:
+    """Fail with an exception whose message cannot be shown."""
+    raise _UnprintableError
+
+
+def verbose() -> str:
+    """Fail with a very long message."""
+    raise RuntimeError("x" * 200_000)
+
+
+class TestToolErrors:
+    def _run(self, name: str) -> dict[str, Any]:
+        from agentfsm.durable._workflow import tool_step
+
+        register([DurableAgent("failing", "m", tools=[unprintable, verbose])])
+        payload = {"id": "c1", "name": name, "arguments": {}}
+        output: dict[str, Any] = asyncio.run(tool_step("failing", payload, "k", False))
+        return output
+
+    def test_an_exception_whose_str_raises_is_still_the_calls_error(self) -> None:
+        """The error result names the type and says the message cannot be shown, as the executor."""
+        output = self._run("unprintable")
+        assert output["is_error"] is True
+        assert output["content"] == (
+            "_UnprintableError (its message cannot be shown: str() raised ValueError)"
+        )
+
+    def test_a_long_error_is_cut_like_a_long_result(self) -> None:
+        """An error text past the executor's 50,000 characters is cut with a marker."""
+        output = self._run("verbose")
+        assert output["content"].startswith("RuntimeError: xxx")
+        assert len(output["content"]) < 50_200
+        assert "[... cut: the result was 200,014 characters" in output["content"]

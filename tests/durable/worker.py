@@ -11,7 +11,9 @@ Each POINT kills this process there, with `exit` (os._exit) or `sigkill`:
 Unless a point is at `ask_human`, the worker answers the human (approves), and it prints the
 result (or the error `result` raised) as JSON. The environment names the worker's executor id
 (`AGENTFSM_TEST_EXECUTOR`), a dead worker whose runs it takes over (`AGENTFSM_TEST_TAKE_OVER`),
-and the seconds it waits for the run before reporting it pending (`AGENTFSM_TEST_WAIT`).
+the seconds it waits for the run before reporting it pending (`AGENTFSM_TEST_WAIT`), whether
+a client starts and answers the run (`AGENTFSM_TEST_CLIENT`: the worker prints `ready` once
+launched, then only runs it) and `launch`'s `other_versions` (`AGENTFSM_TEST_OTHER_VERSIONS`).
 The tools append `name value` to LOG each time they really run; `charge` adds its
 idempotency key.
 """
@@ -181,20 +183,44 @@ def main(argv: list[str]) -> int:
     if os.environ.get("AGENTFSM_TEST_NOT_CLEARED"):
         refuse(os.environ["AGENTFSM_TEST_NOT_CLEARED"])
     executor = os.environ.get("AGENTFSM_TEST_EXECUTOR")
-    durable.launch([agent(api_base, kills)], database_url=db, executor_id=executor)
+    others: Any = os.environ.get("AGENTFSM_TEST_OTHER_VERSIONS") or "refuse"
+    try:
+        version = durable.launch(
+            [agent(api_base, kills)], database_url=db, executor_id=executor, other_versions=others
+        )
+    except AgentFSMError as exc:
+        print(json.dumps({"launch_error": f"{type(exc).__name__}: {exc}"}))
+        return 0
     try:
         dead = os.environ.get("AGENTFSM_TEST_TAKE_OVER")
         taken = durable.recover(dead) if dead else []
-        try:
-            durable.status(run_id)
-        except AgentFSMError:
-            durable.start(AGENT, "Find a, then b and c, then write x.", run_id=run_id)
-        answer = not any(kind == "ask_human" for kind, _ in kills)
         wait = float(os.environ.get("AGENTFSM_TEST_WAIT") or "inf")
-        print(json.dumps({**finish(run_id, answer, wait), "taken": taken}))
+        if os.environ.get("AGENTFSM_TEST_CLIENT"):
+            print("ready", flush=True)
+            appeared(run_id, wait)
+        else:
+            try:
+                durable.status(run_id)
+            except AgentFSMError:
+                durable.start(AGENT, "Find a, then b and c, then write x.", run_id=run_id)
+        answer = not os.environ.get("AGENTFSM_TEST_CLIENT") and not any(
+            kind == "ask_human" for kind, _ in kills
+        )
+        print(json.dumps({**finish(run_id, answer, wait), "taken": taken, "version": version}))
     finally:
         durable.shutdown()
     return 0
+
+
+def appeared(run_id: str, wait: float) -> None:
+    """Wait until a client has started `run_id` (or `wait` seconds passed)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            durable.status(run_id)
+            return
+        except AgentFSMError:
+            time.sleep(0.05)
 
 
 if __name__ == "__main__":
