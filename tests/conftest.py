@@ -20,7 +20,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "deep",
-    max_examples=400,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

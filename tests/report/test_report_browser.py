@@ -144,7 +144,10 @@ class TestInBrowser:
         self, browser: Any, doom_trace: Path, tmp_path: Path
     ) -> None:
         """Against a looser policy, the stopped step shows both decisions in one row."""
-        report = build([str(doom_trace)], Policy(), against=Policy(repeat_threshold=6))
+        stop = Policy(on_repeat="stop")  # the doom-loop stop, not the default feedback
+        report = build(
+            [str(doom_trace)], stop, against=Policy(on_repeat="stop", repeat_threshold=6)
+        )
         page = open_page(browser, report.html, tmp_path, "against")
         row = page.locator("tr.difference").first
         cells = row.locator("td").all_inner_texts()
