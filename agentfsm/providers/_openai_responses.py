@@ -354,13 +354,17 @@ class ResponsesStream:
 
     def _append(self, event: dict[str, Any], key: str, part_type: str) -> None:
         slot = self._slot(event)
-        parts = slot.setdefault("content", [])
+        parts = slot.get("content", [])
         if type(parts) is not list:
             return
+        # Copies: the list and its parts came from the host's events, which are never changed.
+        parts = list(parts)
         if not parts or as_dict(parts[-1]).get("type") != part_type:
             parts.append({"type": part_type, key: ""})
-        last = parts[-1]
+        last = dict(as_dict(parts[-1]))
         last[key] = as_str(last.get(key)) + as_str(event.get("delta"))
+        parts[-1] = last
+        slot["content"] = parts
 
     def draft(self) -> Draft:
         """The turn so far, as a draft."""

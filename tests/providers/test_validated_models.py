@@ -9,6 +9,7 @@ validated again, and nothing but an agentfsm error escapes.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Iterator
@@ -148,7 +149,7 @@ def mutated(payload: Any, place: Place, value: Any) -> Any:
     """`payload` with the value at `place` replaced by `value`; only the containers on the
     way to it are copied, the rest is shared (the readers never change a payload)."""
     if not place:
-        return value
+        return copy.deepcopy(value)  # WRONG's values are shared by every example: never alias them
     copied = copy.copy(payload)
     copied[place[0]] = mutated(payload[place[0]], place[1:], value)
     return copied
@@ -260,3 +261,15 @@ class TestWhatBecomesOfABadValue:
         assert turn.error is not None
         assert "model" in turn.error
         assert af.Controller().on_model_output(turn).action is Action.RETRY
+
+
+class TestPayloadsAreNotChanged:
+    """Reading a payload never changes the host's own objects."""
+
+    def test_every_corpus_payload_is_left_as_it_was(self) -> None:
+        """normalize leaves each recorded body and stream exactly as it was given."""
+        for name, payload in payloads():
+            given = copy.deepcopy(payload)
+            with contextlib.suppress(AgentFSMError):
+                normalize(given)
+            assert given == payload, name
