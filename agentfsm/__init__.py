@@ -11,11 +11,13 @@ import importlib
 from typing import Any
 
 from agentfsm import exceptions, guards, states
-from agentfsm.core.controller import Controller
-from agentfsm.core.policy import Policy
-from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.tools import ToolSpec
-from agentfsm.core.types import (
+from agentfsm._version import __version__ as __version__
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.policy import Policy
+from agentfsm.exceptions import AgentFSMError
+from agentfsm.model.snapshot import RunSnapshot
+from agentfsm.model.tools import ToolSpec
+from agentfsm.model.types import (
     Action,
     Decision,
     ExitReason,
@@ -27,7 +29,6 @@ from agentfsm.core.types import (
     ToolResult,
     Usage,
 )
-from agentfsm.exceptions import AgentFSMError
 
 __all__ = [
     "Action",
@@ -98,9 +99,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
-
-
-__version__ = "0.1.0"
 
 
 def normalize(payload: Any, provider: str | None = None) -> ModelTurn:

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentfsm.core.types import ToolCall  # noqa: E402  (needs the repo on sys.path)
+from agentfsm.model.types import ToolCall  # noqa: E402  (needs the repo on sys.path)
 from agentfsm.runner.executor import Executor, tool  # noqa: E402
 
 BATCH = 10

@@ -2,13 +2,17 @@
 
 Every `import` and `from ... import` in the package counts, at module level or inside a
 function (a lazy import is still a dependency), including those under `TYPE_CHECKING`.
-The rules are the ones the README's "Architecture" section states.
+The rules are the ones the README's "Architecture" section states and draws: the packages
+form layers, read bottom-up, and a package imports only from the layers below its own.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import itertools
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,19 +20,33 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "agentfsm"
 
-CORE = ("agentfsm.core", "agentfsm.states", "agentfsm.guards", "agentfsm.providers")
-"""What an embedding host loads on the per-step path."""
-
-OUTER = (
-    "agentfsm.runner",
-    "agentfsm.replay",
-    "agentfsm.cli",
-    "agentfsm.testing",
-    "agentfsm.diagrams",
-    "agentfsm.report",
-    "agentfsm.integrations",
-    "agentfsm.durable",
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("agentfsm._version", "agentfsm.exceptions"),
+    ("agentfsm.model",),
+    ("agentfsm.guards", "agentfsm.providers"),
+    ("agentfsm.states",),
+    ("agentfsm.engine",),
+    ("agentfsm.diagrams", "agentfsm.replay", "agentfsm.testing"),
+    ("agentfsm.integrations", "agentfsm.report", "agentfsm.runner"),
+    ("agentfsm.cli", "agentfsm.durable"),
+    ("agentfsm", "agentfsm.__main__"),
 )
+"""The packages from the bottom up: the vocabulary (`model`) on the errors; guards and
+normalizers on the vocabulary; the states on both; the engine (routes, policy, Controller,
+machine, checkpoint) on all of those; then what drives or shows a run; the facade on top."""
+
+CORE = (
+    "agentfsm._version",
+    "agentfsm.exceptions",
+    "agentfsm.model",
+    "agentfsm.guards",
+    "agentfsm.providers",
+    "agentfsm.states",
+    "agentfsm.engine",
+)
+"""What an embedding host loads on the per-step path (the first five layers)."""
+
+OUTER = tuple(p for layer in LAYERS[5:] for p in layer if p != "agentfsm")
 """The parts built around the core."""
 
 
@@ -42,18 +60,17 @@ class Rule:
 
 
 RULES = (
-    Rule(CORE, OUTER, "the core never imports the parts around it"),
-    Rule((*CORE, "agentfsm.exceptions"), ("litellm",), "the core never imports litellm"),
+    Rule(CORE, ("litellm",), "the core never imports litellm"),
     Rule(("agentfsm.guards",), ("agentfsm.providers", "agentfsm.states"), "guards read snapshots"),
     Rule(
         ("agentfsm.providers",),
-        ("agentfsm.guards", "agentfsm.states", "agentfsm.core.controller"),
+        ("agentfsm.guards", "agentfsm.states", "agentfsm.engine"),
         "normalizers only produce ModelTurns",
     ),
 )
 
 ONLY_IMPORTER = {
-    "transitions": ("agentfsm.core.machine",),
+    "transitions": ("agentfsm.engine.machine",),
     "litellm": ("agentfsm.runner", "agentfsm.durable"),
 }
 """A third-party package and the only modules allowed to import it."""
@@ -86,8 +103,14 @@ def _resolve(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
 
 
 def edges(root: Path) -> Iterator[Edge]:
-    """Every import in the package under `root`, as (importer, imported module, line)."""
-    for path in sorted(root.rglob("*.py")):
+    """Every import in the package under `root`, as (importer, imported module, line).
+
+    `from M import a` imports the module `M.a` when there is one (`from agentfsm import
+    runner`), and `M` itself otherwise (`from agentfsm import __version__`).
+    """
+    paths = sorted(root.rglob("*.py"))
+    modules = {module_name(path, root) for path in paths}
+    for path in paths:
         importer = module_name(path, root)
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
@@ -96,13 +119,65 @@ def edges(root: Path) -> Iterator[Edge]:
                     yield Edge(importer, alias.name, node.lineno)
             elif isinstance(node, ast.ImportFrom):
                 imported = _resolve(node, importer, path.name == "__init__.py")
-                yield Edge(importer, imported, node.lineno)
-                for alias in node.names:  # `from agentfsm import runner` imports a module
-                    yield Edge(importer, f"{imported}.{alias.name}", node.lineno)
+                for alias in node.names:
+                    name = f"{imported}.{alias.name}"
+                    yield Edge(importer, name if name in modules else imported, node.lineno)
 
 
 def under(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def package_of(module: str) -> str | None:
+    """The listed package (a layer's entry) that holds `module`; None outside agentfsm."""
+    if module != "agentfsm" and not module.startswith("agentfsm."):
+        return None
+    if module == "agentfsm":
+        return module
+    listed = [p for layer in LAYERS for p in layer if p != "agentfsm" and under(module, (p,))]
+    return max(listed, key=len) if listed else ".".join(module.split(".")[:2])
+
+
+def package_graph(root: Path) -> dict[str, dict[str, Edge]]:
+    """Package -> packages it imports, each with one import that makes the edge."""
+    graph: dict[str, dict[str, Edge]] = {}
+    for edge in edges(root):
+        source, target = package_of(edge.importer), package_of(edge.imported)
+        if source is None or target is None or source == target:
+            continue
+        graph.setdefault(source, {}).setdefault(target, edge)
+    return graph
+
+
+def find_cycle(graph: Mapping[str, Mapping[str, Edge]]) -> list[Edge]:
+    """One cycle of the package graph as the imports that close it, or [] for a DAG."""
+    done: set[str] = set()
+    trail: list[str] = []
+
+    def visit(node: str) -> list[Edge]:
+        if node in trail:
+            loop = [*trail[trail.index(node) :], node]
+            return [graph[a][b] for a, b in itertools.pairwise(loop)]
+        if node in done:
+            return []
+        trail.append(node)
+        for nxt in sorted(graph.get(node, {})):
+            found = visit(nxt)
+            if found:
+                return found
+        trail.pop()
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        found = visit(start)
+        if found:
+            return found
+    return []
+
+
+def layer_of(package: str) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) if package in layer), None)
 
 
 def violations(root: Path) -> list[str]:
@@ -115,7 +190,30 @@ def violations(root: Path) -> list[str]:
         for package, allowed in ONLY_IMPORTER.items():
             if under(edge.imported, (package,)) and not under(edge.importer, allowed):
                 found.append(f"{edge}: only {', '.join(allowed)} may import {package}")
+    for source, targets in package_graph(root).items():
+        for target, edge in targets.items():
+            low, high = layer_of(target), layer_of(source)
+            if low is None or high is None:
+                unlisted = source if high is None else target
+                found.append(f"{edge}: {unlisted} is in no layer of tests/test_architecture.py")
+            elif low >= high:
+                found.append(
+                    f"{edge}: {source} (layer {high}) may only import lower layers, "
+                    f"and {target} is layer {low}"
+                )
     return sorted(set(found))
+
+
+def _tree(tmp_path: Path, files: Mapping[str, str]) -> Path:
+    """A package `agentfsm` under `tmp_path` holding `files` (path -> source)."""
+    root = tmp_path / "agentfsm"
+    for module, source in files.items():
+        target = root / module
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for folder in (root, *target.relative_to(root).parents):
+            (root / folder / "__init__.py").touch()
+        target.write_text(source)
+    return root
 
 
 class TestImportRules:
@@ -123,43 +221,89 @@ class TestImportRules:
         """No module of agentfsm imports across a boundary the architecture forbids."""
         assert violations(PACKAGE) == []
 
+    def test_the_package_graph_is_a_dag(self) -> None:
+        """No package imports, even lazily or for types only, one that imports it back."""
+        cycle = find_cycle(package_graph(PACKAGE))
+        assert cycle == [], "a cycle: " + "; ".join(map(str, cycle))
+
+    def test_every_package_has_a_layer(self) -> None:
+        """A new package is placed in LAYERS (and in the README's drawing) when it is added."""
+        packages = {package_of(module_name(p, PACKAGE)) for p in PACKAGE.rglob("*.py")}
+        assert {p for p in packages if p is not None and layer_of(p) is None} == set()
+
     def test_the_graph_sees_the_packages_real_imports(self) -> None:
         """The reader finds known edges, so an empty violation list means something."""
         found = {(e.importer, e.imported) for e in edges(PACKAGE)}
-        assert ("agentfsm.core.machine", "transitions") in found
-        assert ("agentfsm.core.controller", "agentfsm.guards") in found
+        assert ("agentfsm.engine.machine", "transitions") in found
+        assert ("agentfsm.engine.controller", "agentfsm.guards") in found
+        assert ("agentfsm.engine.policy", "agentfsm.model.limits") in found
         assert any(i == "agentfsm.runner.loop" and m == "litellm" for i, m in found)
+        graph = package_graph(PACKAGE)
+        assert "agentfsm.model" in graph["agentfsm.guards"]
+        assert "agentfsm.engine" in graph["agentfsm.runner"]
+        assert "agentfsm.providers" in graph["agentfsm.states"]
 
     @pytest.mark.parametrize(
         ("module", "source", "expected"),
         [
-            ("core/policy.py", "from agentfsm.runner import loop\n", "core never imports"),
-            ("core/policy.py", "def f():\n    import agentfsm.replay.engine\n", "core never"),
+            ("engine/policy.py", "from agentfsm.runner import loop\n", "may only import lower"),
+            ("engine/policy.py", "def f():\n    import agentfsm.replay.engine\n", "lower layers"),
             ("guards/extra.py", "from agentfsm.providers import normalize\n", "guards read"),
-            ("states/extra.py", "import transitions\n", "only agentfsm.core.machine"),
-            ("core/types.py", "from ..cli import command\n", "core never imports"),
+            ("states/extra.py", "import transitions\n", "only agentfsm.engine.machine"),
+            ("model/types.py", "from ..cli import command\n", "may only import lower"),
             ("providers/x.py", "import litellm\n", "core never imports litellm"),
+            ("runner/x.py", "from agentfsm import __version__\n", "may only import lower"),
+            (
+                "model/run_state.py",
+                (
+                    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                    "    from agentfsm.engine.policy import Policy\n"
+                ),
+                "agentfsm.model (layer 1) may only import lower layers",
+            ),
+            ("newpart/x.py", "from agentfsm.model import types\n", "is in no layer"),
         ],
     )
     def test_a_forbidden_import_is_reported(
         self, tmp_path: Path, module: str, source: str, expected: str
     ) -> None:
         """A module that breaks a rule is named with the line and the rule it breaks."""
-        root = tmp_path / "agentfsm"
-        target = root / module
-        target.parent.mkdir(parents=True)
-        for folder in (root, target.parent):
-            (folder / "__init__.py").touch()
-        target.write_text(source)
+        root = _tree(tmp_path, {module: source})
         found = violations(root)
         assert found, f"{module}: {source!r} was not reported"
         assert any(expected in v and "line" in v for v in found), found
 
+    def test_a_cycle_through_a_lazy_import_is_found(self, tmp_path: Path) -> None:
+        """A cycle closed by an import inside a function is reported, with its lines."""
+        root = _tree(
+            tmp_path,
+            {
+                "engine/policy.py": "from agentfsm.guards import Guard\n",
+                "guards/_routes.py": "def f():\n    from agentfsm.engine.policy import Policy\n",
+            },
+        )
+        cycle = find_cycle(package_graph(root))
+        assert [str(e) for e in cycle] == [
+            "agentfsm.engine.policy imports agentfsm.guards (line 1)",
+            "agentfsm.guards._routes imports agentfsm.engine.policy (line 2)",
+        ]
+
+    def test_a_cycle_under_type_checking_is_found(self, tmp_path: Path) -> None:
+        """An import made only for the type checker still closes a cycle."""
+        root = _tree(
+            tmp_path,
+            {
+                "model/run_state.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from agentfsm.guards import Hit\n",
+                "guards/_base.py": "from agentfsm.model.snapshot import RunSnapshot\n",
+                "model/snapshot.py": "",
+            },
+        )
+        cycle = find_cycle(package_graph(root))
+        assert {e.importer for e in cycle} == {"agentfsm.guards._base", "agentfsm.model.run_state"}
+
     def test_the_core_loads_no_outer_part(self) -> None:
         """`import agentfsm` (the per-step path) loads none of the parts around the core."""
-        import subprocess
-        import sys
-
         code = "import sys, agentfsm; print(sorted(m for m in sys.modules if 'agentfsm' in m))"
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True

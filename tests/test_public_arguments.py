@@ -163,16 +163,18 @@ class TestNamedErrors:
 class TestGuardsAndTestingHelpers:
     def test_guards_name_their_bad_arguments(self) -> None:
         """Guards and route tables built by hand raise PolicyError/MachineDefinitionError."""
+        from agentfsm.engine import RouteTable, build_routes
+
         with pytest.raises(PolicyError, match="on_unknown must be 'warn' or 'stop'"):
             af.guards.CostBudget(1.0, on_unknown="ignore")  # type: ignore[arg-type]
         with pytest.raises(PolicyError, match="a guard's code is a str"):
             af.guards.parse_guard(None)  # type: ignore[arg-type]
         with pytest.raises(MachineDefinitionError, match="made of Routes, not str"):
-            af.guards.RouteTable("routes")  # type: ignore[arg-type]
+            RouteTable("routes")  # type: ignore[arg-type]
         with pytest.raises(MachineDefinitionError, match=r"routes\[0\] must be a Route"):
-            af.guards.RouteTable([None])  # type: ignore[list-item]
+            RouteTable([None])  # type: ignore[list-item]
         with pytest.raises(PolicyError, match=r"build_routes takes an agentfsm\.Policy"):
-            af.guards.build_routes({"max_turns": 3})  # type: ignore[arg-type]
+            build_routes({"max_turns": 3})  # type: ignore[arg-type]
 
     def test_a_provider_name_outside_the_list(self) -> None:
         """Provider("bogus") lists the formats, as a DataError."""

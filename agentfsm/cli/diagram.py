@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 
 __all__ = ["add_parser", "main"]
 

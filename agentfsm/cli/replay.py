@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfsm.cli.command import one_line
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError, TraceError
 from agentfsm.replay.engine import ReplayResult, compare, divergence, replay_run
 from agentfsm.replay.trajectories import expand_paths, read_runs

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["add_parser", "main"]

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["add_parser", "main"]

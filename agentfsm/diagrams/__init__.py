@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm.core.policy import Policy
-from agentfsm.core.types import State
+from agentfsm.engine.policy import Policy
+from agentfsm.engine.routes import INITIAL, WAITING, Route, RouteTable
 from agentfsm.exceptions import AgentFSMError, DefinitionError
-from agentfsm.guards import Otherwise, Route, RouteTable
-from agentfsm.guards._routes import INITIAL, WAITING
+from agentfsm.guards import Otherwise
+from agentfsm.model.types import State
 
 __all__ = ["Overlay", "dot", "edge_label", "mermaid", "render"]
 

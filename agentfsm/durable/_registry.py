@@ -13,12 +13,12 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentfsm.core._checked import check_number
-from agentfsm.core.events import SCHEMA
-from agentfsm.core.persistence import STATE_VERSION, policy_code
-from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.tools import ToolSpec, tool_specs
+from agentfsm.engine.events import SCHEMA
+from agentfsm.engine.persistence import STATE_VERSION, policy_code
+from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.model._checked import check_number
+from agentfsm.model.tools import ToolSpec, tool_specs
 from agentfsm.runner.executor import _OPTIONS_ATTR, ToolOptions
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DurableAgent", "Progress", "agent_named", "app_version"]

@@ -22,12 +22,12 @@ from typing import Any
 
 from dbos import DBOS
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
 from agentfsm.durable._serializer import failure_text
+from agentfsm.engine.controller import Controller
 from agentfsm.exceptions import CheckpointError, RunError
+from agentfsm.model.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm.runner.executor import _cut, describe, result_of
 from agentfsm.runner.retry import is_transient
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import AllOf, AnyOf, FunctionGuard, Guard, Hit, Not, Otherwise, as_guard
 from agentfsm.guards._parse import parse_guard as _parse
-from agentfsm.guards._routes import Route, RouteTable, boundary_guards, build_routes
 from agentfsm.guards.boundaries import (
     ContentFiltered,
     ContextLimit,
@@ -74,16 +73,12 @@ __all__ = [
     "RepeatedCall",
     "ResultsReady",
     "RetriesExhausted",
-    "Route",
-    "RouteTable",
     "SignalConflict",
     "TokenBudget",
     "ToolErrorLimit",
     "ToolFailed",
     "Verifier",
     "as_guard",
-    "boundary_guards",
-    "build_routes",
     "non_empty_answer",
     "parse_guard",
 ]

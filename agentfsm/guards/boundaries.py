@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import ExitReason, FinishReason, Priority
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, check_number
+from agentfsm.model.snapshot import RunSnapshot
+from agentfsm.model.types import ExitReason, FinishReason, Priority
 
 __all__ = [
     "ContentFiltered",

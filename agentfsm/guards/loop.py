@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agentfsm.core.call_identity import describe
-from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import ExitReason, Priority
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit, check_number
+from agentfsm.model.call_identity import describe
+from agentfsm.model.snapshot import RunSnapshot
+from agentfsm.model.types import ExitReason, Priority
 
 __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
 

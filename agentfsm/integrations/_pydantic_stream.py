@@ -23,7 +23,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RequestUsage
 
-from agentfsm.core.controller import Controller
+from agentfsm.engine.controller import Controller
 
 if TYPE_CHECKING:
     from agentfsm.integrations.pydantic_ai import GovernedModel

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.events import Observer
-from agentfsm.core.policy import Policy
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.events import Observer
+from agentfsm.engine.policy import Policy
 
 __all__ = ["restore", "save"]
 

@@ -51,14 +51,14 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, Send, interrupt
 from typing_extensions import is_typeddict
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.events import Observer
-from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.tools import ToolSpec
-from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.events import Observer
+from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._state import restore, save
+from agentfsm.model.tools import ToolSpec
+from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
 __all__ = ["AgentState", "Decide", "create_agent", "human_reply"]
 

@@ -40,11 +40,13 @@ from minisweagent.exceptions import FormatError, Submitted
 from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 from pydantic import ValidationError
 
-from agentfsm.core._checked import listed, problems_of
-from agentfsm.core.controller import Controller
-from agentfsm.core.events import Observer
-from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.types import (
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.events import Observer
+from agentfsm.engine.policy import Policy, as_policy
+from agentfsm.exceptions import DefinitionError
+from agentfsm.integrations import _decline
+from agentfsm.model._checked import listed, problems_of
+from agentfsm.model.types import (
     Action,
     Decision,
     FinishReason,
@@ -52,8 +54,6 @@ from agentfsm.core.types import (
     ToolCall,
     ToolResult,
 )
-from agentfsm.exceptions import DefinitionError
-from agentfsm.integrations import _decline
 from agentfsm.providers import normalize
 
 __all__ = ["Approver", "GovernedAgent"]

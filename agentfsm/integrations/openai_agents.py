@@ -56,12 +56,12 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.events import Observer
-from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.events import Observer
+from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
 from agentfsm.integrations import _decline
+from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
 __all__ = ["GovernedModel", "decisions", "governed"]
 

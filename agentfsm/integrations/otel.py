@@ -64,7 +64,7 @@ class DecisionSpans:
                 "tracer_provider must be an opentelemetry TracerProvider or None, not "
                 f"{type(tracer_provider).__name__}"
             )
-        from agentfsm import __version__
+        from agentfsm._version import __version__
 
         self._trace = trace
         self._tracer = trace.get_tracer("agentfsm", __version__, tracer_provider=tracer_provider)

@@ -58,13 +58,13 @@ from pydantic_ai.tools import RunContext, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.events import Observer
-from agentfsm.core.policy import Policy, as_policy
-from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.events import Observer
+from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import DefinitionError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
+from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
 __all__ = ["GovernedModel", "GovernedToolset"]
 

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.core.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.exceptions import DataError
+from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm.model.types import FinishReason, ModelTurn, ToolCall, Usage
 
 __all__ = [
     "Draft",

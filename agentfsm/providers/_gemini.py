@@ -14,8 +14,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from agentfsm.core.limits import MAX_JSON_PATH_STEPS
-from agentfsm.core.types import FinishReason, ModelTurn, ToolCall
+from agentfsm.model.limits import MAX_JSON_PATH_STEPS
+from agentfsm.model.types import FinishReason, ModelTurn, ToolCall
 from agentfsm.providers._common import (
     Draft,
     as_dict,

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.policy import Policy
-from agentfsm.core.types import (
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.policy import Policy
+from agentfsm.exceptions import DefinitionError, PolicyError, TraceError
+from agentfsm.model.types import (
     Action,
     Decision,
     ExitReason,
@@ -37,7 +38,6 @@ from agentfsm.core.types import (
     ToolCall,
     ToolResult,
 )
-from agentfsm.exceptions import DefinitionError, PolicyError, TraceError
 from agentfsm.replay.trajectories import (
     HumanReply,
     ModelOutput,

@@ -8,7 +8,7 @@ every event, so a crash loses nothing already decided, and redacts values
 whose key is named like a secret before they reach the disk.
 
 A `step_retracted` line takes back the events of an input that failed
-because an observer raised (see `agentfsm.core.events`): the readers here
+because an observer raised (see `agentfsm.engine.events`): the readers here
 drop them and the retraction, so a trace holding one reads exactly like a
 trace where that input never happened.
 """
@@ -25,10 +25,10 @@ from contextlib import ExitStack
 from types import TracebackType
 from typing import IO, Any, BinaryIO
 
-from agentfsm.core import limits
-from agentfsm.core._files import open_regular
-from agentfsm.core.events import RETRACTED
+from agentfsm.engine.events import RETRACTED
 from agentfsm.exceptions import TraceError
+from agentfsm.model import limits
+from agentfsm.model._files import open_regular
 
 __all__ = [
     "REDACTED",
@@ -292,7 +292,7 @@ def cannot_read(name: str, exc: Exception) -> TraceError:
 
 def open_trace(name: str) -> IO[bytes]:
     """Open a user-given trace or trajectory file: a regular file only, read up to the size it
-    had when opened; anything else is a TraceError naming the file (`agentfsm.core._files`)."""
+    had when opened; anything else is a TraceError naming the file (`agentfsm.model._files`)."""
     return open_regular(name, lambda why: TraceError(f"{name}: cannot read: {why}", path=name))
 
 

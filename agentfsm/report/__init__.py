@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 from agentfsm.exceptions import InvalidInputError, PolicyError, TraceError
 from agentfsm.replay.trajectories import expand_paths, read_runs
 from agentfsm.report.collect import RunView, collect_run

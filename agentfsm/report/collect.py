@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 from agentfsm.replay.engine import DecisionRecord, ReplayResult, compare, keyed, replay_run
 from agentfsm.replay.trajectories import RecordedRun
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 from agentfsm.report.assets import SCRIPT, STYLE
 from agentfsm.report.collect import Difference, RunView, StepView
 

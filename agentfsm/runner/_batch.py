@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentfsm.core.types import ToolCall, ToolResult
+from agentfsm.model.types import ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from agentfsm.runner.executor import Executor, ToolOptions

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentfsm.core._checked import check_number
-from agentfsm.core.types import Decision
 from agentfsm.exceptions import DefinitionError
+from agentfsm.model._checked import check_number
+from agentfsm.model.types import Decision
 from agentfsm.runner.agents import Agent
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry

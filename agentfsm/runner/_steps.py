@@ -12,8 +12,8 @@ from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from agentfsm.core.types import Action, Decision, ExitReason, ToolCall, ToolResult
 from agentfsm.exceptions import ProviderError
+from agentfsm.model.types import Action, Decision, ExitReason, ToolCall, ToolResult
 from agentfsm.runner._batch import AbandonedError
 from agentfsm.runner._options import Flag, RunOptions
 from agentfsm.runner.agents import child_messages, child_result, cleared

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm.core.types import Decision, ExitReason, ToolCall, ToolResult
 from agentfsm.exceptions import InvalidInputError
+from agentfsm.model.types import Decision, ExitReason, ToolCall, ToolResult
 
 __all__ = ["Agent", "child_messages", "child_result", "cleared"]
 

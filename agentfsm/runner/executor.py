@@ -56,11 +56,11 @@ from typing import Any, Literal, Protocol, TypeVar, overload
 
 from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
 
-from agentfsm.core._checked import replaced
-from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.core.tools import ToolSpec, tool_specs
-from agentfsm.core.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.model._checked import replaced
+from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm.model.tools import ToolSpec, tool_specs
+from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.runner._batch import (
     AsyncBatch,
     Flag,

@@ -22,8 +22,8 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, assert_never, cast
 
-from agentfsm.core.types import Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, ProviderError
+from agentfsm.model.types import Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm.runner._batch import AbandonedError, until_cancelled
 from agentfsm.runner._options import PROVIDER_TIMEOUT, Flag, OnAsk, RunOptions
 from agentfsm.runner._steps import (

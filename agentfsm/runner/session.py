@@ -21,11 +21,20 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from agentfsm.core._checked import Checked
-from agentfsm.core.policy import Policy
-from agentfsm.core.tools import ToolSpec, tool_specs
-from agentfsm.core.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult, Usage
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.policy import Policy
 from agentfsm.guards.completion import AnswerIncomplete
+from agentfsm.model._checked import Checked
+from agentfsm.model.tools import ToolSpec, tool_specs
+from agentfsm.model.types import (
+    Action,
+    Decision,
+    ExitReason,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 __all__ = ["Inbox", "RunResult", "Session"]
 
@@ -140,7 +149,6 @@ class Session:
 
         A run started inside a tool without tools of its own takes the calling run's.
         """
-        import agentfsm
         from agentfsm.replay.trace import TraceWriter
 
         caller = _TOOLS_OF.get()
@@ -152,8 +160,8 @@ class Session:
             Path(trace).parent.mkdir(parents=True, exist_ok=True)
             writer = TraceWriter(trace)
         try:
-            controller = agentfsm.Controller(
-                policy if policy is not None else agentfsm.Policy(),
+            controller = Controller(
+                policy if policy is not None else Policy(),
                 tools=None if specs is None else list(specs.values()),
                 observers=(*observers, *([writer] if writer else [])),
             )

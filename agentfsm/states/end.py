@@ -6,8 +6,8 @@ the limit, refusal or failure that ended the run.
 
 from __future__ import annotations
 
-from agentfsm.core.run_state import Run, Step
-from agentfsm.core.types import ExitReason
+from agentfsm.model.run_state import Run, Step
+from agentfsm.model.types import ExitReason
 
 __all__ = ["enter"]
 

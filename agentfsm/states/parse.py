@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentfsm.core._checked import replaced
-from agentfsm.core.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.core.pricing import turn_cost, unknown_price
-from agentfsm.core.run_state import Run, Step
-from agentfsm.core.types import ModelTurn, ToolCall
+from agentfsm.model._checked import replaced
+from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm.model.pricing import turn_cost, unknown_price
+from agentfsm.model.run_state import Run, Step
+from agentfsm.model.types import ModelTurn, ToolCall
 
 __all__ = ["enter"]
 

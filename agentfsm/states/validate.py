@@ -10,10 +10,10 @@ streak counts identical consecutive rounds of calls.
 
 from __future__ import annotations
 
-from agentfsm.core.call_identity import CallKey, describe, round_signature, signature
-from agentfsm.core.run_state import Run, Step
-from agentfsm.core.snapshot import unchecked_evolve
-from agentfsm.core.types import ToolCall, ToolResult
+from agentfsm.model.call_identity import CallKey, describe, round_signature, signature
+from agentfsm.model.run_state import Run, Step
+from agentfsm.model.snapshot import unchecked_evolve
+from agentfsm.model.types import ToolCall, ToolResult
 
 __all__ = ["enter"]
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.snapshot import RunSnapshot
-from agentfsm.core.types import (
+from agentfsm.engine.controller import Controller
+from agentfsm.exceptions import DataError
+from agentfsm.model.snapshot import RunSnapshot
+from agentfsm.model.types import (
     Action,
     Decision,
     FinishReason,
@@ -26,7 +27,6 @@ from agentfsm.core.types import (
     ToolResult,
     Usage,
 )
-from agentfsm.exceptions import DataError
 from agentfsm.testing.scripted import (
     Reply,
     Responder,

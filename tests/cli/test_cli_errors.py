@@ -1,4 +1,4 @@
-"""The command line on bad input: one line, exit 2, never a traceback (issue 11, item 9).
+"""The command line on bad input: one line, exit 2, never a traceback.
 
 Exit 0 means success (or the same decisions), 1 that the policies' decisions
 differ or a self-replay diverged, 2 bad input or usage. Every test runs the

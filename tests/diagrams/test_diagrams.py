@@ -10,8 +10,9 @@ import pytest
 
 from agentfsm import Policy, State
 from agentfsm.diagrams import Overlay, dot, edge_label, mermaid, render
+from agentfsm.engine.routes import Route
 from agentfsm.exceptions import AgentFSMError, DefinitionError
-from agentfsm.guards import MaxTurns, Otherwise, RepeatedCall, Route
+from agentfsm.guards import MaxTurns, Otherwise, RepeatedCall
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.core.types import FinishReason
+from agentfsm.model.types import FinishReason
 from agentfsm.providers import normalize
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from agentfsm.core.types import FinishReason
 from agentfsm.exceptions import PayloadError
+from agentfsm.model.types import FinishReason
 from agentfsm.providers import PROVIDERS, StreamAccumulator, detect_provider, normalize
 
 BODY: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """Every kind of output is read or refused out loud: calls keep their kind, nothing vanishes.
 
-Issue 22: OpenAI's `[DONE]` sentinel, Cohere v2 streams, Responses items the host runs,
+OpenAI's `[DONE]` sentinel, Cohere v2 streams, Responses items the host runs,
 a program's waiting call, refusals held by frameworks, and the rule that a kind of output
 agentfsm does not read is a clear decision (RETRY or a named STOP), never CONTINUE.
 """

@@ -21,7 +21,7 @@ import pytest
 
 from agentfsm.cli.replay import Job, replay_file
 from agentfsm.cli.replay_ray import Window, replay_chunk, shipped
-from agentfsm.core.policy import Policy
+from agentfsm.engine.policy import Policy
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
 
 ray = pytest.importorskip("ray")

@@ -1,4 +1,4 @@
-"""Replaying agentfsm's own trace gives the live decisions (issue 11, item 3).
+"""Replaying agentfsm's own trace gives the live decisions.
 
 The trace records the policy and the declared tools; replay rebuilds the same
 Controller from them, so every decision comes out as it did live. `--policy`

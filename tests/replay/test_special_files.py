@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import agentfsm as af
-from agentfsm.core._files import open_regular
 from agentfsm.exceptions import AgentFSMError, PolicyError, TraceError
+from agentfsm.model._files import open_regular
 from agentfsm.replay.trace import read_trace
 from agentfsm.replay.trajectories import read_runs
 
@@ -93,7 +93,7 @@ class TestSpecialFilesAreRefused:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A policy file larger than MAX_POLICY_BYTES is refused, naming the limit."""
-        monkeypatch.setattr("agentfsm.core.limits.MAX_POLICY_BYTES", 100)
+        monkeypatch.setattr("agentfsm.model.limits.MAX_POLICY_BYTES", 100)
         path = tmp_path / "p.json"
         path.write_text('{"max_turns": 3, "pad": "' + "x" * 200 + '"}')
         with pytest.raises(PolicyError, match="the limit is 100"):

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.core import limits
-from agentfsm.core.events import RETRACTED, Observer
+from agentfsm.engine.events import RETRACTED, Observer
 from agentfsm.exceptions import TraceError
+from agentfsm.model import limits
 from agentfsm.replay.engine import divergence, replay_run
 from agentfsm.replay.trace import TraceWriter, read_trace
 from agentfsm.replay.trajectories import read_runs

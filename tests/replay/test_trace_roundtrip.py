@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentfsm.core.controller import Controller
-from agentfsm.core.policy import Policy
-from agentfsm.core.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.policy import Policy
+from agentfsm.model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trace import TraceWriter, read_trace
 from agentfsm.replay.trajectories import read_runs

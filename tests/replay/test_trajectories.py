@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.core.types import ToolCall, ToolResult
 from agentfsm.exceptions import TraceError
+from agentfsm.model.types import ToolCall, ToolResult
 from agentfsm.replay.trajectories import (
     FORMATS,
     ModelOutput,

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 
 from agentfsm import Policy
-from agentfsm.core.types import Action, ExitReason
+from agentfsm.model.types import Action, ExitReason
 from agentfsm.runner.loop import Agent, Inbox, RunResult, arun, run
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing.scripted import (

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.core.types import ExitReason
+from agentfsm.model.types import ExitReason
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trace import read_trace
 from agentfsm.replay.trajectories import read_runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.core.types import ExitReason
+from agentfsm.model.types import ExitReason
 from agentfsm.runner.loop import run
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agentfsm import Policy
-from agentfsm.core.types import Action, ExitReason
 from agentfsm.exceptions import DefinitionError, ToolDefinitionError
+from agentfsm.model.types import Action, ExitReason
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.loop import RunResult, arun, run
 from agentfsm.runner.retry import ProviderRetry

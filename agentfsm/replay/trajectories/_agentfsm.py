@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from agentfsm.core.types import ModelTurn, ToolResult
 from agentfsm.exceptions import DataError, RunError
+from agentfsm.model.types import ModelTurn, ToolResult
 from agentfsm.replay.trace import HEADER_EVENT, read_numbered
 from agentfsm.replay.trajectories._io import Errors, located, report, wrap_run_error
 from agentfsm.replay.trajectories._model import (

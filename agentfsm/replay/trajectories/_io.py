@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from agentfsm.core import limits
 from agentfsm.exceptions import RunError, TraceError
+from agentfsm.model import limits
 from agentfsm.replay._json import loads
 from agentfsm.replay.trace import bounded_lines, open_trace
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm.core.types import ModelTurn, ToolResult
+from agentfsm.model.types import ModelTurn, ToolResult
 
 __all__ = ["HumanReply", "ModelOutput", "RecordedRun", "Step", "ToolResults", "UserMessage"]
 

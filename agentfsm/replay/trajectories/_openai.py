@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentfsm.core.types import ModelTurn, ToolCall, ToolResult
 from agentfsm.exceptions import RunError
+from agentfsm.model.types import ModelTurn, ToolCall, ToolResult
 from agentfsm.replay.trajectories._io import (
     Errors,
     iter_jsonl,

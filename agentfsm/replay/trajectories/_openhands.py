@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentfsm.core.types import ModelTurn, ToolResult
 from agentfsm.exceptions import RunError
+from agentfsm.model.types import ModelTurn, ToolResult
 from agentfsm.replay.trajectories._io import Errors, report, wrap_run_error
 from agentfsm.replay.trajectories._model import (
     ModelOutput,

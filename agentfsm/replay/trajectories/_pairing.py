@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agentfsm.core.types import ToolCall, ToolResult
+from agentfsm.model.types import ToolCall, ToolResult
 
 __all__ = ["pair_results"]
 

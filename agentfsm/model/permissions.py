@@ -1,0 +1,416 @@
+"""Permissions: whether a tool call may run, needs a human, or is denied.
+
+A call's permission comes from three sources: rules by tool name and argument
+pattern (a glob, `"deny sql(query=*DROP*)"`, or a shell pattern matched against
+each simple command, `"deny bash(command~rm -rf *)"`), the per-tool
+`permissions` table, and a hook. Every verdict any source gives counts, and the
+strongest wins: deny, then ask, then allow. A deny can never be overridden.
+Only the exact strings `"allow"`, `"ask"` and `"deny"` are permissions: a hook
+that returns anything else (`"DENY"`, `"no"`, `False`, `None`), or raises,
+denies the call, and the reason names what it returned.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import ConfigDict, model_validator
+
+from agentfsm.exceptions import DataError, PolicyError
+from agentfsm.model._checked import Checked
+from agentfsm.model.types import ToolCall
+
+if TYPE_CHECKING:
+    from agentfsm.model.shell import Script
+
+__all__ = ["PERMISSIONS", "Permission", "PermissionHook", "Rule", "Verdict", "decide"]
+
+Permission = Literal["allow", "ask", "deny"]
+PermissionHook = Callable[[ToolCall], Permission]
+PERMISSIONS: tuple[Permission, ...] = ("allow", "ask", "deny")
+"""The only permission values, weakest first."""
+
+_STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
+_RULE = re.compile(
+    r'^\s*(allow|ask|deny)\s+("(?:[^"\\]|\\.)*"|[^\s("]+)\s*(?:\((.*)\))?\s*$', re.DOTALL
+)
+_ARG_HEAD = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*([=~])")
+_ARG_SPLIT = re.compile(r",\s*(?=[A-Za-z_][\w.-]*\s*[=~])")
+_JSON = json.JSONDecoder()
+
+Verdict = tuple[Permission, str]
+"""A permission and why, e.g. `("deny", "rule 'deny bash(command=rm -rf *)'")`."""
+
+
+class Rule(Checked):
+    """Give `action` to calls of tools named like `tool` whose arguments match `args` and `shell`.
+
+    `tool` and each argument pattern in `args` are shell-style globs (`*`, `?`,
+    `[...]`), matched against the whole name or value, case-sensitively. A value
+    that is not a string is matched as compact JSON. A call lacking a named
+    argument does not match.
+
+    `shell` is at most one shell pattern, `(argument, pattern)`: the argument is
+    read as a shell command and the pattern is matched against each simple
+    command in it (`agentfsm.model.shell`, `docs/shell-rules.md`). A deny or ask
+    shell rule applies when any simple command is, or may be, what it names, and
+    to any command it cannot read with confidence. Allow shell rules let a call
+    through only together: when every simple command of the argument surely
+    matches one of them; a command they cannot read is at least `ask`.
+
+    The text form reads `"<action> <tool>[(<arg>=<glob>, <arg>~<shell pattern>, ...)]"`;
+    a value that would not read back (leading or trailing spaces, a `, name=` inside,
+    a leading `"`) is written as a JSON string.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: Permission
+    """What a matching call gets."""
+    tool: str
+    """A glob on the tool's name."""
+    args: tuple[tuple[str, str], ...] = ()
+    """(argument name, glob on its value) pairs; all must match."""
+    shell: tuple[str, str] | None = None
+    """(argument name, shell pattern), e.g. `("command", "rm -rf *")`; see the class docstring."""
+
+    @model_validator(mode="after")
+    def _check_shell(self) -> Rule:
+        if self.shell is not None:
+            from agentfsm.model import shell  # a policy without shell rules never loads it
+
+            shell.pattern(self.shell[1])
+        return self
+
+    @property
+    def names_tool_only(self) -> bool:
+        """Whether the rule speaks about every call of its tools (no argument patterns)."""
+        return not self.args and self.shell is None
+
+    @classmethod
+    def parse(cls, text: str) -> Rule:
+        """Read a rule from its text form; a rule that does not parse raises PolicyError."""
+        found = _RULE.match(text) if isinstance(text, str) else None
+        if found is None:
+            raise PolicyError(
+                f"permission rule {text!r} does not parse: expected "
+                "'<allow|ask|deny> <tool glob>[(<argument>=<glob>, <argument>~<shell pattern>)]', "
+                "e.g. 'deny bash(command~rm -rf *)'"
+            )
+        action, tool, inner = found.groups()
+        if tool.startswith('"'):
+            tool = _quoted_tool(tool, text)
+        args: list[tuple[str, str]] = []
+        shells: list[tuple[str, str]] = []
+        for name, op, value in _arguments(inner, text) if inner is not None else ():
+            (shells if op == "~" else args).append((name, value))
+        if len(shells) > 1:
+            raise PolicyError(f"permission rule {text!r} has more than one shell pattern (~)")
+        try:
+            return cls(
+                action=action, tool=tool, args=tuple(args), shell=shells[0] if shells else None
+            )
+        except DataError as exc:
+            raise PolicyError(f"permission rule {text!r} is invalid: {exc.message}") from exc
+
+    @classmethod
+    def of(cls, item: Any) -> Rule:
+        """Build a rule from a Rule, its text form or a mapping; raise PolicyError otherwise."""
+        if isinstance(item, Rule):
+            return item
+        if isinstance(item, str):
+            return cls.parse(item)
+        if isinstance(item, Mapping):
+            return cls._from_mapping(item)
+        raise PolicyError(
+            f"permission rule {item!r} is a {type(item).__name__}: expected a string such as "
+            "'deny bash(command~rm -rf *)' or a mapping {'action', 'tool', 'args', 'shell'}"
+        )
+
+    @classmethod
+    def _from_mapping(cls, item: Mapping[str, Any]) -> Rule:
+        """A mapping: `args` maps names to globs (or is `model_dump`'s pairs), `shell` likewise."""
+        action, tool = item.get("action"), item.get("tool")
+        args, shell = _pairs(item.get("args")), _pairs(item.get("shell"))
+        extra = sorted(set(item) - {"action", "tool", "args", "shell"}, key=repr)
+        problem = None
+        if action not in _STRENGTH:
+            problem = f"'action' must be 'allow', 'ask' or 'deny', not {action!r}"
+        elif not isinstance(tool, str) or not tool:
+            problem = f"'tool' must be a non-empty glob, not {tool!r}"
+        elif args is None:
+            problem = "'args' must map argument names to glob strings"
+        elif shell is None or len(shell) > 1:
+            problem = "'shell' must map one argument name to a shell pattern"
+        elif extra:
+            problem = f"unknown key(s) {extra}"
+        if problem is not None:
+            raise PolicyError(f"permission rule {dict(item)!r} is invalid: {problem}")
+        try:
+            return cls(action=action, tool=tool, args=args, shell=shell[0] if shell else None)
+        except DataError as exc:
+            raise PolicyError(f"permission rule {dict(item)!r} is invalid: {exc.message}") from exc
+
+    def matches(self, call: ToolCall) -> bool:
+        """Whether the rule alone applies to `call` (an allow shell rule: covers every command)."""
+        if not self.applies_to(call):
+            return False
+        if self.shell is None:
+            return True
+        script = _script(call, self.shell[0])
+        if self.action == "allow":
+            together = _covered(call, (self,), {self.shell[0]: script})
+            return together is not None and together[0] == "allow"
+        return _flagged(self, script) is not None
+
+    def applies_to(self, call: ToolCall) -> bool:
+        """Whether the tool name and every glob match, and the shell argument is present."""
+        if not fnmatch.fnmatchcase(call.name, self.tool):
+            return False
+        arguments = call.arguments or {}
+        for name, pattern in self.args:
+            if name not in arguments:
+                return False
+            value = arguments[name]
+            text = value if isinstance(value, str) else _compact(value)
+            if not fnmatch.fnmatchcase(text, pattern):
+                return False
+        return self.shell is None or self.shell[0] in arguments
+
+    def __str__(self) -> str:
+        parts = [f"{name}={_written(pattern)}" for name, pattern in self.args]
+        if self.shell is not None:
+            parts.append(f"{self.shell[0]}~{_written(self.shell[1])}")
+        tool = self.tool if re.fullmatch(r'[^\s("]+', self.tool) else json.dumps(self.tool)
+        return f"{self.action} {tool}" + (f"({', '.join(parts)})" if parts else "")
+
+
+def _quoted_tool(quoted: str, text: str) -> str:
+    """A tool glob written as a JSON string; it must decode to a non-empty string."""
+    try:
+        tool = json.loads(quoted)
+    except ValueError as exc:
+        raise PolicyError(
+            f"permission rule {text!r}: the tool {quoted} is not a JSON string"
+        ) from exc
+    if not tool:
+        raise PolicyError(f"permission rule {text!r} names no tool")
+    return str(tool)
+
+
+def _arguments(inner: str, text: str) -> list[tuple[str, str, str]]:
+    """The `(name, "=" or "~", value)` items of a rule's parentheses."""
+    items: list[tuple[str, str, str]] = []
+    position = 0
+    while True:
+        head = _ARG_HEAD.match(inner, position)
+        if head is None:
+            where = inner[position:].split(",", 1)[0].strip()
+            raise PolicyError(
+                f"permission rule {text!r} does not parse: {where!r} "
+                "is not '<argument>=<glob>' or '<argument>~<shell pattern>'"
+            )
+        value, position = _value(inner, head.end())
+        items.append((head.group(1), head.group(2), value))
+        if position >= len(inner):
+            return items
+        position += 1  # the comma between items
+
+
+def _value(inner: str, start: int) -> tuple[str, int]:
+    """One value starting at `start` and the index of the comma after it (or the end)."""
+    quote = len(inner) - len(inner[start:].lstrip(" "))
+    if inner.startswith('"', quote):
+        try:
+            value, end = _JSON.raw_decode(inner, quote)
+        except ValueError:
+            value = None
+        if isinstance(value, str):
+            rest = inner[end:]
+            after = end + len(rest) - len(rest.lstrip())
+            if after == len(inner) or _ARG_SPLIT.match(inner, after):
+                return value, after
+    split = _ARG_SPLIT.search(inner, start)
+    stop = split.start() if split else len(inner)
+    return inner[start:stop].strip(), stop
+
+
+def _written(value: str) -> str:
+    """`value` as it stands in a rule's text: as is when it reads back, else a JSON string."""
+    reads_back = value == value.strip() and not value.startswith('"')
+    if reads_back and _ARG_SPLIT.search(value) is None:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _pairs(value: object) -> tuple[tuple[str, str], ...] | None:
+    """A mapping of names to strings, or `model_dump`'s pairs, as pairs; None when neither."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        value = list(value.items())
+    elif (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, str) for v in value)
+    ):
+        value = [value]  # a rule's `shell` field as model_dump gives it
+    if not isinstance(value, list | tuple):
+        return None
+    pairs = [tuple(p) for p in value if isinstance(p, list | tuple) and len(p) == 2]
+    if len(pairs) != len(value) or not all(isinstance(v, str) for p in pairs for v in p):
+        return None
+    return tuple((str(a), str(b)) for a, b in pairs)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _script(call: ToolCall, argument: str) -> Script:
+    """The shell script in `call`'s argument: a string is parsed, a list of strings is an argv."""
+    from agentfsm.model import shell
+
+    value = (call.arguments or {}).get(argument)
+    if isinstance(value, str):
+        return shell.parse(value)
+    if isinstance(value, list):
+        return shell.from_argv(value)
+    return shell.Script(unsure=(f"argument {argument!r} is not a string",))
+
+
+def _flagged(rule: Rule, script: Script) -> str | None:
+    """Why a deny or ask shell `rule` applies to `script`, or None when it does not."""
+    from agentfsm.model import shell
+
+    assert rule.shell is not None
+    pattern = shell.pattern(rule.shell[1])
+    maybe = None
+    for views in script.commands:
+        for view in views:
+            found = pattern.may_match(view)
+            if found is shell.Match.YES:
+                return f"{view} is {pattern}"
+            if found is shell.Match.MAYBE and maybe is None:
+                maybe = f"{view} may be {pattern}: some of its words are known only at run time"
+    if script.unsure:
+        return f"the command cannot be read with confidence: {script.unsure[0]}"
+    return maybe
+
+
+def _covered(call: ToolCall, rules: Sequence[Rule], scripts: dict[str, Script]) -> Verdict | None:
+    """What allow shell `rules` (all applying to `call`) say together.
+
+    Allow when every simple command surely matches one of them; ask when the
+    command cannot be read with confidence; nothing when a command is not covered.
+    """
+    from agentfsm.model import shell
+
+    by_argument: dict[str, list[shell.Pattern]] = {}
+    for rule in rules:
+        assert rule.shell is not None
+        by_argument.setdefault(rule.shell[0], []).append(shell.pattern(rule.shell[1]))
+    for argument, patterns in by_argument.items():
+        script = scripts.get(argument) or _script(call, argument)
+        if script.unsure:
+            why = f"the command cannot be read with confidence: {script.unsure[0]}"
+            return "ask", f"rule(s) {_names(rules)} cannot allow it: {why}"
+        for views in script.commands:
+            if not any(p.surely_matches(v) for v in views for p in patterns):
+                return None
+    return "allow", f"rule(s) {_names(rules)} cover every command"
+
+
+def _names(rules: Sequence[Rule]) -> str:
+    return ", ".join(repr(str(r)) for r in rules)
+
+
+def decide(
+    call: ToolCall,
+    rules: tuple[Rule, ...],
+    table: Mapping[str, Permission],
+    hook: Callable[[ToolCall], Any] | None,
+) -> Verdict:
+    """Return the strongest permission any source gives `call`, and which source gave it.
+
+    Matching rules, the table's entry for the tool and the hook all count; when
+    none of them speaks, the table's `"*"` entry (allow when absent) decides. Allow
+    shell rules speak together: allow when they cover every simple command; when
+    they cannot read the command, at least ask.
+    """
+    best, floor = _from_rules(call, rules)
+    if best is not None and best[0] == "deny":
+        return best
+    if call.name in table:
+        best = _stronger(best, _understood(table[call.name], f"permissions[{call.name!r}]"))
+    if hook is not None:
+        best = _stronger(best, _ask_hook(hook, call))
+    if best is None:
+        best = _understood(table["*"], "permissions['*']") if "*" in table else None
+        best = best or ("allow", "the default")
+        return best if floor is None else _stronger(best, floor)
+    return best
+
+
+def _from_rules(call: ToolCall, rules: tuple[Rule, ...]) -> tuple[Verdict | None, Verdict | None]:
+    """The strongest verdict of the rules, and an `ask` when allow shell rules cannot read it."""
+    best: Verdict | None = None
+    allowing: list[Rule] = []
+    scripts: dict[str, Script] = {}
+    for rule in rules:
+        if not rule.applies_to(call):
+            continue
+        if rule.shell is None:
+            best = _stronger(best, _understood(rule.action, f"rule {str(rule)!r}"))
+        elif rule.action == "allow":
+            allowing.append(rule)
+            continue
+        else:
+            argument = rule.shell[0]
+            script = scripts[argument] = scripts.get(argument) or _script(call, argument)
+            why = _flagged(rule, script)
+            if why is None:
+                continue
+            best = _stronger(best, _understood(rule.action, f"rule {str(rule)!r}: {why}"))
+        if best[0] == "deny":
+            return best, None
+    together = _covered(call, allowing, scripts) if allowing else None
+    if together is None:
+        return best, None
+    if together[0] == "allow":
+        return _stronger(best, together), None
+    return best, together  # an unreadable command: a floor under the default, not a verdict
+
+
+def _understood(value: object, source: str) -> Verdict:
+    """`value` as a verdict from `source`; anything but "allow", "ask" or "deny" denies.
+
+    A validated policy holds only those three; this keeps a policy changed behind
+    pydantic's back (or a table a caller passes directly) from failing open.
+    """
+    if type(value) is str and value in _STRENGTH:
+        return value, source  # type: ignore[return-value]
+    return "deny", f"{source} is {value!r:.60}, not 'allow', 'ask' or 'deny'"
+
+
+def _ask_hook(hook: Callable[[ToolCall], Any], call: ToolCall) -> Verdict:
+    try:
+        value = hook(call)
+    except Exception as exc:  # a hook that fails must not let the call through
+        return "deny", f"the permission hook raised {type(exc).__name__}: {exc}"
+    # `type(value) is str` so that a str subclass with a lying __eq__ cannot pass.
+    if type(value) is str and value in _STRENGTH:
+        return value, "the permission hook"  # type: ignore[return-value]
+    return "deny", (
+        f"the permission hook returned {value!r}, which is not 'allow', 'ask' or 'deny'"
+    )
+
+
+def _stronger(current: Verdict | None, new: Verdict) -> Verdict:
+    if current is None or _STRENGTH[new[0]] > _STRENGTH[current[0]]:
+        return new
+    return current
