@@ -350,8 +350,7 @@ def fewer_collections() -> Iterator[None]:
 
     A replay allocates millions of short-lived objects and frees them by
     reference counting: it leaves no cycles (the engine's clock does not point
-    back at it), so each collection finds nothing and costs about 2 % of a
-    replay at Python's default (3 % with the older generations' passes). The
+    back at it), so each collection walks live objects and finds nothing. The
     previous thresholds come back afterwards; the pool's workers, forked
     inside, inherit the setting. A threshold of 0 (collection off) stays 0.
     """

@@ -29,7 +29,7 @@ from agentfsm.exceptions import (
 )
 from agentfsm.guards import Hit, SignalConflict
 from agentfsm.model._checked import listed
-from agentfsm.model.run_state import Run, Step, save_run
+from agentfsm.model.run_state import Run, Step
 from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.tools import ToolSpec, tool_specs
 from agentfsm.model.types import (
@@ -79,7 +79,7 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
         ctl: Controller = args[0]  # type: ignore[assignment]
         with ctl._lock:
             run, last = ctl._run, ctl._last_output
-            saved = save_run(run)
+            saved = run.save()
             try:
                 return method(*args, **kwargs)
             except BaseException as exc:

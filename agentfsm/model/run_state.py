@@ -18,7 +18,7 @@ from agentfsm.model.types import ExitReason, ModelTurn, State, ToolCall, ToolRes
 if TYPE_CHECKING:
     from agentfsm.model.tools import ToolSpec
 
-__all__ = ["RECENT_ROUNDS", "Fired", "Run", "RunRules", "Step", "save_run"]
+__all__ = ["RECENT_ROUNDS", "Fired", "Run", "RunRules", "Step"]
 
 
 class RunRules(Protocol):
@@ -183,8 +183,6 @@ _FIXED = frozenset({"clock", "policy", "prices", "run_id", "specs", "started"})
 """Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)
-save_run = _SAVE
-"""`Run.save` as one C call, for the Controller's per-input rollback."""
 
 
 class Step:

@@ -1,8 +1,8 @@
-"""JSON text to the values `json.loads` gives, decoded by msgspec first because it is twice as fast.
+"""JSON text to the values `json.loads` gives, decoded by msgspec first because it is faster.
 
-Replay spends about a quarter of its time parsing trajectory and trace files;
-msgspec's decoder does that work in half the time. Its results are exactly
-`json.loads`'s for every text it accepts (objects become dicts with the last
+Replay spends much of its time parsing trajectory and trace files, and msgspec's
+decoder does that work faster than `json` (bench/RESULTS-hardening.md). Its results are
+exactly `json.loads`'s for every text it accepts (objects become dicts with the last
 of duplicate keys winning, integers of any size stay `int`, floats round the
 same way). Every text it refuses goes to `json.loads` itself, so a text only
 `json` reads (NaN, Infinity, a lone surrogate, a byte-order mark, UTF-16 or

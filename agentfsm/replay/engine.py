@@ -342,8 +342,8 @@ class _Replayer:
         """The replayed run's clock: the time the recording gives for the step being fed
         (it stands still where the recording gives none)."""
         self.clock = partial(list.__getitem__, self.now, 0)
-        """Reads `now`: a C call, and no reference back to this replayer, so a finished
-        run's controllers are freed at once instead of waiting in a cycle for the collector."""
+        """Reads `now` with no reference back to this replayer, so a finished run's
+        controllers are freed at once instead of waiting in a cycle for the collector."""
         self.ctl = self._new_controller()
         self.last: Decision | None = None
         self.turn_calls: list[ToolCall] = []
