@@ -15,8 +15,6 @@ from agents import (
     FunctionTool,
     MaxTurnsExceeded,
     ModelBehaviorError,
-    ModelSettings,
-    ModelTracing,
     RunConfig,
     Runner,
     RunResult,
@@ -31,6 +29,7 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 import agentfsm as af
 from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.integrations.openai_agents import decisions, governed
+from tests.integrations.conftest import scripted_events
 
 A, X = af.Action, af.ExitReason
 CONFIG = RunConfig(tracing_disabled=True)
@@ -271,26 +270,6 @@ class TestDecisions:
         result = run(native([ANSWER], Tools()))
         with pytest.raises(AgentFSMError, match="governed"):
             decisions(result)
-
-
-async def scripted_events(items: list[Any]) -> list[Any]:
-    """The stream events the SDK's ScriptedModel sends for a response of `items`."""
-    model = ScriptedModel([items])
-    return [
-        event
-        async for event in model.stream_response(
-            None,
-            "hi",
-            ModelSettings(),
-            [],
-            None,
-            [],
-            ModelTracing.DISABLED,
-            previous_response_id=None,
-            conversation_id=None,
-            prompt=None,
-        )
-    ]
 
 
 class TestIncrementalStreaming:

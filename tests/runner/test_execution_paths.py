@@ -26,6 +26,7 @@ from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing import call, turn
 from agentfsm.testing.scripted import Reply, ScriptedCall, say
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
 from tests.seam_strategies import (
     HANDOFF,
     SideEffects,
@@ -112,18 +113,7 @@ class TestExecutorAsks:
 
 def litellm(cls: type) -> type:
     """Mark a class whose tests run the runner through litellm (and quiet litellm's warnings)."""
-    marks = [
-        pytest.mark.litellm,
-        pytest.mark.filterwarnings(
-            "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-            ":UserWarning:pydantic._internal._generate_schema"
-        ),
-        pytest.mark.filterwarnings(
-            "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is "
-            "deprecated:pydantic.warnings.PydanticDeprecatedSince211"
-        ),
-    ]
-    for mark in marks:
+    for mark in LITELLM_CLIENT:
         cls = mark(cls)
     return cls
 

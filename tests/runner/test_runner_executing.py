@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
-
 from agentfsm import Policy
 from agentfsm.model.types import Action, ExitReason
 from agentfsm.runner.loop import Agent, Inbox, RunResult, arun, run
@@ -28,18 +26,9 @@ from agentfsm.testing.scripted import (
     tool_calls,
 )
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
 
-pytestmark = [
-    pytest.mark.litellm,
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 TASK = [{"role": "user", "content": "Process the three files."}]
 THREE = tool_calls(

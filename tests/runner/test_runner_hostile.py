@@ -10,8 +10,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agentfsm.model.types import ExitReason
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trace import read_trace
@@ -20,18 +18,9 @@ from agentfsm.runner.loop import RunResult, arun, run
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
 
-pytestmark = [
-    pytest.mark.litellm,
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 HALF_EMOJI = "\ud83d"
 """The first half of a surrogate pair: what a stream leaves when an emoji's escape is split."""

@@ -29,23 +29,9 @@ from agentfsm.testing.scripted import (
     tool_calls,
 )
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
 
-pytestmark = [
-    pytest.mark.litellm,
-    # litellm (1.110) builds its streaming Delta schema lazily, on the first streamed
-    # chunk, and pydantic warns that litellm's TypedDicts (ChatCompletionThinkingBlock,
-    # ...) use `ReadOnly`: the warning is about litellm's types, not ours.
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    # litellm reads every attribute of a streamed usage object, which pydantic 2.11+
-    # answers with this deprecation when it reaches `model_computed_fields`.
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 WeatherTool = Callable[..., Any]
 

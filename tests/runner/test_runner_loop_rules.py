@@ -34,18 +34,9 @@ from agentfsm.testing.scripted import (
     tool_calls,
 )
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
 
-pytestmark = [
-    pytest.mark.litellm,
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 QUESTION = "What will the weather be like in Shanghai tomorrow?"
 SHANGHAI = {"latitude": 31.23, "longitude": 121.47}
