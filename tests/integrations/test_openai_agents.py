@@ -29,7 +29,7 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 import agentfsm as af
 from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.integrations.openai_agents import decisions, governed
-from tests.integrations.conftest import scripted_events
+from tests.integrations.conftest import scripted_events, sdk_run
 
 A, X = af.Action, af.ExitReason
 CONFIG = RunConfig(tracing_disabled=True)
@@ -81,19 +81,9 @@ REFUSAL = [
 def run(agent: Agent[Any], stream: bool = False, max_turns: int = 10) -> RunResultBase:
     """Run the agent to its end, streamed or not."""
 
-    async def go() -> RunResultBase:
-        if not stream:
-            return await Runner.run(
-                agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns
-            )
-        result = Runner.run_streamed(
-            agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns
-        )
-        async for _ in result.stream_events():
-            pass
-        return result
-
-    return asyncio.run(go())
+    return asyncio.run(
+        sdk_run(agent, "weather in Paris?", stream, run_config=CONFIG, max_turns=max_turns)
+    )
 
 
 def native(script: list[list[Any]], tools: Tools) -> Agent[Any]:
