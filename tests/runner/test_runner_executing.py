@@ -27,6 +27,7 @@ from agentfsm.testing.scripted import (
 )
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
 pytestmark = LITELLM_CLIENT
 
@@ -41,14 +42,7 @@ THREE = tool_calls(
 def go(server: ScriptedServer, tools: list[Any], **kwargs: Any) -> RunResult:
     """Run the task against the server's OpenAI route."""
     kwargs.setdefault("retry", ProviderRetry(attempts=1))
-    return run(
-        "openai/scripted",
-        TASK,
-        tools=tools,
-        api_base=server.openai_base,
-        api_key="sk-test",
-        **kwargs,
-    )
+    return scripted_run(server, TASK, tools=tools, **kwargs)
 
 
 def tool_messages(result: RunResult) -> Counter[str]:
@@ -121,14 +115,7 @@ class TestInterruption:
 
         async def main(server: ScriptedServer) -> RunResult:
             task = asyncio.ensure_future(
-                arun(
-                    "openai/scripted",
-                    TASK,
-                    tools=[step],
-                    api_base=server.openai_base,
-                    api_key="sk-test",
-                    retry=ProviderRetry(attempts=1),
-                )
+                scripted_arun(server, TASK, tools=[step], retry=ProviderRetry(attempts=1))
             )
             while not any(m for m in server.requests):
                 await asyncio.sleep(0.01)
@@ -292,14 +279,12 @@ class TestSubAgents:
 
         async def main(server: ScriptedServer) -> RunResult:
             task = asyncio.ensure_future(
-                arun(
-                    "openai/scripted",
+                scripted_arun(
+                    server,
                     TASK,
                     tools=["research"],
                     policy=Policy(handoffs=frozenset({"research"})),
                     agents={"research": Agent(tools=[wait])},
-                    api_base=server.openai_base,
-                    api_key="sk-test",
                     retry=ProviderRetry(attempts=1),
                 )
             )
@@ -397,13 +382,8 @@ class TestRunsStartedByTools:
             async def research(topic: str) -> str:
                 return (await arun(**self.inner(server, topic))).text
 
-            return await arun(
-                "openai/scripted",
-                TASK,
-                tools=[research],
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=ProviderRetry(attempts=1),
+            return await scripted_arun(
+                server, TASK, tools=[research], retry=ProviderRetry(attempts=1)
             )
 
         with ScriptedServer(self.SCRIPT) as server:

@@ -14,11 +14,12 @@ from agentfsm.model.types import ExitReason
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trace import read_trace
 from agentfsm.replay.trajectories import read_runs
-from agentfsm.runner.loop import RunResult, arun, run
+from agentfsm.runner.loop import RunResult
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
 pytestmark = LITELLM_CLIENT
 
@@ -44,15 +45,7 @@ def huge() -> int:
 
 
 def go(server: ScriptedServer, tools: list[Any], **kwargs: Any) -> RunResult:
-    return run(
-        "openai/scripted",
-        "go",
-        tools=tools,
-        api_base=server.openai_base,
-        api_key="sk-test",
-        retry=ProviderRetry(attempts=1),
-        **kwargs,
-    )
+    return scripted_run(server, "go", tools=tools, retry=ProviderRetry(attempts=1), **kwargs)
 
 
 def in_thread(work: Any, seconds: float = 30.0) -> Any:
@@ -86,13 +79,8 @@ class TestHostileTools:
         script = [tool_calls(call("broken", {}, id="c1")), say("sorry")]
 
         async def main(server: ScriptedServer) -> RunResult:
-            return await arun(
-                "openai/scripted",
-                "go",
-                tools=[broken],
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=ProviderRetry(attempts=1),
+            return await scripted_arun(
+                server, "go", tools=[broken], retry=ProviderRetry(attempts=1)
             )
 
         with ScriptedServer(script) as server:

@@ -30,6 +30,7 @@ from agentfsm.testing.scripted import (
 )
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
 pytestmark = LITELLM_CLIENT
 
@@ -51,16 +52,12 @@ def weather_script() -> list[Reply | Responder]:
 
 def run_openai(server: ScriptedServer, tool: object, **kwargs: Any) -> RunResult:
     """Run the weather question against the server's OpenAI route."""
-    kwargs.setdefault("api_key", "sk-test")
-    return run("openai/scripted", QUESTION, tools=[tool], api_base=server.openai_base, **kwargs)
+    return scripted_run(server, QUESTION, tools=[tool], **kwargs)
 
 
 def arun_openai(server: ScriptedServer, tool: object, **kwargs: Any) -> RunResult:
     """`run_openai` through `arun`, on a fresh event loop."""
-    kwargs.setdefault("api_key", "sk-test")
-    return asyncio.run(
-        arun("openai/scripted", QUESTION, tools=[tool], api_base=server.openai_base, **kwargs)
-    )
+    return asyncio.run(scripted_arun(server, QUESTION, tools=[tool], **kwargs))
 
 
 class TestRunOpenAI:

@@ -21,7 +21,7 @@ from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.types import Action, Decision, ExitReason, ToolCall
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trajectories import read_runs
-from agentfsm.runner.loop import RunResult, arun, run
+from agentfsm.runner.loop import RunResult, arun
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.runner.session import denied_by_name
 from agentfsm.testing.scripted import (
@@ -35,6 +35,7 @@ from agentfsm.testing.scripted import (
 )
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
 pytestmark = LITELLM_CLIENT
 
@@ -46,17 +47,13 @@ WEATHER = call("get_weather", SHANGHAI)
 def go(server: ScriptedServer, **kwargs: Any) -> RunResult:
     """Ask the question through `run` against the server's OpenAI route."""
     kwargs.setdefault("retry", ProviderRetry(attempts=1))
-    return run(
-        "openai/scripted", QUESTION, api_base=server.openai_base, api_key="sk-test", **kwargs
-    )
+    return scripted_run(server, QUESTION, **kwargs)
 
 
 def ago(server: ScriptedServer, **kwargs: Any) -> RunResult:
     """`go` through `arun`, on a fresh event loop."""
     kwargs.setdefault("retry", ProviderRetry(attempts=1))
-    return asyncio.run(
-        arun("openai/scripted", QUESTION, api_base=server.openai_base, api_key="sk-test", **kwargs)
-    )
+    return asyncio.run(scripted_arun(server, QUESTION, **kwargs))
 
 
 RUNNERS: list[Callable[..., RunResult]] = [go, ago]
@@ -289,13 +286,8 @@ class TestNestedRunTools:
     def research(self, server: ScriptedServer, **given: Any) -> Callable[[str], str]:
         def research(topic: str) -> str:
             """Research a topic with a run of its own."""
-            return run(
-                "openai/scripted",
-                f"research {topic}",
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=ProviderRetry(attempts=1),
-                **given,
+            return scripted_run(
+                server, f"research {topic}", retry=ProviderRetry(attempts=1), **given
             ).text
 
         return research
@@ -347,21 +339,10 @@ class TestNestedRunTools:
         async def main(server: ScriptedServer) -> RunResult:
             async def research(topic: str) -> str:
                 """Research a topic with a run of its own."""
-                inner = await arun(
-                    "openai/scripted",
-                    f"research {topic}",
-                    api_base=server.openai_base,
-                    api_key="sk-test",
-                )
+                inner = await scripted_arun(server, f"research {topic}")
                 return inner.text
 
-            return await arun(
-                "openai/scripted",
-                QUESTION,
-                tools=[research, get_weather],
-                api_base=server.openai_base,
-                api_key="sk-test",
-            )
+            return await scripted_arun(server, QUESTION, tools=[research, get_weather])
 
         with ScriptedServer(self.script()) as server:
             result = asyncio.run(main(server))
