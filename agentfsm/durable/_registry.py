@@ -16,10 +16,10 @@ from typing import Any
 from agentfsm.engine.events import SCHEMA
 from agentfsm.engine.persistence import STATE_VERSION, policy_code
 from agentfsm.engine.policy import Policy, as_policy
-from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.exceptions import DefinitionError, InvalidInputError
 from agentfsm.model._checked import check_number
 from agentfsm.model.tools import ToolSpec, tool_specs
-from agentfsm.runner.executor import _OPTIONS_ATTR, ToolOptions
+from agentfsm.runner.executor import ToolOptions, options_of
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DurableAgent", "Progress", "agent_named", "app_version"]
 
@@ -124,27 +124,12 @@ def _run_at_most_once(
     agent: str, specs: Mapping[str, ToolSpec], options: Mapping[str, ToolOptions] | None
 ) -> frozenset[str]:
     """The tools of `specs` that are not declared idempotent (by `options` or `@tool`)."""
-    if options is not None and not isinstance(options, Mapping):
-        raise ToolDefinitionError(
-            f"durable agent {agent!r}: options must map tool names to ToolOptions, "
-            f"not {type(options).__name__}"
-        )
-    given = dict(options or {})
-    unknown = sorted(set(given) - set(specs))
-    if unknown:
-        raise ToolDefinitionError(
-            f"durable agent {agent!r}: options for undeclared tool(s) {unknown}"
-        )
-    for name, option in given.items():
-        if not isinstance(option, ToolOptions):
-            raise ToolDefinitionError(
-                f"durable agent {agent!r}: options[{name!r}] must be a ToolOptions"
-            )
+    declared = options_of(specs, options, where=f"durable agent {agent!r}: ")
     once: set[str] = set()
     for name, spec in specs.items():
-        marked: object = given.get(name) or getattr(spec.fn, _OPTIONS_ATTR, None)
+        option = declared[name]
         # Anything but a ToolOptions saying idempotent runs at most once: fail closed.
-        if spec.fn is not None and not (isinstance(marked, ToolOptions) and marked.idempotent):
+        if spec.fn is not None and not (option is not None and option.idempotent):
             once.add(name)
     return frozenset(once)
 

@@ -145,6 +145,33 @@ def tool(
     return mark if fn is None else mark(fn)
 
 
+def options_of(
+    specs: Mapping[str, ToolSpec], options: object, where: str = ""
+) -> dict[str, ToolOptions | None]:
+    """Each tool's ToolOptions: given in `options` by name, else marked by `@tool`, else None.
+
+    `options` must map names of `specs` to ToolOptions; anything else raises
+    ToolDefinitionError, its message prefixed with `where` (who was given the options).
+    A mark that is not a ToolOptions counts as none, so a caller falls back to its default.
+    """
+    if options is not None and not isinstance(options, Mapping):
+        raise ToolDefinitionError(
+            f"{where}options must map tool names to ToolOptions, not {type(options).__name__}"
+        )
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(specs))
+    if unknown:
+        raise ToolDefinitionError(f"{where}options for undeclared tool(s) {unknown}")
+    for name, option in given.items():
+        if not isinstance(option, ToolOptions):
+            raise ToolDefinitionError(f"{where}options[{name!r}] must be a ToolOptions")
+    found: dict[str, ToolOptions | None] = {}
+    for name, spec in specs.items():
+        marked = getattr(spec.fn, _OPTIONS_ATTR, None)
+        found[name] = given.get(name) or (marked if isinstance(marked, ToolOptions) else None)
+    return found
+
+
 class Executor:
     """Run the calls of EXECUTE_TOOLS (or HANDOFF) decisions with Python tools.
 
@@ -179,20 +206,9 @@ class Executor:
         self.max_result_chars = max_result_chars
         self.retry_attempts = retry_attempts
         default = ToolOptions(timeout=timeout)  # checks the timeout
-        if options is not None and not isinstance(options, Mapping):
-            raise ToolDefinitionError(
-                f"options must map tool names to ToolOptions, not {type(options).__name__}"
-            )
-        given = dict(options or {})
-        unknown = sorted(set(given) - set(self.specs))
-        if unknown:
-            raise ToolDefinitionError(f"options for undeclared tool(s) {unknown}")
-        for name, opt in given.items():
-            if not isinstance(opt, ToolOptions):
-                raise ToolDefinitionError(f"options[{name!r}] must be a ToolOptions")
         self.options: dict[str, ToolOptions] = {}
-        for name, spec in self.specs.items():
-            found = given.get(name) or getattr(spec.fn, _OPTIONS_ATTR, None) or default
+        for name, declared in options_of(self.specs, options).items():
+            found = declared or default
             if found.timeout is None and default.timeout is not None:
                 found = ToolOptions(found.effect, default.timeout, found.idempotent)
             self.options[name] = found

@@ -9,19 +9,9 @@ from pathlib import Path
 import pytest
 
 from agentfsm.cli.demo import add_arguments, get_weather, main, run_demo
+from tests.conftest import LITELLM_CLIENT
 
-pytestmark = [
-    pytest.mark.litellm,
-    # The same two warnings litellm triggers in test_runner_litellm.py (see there).
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 
 def demo(*argv: str) -> tuple[int, str]:

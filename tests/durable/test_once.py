@@ -56,6 +56,9 @@ POINTS = [
     pytest.param(("tool:2:sigkill",), Counter({CHARGE: 1, TRANSFER: 1}), OK, id="after-the-result"),
 ]
 
+KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+"""The databases a run is recorded in; PostgreSQL only where a server is given (CI)."""
+
 
 def recovered(worker: Worker, points: tuple[str, ...]) -> dict[str, Any]:
     """Kill a worker at each point in turn, then let one finish the run; its result."""
@@ -81,28 +84,25 @@ def read(result: dict[str, Any], call_id: str) -> Any:
     return content
 
 
-def check(worker: Worker, points: tuple[str, ...], effects: Counter[str], transfer: str) -> None:
-    """Recover the run killed at `points`: the tools ran as `effects` says, the model read
-    `transfer` as the transfer's result, and the idempotent charge's result."""
-    result = recovered(worker, points)
-    assert worker.effects() == effects
-    assert read(result, "t1") == transfer
-    assert read(result, "c1") == "charge(100 run-1:1:c1) ok"
-
-
 class TestAtMostOnce:
     @pytest.mark.parametrize(("points", "effects", "transfer"), POINTS)
+    @pytest.mark.parametrize("kind", KINDS)
     def test_a_killed_call_runs_again_only_when_idempotent(
         self,
+        kind: str,
         points: tuple[str, ...],
         effects: Counter[str],
         transfer: str,
         transfer_server: ScriptedServer,
         tmp_path: Path,
     ) -> None:
-        """SIGKILL at each point of a call's life: transfer never twice, charge by one key."""
-        worker = Worker(database("sqlite", tmp_path), transfer_server, tmp_path / "effects.log")
-        check(worker, points, effects, transfer)
+        """SIGKILL at each point of a call's life, on SQLite and on PostgreSQL: transfer never
+        twice, charge by one key."""
+        worker = Worker(database(kind, tmp_path), transfer_server, tmp_path / "effects.log")
+        result = recovered(worker, points)
+        assert worker.effects() == effects
+        assert read(result, "t1") == transfer
+        assert read(result, "c1") == "charge(100 run-1:1:c1) ok"
 
     def test_the_interrupted_result_says_the_effect_is_unknown(self) -> None:
         """The model is told the call may or may not have taken effect, and was not re-run."""
@@ -121,19 +121,3 @@ class TestPermission:
         result = json.loads(done.stdout.strip().splitlines()[-1])["result"]
         assert worker.effects() == Counter({CHARGE: 1})
         assert read(result, "t1").startswith("not run: the controller did not clear call 't1'")
-
-
-@pytest.mark.postgres
-class TestAtMostOnceOnPostgres:
-    @pytest.mark.parametrize(("points", "effects", "transfer"), POINTS)
-    def test_a_killed_call_runs_again_only_when_idempotent(
-        self,
-        points: tuple[str, ...],
-        effects: Counter[str],
-        transfer: str,
-        transfer_server: ScriptedServer,
-        tmp_path: Path,
-    ) -> None:
-        """The same kills on PostgreSQL: transfer never twice, charge by one key."""
-        worker = Worker(database("postgres", tmp_path), transfer_server, tmp_path / "effects.log")
-        check(worker, points, effects, transfer)

@@ -253,6 +253,14 @@ def dumps() -> list[dict[str, Any]]:
     return [ctl.dump() for ctl in (fresh, executing, asking, ended)]
 
 
+def put(data: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    """Set the value at `path` (keys and list indexes) of a dump, as an edit by hand would."""
+    target: Any = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+
+
 class TestSchemaFile:
     def test_the_committed_schema_is_current(self) -> None:
         """docs/checkpoint.schema.json equals what the script writes from the models now."""
@@ -297,10 +305,7 @@ class TestSchemaFile:
     ) -> None:
         """A dump edited outside the schema fails it, and load raises CheckpointError."""
         data = dumps()[2]
-        target: Any = data
-        for key in path[:-1]:
-            target = target[key]
-        target[path[-1]] = value
+        put(data, path, value)
         assert list(Draft202012Validator(committed_schema()).iter_errors(data)), path
         with pytest.raises(CheckpointError, match=f"run {data['run_id']}"):
             af.Controller.load(data)
@@ -340,10 +345,7 @@ class TestFailClosed:
     ) -> None:
         """Values the codec tables ignored or coerced are now refused, naming the run and place."""
         data = json.loads(OLDER_DUMP)
-        target: Any = data
-        for key in path[:-1]:
-            target = target[key]
-        target[path[-1]] = value
+        put(data, path, value)
         with pytest.raises(CheckpointError, match="old-1") as caught:
             af.Controller.load(data)
         assert words in caught.value.message

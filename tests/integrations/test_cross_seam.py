@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
 from agents import Agent as SdkAgent
-from agents import FunctionTool, RunConfig, Runner, function_tool
+from agents import FunctionTool, RunConfig, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,6 +49,7 @@ from agentfsm.integrations.langgraph import create_agent
 from agentfsm.integrations.mini_swe_agent import GovernedAgent
 from agentfsm.integrations.openai_agents import governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
+from tests.integrations.conftest import sdk_run
 from tests.integrations.test_mini_swe_agent import CONFIG as MINI_CONFIG
 from tests.integrations.test_mini_swe_agent import SUBMIT, LitellmShaped, bash, output
 
@@ -146,26 +148,28 @@ class Log:
     def __init__(self) -> None:
         self.ran: Counter[tuple[str, str]] = Counter()
 
+    def tools(self) -> list[Callable[[str], str]]:
+        """The two tools as plain functions that append here; each framework wraps them."""
+
+        def get_weather(city: str) -> str:
+            """The weather in a city."""
+            self.ran[("get_weather", city)] += 1
+            return f"sunny in {city}"
+
+        def delete_file(path: str) -> str:
+            """Delete a file."""
+            self.ran[("delete_file", path)] += 1
+            return f"deleted {path}"
+
+        return [get_weather, delete_file]
+
 
 # -- OpenAI Agents SDK ------------------------------------------------------------------
 
 
 def sdk_tools(log: Log) -> list[FunctionTool]:
     """The two tools, as the SDK's function tools."""
-
-    @function_tool
-    def get_weather(city: str) -> str:
-        """The weather in a city."""
-        log.ran[("get_weather", city)] += 1
-        return f"sunny in {city}"
-
-    @function_tool
-    def delete_file(path: str) -> str:
-        """Delete a file."""
-        log.ran[("delete_file", path)] += 1
-        return f"deleted {path}"
-
-    return [get_weather, delete_file]
+    return [function_tool(fn) for fn in log.tools()]
 
 
 def sdk_items(scenario: Scenario) -> list[Any]:
@@ -186,16 +190,6 @@ def sdk_items(scenario: Scenario) -> list[Any]:
     return [wrapper, *items]
 
 
-async def sdk_run(agent: SdkAgent[Any], given: Any, stream: bool) -> Any:
-    """`Runner.run`, or `Runner.run_streamed` with its events consumed."""
-    if not stream:
-        return await Runner.run(agent, given, run_config=SDK_CONFIG)
-    result = Runner.run_streamed(agent, given, run_config=SDK_CONFIG)
-    async for _ in result.stream_events():
-        pass
-    return result
-
-
 def run_sdk(scenario: Scenario, log: Log, stream: bool) -> list[dict[str, Any]]:
     """Run the turn through a governed SDK agent; the last request's input items."""
     answer = [assistant_message("Done.")]
@@ -208,12 +202,12 @@ def run_sdk(scenario: Scenario, log: Log, stream: bool) -> list[dict[str, Any]]:
     )
 
     async def go() -> None:
-        result = await sdk_run(agent, "go", stream)
+        result = await sdk_run(agent, "go", stream, run_config=SDK_CONFIG)
         while result.interruptions:
             state = result.to_state()
             for item in result.interruptions:
                 (state.approve if scenario.approve else state.reject)(item)
-            result = await sdk_run(agent, state, stream)
+            result = await sdk_run(agent, state, stream, run_config=SDK_CONFIG)
 
     asyncio.run(go())
     return [i for i in scripted.calls[-1].input if isinstance(i, dict)]
@@ -254,21 +248,11 @@ def run_pydantic(scenario: Scenario, log: Log) -> list[ModelMessage]:
             ]
         )
 
-    def get_weather(city: str) -> str:
-        """The weather in a city."""
-        log.ran[("get_weather", city)] += 1
-        return f"sunny in {city}"
-
-    def delete_file(path: str) -> str:
-        """Delete a file."""
-        log.ran[("delete_file", path)] += 1
-        return f"deleted {path}"
-
     # The model reads every decline, so the last request shows each call's answer.
     model = GovernedModel(FunctionModel(respond), scenario.policy, on_decline="feedback")
     agent: PydanticAgent[None, str | DeferredToolRequests] = PydanticAgent(
         model,
-        toolsets=[model.toolset([get_weather, delete_file])],
+        toolsets=[model.toolset(log.tools())],
         output_type=[str, DeferredToolRequests],
     )
 
@@ -321,20 +305,7 @@ class TestPydanticAI:
 
 def langchain_tools(log: Log) -> list[BaseTool]:
     """The two tools, as LangChain tools."""
-
-    @tool
-    def get_weather(city: str) -> str:
-        """The weather in a city."""
-        log.ran[("get_weather", city)] += 1
-        return f"sunny in {city}"
-
-    @tool
-    def delete_file(path: str) -> str:
-        """Delete a file."""
-        log.ran[("delete_file", path)] += 1
-        return f"deleted {path}"
-
-    return [get_weather, delete_file]
+    return [tool(fn) for fn in log.tools()]
 
 
 def run_langgraph(scenario: Scenario, log: Log) -> list[BaseMessage]:

@@ -15,8 +15,6 @@ from agents import (
     FunctionTool,
     MaxTurnsExceeded,
     ModelBehaviorError,
-    ModelSettings,
-    ModelTracing,
     RunConfig,
     Runner,
     RunResult,
@@ -31,6 +29,7 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 import agentfsm as af
 from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.integrations.openai_agents import decisions, governed
+from tests.integrations.conftest import scripted_events, sdk_run
 
 A, X = af.Action, af.ExitReason
 CONFIG = RunConfig(tracing_disabled=True)
@@ -82,19 +81,9 @@ REFUSAL = [
 def run(agent: Agent[Any], stream: bool = False, max_turns: int = 10) -> RunResultBase:
     """Run the agent to its end, streamed or not."""
 
-    async def go() -> RunResultBase:
-        if not stream:
-            return await Runner.run(
-                agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns
-            )
-        result = Runner.run_streamed(
-            agent, "weather in Paris?", run_config=CONFIG, max_turns=max_turns
-        )
-        async for _ in result.stream_events():
-            pass
-        return result
-
-    return asyncio.run(go())
+    return asyncio.run(
+        sdk_run(agent, "weather in Paris?", stream, run_config=CONFIG, max_turns=max_turns)
+    )
 
 
 def native(script: list[list[Any]], tools: Tools) -> Agent[Any]:
@@ -271,26 +260,6 @@ class TestDecisions:
         result = run(native([ANSWER], Tools()))
         with pytest.raises(AgentFSMError, match="governed"):
             decisions(result)
-
-
-async def scripted_events(items: list[Any]) -> list[Any]:
-    """The stream events the SDK's ScriptedModel sends for a response of `items`."""
-    model = ScriptedModel([items])
-    return [
-        event
-        async for event in model.stream_response(
-            None,
-            "hi",
-            ModelSettings(),
-            [],
-            None,
-            [],
-            ModelTracing.DISABLED,
-            previous_response_id=None,
-            conversation_id=None,
-            prompt=None,
-        )
-    ]
 
 
 class TestIncrementalStreaming:

@@ -11,8 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Agent, ModelSettings, RunConfig, Runner, function_tool
-from agents.models.interface import ModelTracing
+from agents import Agent, RunConfig, Runner, function_tool
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import AgentRunResultEvent
@@ -22,6 +21,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 import agentfsm as af
 from agentfsm.integrations.openai_agents import governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
+from tests.integrations.conftest import scripted_events
 
 WAIT = 2.0
 CHUNKS = ["It is ", "sunny ", "in Paris."]
@@ -117,26 +117,6 @@ class TestPydanticAIStreamsText:
 # -- OpenAI Agents SDK -------------------------------------------------------------------------
 
 
-async def answer_events() -> list[Any]:
-    """The stream events the SDK's ScriptedModel sends for the chunked answer."""
-    model = ScriptedModel([[assistant_message("".join(CHUNKS))]])
-    return [
-        event
-        async for event in model.stream_response(
-            None,
-            "hi",
-            ModelSettings(),
-            [],
-            None,
-            [],
-            ModelTracing.DISABLED,
-            previous_response_id=None,
-            conversation_id=None,
-            prompt=None,
-        )
-    ]
-
-
 class TestAgentsSDKStreamsText:
     """`Runner.run_streamed` on a governed agent, with the default stream mode."""
 
@@ -145,7 +125,7 @@ class TestAgentsSDKStreamsText:
 
         async def go() -> tuple[Gate, Any, list[str]]:
             gate = Gate()
-            events = await answer_events()
+            events = await scripted_events([assistant_message("".join(CHUNKS))])
             first = next(i for i, e in enumerate(events) if e.type == "response.output_text.delta")
 
             async def stream(_call: Any) -> Any:

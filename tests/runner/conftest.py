@@ -1,4 +1,5 @@
-"""Fixtures for the runner tests: a counting weather tool and retries that never sleep."""
+"""Fixtures for the runner tests: a counting weather tool, retries that never sleep, and runs
+on the scripted server."""
 
 from __future__ import annotations
 
@@ -10,9 +11,23 @@ import pytest
 from tenacity import wait_none
 
 from agentfsm.cli.demo import get_weather as forecast
+from agentfsm.runner.loop import RunResult, arun, run
 from agentfsm.runner.retry import ProviderRetry
+from agentfsm.testing.server import ScriptedServer
 
 WeatherTool = Callable[[float, float], dict[str, Any]]
+
+
+def scripted_run(server: ScriptedServer, task: Any, **kwargs: Any) -> RunResult:
+    """`run` of `task` on the scripted server's OpenAI route, with a test key unless given."""
+    kwargs.setdefault("api_key", "sk-test")
+    return run("openai/scripted", task, api_base=server.openai_base, **kwargs)
+
+
+async def scripted_arun(server: ScriptedServer, task: Any, **kwargs: Any) -> RunResult:
+    """`scripted_run` through `arun`, on the caller's event loop."""
+    kwargs.setdefault("api_key", "sk-test")
+    return await arun("openai/scripted", task, api_base=server.openai_base, **kwargs)
 
 
 @pytest.fixture

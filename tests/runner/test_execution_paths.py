@@ -21,11 +21,13 @@ import agentfsm as af
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.runner.agents import cleared
 from agentfsm.runner.executor import Executor
-from agentfsm.runner.loop import Agent, run
+from agentfsm.runner.loop import Agent
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing import call, turn
 from agentfsm.testing.scripted import Reply, ScriptedCall, say
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_run
 from tests.seam_strategies import (
     HANDOFF,
     SideEffects,
@@ -112,18 +114,7 @@ class TestExecutorAsks:
 
 def litellm(cls: type) -> type:
     """Mark a class whose tests run the runner through litellm (and quiet litellm's warnings)."""
-    marks = [
-        pytest.mark.litellm,
-        pytest.mark.filterwarnings(
-            "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-            ":UserWarning:pydantic._internal._generate_schema"
-        ),
-        pytest.mark.filterwarnings(
-            "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is "
-            "deprecated:pydantic.warnings.PydanticDeprecatedSince211"
-        ),
-    ]
-    for mark in marks:
+    for mark in LITELLM_CLIENT:
         cls = mark(cls)
     return cls
 
@@ -158,14 +149,12 @@ class TestHandoffsInTheRunner:
 
 
 def go(server: ScriptedServer, policy: af.Policy, agents: dict[str, Agent], **kw: Any) -> Any:
-    return run(
-        "openai/scripted",
+    return scripted_run(
+        server,
         "go",
         tools=kw.pop("tools", [HANDOFF]),
         policy=policy,
         agents=agents,
-        api_base=server.openai_base,
-        api_key="sk-test",
         retry=ProviderRetry(attempts=1),
         **kw,
     )

@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
-
 from agentfsm import Policy
 from agentfsm.model.types import Action, ExitReason
 from agentfsm.runner.loop import Agent, Inbox, RunResult, arun, run
@@ -28,18 +26,10 @@ from agentfsm.testing.scripted import (
     tool_calls,
 )
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
-pytestmark = [
-    pytest.mark.litellm,
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 TASK = [{"role": "user", "content": "Process the three files."}]
 THREE = tool_calls(
@@ -52,14 +42,7 @@ THREE = tool_calls(
 def go(server: ScriptedServer, tools: list[Any], **kwargs: Any) -> RunResult:
     """Run the task against the server's OpenAI route."""
     kwargs.setdefault("retry", ProviderRetry(attempts=1))
-    return run(
-        "openai/scripted",
-        TASK,
-        tools=tools,
-        api_base=server.openai_base,
-        api_key="sk-test",
-        **kwargs,
-    )
+    return scripted_run(server, TASK, tools=tools, **kwargs)
 
 
 def tool_messages(result: RunResult) -> Counter[str]:
@@ -132,14 +115,7 @@ class TestInterruption:
 
         async def main(server: ScriptedServer) -> RunResult:
             task = asyncio.ensure_future(
-                arun(
-                    "openai/scripted",
-                    TASK,
-                    tools=[step],
-                    api_base=server.openai_base,
-                    api_key="sk-test",
-                    retry=ProviderRetry(attempts=1),
-                )
+                scripted_arun(server, TASK, tools=[step], retry=ProviderRetry(attempts=1))
             )
             while not any(m for m in server.requests):
                 await asyncio.sleep(0.01)
@@ -303,14 +279,12 @@ class TestSubAgents:
 
         async def main(server: ScriptedServer) -> RunResult:
             task = asyncio.ensure_future(
-                arun(
-                    "openai/scripted",
+                scripted_arun(
+                    server,
                     TASK,
                     tools=["research"],
                     policy=Policy(handoffs=frozenset({"research"})),
                     agents={"research": Agent(tools=[wait])},
-                    api_base=server.openai_base,
-                    api_key="sk-test",
                     retry=ProviderRetry(attempts=1),
                 )
             )
@@ -408,13 +382,8 @@ class TestRunsStartedByTools:
             async def research(topic: str) -> str:
                 return (await arun(**self.inner(server, topic))).text
 
-            return await arun(
-                "openai/scripted",
-                TASK,
-                tools=[research],
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=ProviderRetry(attempts=1),
+            return await scripted_arun(
+                server, TASK, tools=[research], retry=ProviderRetry(attempts=1)
             )
 
         with ScriptedServer(self.SCRIPT) as server:

@@ -10,28 +10,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agentfsm.model.types import ExitReason
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trace import read_trace
 from agentfsm.replay.trajectories import read_runs
-from agentfsm.runner.loop import RunResult, arun, run
+from agentfsm.runner.loop import RunResult
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
-pytestmark = [
-    pytest.mark.litellm,
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 HALF_EMOJI = "\ud83d"
 """The first half of a surrogate pair: what a stream leaves when an emoji's escape is split."""
@@ -55,15 +45,7 @@ def huge() -> int:
 
 
 def go(server: ScriptedServer, tools: list[Any], **kwargs: Any) -> RunResult:
-    return run(
-        "openai/scripted",
-        "go",
-        tools=tools,
-        api_base=server.openai_base,
-        api_key="sk-test",
-        retry=ProviderRetry(attempts=1),
-        **kwargs,
-    )
+    return scripted_run(server, "go", tools=tools, retry=ProviderRetry(attempts=1), **kwargs)
 
 
 def in_thread(work: Any, seconds: float = 30.0) -> Any:
@@ -97,13 +79,8 @@ class TestHostileTools:
         script = [tool_calls(call("broken", {}, id="c1")), say("sorry")]
 
         async def main(server: ScriptedServer) -> RunResult:
-            return await arun(
-                "openai/scripted",
-                "go",
-                tools=[broken],
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=ProviderRetry(attempts=1),
+            return await scripted_arun(
+                server, "go", tools=[broken], retry=ProviderRetry(attempts=1)
             )
 
         with ScriptedServer(script) as server:

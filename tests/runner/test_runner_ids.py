@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm.model.types import ExitReason
-from agentfsm.runner.loop import run
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
+from tests.runner.conftest import scripted_run
 from tests.runner.test_runner_litellm import QUESTION, SHANGHAI, WeatherTool, pytestmark
 
 __all__ = ["pytestmark"]
@@ -24,13 +24,7 @@ class TestIssuedIds:
             say("Shanghai and Beijing: see above."),
         ]
         with ScriptedServer(script) as server:
-            result = run(
-                "openai/scripted",
-                QUESTION,
-                tools=[get_weather],
-                api_base=server.openai_base,
-                api_key="sk-test",
-            )
+            result = scripted_run(server, QUESTION, tools=[get_weather])
         assert result.exit_reason is ExitReason.COMPLETED
         assert len(weather_calls) == 2
         first = result.decisions[0]

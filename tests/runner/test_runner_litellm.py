@@ -29,23 +29,10 @@ from agentfsm.testing.scripted import (
     tool_calls,
 )
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
-pytestmark = [
-    pytest.mark.litellm,
-    # litellm (1.110) builds its streaming Delta schema lazily, on the first streamed
-    # chunk, and pydantic warns that litellm's TypedDicts (ChatCompletionThinkingBlock,
-    # ...) use `ReadOnly`: the warning is about litellm's types, not ours.
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    # litellm reads every attribute of a streamed usage object, which pydantic 2.11+
-    # answers with this deprecation when it reaches `model_computed_fields`.
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 WeatherTool = Callable[..., Any]
 
@@ -65,16 +52,12 @@ def weather_script() -> list[Reply | Responder]:
 
 def run_openai(server: ScriptedServer, tool: object, **kwargs: Any) -> RunResult:
     """Run the weather question against the server's OpenAI route."""
-    kwargs.setdefault("api_key", "sk-test")
-    return run("openai/scripted", QUESTION, tools=[tool], api_base=server.openai_base, **kwargs)
+    return scripted_run(server, QUESTION, tools=[tool], **kwargs)
 
 
 def arun_openai(server: ScriptedServer, tool: object, **kwargs: Any) -> RunResult:
     """`run_openai` through `arun`, on a fresh event loop."""
-    kwargs.setdefault("api_key", "sk-test")
-    return asyncio.run(
-        arun("openai/scripted", QUESTION, tools=[tool], api_base=server.openai_base, **kwargs)
-    )
+    return asyncio.run(scripted_arun(server, QUESTION, tools=[tool], **kwargs))
 
 
 class TestRunOpenAI:

@@ -21,7 +21,7 @@ from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.types import Action, Decision, ExitReason, ToolCall
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trajectories import read_runs
-from agentfsm.runner.loop import RunResult, arun, run
+from agentfsm.runner.loop import RunResult, arun
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.runner.session import denied_by_name
 from agentfsm.testing.scripted import (
@@ -34,18 +34,10 @@ from agentfsm.testing.scripted import (
     tool_calls,
 )
 from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
 
-pytestmark = [
-    pytest.mark.litellm,
-    pytest.mark.filterwarnings(
-        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
-        ":UserWarning:pydantic._internal._generate_schema"
-    ),
-    pytest.mark.filterwarnings(
-        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance is deprecated"
-        ":pydantic.warnings.PydanticDeprecatedSince211"
-    ),
-]
+pytestmark = LITELLM_CLIENT
 
 QUESTION = "What will the weather be like in Shanghai tomorrow?"
 SHANGHAI = {"latitude": 31.23, "longitude": 121.47}
@@ -55,17 +47,13 @@ WEATHER = call("get_weather", SHANGHAI)
 def go(server: ScriptedServer, **kwargs: Any) -> RunResult:
     """Ask the question through `run` against the server's OpenAI route."""
     kwargs.setdefault("retry", ProviderRetry(attempts=1))
-    return run(
-        "openai/scripted", QUESTION, api_base=server.openai_base, api_key="sk-test", **kwargs
-    )
+    return scripted_run(server, QUESTION, **kwargs)
 
 
 def ago(server: ScriptedServer, **kwargs: Any) -> RunResult:
     """`go` through `arun`, on a fresh event loop."""
     kwargs.setdefault("retry", ProviderRetry(attempts=1))
-    return asyncio.run(
-        arun("openai/scripted", QUESTION, api_base=server.openai_base, api_key="sk-test", **kwargs)
-    )
+    return asyncio.run(scripted_arun(server, QUESTION, **kwargs))
 
 
 RUNNERS: list[Callable[..., RunResult]] = [go, ago]
@@ -298,13 +286,8 @@ class TestNestedRunTools:
     def research(self, server: ScriptedServer, **given: Any) -> Callable[[str], str]:
         def research(topic: str) -> str:
             """Research a topic with a run of its own."""
-            return run(
-                "openai/scripted",
-                f"research {topic}",
-                api_base=server.openai_base,
-                api_key="sk-test",
-                retry=ProviderRetry(attempts=1),
-                **given,
+            return scripted_run(
+                server, f"research {topic}", retry=ProviderRetry(attempts=1), **given
             ).text
 
         return research
@@ -356,21 +339,10 @@ class TestNestedRunTools:
         async def main(server: ScriptedServer) -> RunResult:
             async def research(topic: str) -> str:
                 """Research a topic with a run of its own."""
-                inner = await arun(
-                    "openai/scripted",
-                    f"research {topic}",
-                    api_base=server.openai_base,
-                    api_key="sk-test",
-                )
+                inner = await scripted_arun(server, f"research {topic}")
                 return inner.text
 
-            return await arun(
-                "openai/scripted",
-                QUESTION,
-                tools=[research, get_weather],
-                api_base=server.openai_base,
-                api_key="sk-test",
-            )
+            return await scripted_arun(server, QUESTION, tools=[research, get_weather])
 
         with ScriptedServer(self.script()) as server:
             result = asyncio.run(main(server))
