@@ -9,6 +9,7 @@ form layers, read bottom-up, and a package imports only from the layers below it
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import subprocess
 import sys
@@ -102,7 +103,20 @@ def _resolve(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def edges(root: Path) -> Iterator[Edge]:
+def edges(root: Path) -> tuple[Edge, ...]:
+    """Every import in the package under `root`, as (importer, imported module, line).
+
+    Read once per tree: the package is parsed once for all the tests here.
+    """
+    return _edges(root.resolve())
+
+
+@functools.cache
+def _edges(root: Path) -> tuple[Edge, ...]:
+    return tuple(_read_edges(root))
+
+
+def _read_edges(root: Path) -> Iterator[Edge]:
     """Every import in the package under `root`, as (importer, imported module, line).
 
     `from M import a` imports the module `M.a` when there is one (`from agentfsm import
