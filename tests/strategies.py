@@ -9,6 +9,7 @@ usage numbers may be absent, zero or large.
 from __future__ import annotations
 
 import string
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
@@ -35,6 +36,7 @@ __all__ = [
     "arguments",
     "finish_reasons",
     "guards",
+    "hostile_values",
     "leaf_guards",
     "map_finish_reason",
     "model_turns",
@@ -132,6 +134,88 @@ def odd_values() -> st.SearchStrategy[Any]:
             st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
         ),
         max_leaves=8,
+    )
+
+
+class Raising:
+    """A value whose every protocol but repr raises: str, ==, hash, bool, len, iteration.
+
+    Code that looks at an argument before checking its type calls one of these."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ raised")
+
+    def __repr__(self) -> str:  # hypothesis prints the failing example with it
+        return "Raising()"
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("__eq__ raised")
+
+    def __hash__(self) -> int:
+        raise RuntimeError("__hash__ raised")
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("__bool__ raised")
+
+    def __len__(self) -> int:
+        raise RuntimeError("__len__ raised")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("__iter__ raised")
+
+
+class RaisingMapping(Mapping[str, Any]):
+    """A Mapping (it passes isinstance checks) whose reading raises."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("__getitem__ raised")
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("__iter__ raised")
+
+    def __len__(self) -> int:
+        raise RuntimeError("__len__ raised")
+
+    def __repr__(self) -> str:
+        return "RaisingMapping()"
+
+
+_HOSTILE_LEAVES = st.one_of(
+    _ODD_LEAVES,
+    st.sampled_from(
+        [
+            float("inf"),
+            float("-inf"),
+            -1,
+            10**100,
+            -(10**100),
+            "",
+            "x" * 100_000,
+            "\ud800",
+            "a\x00b",
+            b"\xff\xfe",
+            {1: "a"},
+            {None: None},
+            {("t",): 1},
+            {b"k": "v"},
+        ]
+    ),
+    st.text(alphabet=st.characters(categories=["Cs"]), min_size=1, max_size=3),
+    st.builds(Raising),
+    st.builds(RaisingMapping),
+)
+
+
+def hostile_values() -> st.SearchStrategy[Any]:
+    """`odd_values` plus what breaks code that reads before it checks: infinities, huge ints
+    and strings, lone surrogates, NUL, mappings with non-str keys, and objects whose
+    str/==/hash/bool/len/iteration raise (`Raising`, `RaisingMapping`)."""
+    return st.recursive(
+        _HOSTILE_LEAVES,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+        ),
+        max_leaves=6,
     )
 
 

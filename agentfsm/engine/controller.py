@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar, cast
 
-from agentfsm.engine.events import Emitter, Observer
+from agentfsm.engine.events import Emitter, Observer, as_observers
 from agentfsm.engine.machine import TransitionsEngine, shared_machine
 from agentfsm.engine.persistence import dump_run, load_run
 from agentfsm.engine.policy import Policy, as_policy
@@ -129,7 +129,7 @@ class Controller:
             raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise DefinitionError(f"run_id must be a non-empty str or None, not {run_id!r}")
-        observers = _as_observers(observers)
+        observers = as_observers(observers)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools), clock)
@@ -208,7 +208,7 @@ class Controller:
                 return False
             if name is not None and name != call.name:
                 return False
-            return arguments is None or dict(arguments) == (call.arguments or {})
+            return arguments is None or _same_arguments(arguments, call.arguments or {})
 
     @property
     def last_output(self) -> ModelTurn | None:
@@ -222,7 +222,7 @@ class Controller:
 
     def add_observer(self, observer: Observer) -> None:
         """Send every later event to `observer` too."""
-        self._events.observers.append(*_as_observers((observer,)))
+        self._events.observers.append(*as_observers((observer,)))
 
     # -- save and restore -----------------------------------------------------------
 
@@ -266,7 +266,7 @@ class Controller:
         ctl = cls(loaded.policy, run_id=loaded.run.run_id, engine=loaded.engine, clock=clock)
         ctl._run = loaded.run
         ctl._last_output = loaded.last_output
-        ctl._events.observers.extend(_as_observers(observers))
+        ctl._events.observers.extend(as_observers(observers))
         return ctl
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -725,24 +725,51 @@ def _is_sequence(value: object) -> bool:
     return not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable)
 
 
+_JSON_LEAVES = (str, int, float, bool, type(None))
+
+
+def _same_arguments(given: Mapping[str, Any], cleared: Mapping[str, Any]) -> bool:
+    """Whether `given` holds the same JSON data as the cleared call's arguments.
+
+    Compared as JSON, walking `cleared` (parsed JSON: finite and acyclic) side by side
+    with `given`, so a deep or cyclic `given` ends and a value of any other kind is simply
+    different: its own `__eq__` is never called, and cannot raise or claim equality. A
+    mapping that cannot be read is an InvalidInputError, not its own exception.
+    """
+    pending: list[tuple[Any, Any]] = [(given, cleared)]
+    while pending:
+        mine, theirs = pending.pop()
+        if isinstance(theirs, Mapping):
+            items = _items(mine)
+            if items is None or len(items) != len(theirs):
+                return False
+            for key, value in items:
+                if type(key) is not str or key not in theirs:
+                    return False
+                pending.append((value, theirs[key]))
+        elif isinstance(theirs, list):
+            if type(mine) not in (list, tuple) or len(mine) != len(theirs):
+                return False
+            pending.extend(zip(mine, theirs, strict=True))
+        elif type(mine) not in _JSON_LEAVES or mine != theirs:
+            return False
+    return True
+
+
+def _items(value: object) -> list[tuple[Any, Any]] | None:
+    """A given mapping's items, read once; None for anything that is not a mapping."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return list(value.items())
+    except Exception as exc:  # the caller's own Mapping class: its error is not ours to pass on
+        raise InvalidInputError(
+            f"arguments could not be read as a mapping: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 _DEFAULT_SNAPSHOT = RunSnapshot().__dict__
 """Every snapshot field at its default; a Controller's base snapshot differs by its run id."""
-
-
-def _as_observers(observers: object) -> list[Observer]:
-    """Observers as a list, each checked to be callable."""
-    if type(observers) is not tuple and type(observers) is not list and not _is_sequence(observers):
-        raise DefinitionError(
-            f"observers must be a list of callables, not {type(observers).__name__}"
-        )
-    found: list[Observer] = list(cast(Iterable[Observer], observers))
-    for index, observer in enumerate(found):
-        if not callable(observer):
-            raise DefinitionError(
-                f"observers[{index}] must be callable (it gets every event), "
-                f"not {type(observer).__name__}"
-            )
-    return found
 
 
 def _declared(specs: dict[str, ToolSpec] | None) -> list[dict[str, Any]] | None:

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from agentfsm.exceptions import DefinitionError
+
 if TYPE_CHECKING:
     from agentfsm.engine.routes import Route
     from agentfsm.guards import Hit
@@ -56,6 +58,7 @@ __all__ = [
     "SCHEMA",
     "Emitter",
     "Observer",
+    "as_observers",
     "dump",
     "logging_enabled",
     "structlog_configured",
@@ -67,6 +70,34 @@ SCHEMA = 1
 """The version of the events' shape; traces record it."""
 RETRACTED = "step_retracted"
 """The `event` name of a retraction: the events just before it, of an input that failed."""
+
+
+def as_observers(observers: object, where: str = "") -> list[Observer]:
+    """Observers as a list, each checked to be callable; DefinitionError naming `where`.
+
+    A list, a tuple or any other iterable of items (not a str, bytes or mapping) is read
+    once; an iterable that fails while it is read is named too, not passed on as its error.
+    """
+    at = f"{where}: " if where else ""
+    if not isinstance(observers, list | tuple) and (
+        isinstance(observers, str | bytes | Mapping) or not isinstance(observers, Iterable)
+    ):
+        raise DefinitionError(
+            f"{at}observers must be a list of callables, not {type(observers).__name__}"
+        )
+    try:
+        found: list[Observer] = list(observers)
+    except Exception as exc:  # the caller's own iterable: its error is not ours to pass on
+        raise DefinitionError(
+            f"{at}observers could not be read as a list: {type(exc).__name__}: {exc}"
+        ) from exc
+    for index, observer in enumerate(found):
+        if not callable(observer):
+            raise DefinitionError(
+                f"{at}observers[{index}] must be callable (it gets every event), "
+                f"not {type(observer).__name__}"
+            )
+    return found
 
 
 def structlog_configured() -> bool:

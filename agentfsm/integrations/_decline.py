@@ -26,11 +26,13 @@ NO_REASON = "no reason given"
 
 def checked(value: object, where: str) -> OnDecline:
     """`value` if it is an `on_decline` setting, else DefinitionError."""
-    if value == "stop":
+    # The type first: a value's own __eq__ is not asked (it may raise, or claim equality).
+    if type(value) is str and value == "stop":
         return "stop"
-    if value == "feedback":
+    if type(value) is str and value == "feedback":
         return "feedback"
-    raise DefinitionError(f"{where}: on_decline must be 'stop' or 'feedback', not {value!r}")
+    shown = repr(value)[:80] if type(value) is str else f"a {type(value).__name__}"
+    raise DefinitionError(f"{where}: on_decline must be 'stop' or 'feedback', not {shown}")
 
 
 def message(on_decline: OnDecline, said: str | None, defaults: Collection[str] = ()) -> str | None:

@@ -52,7 +52,7 @@ from langgraph.types import Command, Send, interrupt
 from typing_extensions import is_typeddict
 
 from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer
+from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.integrations import _decline
@@ -232,7 +232,7 @@ class Decide:
     ) -> None:
         self.policy = as_policy(policy, "Decide: policy")
         self.on_decline = _decline.checked(on_decline, "Decide")
-        self.observers = list(observers)
+        self.observers = as_observers(observers, "Decide")
         # Specs built once: each run's Controller then skips checking the schemas again.
         self.tools = (
             None

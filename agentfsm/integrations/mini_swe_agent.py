@@ -41,7 +41,7 @@ from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 from pydantic import ValidationError
 
 from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer
+from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import DefinitionError
 from agentfsm.integrations import _decline
@@ -138,7 +138,7 @@ class GovernedAgent(DefaultAgent):
             problems = listed(problems_of(exc))
             raise DefinitionError(f"GovernedAgent: mini-swe-agent's config: {problems}") from exc
         self.approve = approve
-        self.observers = list(observers)
+        self.observers = as_observers(observers, "GovernedAgent")
         self.controller = self._controller()
         self.decisions: list[Decision] = []
         self._as_text = False

@@ -57,7 +57,7 @@ from openai.types.responses import (
 )
 
 from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer
+from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
 from agentfsm.integrations import _decline
@@ -227,7 +227,7 @@ class GovernedModel(Model):
         self.stream = stream
         self.policy = as_policy(policy, "GovernedModel: policy")
         self.on_decline = _decline.checked(on_decline, "GovernedModel")
-        self.observers = list(observers)
+        self.observers = as_observers(observers, "GovernedModel")
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._carry: list[dict[str, Any]] = []

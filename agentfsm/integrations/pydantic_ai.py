@@ -59,7 +59,7 @@ from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolse
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer
+from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import DefinitionError, ToolDefinitionError
 from agentfsm.integrations import _decline
@@ -145,7 +145,7 @@ class GovernedModel(WrapperModel):
     ) -> None:
         self.policy = as_policy(policy, "GovernedModel: policy")
         self.on_decline = _decline.checked(on_decline, "GovernedModel")
-        self.observers = list(observers)
+        self.observers = as_observers(observers, "GovernedModel")
         if not isinstance(wrapped, Model | str):
             raise DefinitionError(
                 f"GovernedModel wraps a pydantic-ai Model or a model name, not "

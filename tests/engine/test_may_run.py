@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm.exceptions import InvalidInputError
+from tests.strategies import Raising, RaisingMapping, hostile_values
 
 
 def _body(*calls: tuple[str, str, str]) -> dict[str, object]:
@@ -56,3 +61,40 @@ class TestMayRun:
         """A call id that is not a str raises agentfsm's error."""
         with pytest.raises(InvalidInputError, match="call_id"):
             af.Controller().may_run(3)  # type: ignore[arg-type]
+
+
+_odd = hostile_values()
+
+
+def _cleared() -> af.Controller:
+    ctl = af.Controller(clock=lambda: 0.0)  # a stopped clock: dump() is the same twice
+    ctl.on_model_output(_body(("a", "ls", '{"p": 1}')))
+    return ctl
+
+
+class TestMayRunArguments:
+    """may_run with any value: a bool or an InvalidInputError, and the Controller untouched."""
+
+    @settings(deadline=None)
+    @given(
+        call_id=st.sampled_from(["a", "zzz"]) | _odd,
+        name=st.sampled_from([None, "ls", "rm"]) | _odd,
+        arguments=st.sampled_from([None, {"p": 1}, {}]) | _odd,
+    )
+    @example(call_id="a", name=None, arguments=RaisingMapping())
+    @example(call_id="a", name="ls", arguments={"p": Raising()})
+    @example(call_id="a", name=None, arguments={1: "a"})
+    def test_any_arguments(self, call_id: Any, name: Any, arguments: Any) -> None:
+        ctl = _cleared()
+        before = ctl.dump()
+        try:
+            answer = ctl.may_run(call_id, name, arguments)
+        except InvalidInputError:  # any other error, agentfsm's or not, fails the test
+            answer = False
+        assert answer is True or answer is False
+        if answer:  # only the cleared call, by exact id and name
+            assert type(call_id) is str
+            assert call_id == "a"
+            assert name is None or (type(name) is str and name == "ls")
+        assert ctl.dump() == before
+        assert ctl.may_run("a", "ls", {"p": 1})

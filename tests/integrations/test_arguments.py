@@ -8,12 +8,15 @@ escaped as theirs. The frameworks and their test doubles are the real ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent
 from agents.testing import ScriptedModel
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from minisweagent.environments.local import LocalEnvironment
 from minisweagent.models.test_models import DeterministicToolcallModel
@@ -27,6 +30,7 @@ from agentfsm.exceptions import (
     ToolDefinitionError,
 )
 from agentfsm.integrations import langgraph, mini_swe_agent, openai_agents, pydantic_ai
+from tests.strategies import Raising, hostile_values
 
 BAD_POLICIES = ["max_turns=3", 3, ["max_turns"], {"max_turns": "many"}]
 
@@ -146,3 +150,52 @@ class TestLangGraphState:
         """The decide node called with something that is no graph state names it."""
         with pytest.raises(InvalidInputError, match="graph state"):
             langgraph.Decide()(state)
+
+
+_odd = hostile_values()
+
+
+def _each_integration(on_decline: Any, observers: Any, cwd: Path) -> list[Callable[[], Any]]:
+    """Builds each integration's governed object with these on_decline and observers."""
+    swe_model = DeterministicToolcallModel(outputs=[])  # type: ignore[no-untyped-call]
+    env = LocalEnvironment(cwd=str(cwd))  # type: ignore[no-untyped-call]
+    given = {"on_decline": on_decline, "observers": observers}
+    return [
+        lambda: langgraph.Decide(**given),
+        lambda: openai_agents.GovernedModel(ScriptedModel([]), **given),
+        lambda: pydantic_ai.GovernedModel(TestPydanticAI._model(), **given),
+        lambda: mini_swe_agent.GovernedAgent(swe_model, env, **given, **TestMiniSweAgent.CONFIG),
+    ]
+
+
+class TestOnDeclineAndObservers:
+    """on_decline= and observers= of the four integrations, with any value."""
+
+    @settings(deadline=None)
+    @given(
+        on_decline=st.sampled_from(["stop", "feedback"]) | _odd,
+        observers=st.sampled_from([(), [print]]) | _odd,
+    )
+    @example(on_decline=Raising(), observers=())
+    @example(on_decline="stop", observers=None)
+    @example(on_decline="stop", observers=[3])
+    @example(on_decline="stop", observers=Raising())
+    @example(on_decline="stop", observers="print")
+    def test_any_value_is_taken_or_refused_at_once(
+        self, on_decline: Any, observers: Any, tmp_path_factory: pytest.TempPathFactory
+    ) -> None:
+        """A DefinitionError when given, or settings a run can use: never an error mid-run."""
+        for build in _each_integration(on_decline, observers, tmp_path_factory.getbasetemp()):
+            try:
+                built = build()
+            except DefinitionError as exc:  # any other error, agentfsm's or not, fails the test
+                error = exc.message
+            else:
+                error = None
+            if error is not None:
+                assert "on_decline" in error or "observers" in error
+                continue
+            assert built.on_decline in ("stop", "feedback")
+            assert type(built.on_decline) is str
+            assert all(callable(o) for o in built.observers)
+            af.Controller(observers=built.observers)  # what each run's Controller is given
