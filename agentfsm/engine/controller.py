@@ -28,7 +28,7 @@ from agentfsm.exceptions import (
     InvalidInputError,
 )
 from agentfsm.guards import Hit, SignalConflict
-from agentfsm.model._checked import listed
+from agentfsm.model._checked import listed, read
 from agentfsm.model.run_state import Run, Step
 from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.tools import ToolSpec, tool_specs
@@ -760,12 +760,7 @@ def _items(value: object) -> list[tuple[Any, Any]] | None:
     """A given mapping's items, read once; None for anything that is not a mapping."""
     if not isinstance(value, Mapping):
         return None
-    try:
-        return list(value.items())
-    except Exception as exc:  # the caller's own Mapping class: its error is not ours to pass on
-        raise InvalidInputError(
-            f"arguments could not be read as a mapping: {type(exc).__name__}: {exc}"
-        ) from exc
+    return read("may_run: arguments", InvalidInputError, lambda: list(value.items()))
 
 
 _DEFAULT_SNAPSHOT = RunSnapshot().__dict__

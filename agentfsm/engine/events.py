@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from agentfsm.exceptions import DefinitionError
+from agentfsm.model._checked import read
 
 if TYPE_CHECKING:
     from agentfsm.engine.routes import Route
@@ -85,12 +86,7 @@ def as_observers(observers: object, where: str = "") -> list[Observer]:
         raise DefinitionError(
             f"{at}observers must be a list of callables, not {type(observers).__name__}"
         )
-    try:
-        found: list[Observer] = list(observers)
-    except Exception as exc:  # the caller's own iterable: its error is not ours to pass on
-        raise DefinitionError(
-            f"{at}observers could not be read as a list: {type(exc).__name__}: {exc}"
-        ) from exc
+    found: list[Observer] = read(f"{at}observers", DefinitionError, lambda: list(observers))
     for index, observer in enumerate(found):
         if not callable(observer):
             raise DefinitionError(

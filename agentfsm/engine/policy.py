@@ -49,7 +49,7 @@ from agentfsm.guards.structure import (
     SignalConflict,
 )
 from agentfsm.model import limits
-from agentfsm.model._checked import Checked, listed
+from agentfsm.model._checked import Checked, listed, read
 from agentfsm.model._files import open_regular
 from agentfsm.model.permissions import Permission, PermissionHook, Rule, Verdict, decide
 from agentfsm.model.types import State, ToolCall
@@ -236,8 +236,9 @@ class Policy(Checked):
             raise PolicyError(
                 f"{source}: a policy is a mapping of fields, not {type(data).__name__}"
             )
+        fields = read(source, PolicyError, lambda: dict(data))
         try:
-            return cls.model_validate(dict(data))
+            return cls.model_validate(fields)
         except PolicyError as exc:  # a field, or as-is from the guards validator
             problems = exc.details.get("problems")
             where = listed(problems) if problems else f"guards: {exc.message}"

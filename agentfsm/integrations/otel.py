@@ -17,7 +17,8 @@ finish reasons, token usage); each tool call the decision names is a span event
 `gen_ai.tool.call` with `gen_ai.tool.name` and `gen_ai.tool.call.id`.
 
 Only `opentelemetry-api` is needed (extra `agentfsm[otel]`). With no tracer provider
-configured, the API's spans record nothing and nothing is built or emitted.
+configured, the API's spans record nothing and nothing is emitted. Called by hand with
+an event it cannot read, it raises InvalidInputError and sends no span.
 
 A span is ended when it is emitted, so it cannot be taken back: when a later observer
 fails and the Controller retracts the input, a span `agentfsm.step_retracted` follows
@@ -31,7 +32,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.exceptions import DefinitionError
+from agentfsm.exceptions import DefinitionError, InvalidInputError
+from agentfsm.model._checked import read
 
 __all__ = ["DecisionSpans"]
 
@@ -73,6 +75,15 @@ class DecisionSpans:
         self._lock = threading.Lock()
 
     def __call__(self, event: Mapping[str, Any]) -> None:
+        if not isinstance(event, Mapping):
+            raise InvalidInputError(
+                f"DecisionSpans: an event is a mapping, not {type(event).__name__}"
+            )
+        # Read whole before any span starts: an event it cannot read (called by hand with
+        # one no Controller sends) is an InvalidInputError, and no half-filled span is sent.
+        read("DecisionSpans: the event", InvalidInputError, lambda: self._take(event))
+
+    def _take(self, event: Mapping[str, Any]) -> None:
         kind = event.get("event")
         run_id = str(event.get("run_id", ""))
         if kind in _INPUTS:
@@ -86,34 +97,30 @@ class DecisionSpans:
             self._retracted(event)
 
     def _emit(self, decision: Mapping[str, Any], given: Mapping[str, Any] | None) -> None:
+        attributes = _decision_attributes(decision, given)
+        calls = [
+            {"gen_ai.tool.name": str(call.get("name")), "gen_ai.tool.call.id": str(call.get("id"))}
+            for call in decision.get("tool_calls") or ()
+        ]
         span = self._tracer.start_span("agentfsm.decision")
-        if not span.is_recording():  # no provider configured: build nothing
-            span.end()
-            return
         try:
-            span.set_attributes(_decision_attributes(decision, given))
-            for call in decision.get("tool_calls") or ():
-                span.add_event(
-                    "gen_ai.tool.call",
-                    {
-                        "gen_ai.tool.name": str(call.get("name")),
-                        "gen_ai.tool.call.id": str(call.get("id")),
-                    },
-                )
+            if span.is_recording():  # no provider configured: nothing is sent
+                span.set_attributes(attributes)
+                for call in calls:
+                    span.add_event("gen_ai.tool.call", call)
         finally:
             span.end()
 
     def _retracted(self, event: Mapping[str, Any]) -> None:
+        attributes = {
+            "agentfsm.run_id": str(event.get("run_id", "")),
+            "agentfsm.turn": int(event.get("turn", 0)),
+            "agentfsm.retracted_events": int(event.get("events", 0)),
+            "agentfsm.error": str(event.get("error", "")),
+        }
         span = self._tracer.start_span("agentfsm.step_retracted")
         if span.is_recording():
-            span.set_attributes(
-                {
-                    "agentfsm.run_id": str(event.get("run_id", "")),
-                    "agentfsm.turn": int(event.get("turn", 0)),
-                    "agentfsm.retracted_events": int(event.get("events", 0)),
-                    "agentfsm.error": str(event.get("error", "")),
-                }
-            )
+            span.set_attributes(attributes)
         span.end()
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "error_kind",
     "listed",
     "problems_of",
+    "read",
     "replaced",
 ]
 
@@ -49,6 +50,25 @@ def check_number(
         raise error(f"{owner}: {name} must be {kind}, not {type(value).__name__}")
     if not math.isfinite(value) or value < minimum:
         raise error(f"{owner} needs a finite {name} >= {minimum}, got {value}")
+
+
+def read(what: str, error: type[AgentFSMError], reader: Callable[[], _T]) -> _T:
+    """`reader()`: a caller's own object (a Mapping, an iterable) that fails while agentfsm
+    reads it is named as `error`, not passed on as its own exception."""
+    try:
+        return reader()
+    except AgentFSMError:
+        raise
+    except Exception as exc:
+        raise error(f"{what} could not be read: {_described(exc)}") from exc
+
+
+def _described(exc: Exception) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # an exception that cannot print itself is still named by its type
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def problems_of(exc: ValidationError) -> list[tuple[str, str]]:

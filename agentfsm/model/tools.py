@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model
 from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm.exceptions import ToolDefinitionError
-from agentfsm.model._checked import Checked
+from agentfsm.model._checked import Checked, read
 
 __all__ = ["ToolSpec", "tool_specs"]
 
@@ -46,7 +46,8 @@ class ToolSpec(Checked):
                 raise ToolDefinitionError("a tool name must not be empty")
             return cls(name=item)
         if isinstance(item, Mapping):
-            return cls._from_mapping(item)
+            what = "a tool's function spec"
+            return read(what, ToolDefinitionError, lambda: cls._from_mapping(item))
         if callable(item):
             return cls._from_callable(item)
         raise ToolDefinitionError(
@@ -243,7 +244,7 @@ def tool_specs(tools: Iterable[Any] | None) -> dict[str, ToolSpec] | None:
             f"not {type(tools).__name__} {tools!r:.60}; a single tool goes in a list: [tool]"
         )
     specs: dict[str, ToolSpec] = {}
-    for item in tools:
+    for item in read("tools", ToolDefinitionError, lambda: list(tools)):
         spec = ToolSpec.from_declaration(item)
         if spec.name in specs:
             raise ToolDefinitionError(f"tool {spec.name!r} is declared twice")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentfsm.exceptions import DefinitionError
-from agentfsm.model._checked import check_number
+from agentfsm.model._checked import check_number, read
 from agentfsm.model.types import Decision
 from agentfsm.runner.agents import Agent
 from agentfsm.runner.executor import Executor
@@ -86,10 +86,16 @@ class RunOptions:
             raise DefinitionError("observers must be a list of callables, not None")
         checks: tuple[tuple[str, object, Callable[[Any], bool], str], ...] = (
             ("observers", self.observers, _is_list, "a list of callables"),
+            # Passed to litellm as given, but of its kind: a wrong one fails here, not as a
+            # provider error after the first request.
+            ("tool_choice", self.tool_choice, _is_choice, "a str or mapping"),
+            ("parallel_tool_calls", self.parallel_tool_calls, _is_bool, "True or False"),
+            ("api_base", self.api_base, lambda v: isinstance(v, str), "a URL (str)"),
+            ("api_key", self.api_key, lambda v: isinstance(v, str), "a str"),
             ("trace", self.trace, lambda v: isinstance(v, str | os.PathLike), "a file path"),
             ("retry", self.retry, lambda v: isinstance(v, ProviderRetry), "a ProviderRetry"),
             ("on_ask", self.on_ask, callable, "a function of the decision"),
-            ("stream", self.stream, lambda v: isinstance(v, bool), "True or False"),
+            ("stream", self.stream, _is_bool, "True or False"),
             ("executor", self.executor, lambda v: isinstance(v, Executor), "an Executor"),
             ("cancel", self.cancel, lambda v: callable(getattr(v, "is_set", None)), "an Event"),
             ("inbox", self.inbox, lambda v: isinstance(v, Inbox), "an Inbox"),
@@ -97,7 +103,7 @@ class RunOptions:
         )
         for name, value, good, expected in checks:
             if value is not None and not good(value):
-                raise DefinitionError(f"{name} must be {expected} or None, not {value!r}")
+                raise DefinitionError(f"{name} must be {expected} or None, not {value!r:.80}")
 
     def request(self) -> dict[str, Any]:
         """The provider settings every model request of the run carries."""
@@ -153,7 +159,21 @@ def _conversation(messages: object) -> Sequence[Mapping[str, Any]]:
             "messages must be a str or a list of OpenAI chat messages ({'role', 'content'}), "
             f"not {type(messages).__name__}"
         )
+    # Read once here, as the run will: a message that cannot be read, or whose keys are not
+    # names, fails now rather than after the first model call.
+    read("messages", DefinitionError, lambda: [dict(m) for m in conversation])
+    for index, message in enumerate(conversation):
+        if not all(type(key) is str for key in message):
+            raise DefinitionError(f"messages[{index}] must have str keys ('role', 'content')")
     return conversation
+
+
+def _is_choice(value: object) -> bool:
+    return isinstance(value, str | Mapping)
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
 
 
 def _is_list(value: object) -> bool:
@@ -162,5 +182,6 @@ def _is_list(value: object) -> bool:
 
 def _is_agents(value: object) -> bool:
     return isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, Agent) for k, v in value.items()
+        isinstance(k, str) and isinstance(v, Agent)
+        for k, v in read("agents", DefinitionError, lambda: list(value.items()))
     )

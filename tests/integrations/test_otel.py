@@ -8,6 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -16,10 +18,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentfsm as af
-from agentfsm.exceptions import DefinitionError
+from agentfsm.exceptions import DefinitionError, InvalidInputError
 from agentfsm.integrations.otel import DecisionSpans
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing import ScriptedServer, say, scripted_call, tool_calls
+from tests.strategies import Raising, RaisingMapping, hostile_values
 
 
 def body(*calls: str, finish: str = "tool_calls", text: str | None = None) -> dict[str, Any]:
@@ -219,3 +222,81 @@ class TestOtlpHttp:
             for s in spans
         ]
         assert actions == ["execute_tools", "continue"]
+
+
+_odd = hostile_values()
+_FIELDS = (
+    "run_id",
+    "turn",
+    "action",
+    "priority",
+    "layer",
+    "guard",
+    "reason",
+    "state",
+    "exit_reason",
+    "tool_calls",
+    "output",
+    "events",
+    "error",
+)
+
+
+@st.composite
+def _events(draw: st.DrawFn) -> Any:
+    """Anything, or an event of a kind DecisionSpans reads whose fields hold anything."""
+    if draw(st.booleans()):
+        return draw(_odd)
+    kind = draw(st.sampled_from(["model_output", "tool_results", "decision", "step_retracted"]))
+    fields = draw(st.dictionaries(st.sampled_from(_FIELDS), _odd, max_size=6))
+    return {"event": kind, **fields}
+
+
+def _memory() -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+class TestDecisionSpansArguments:
+    @settings(deadline=None)
+    @given(value=_odd)
+    @example(value=Raising())
+    def test_any_tracer_provider(self, value: Any) -> None:
+        """DecisionSpans(anything): built, or a DefinitionError naming tracer_provider."""
+        try:
+            DecisionSpans(value)
+        except DefinitionError as exc:
+            error = exc.message
+        else:
+            error = "tracer_provider accepted"
+        assert "tracer_provider" in error
+
+    @settings(deadline=None)
+    @given(first=_events(), second=_events())
+    @example(first={"event": "decision", "turn": "x"}, second=None)
+    @example(first={"event": "decision", "turn": float("nan")}, second=3)
+    @example(first={"event": "decision", "tool_calls": [3]}, second={"event": "model_output"})
+    @example(first={"event": "decision", "reason": Raising()}, second=RaisingMapping())
+    @example(first={"event": "model_output", "output": [1]}, second={"event": "decision"})
+    @example(first={"event": "step_retracted", "events": 10**400}, second=[])
+    def test_any_event(self, first: Any, second: Any) -> None:
+        """Called by hand with anything, the observer raises InvalidInputError or records it,
+        and goes on recording a real Controller's decisions as before."""
+        provider, exporter = _memory()
+        observer = DecisionSpans(provider)
+        for event in (first, second):
+            try:
+                observer(event)
+            except InvalidInputError as exc:  # any other error, agentfsm's or not, fails
+                error = exc.message
+            else:
+                error = "DecisionSpans recorded it"
+            assert "DecisionSpans" in error
+        exporter.clear()
+        ctl = af.Controller(observers=[observer])
+        ctl.on_model_output(body("ls"))
+        (span,) = decisions(exporter)
+        assert dict(span.attributes or {})["agentfsm.input"] == "model_output"
+        provider.shutdown()

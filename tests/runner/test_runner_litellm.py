@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from agentfsm import Policy
-from agentfsm.exceptions import DefinitionError, ToolDefinitionError
+from agentfsm.exceptions import AgentFSMError, DefinitionError, ToolDefinitionError
 from agentfsm.model.types import Action, ExitReason
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.loop import RunResult, arun, run
@@ -31,6 +33,7 @@ from agentfsm.testing.scripted import (
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
 from tests.runner.conftest import scripted_arun, scripted_run
+from tests.strategies import Raising, RaisingMapping, hostile_values
 
 pytestmark = LITELLM_CLIENT
 
@@ -438,3 +441,80 @@ class TestOnAskAnswers:
         policy = Policy(permissions={"get_weather": "ask"})
         with ScriptedServer(weather_script()) as server, pytest.raises(DefinitionError):
             run_openai(server, get_weather, policy=policy, on_ask=lambda d: later(d))
+
+
+_odd = hostile_values()
+_KEYWORDS = (
+    "model",
+    "messages",
+    "tools",
+    "policy",
+    "tool_choice",
+    "parallel_tool_calls",
+    "api_base",
+    "api_key",
+    "stream",
+    "max_tokens",
+    "observers",
+    "trace",
+    "retry",
+    "on_ask",
+    "timeout",
+    "executor",
+    "cancel",
+    "inbox",
+    "agents",
+    "temperature",  # one of litellm's own, carried in completion_kwargs
+)
+_NO_NETWORK = ("api_base", "trace")
+"""A str there is a URL litellm would reach or a file the run would write: others only."""
+
+
+@pytest.fixture(scope="module")
+def answering() -> Iterator[ScriptedServer]:
+    """A server that says "done" to every request: a run whose arguments are good ends."""
+    with ScriptedServer([say("done")] * 10_000) as server:
+        yield server
+
+
+class TestRunArgumentsProperty:
+    """run and arun with one keyword argument of any value, the others good."""
+
+    @settings(deadline=None)
+    @given(keyword=st.sampled_from(_KEYWORDS), value=_odd, is_async=st.booleans())
+    @example(keyword="api_key", value="\ud800", is_async=False)
+    @example(keyword="tool_choice", value=Raising(), is_async=False)
+    @example(keyword="parallel_tool_calls", value=float("nan"), is_async=False)
+    @example(keyword="api_base", value=3, is_async=False)
+    @example(keyword="temperature", value=Raising(), is_async=True)
+    @example(keyword="observers", value=[3], is_async=False)
+    @example(keyword="trace", value="a\x00b", is_async=False)
+    @example(keyword="messages", value=[{1: "a"}], is_async=False)
+    @example(keyword="model", value=Raising(), is_async=False)
+    @example(keyword="tools", value=Raising(), is_async=False)
+    @example(keyword="tools", value=[RaisingMapping()], is_async=False)
+    @example(keyword="messages", value=[RaisingMapping()], is_async=True)
+    @example(keyword="policy", value=RaisingMapping(), is_async=False)
+    @example(keyword="agents", value=RaisingMapping(), is_async=False)
+    def test_a_result_or_an_agentfsm_error(
+        self, keyword: str, value: Any, is_async: bool, answering: ScriptedServer
+    ) -> None:
+        """A RunResult, or an AgentFSMError raised before any model is asked."""
+        if keyword in _NO_NETWORK and isinstance(value, str) and "\x00" not in value:
+            value = None
+        arguments: dict[str, Any] = {
+            "model": "openai/scripted",
+            "messages": "hi",
+            "api_base": answering.openai_base,
+            "api_key": "sk-test",
+            "retry": ProviderRetry(attempts=1),
+            "timeout": 10.0,
+            keyword: value,
+        }
+        asked = len(answering.requests)
+        try:
+            result = asyncio.run(arun(**arguments)) if is_async else run(**arguments)
+        except AgentFSMError:
+            assert len(answering.requests) == asked  # refused where given: no model was asked
+            return
+        assert isinstance(result, RunResult)
