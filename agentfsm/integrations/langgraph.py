@@ -57,6 +57,7 @@ from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._state import restore, save
+from agentfsm.model._checked import read
 from agentfsm.model.tools import ToolSpec
 from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
@@ -144,15 +145,38 @@ def _after_tools(messages: Sequence[BaseMessage], pending: set[str]) -> list[Too
     return found[::-1]
 
 
+_ACTIONS = frozenset(a.value for a in Action)
+
+
+def _decisions(state: object) -> object:
+    """The state's `decisions`, or None when the state is no mapping."""
+    if not isinstance(state, Mapping):
+        return None
+    return read("the graph state", InvalidInputError, lambda: state.get("decisions"))
+
+
 def _last_decision(state: Mapping[str, Any]) -> dict[str, Any]:
-    decisions = state.get("decisions") if isinstance(state, Mapping) else None
+    """The last decision record in the state, checked to be one `_record` wrote."""
+    decisions = _decisions(state)
     if not isinstance(decisions, list) or not decisions:
         raise InvalidInputError(
             "the graph state holds no agentfsm decision: route after the node that "
             "`Decide.wrap` made (or a `Decide` node), in a graph whose state keeps "
             "AgentState's 'decisions' key with its reducer"
         )
-    last: dict[str, Any] = decisions[-1]
+    last = decisions[-1]
+    calls = last.get("tool_calls") if type(last) is dict else None
+    if (
+        type(last) is not dict
+        or type(last.get("action")) is not str
+        or last["action"] not in _ACTIONS
+        or type(calls) is not list
+        or not all(type(c) is dict for c in calls)
+    ):
+        raise InvalidInputError(
+            "the graph state's last decision is not one agentfsm recorded (a dict with an "
+            f"'action' and a list of 'tool_calls'): {type(last).__name__}"
+        )
     return last
 
 
@@ -257,13 +281,17 @@ class Decide:
             raise InvalidInputError(
                 f"the graph state must be a mapping (AgentState), not {type(state).__name__}"
             )
-        data = state.get("agentfsm")
+        data = read("the graph state", InvalidInputError, lambda: state.get("agentfsm"))
         if not data:
             return Controller(self.policy, self.tools, observers=self.observers)
         for saved, ctl in self._live.values():
             if saved is data:
                 return ctl
         return restore(data, self.policy, self.tools, self.observers)
+
+    def _forget(self, ctl: Controller) -> None:
+        """Stop reusing `ctl`: a failed step may have moved it past the state's data."""
+        self._live.pop(ctl.run_id, None)
 
     def _save(self, ctl: Controller) -> dict[str, Any]:
         data = save(ctl)
@@ -274,7 +302,7 @@ class Decide:
         return data
 
     def _messages(self, state: Mapping[str, Any], ctl: Controller) -> list[BaseMessage]:
-        found = state.get("messages")
+        found = read("the graph state", InvalidInputError, lambda: state.get("messages"))
         if not isinstance(found, list):
             raise InvalidInputError(
                 f"the graph state's 'messages' must be a list, not {type(found).__name__}",
@@ -336,6 +364,15 @@ class Decide:
 
         def step(state: Any, config: RunnableConfig) -> dict[str, Any]:
             ctl = self.controller(state)
+            try:
+                return decide(ctl, state, config)
+            except BaseException:
+                # The state still holds the data from before this step: a retry of the node
+                # (or the next step) must load it, not reuse the Controller this step moved on.
+                self._forget(ctl)
+                raise
+
+        def decide(ctl: Controller, state: Any, config: RunnableConfig) -> dict[str, Any]:
             messages = self._messages(state, ctl)
             records: list[dict[str, Any]] = []
             added: list[Any] = []
@@ -351,11 +388,13 @@ class Decide:
                     "decisions": _so_far(state, records),
                 }
             out = node(state, config) if takes_config else node(state)
-            produced = out.get("messages") if isinstance(out, Mapping) else None
+            if isinstance(out, Mapping):
+                out = read("the model node's output", InvalidInputError, lambda: dict(out))
+            produced = out.get("messages") if type(out) is dict else None
             if not isinstance(produced, list) or not produced:
                 raise InvalidInputError(
-                    "the model node must return {'messages': [AIMessage, ...]}, not "
-                    f"{out!r:.120}",
+                    "the model node must return {'messages': [AIMessage, ...]}, not a "
+                    f"{type(out).__name__}",
                     state=ctl.state,
                     turn=ctl.turn,
                 )
@@ -378,7 +417,11 @@ class Decide:
         After a RETRY of a cut output that is the model's own `max_tokens` times the retry's
         factor; a model that declares no `max_tokens` is returned unchanged.
         """
-        decisions = state.get("decisions") if isinstance(state, Mapping) else None
+        if not isinstance(model, Runnable):
+            raise DefinitionError(
+                f"Decide.adjusted: model must be a LangChain Runnable, not {type(model).__name__}"
+            )
+        decisions = _decisions(state)
         limit = _max_tokens(model, decisions if isinstance(decisions, list) else [])
         return model if limit is None else model.bind(max_tokens=limit)
 
@@ -498,10 +541,20 @@ def _max_tokens(model: Any, decisions: list[dict[str, Any]]) -> int | None:
         return None
     factor = 1
     for decision in reversed(decisions):
-        step = decision.get("adjust", {}).get("max_tokens_factor")
-        if decision.get("action") != Action.RETRY or not step:
+        adjust = decision.get("adjust") if type(decision) is dict else None
+        if type(adjust) is not dict:
+            raise InvalidInputError(
+                "Decide.adjusted: the state's decisions must be the records agentfsm wrote "
+                f"(dicts with an 'adjust' dict), not {type(decision).__name__}"
+            )
+        step = adjust.get("max_tokens_factor")
+        if decision.get("action") != Action.RETRY.value or not step:
             break
-        factor *= int(step)
+        if type(step) is not int or step < 1:
+            raise InvalidInputError(
+                f"Decide.adjusted: a max_tokens_factor is an int >= 1, not {step!r:.40}"
+            )
+        factor *= step
     return base * factor if factor > 1 else None
 
 

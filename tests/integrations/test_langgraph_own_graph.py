@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -10,18 +11,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
+from langgraph.types import Send
 from typing_extensions import TypedDict
 
 import agentfsm as af
 from agentfsm.exceptions import DefinitionError, InvalidInputError
 from agentfsm.integrations.langgraph import Decide
+from tests.strategies import Raising, RaisingMapping, hostile_values
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "integrations" / "langgraph_own_graph.py"
@@ -218,3 +224,127 @@ class TestNoAddedSteps:
             for chunk in graph.stream({"messages": [("user", "weather?")]}, CONFIG)
         ]
         assert steps == ["agent", "tools", "agent"]
+
+
+_odd = hostile_values()
+_DECISION = {"action": "execute_tools", "tool_calls": [call("c1")], "adjust": {}}
+
+
+def _states() -> st.SearchStrategy[Any]:
+    """Anything; or a state whose decisions, or whose last decision, holds anything."""
+    decision = st.fixed_dictionaries(
+        {},
+        optional={"action": _odd | st.sampled_from(["retry", "final", "execute_tools"])}
+        | {k: _odd for k in ("tool_calls", "adjust")},
+    )
+    return st.one_of(
+        _odd,
+        st.builds(lambda d: {"decisions": d}, _odd),
+        st.builds(lambda d: {"decisions": [d]}, _odd | decision),
+    )
+
+
+def _copy(value: Any) -> Any:
+    """New lists and dicts holding the same leaves: `==` then compares leaves by identity
+    first, so a changed container is seen and a hostile leaf's `__eq__` is never asked."""
+    if type(value) is list:
+        return [_copy(v) for v in value]
+    if type(value) is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    return value
+
+
+class TestOddArguments:
+    """wrap, route and adjusted with any value: their answer, or an AgentFSMError."""
+
+    @settings(deadline=None)
+    @given(state=_states())
+    @example(state={"decisions": [None]})
+    @example(state={"decisions": [{}]})
+    @example(state={"decisions": [{"action": "bogus", "tool_calls": []}]})
+    @example(state={"decisions": [{"action": "execute_tools", "tool_calls": Raising()}]})
+    @example(state={"decisions": [{"action": "execute_tools", "tool_calls": [3]}]})
+    @example(state={"decisions": [{"action": Raising()}]})
+    @example(state=RaisingMapping())
+    def test_route(self, state: Any) -> None:
+        """route(state): a destination, or InvalidInputError; the state is not changed."""
+        decide = Decide()
+        before = _copy(state)
+        try:
+            where = decide.route(state)
+        except InvalidInputError:  # any other error, agentfsm's or not, fails the test
+            where = END
+        if isinstance(where, list):
+            assert all(isinstance(s, Send) and s.node == "tools" for s in where)
+        else:
+            assert where in decide.destinations
+        assert before is state or before == state
+
+    @settings(deadline=None)
+    @given(model=_odd | st.just(CappedFake(messages=iter([]))), state=_states())
+    @example(model=CappedFake(messages=iter([])), state={"decisions": [{"action": "retry"}]})
+    @example(
+        model=CappedFake(messages=iter([])),
+        state={"decisions": [{"action": "retry", "adjust": {"max_tokens_factor": "x"}}]},
+    )
+    @example(
+        model=CappedFake(messages=iter([])),
+        state={"decisions": [{"action": "retry", "adjust": {"max_tokens_factor": float("inf")}}]},
+    )
+    @example(model=CappedFake(messages=iter([])), state={"decisions": [3]})
+    @example(model=CappedFake(messages=iter([])), state={"decisions": [{"adjust": None}]})
+    @example(model=CappedFake(messages=iter([])), state=RaisingMapping())
+    @example(model=Raising(), state={})
+    def test_adjusted(self, model: Any, state: Any) -> None:
+        """adjusted(model, state): a Runnable, or an AgentFSMError naming the bad value."""
+        try:
+            adjusted = Decide().adjusted(model, state)
+        except (DefinitionError, InvalidInputError):  # any other error fails the test
+            return
+        assert isinstance(adjusted, Runnable)
+
+    @settings(deadline=None)
+    @given(node=_odd, out=_odd, state=_states())
+    @example(node=None, out=Raising(), state={"messages": []})
+    @example(node=None, out={"messages": [Raising()]}, state={"messages": []})
+    @example(node=None, out={"messages": [ANSWER]}, state=RaisingMapping())
+    @example(node=None, out=RaisingMapping(), state={"messages": []})
+    def test_wrap(self, node: Any, out: Any, state: Any) -> None:
+        """wrap(anything) is refused or wraps; the wrapped node of a function returning
+        anything, on any state, updates the state or raises InvalidInputError, changing
+        neither the state nor the function's output."""
+        with contextlib.suppress(DefinitionError):
+            Decide().wrap(node)
+        decide = Decide()
+        step = decide.wrap(lambda state: out)
+        before, given = _copy(state), _copy(out)
+        try:
+            update = step(state, {})
+        except InvalidInputError:  # any other error, agentfsm's or not, fails the test
+            update = {"decisions": [], "agentfsm": None}
+        assert isinstance(update["decisions"], list)
+        assert before is state or before == state
+        assert given is out or given == out
+
+    def test_a_failed_step_does_not_move_the_run_the_state_holds(self) -> None:
+        """A wrapped node that answered the tool results and then got a bad model output
+        left its live Controller past the state's data; the node run again on that state
+        skipped the results' decision. It now decides as a fresh process would."""
+        replies: list[Any] = [{"messages": [PARIS]}]
+        decide = Decide(af.Policy(), [get_weather])
+        step = decide.wrap(lambda state: replies[0])
+        first = step({"messages": [HumanMessage("weather?")]}, {})
+        ai = first["messages"][-1]
+        state = {
+            "messages": [HumanMessage("weather?"), ai, ToolMessage("sunny", tool_call_id="c1")],
+            "agentfsm": first["agentfsm"],
+            "decisions": first["decisions"],
+        }
+        replies[0] = {"messages": []}
+        with pytest.raises(InvalidInputError, match="must return"):
+            step(state, {})
+        replies[0] = {"messages": [ANSWER]}
+        again = step(state, {})
+        fresh = Decide(af.Policy(), [get_weather]).wrap(lambda state: replies[0])(state, {})
+        assert [d["action"] for d in again["decisions"]] == ["continue", "final"]
+        assert again["decisions"] == fresh["decisions"]
