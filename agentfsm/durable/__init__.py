@@ -88,6 +88,7 @@ from agentfsm.exceptions import (
     InvalidInputError,
     RunError,
 )
+from agentfsm.model._checked import read
 
 __all__ = [
     "HUMAN_TOPIC",
@@ -200,7 +201,11 @@ def _settings(
         raise DefinitionError(
             f"launch: other_versions must be 'refuse' or 'leave', not {other_versions!r}"
         )
-    extra = dict(config or {})
+    extra: dict[Any, Any] = read(
+        "launch: config", DefinitionError, lambda: {} if config is None else dict(config)
+    )
+    if any(type(key) is not str for key in extra):
+        raise DefinitionError("launch: config's keys must be DBOSConfig entry names (str)")
     if "executor_id" in extra:
         raise DefinitionError("launch: pass executor_id=..., not config={'executor_id': ...}")
     if "serializer" in extra:

@@ -20,6 +20,7 @@ from agentfsm.durable._runs import DurableResult, RunStatus
 from agentfsm.durable._serializer import JsonSerializer, refuse_pickles
 from agentfsm.durable._workflow import RUNS_QUEUE, WORKFLOW_NAME
 from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError
+from agentfsm.model._checked import read
 
 __all__ = ["Client", "history_of"]
 
@@ -31,10 +32,15 @@ def history_of(messages: object, where: str) -> list[dict[str, Any]]:
     wrong = InvalidInputError(
         f"{where}: messages must be a str or a list of message mappings ({{'role', 'content'}})"
     )
-    if not isinstance(messages, Sequence):
+    if not isinstance(messages, Sequence) or isinstance(messages, bytes):
         raise wrong
-    history = [dict(m) for m in messages if isinstance(m, Mapping)]
-    if len(history) != len(messages):
+    history = read(
+        f"{where}: messages",
+        InvalidInputError,
+        lambda: [dict(m) for m in messages if isinstance(m, Mapping)],
+    )
+    # Keys that are not str would be stored as JSON text keys: another message than given.
+    if len(history) != len(messages) or any(type(k) is not str for m in history for k in m):
         raise wrong
     return history
 

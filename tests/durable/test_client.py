@@ -8,6 +8,7 @@ runs, and the old run waiting for a human finishes on an old-version worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -16,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from agentfsm.durable import Client
 from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError
 from agentfsm.testing import ScriptedServer
 from tests.durable.conftest import ROOT, Worker, database
 from tests.durable.test_kill import ONCE
+from tests.strategies import Raising, RaisingMapping, hostile_values
 
 
 def ready(process: subprocess.Popen[str]) -> None:
@@ -143,6 +147,83 @@ class TestClient:
             ):
                 with pytest.raises(InvalidInputError):
                     call()
+
+
+_odd = hostile_values()
+_IDS = _odd | st.just("run-1")
+
+
+class TestClientArguments:
+    """Client and its methods with any value: an AgentFSMError, never DBOS's or Python's."""
+
+    @settings(deadline=None)
+    @given(database_url=_odd, name=_odd | st.just("agentfsm"))
+    @example(database_url="\ud800", name="agentfsm")
+    @example(database_url="sqlite:///", name="agentfsm")
+    @example(database_url=Raising(), name=Raising())
+    def test_client_of_any_database(self, database_url: Any, name: Any) -> None:
+        """A URL that is no str is a DefinitionError; a str no database answers, a RunError."""
+        with contextlib.suppress(DefinitionError, RunError):
+            Client(database_url, name=name).close()
+
+    @settings(deadline=None)
+    @given(
+        agent=_odd | st.just("support"),
+        messages=_odd | st.just("hi"),
+        run_id=_IDS | st.none(),
+        approved=_odd | st.booleans(),
+        message=_odd | st.none(),
+        timeout=_odd | st.none(),
+    )
+    @example(
+        agent="support",
+        messages=[RaisingMapping()],
+        run_id=None,
+        approved=True,
+        message=None,
+        timeout=None,
+    )
+    @example(
+        agent="support",
+        messages=[{1: "a"}],
+        run_id=None,
+        approved=True,
+        message=None,
+        timeout=None,
+    )
+    @example(
+        agent="support",
+        messages=b"hi",
+        run_id="\ud800",
+        approved=Raising(),
+        message=Raising(),
+        timeout=float("inf"),
+    )
+    def test_methods_of_any_value(
+        self,
+        agent: Any,
+        messages: Any,
+        run_id: Any,
+        approved: Any,
+        message: Any,
+        timeout: Any,
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> None:
+        """On a database no worker created, each call names a bad argument (InvalidInputError)
+        or, given good ones, says the database has no runs (RunError): nothing else."""
+        db = f"sqlite:///{tmp_path_factory.getbasetemp() / 'no-worker.sqlite'}"
+        with Client(db) as c:
+            for ask in (
+                lambda: c.start(agent, messages, run_id=run_id),
+                lambda: c.status(run_id),
+                lambda: c.asked(run_id),
+                lambda: c.reply(run_id, approved, message),
+                lambda: c.result(run_id, timeout=timeout),
+            ):
+                with pytest.raises((InvalidInputError, RunError)):
+                    ask()
+            with pytest.raises(InvalidInputError, match="messages must be a str or a list"):
+                c.start("support", [{1: "a"}])
 
 
 @pytest.mark.postgres

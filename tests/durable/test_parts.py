@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from dbos._serialization import deserialize_args, deserialize_exception, deserialize_value
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm import durable
@@ -35,6 +37,9 @@ from agentfsm.exceptions import (
 )
 from agentfsm.runner.executor import ToolOptions, tool
 from agentfsm.testing import call, turn
+from tests.strategies import Raising, RaisingMapping, hostile_values
+
+_odd = hostile_values()
 
 
 def lookup(q: str) -> str:
@@ -182,6 +187,67 @@ class TestArguments:
             durable.start("starter", [1, 2])  # type: ignore[list-item]
         with pytest.raises(InvalidInputError, match="messages must be a str or a list"):
             durable.start("starter", 5)  # type: ignore[arg-type]
+
+    @settings(deadline=None)
+    @given(
+        database_url=_odd | st.just("sqlite:///never.sqlite"),
+        name=_odd | st.just("agentfsm"),
+        executor_id=_odd | st.none(),
+        config=_odd | st.sampled_from([None, {}, {1: 2}, {"serializer": 1}]),
+        other_versions=_odd | st.sampled_from(["refuse", "leave"]),
+    )
+    @example(
+        database_url="sqlite:///x",
+        name="a",
+        executor_id=None,
+        config=RaisingMapping(),
+        other_versions="leave",
+    )
+    @example(
+        database_url="sqlite:///x",
+        name="a",
+        executor_id=None,
+        config={1: 2},
+        other_versions="leave",
+    )
+    @example(
+        database_url=Raising(),
+        name=Raising(),
+        executor_id=Raising(),
+        config=Raising(),
+        other_versions=Raising(),
+    )
+    def test_launch_settings_of_any_value(
+        self, database_url: Any, name: Any, executor_id: Any, config: Any, other_versions: Any
+    ) -> None:
+        """Every setting is checked before the agents (None here, so DBOS never starts):
+        a DefinitionError whatever they hold, never DBOS's or Python's own error."""
+        with pytest.raises(DefinitionError, match=r"launch: |agents must be a list"):
+            durable.launch(
+                None,  # type: ignore[arg-type]
+                database_url=database_url,
+                name=name,
+                executor_id=executor_id,
+                config=config,
+                other_versions=other_versions,
+            )
+
+    @settings(deadline=None)
+    @given(executor_id=_odd)
+    @example(executor_id=Raising())
+    def test_recover_any_executor_id(self, executor_id: Any) -> None:
+        """recover(anything): InvalidInputError for a value that is no id; a RunError (no DBOS
+        launched in this process) or the runs taken over for one that is."""
+        try:
+            taken = durable.recover(executor_id)
+        except InvalidInputError as exc:
+            error = exc.message
+        except RunError:  # any other error, agentfsm's or not, fails the test
+            return
+        else:
+            assert isinstance(taken, list)
+            return
+        assert "recover: executor_id must be a non-empty str" in error
 
     def test_before_launch_dbos_failures_are_run_errors(self) -> None:
         """In a process that never launched, status() is a RunError that says to launch."""
