@@ -84,8 +84,9 @@ def run(
             of another run takes that run's tools (and, without a policy of its own, its
             permissions) unless given its own (`tools=[]` for none).
         policy: The `agentfsm.Policy`; None uses the defaults.
-        tool_choice: Passed to litellm unchanged (`"auto"`, `"required"`, a function).
-        parallel_tool_calls: Passed to litellm unchanged when not None.
+        tool_choice: Passed to litellm unchanged (`"auto"`, `"required"`, a function): a str
+            or a mapping, else a DefinitionError before any request.
+        parallel_tool_calls: Passed to litellm unchanged when not None (True or False).
         api_base: The provider's base URL (e.g. a local OpenAI-compatible server).
         api_key: The provider key; None lets litellm read the environment.
         stream: Stream each model call and accumulate the chunks into one turn.

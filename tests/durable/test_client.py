@@ -223,7 +223,7 @@ class TestClientArguments:
                 with pytest.raises((InvalidInputError, RunError)):
                     ask()
             with pytest.raises(InvalidInputError, match="messages must be a str or a list"):
-                c.start("support", [{1: "a"}])
+                c.start("support", [{1: "a"}])  # type: ignore[dict-item]
 
 
 @pytest.mark.postgres

@@ -158,7 +158,7 @@ _odd = hostile_values()
 def _each_integration(on_decline: Any, observers: Any, cwd: Path) -> list[Callable[[], Any]]:
     """Builds each integration's governed object with these on_decline and observers."""
     swe_model = DeterministicToolcallModel(outputs=[])  # type: ignore[no-untyped-call]
-    env = LocalEnvironment(cwd=str(cwd))  # type: ignore[no-untyped-call]
+    env = LocalEnvironment(cwd=str(cwd))
     given = {"on_decline": on_decline, "observers": observers}
     return [
         lambda: langgraph.Decide(**given),
@@ -186,6 +186,7 @@ class TestOnDeclineAndObservers:
     ) -> None:
         """A DefinitionError when given, or settings a run can use: never an error mid-run."""
         for build in _each_integration(on_decline, observers, tmp_path_factory.getbasetemp()):
+            error: str | None
             try:
                 built = build()
             except DefinitionError as exc:  # any other error, agentfsm's or not, fails the test
