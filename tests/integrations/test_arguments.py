@@ -198,5 +198,7 @@ class TestOnDeclineAndObservers:
                 continue
             assert built.on_decline in ("stop", "feedback")
             assert type(built.on_decline) is str
+            # What each run's Controller is given: a list of callables (what they do with an
+            # event, `int` raising on one, is the observer's own business, as for a Controller).
+            assert type(built.observers) is list
             assert all(callable(o) for o in built.observers)
-            af.Controller(observers=built.observers)  # what each run's Controller is given
