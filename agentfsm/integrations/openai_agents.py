@@ -35,6 +35,7 @@ governed agent serves one run at a time. Needs the `openai-agents` extra.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -42,6 +43,7 @@ from typing import Any, Literal
 
 from agents import Agent, FunctionTool, ModelSettings
 from agents.exceptions import AgentsException
+from agents.handoffs import Handoff, handoff
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
@@ -59,7 +61,7 @@ from openai.types.responses import (
 from agentfsm.engine.controller import Controller
 from agentfsm.engine.events import Observer
 from agentfsm.engine.policy import Policy, as_policy
-from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
+from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
 from agentfsm.integrations import _decline
 from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
@@ -109,9 +111,19 @@ def _dump(item: Any) -> dict[str, Any]:
 
 
 def _stop_message(decision: Decision) -> ResponseOutputMessage:
-    text = f"[agentfsm stop: {decision.exit_reason}] {decision.reason}"
+    return _message("agentfsm_stop", f"[agentfsm stop: {decision.exit_reason}] {decision.reason}")
+
+
+def _final_text(decision: Decision) -> str:
+    """A FINAL's answer as the text that ends the run (a final tool's result, as text)."""
+    answer = decision.answer
+    return answer if isinstance(answer, str) else "" if answer is None else json.dumps(answer)
+
+
+def _message(item_id: str, text: str) -> ResponseOutputMessage:
+    """An assistant message the SDK reads as the run's final output."""
     return ResponseOutputMessage(
-        id="agentfsm_stop",
+        id=item_id,
         type="message",
         role="assistant",
         status="completed",
@@ -283,10 +295,33 @@ class GovernedModel(Model):
         self._started.add(call_id)
         return True
 
+    def may_hand_off(self, name: str, arguments: str) -> bool:
+        """Whether the SDK may run this handoff now, matched by the item the SDK processed.
+
+        The SDK's handoff hook gets no call id. The SDK only holds the call items `_shape`
+        rebuilt from agentfsm's calls, so the item it processed is the pending call of this
+        name with these arguments that has not run: `may_run` is asked by that call's id.
+        No such call, or more than one, hands off nothing.
+        """
+        ctl = self.controller
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return False
+        if ctl is None or not isinstance(parsed, Mapping):
+            return False
+        matches = [
+            c
+            for c in ctl.pending_calls
+            if c.name == name and (c.arguments or {}) == dict(parsed) and c.id not in self._started
+        ]
+        return len(matches) == 1 and self.may_run(matches[0].id, name, arguments)
+
     def _feed_results(self, items: list[dict[str, Any]]) -> Decision | None:
         """Give the Controller the outputs (or the human's rejections) of its pending calls."""
         ctl = self.controller
-        if ctl is None or ctl.state not in ("execute", "await_human"):
+        # A HANDOFF awaits its call's result as EXECUTE_TOOLS does (a handoff run as a tool).
+        if ctl is None or ctl.state not in ("execute", "handoff", "await_human"):
             return None
         pending = {c.id for c in ctl.pending_calls}
         outputs = {
@@ -339,9 +374,13 @@ class GovernedModel(Model):
         released = self._release()
         if released:
             return released
-        self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
+        fed = self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
         stop, self._stop = self._stop, None
-        return None if stop is None else [_stop_message(stop)]
+        if stop is not None:
+            return [_stop_message(stop)]
+        if fed is not None and fed.action is Action.FINAL:  # a final tool's result ends the run
+            return [_message("agentfsm_final", _final_text(fed))]
+        return None
 
     # -- turning a decision into the response the SDK reads ----------------------------------
 
@@ -541,6 +580,33 @@ def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
     return dataclasses.replace(tool, needs_approval=needs_approval, on_invoke_tool=on_invoke)
 
 
+def _guarded(model: GovernedModel, given: Agent[Any] | Handoff[Any, Any]) -> Handoff[Any, Any]:
+    """The handoff, transferring control only when agentfsm cleared the SDK's handoff call.
+
+    A refused handoff call never reaches the SDK (`_shape` removes it); this check is the
+    last one, right before control passes. The SDK has no approval flow for handoffs, so a
+    handoff that waits for a human (`ask`) cannot be approved through it: the run ends with
+    a RunError rather than hand off unapproved.
+    """
+    guarded = copy.copy(given if isinstance(given, Handoff) else handoff(given))
+    invoke = guarded.on_invoke_handoff
+
+    async def on_invoke(ctx: Any, arguments: str) -> Any:
+        if not model.may_hand_off(guarded.tool_name, arguments):
+            waiting = model.controller is not None and model.controller.state == "await_human"
+            why = (
+                "it awaits a human's approval, and the Agents SDK cannot ask one about a "
+                "handoff: allow or deny it in the policy"
+                if waiting
+                else "agentfsm did not clear this call, or it already ran"
+            )
+            raise RunError(f"handoff {guarded.tool_name!r} not run: {why}")
+        return await invoke(ctx, arguments)
+
+    guarded.on_invoke_handoff = on_invoke
+    return guarded
+
+
 def governed(
     agent: Agent[Any],
     policy: Policy | None = None,
@@ -571,7 +637,8 @@ def governed(
             raise DefinitionError(f"governed: the agent's model {inner!r}: {exc}") from exc
     model = GovernedModel(inner, policy, stream, on_decline=on_decline, observers=observers)
     tools = [_approval(model, t) if isinstance(t, FunctionTool) else t for t in agent.tools]
-    return agent.clone(model=model, tools=tools)
+    handoffs: list[Any] = [_guarded(model, h) for h in agent.handoffs]
+    return agent.clone(model=model, tools=tools, handoffs=handoffs)
 
 
 def decisions(result: RunResultBase) -> list[Decision]:
