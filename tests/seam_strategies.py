@@ -30,6 +30,7 @@ __all__ = [
     "calls_by_n",
     "chat_body",
     "check_log",
+    "exchanges",
     "handoff_outputs",
     "model_outputs",
     "policies",
@@ -274,3 +275,14 @@ def as_reply(output: dict[str, Any]) -> Reply:
         for c in message.get("tool_calls") or []
     ]
     return Reply(text=message.get("content") or "", tool_calls=calls)
+
+
+def exchanges(messages: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
+    """Each assistant turn's call ids and the ids the tool messages after it answer."""
+    found: list[tuple[list[str], list[str]]] = []
+    for m in messages:
+        if m["role"] == "assistant":
+            found.append(([c["id"] for c in m.get("tool_calls") or []], []))
+        elif m["role"] == "tool":
+            found[-1][1].append(m["tool_call_id"])
+    return found

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import agentfsm as af
@@ -32,6 +32,7 @@ from tests.seam_strategies import (
     calls_by_n,
     chat_body,
     check_log,
+    exchanges,
     policies,
     scripts,
 )
@@ -119,14 +120,5 @@ class TestDurableStepsAsk:
         texts = [m["content"] for m in result.messages if m["role"] == "tool"]
         for name, n in effects.log:  # every call that ran reached the model once
             assert sum(t == f"{name} ran {n}" for t in texts) == 1
-
-
-def exchanges(messages: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
-    """Each assistant turn's call ids and the ids the tool messages after it answer."""
-    found: list[tuple[list[str], list[str]]] = []
-    for m in messages:
-        if m["role"] == "assistant":
-            found.append(([c["id"] for c in m.get("tool_calls") or []], []))
-        elif m["role"] == "tool":
-            found[-1][1].append(m["tool_call_id"])
-    return found
+        event(f"calls ran: {bool(effects.log)}")
+        event(f"asked a human: {any(d.action is af.Action.ASK_HUMAN for d in result.decisions)}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +20,7 @@ from agents import Agent as SdkAgent
 from agents import FunctionTool, RunConfig, Runner, function_tool
 from agents.handoffs import handoff
 from agents.testing import ScriptedModel, assistant_message, function_call
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
@@ -102,6 +102,58 @@ def sdk_items(output: dict[str, Any]) -> list[Any]:
     return [function_call(name, arguments, call_id=i) for i, name, arguments in calls]
 
 
+def sdk_agents(
+    effects: SideEffects, policy: af.Policy, outputs: list[dict[str, Any]]
+) -> tuple[SdkAgent[Any], ScriptedModel]:
+    """The governed parent scripted with `outputs`, and the model of the child it hands off to
+    (the handoff logs `(research, n)` when control passes)."""
+    child_model = ScriptedModel([[assistant_message("child done")]] * 4)
+
+    def on_handoff(_ctx: Any, given: Task) -> None:
+        effects.log.append((HANDOFF, given.n))
+
+    to_child = handoff(
+        SdkAgent(name="child", model=child_model),
+        tool_name_override=HANDOFF,
+        on_handoff=on_handoff,
+        input_type=Task,
+    )
+    steps = [sdk_items(o) for o in outputs] + [[assistant_message(DONE)]] * 12
+    parent = SdkAgent(
+        name="parent",
+        model=ScriptedModel(steps),
+        tools=list(sdk_tools(effects)),
+        handoffs=[to_child],
+    )
+    return governed(parent, policy, on_decline="feedback"), child_model
+
+
+async def sdk_run(
+    agent: SdkAgent[Any], stream: bool, answers: Iterator[bool], approved: set[int]
+) -> Any:
+    """Run to the end with `Runner.run` or `Runner.run_streamed`, answering each interruption
+    with the next answer (the `n` of the calls approved go into `approved`)."""
+
+    async def once(given: Any) -> Any:
+        if not stream:
+            return await Runner.run(agent, given, run_config=SDK_CONFIG, max_turns=30)
+        result = Runner.run_streamed(agent, given, run_config=SDK_CONFIG, max_turns=30)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    result = await once("go")
+    while result.interruptions:
+        state = result.to_state()
+        yes = next(answers, False)
+        for item in result.interruptions:
+            if yes:
+                approved.add(n_of(item.raw_item.arguments))
+            (state.approve if yes else state.reject)(item)
+        result = await once(state)
+    return result
+
+
 class TestAgentsSDKHandoffs:
     """The Agents SDK on its own ScriptedModel: a handoff named `research` to a child agent."""
 
@@ -121,59 +173,20 @@ class TestAgentsSDKHandoffs:
         """No denied or unapproved call runs and none twice; control passes to the child only
         through an allowed handoff, with `Runner.run` and `Runner.run_streamed`."""
         effects = SideEffects()
-        child_model = ScriptedModel([[assistant_message("child done")]] * 4)
-        child = SdkAgent(name="child", model=child_model)
-
-        def on_handoff(_ctx: Any, given: Task) -> None:
-            effects.log.append((HANDOFF, given.n))
-
-        to_child = handoff(
-            child, tool_name_override=HANDOFF, on_handoff=on_handoff, input_type=Task
-        )
-        steps = [sdk_items(o) for o in outputs] + [[assistant_message(DONE)]] * 12
-        parent = governed(
-            SdkAgent(
-                name="parent",
-                model=ScriptedModel(steps),
-                tools=list(sdk_tools(effects)),
-                handoffs=[to_child],
-            ),
-            policy,
-            on_decline="feedback",
-        )
-        approved: set[int] = set()
-        asked = iter(answers * 4)
-
-        async def run(given: Any) -> Any:
-            if not stream:
-                return await Runner.run(parent, given, run_config=SDK_CONFIG, max_turns=30)
-            result = Runner.run_streamed(parent, given, run_config=SDK_CONFIG, max_turns=30)
-            async for _ in result.stream_events():
-                pass
-            return result
-
-        async def go() -> Any:
-            result = await run("go")
-            while result.interruptions:
-                state = result.to_state()
-                yes = next(asked, False)
-                for item in result.interruptions:
-                    if yes:
-                        approved.add(n_of(item.raw_item.arguments))
-                    (state.approve if yes else state.reject)(item)
-                result = await run(state)
-            return result
-
+        parent, child_model = sdk_agents(effects, policy, outputs)
         model = parent.model
         assert isinstance(model, SdkGovernedModel)
+        approved: set[int] = set()
+        result, error = None, None
         try:
-            result = asyncio.run(go())
-        except RunError as exc:  # an `ask` handoff: the SDK cannot ask a human about it
-            assert "awaits a human's approval" in str(exc)
-            last = model.decisions[-1]
-            assert last.action is af.Action.ASK_HUMAN
-            assert any(c.name == HANDOFF for c in last.tool_calls)
-            result = None
+            result = asyncio.run(sdk_run(parent, stream, iter(answers * 4), approved))
+        except RunError as exc:
+            error = exc
+        if error is not None:  # an `ask` handoff: the SDK cannot ask a human about it
+            assert "awaits a human's approval" in str(error)
+            assert model.decisions[-1].action is af.Action.ASK_HUMAN
+            assert any(c.name == HANDOFF for c in model.decisions[-1].tool_calls)
+            event("an ask handoff ended the run")
         calls = calls_by_n(outputs)
         check_log(effects, calls, policy, approved)
         handed = [n for name, n in effects.log if name == HANDOFF]
@@ -182,6 +195,7 @@ class TestAgentsSDKHandoffs:
         assert len(child_model.calls) == len(handed)
         if result is not None:
             assert (result.last_agent.name == "child") == bool(handed)
+        event(f"handed off: {bool(handed)}")
 
 
 # -- pydantic-ai: streamed --------------------------------------------------------------
@@ -201,6 +215,49 @@ def pydantic_stream(outputs: list[dict[str, Any]]) -> FunctionModel:
             yield {index: DeltaToolCall(name, json.dumps(arguments), tool_call_id=call_id or None)}
 
     return FunctionModel(stream_function=stream)
+
+
+async def streamed_once(
+    agent: PydanticAgent[None, str | DeferredToolRequests], how: str, **kw: Any
+) -> tuple[Any, list[ModelMessage]]:
+    """One streamed run: `run_stream_events`, or `iter` streaming each model request."""
+    if how == "events":
+        async with agent.run_stream_events(**kw) as events:
+            async for found in events:
+                if found.event_kind == "agent_run_result":
+                    return found.result.output, found.result.all_messages()
+        raise AssertionError("the event stream ended without the run's result")
+    async with agent.iter(**kw) as run:
+        async for node in run:
+            if PydanticAgent.is_model_request_node(node):
+                async with node.stream(run.ctx) as streamed:
+                    async for _ in streamed:
+                        pass
+        assert run.result is not None
+        return run.result.output, run.result.all_messages()
+
+
+async def streamed_run(
+    agent: PydanticAgent[None, str | DeferredToolRequests],
+    how: str,
+    answers: Iterator[bool],
+    approved: set[int],
+) -> None:
+    """Stream to the end, answering each approval request with the next answer."""
+    output, messages = await streamed_once(agent, how, user_prompt="go")
+    while isinstance(output, DeferredToolRequests):
+        yes = next(answers, False)
+        if yes:
+            approved.update(n_of(c.args) for c in output.approvals)
+        approvals: dict[str, bool | ToolApproved | ToolDenied] = {
+            c.tool_call_id: yes for c in output.approvals
+        }
+        output, messages = await streamed_once(
+            agent,
+            how,
+            message_history=messages,
+            deferred_tool_results=DeferredToolResults(approvals=approvals),
+        )
 
 
 class TestPydanticAIStreamed:
@@ -228,43 +285,12 @@ class TestPydanticAIStreamed:
             output_type=[str, DeferredToolRequests],
         )
         approved: set[int] = set()
-        asked = iter(answers * 4)
-
-        async def once(**kw: Any) -> tuple[Any, list[ModelMessage]]:
-            if how == "events":
-                async with agent.run_stream_events(**kw) as events:
-                    async for event in events:
-                        if event.event_kind == "agent_run_result":
-                            return event.result.output, event.result.all_messages()
-                raise AssertionError("the event stream ended without the run's result")
-            async with agent.iter(**kw) as run:
-                async for node in run:
-                    if PydanticAgent.is_model_request_node(node):
-                        async with node.stream(run.ctx) as streamed:
-                            async for _ in streamed:
-                                pass
-                assert run.result is not None
-                return run.result.output, run.result.all_messages()
-
-        async def go() -> None:
-            output, messages = await once(user_prompt="go")
-            while isinstance(output, DeferredToolRequests):
-                yes = next(asked, False)
-                if yes:
-                    approved.update(n_of(c.args) for c in output.approvals)
-                approvals: dict[str, bool | ToolApproved | ToolDenied] = {
-                    c.tool_call_id: yes for c in output.approvals
-                }
-                output, messages = await once(
-                    message_history=messages,
-                    deferred_tool_results=DeferredToolResults(approvals=approvals),
-                )
-
         try:
-            asyncio.run(go())
-        except UnexpectedModelBehavior:
-            pass  # pydantic-ai's own retry limit on a tool; what ran before still counts
+            asyncio.run(streamed_run(agent, how, iter(answers * 4), approved))
+        except UnexpectedModelBehavior:  # pydantic-ai's own limit on a tool's retries
+            event("pydantic-ai ended the run (tool retries)")  # what ran before still counts
         check_log(effects, calls_by_n(outputs), policy, approved)
+        event(f"calls ran: {bool(effects.log)}")
 
 
 # -- LangGraph: a graph the user built --------------------------------------------------
@@ -335,10 +361,21 @@ class TestLangGraphOwnGraph:
             out = graph.invoke(Command(resume=yes), config)
         check_log(effects, calls_by_n(outputs), policy, approved)
         messages = out["messages"]
-        issued = [str(c["id"]) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
-        answered = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
-        assert sorted(answered) == sorted(issued)
-        assert len(set(issued)) == len(issued)
+        for asked, answered in exchanges(messages):  # ids may repeat across turns, not within
+            assert sorted(answered) == sorted(asked), (asked, answered)
+            assert len(set(asked)) == len(asked)
         ran_texts = [m.content for m in messages if isinstance(m, ToolMessage)]
         for name, n in effects.log:  # every call that ran reached the model once
             assert sum(t == f"{name} ran {n}" for t in ran_texts) == 1
+        event(f"calls ran: {bool(effects.log)}")
+
+
+def exchanges(messages: list[Any]) -> list[tuple[list[str], list[str]]]:
+    """Each AI message's call ids and the ids the ToolMessages after it answer."""
+    found: list[tuple[list[str], list[str]]] = []
+    for m in messages:
+        if isinstance(m, AIMessage):
+            found.append(([str(c["id"]) for c in m.tool_calls], []))
+        elif isinstance(m, ToolMessage) and found:
+            found[-1][1].append(m.tool_call_id)
+    return found

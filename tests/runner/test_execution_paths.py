@@ -32,6 +32,7 @@ from tests.seam_strategies import (
     as_reply,
     calls_by_n,
     check_log,
+    exchanges,
     handoff_outputs,
     model_outputs,
     policies,
@@ -222,17 +223,6 @@ class TestHostProperty:
                 if not ctl.done:
                     assert got[c.id] == 1, f"call {c.id} got {got[c.id]} results"
         check_log(effects, calls_by_n(outputs), policy, approved)
-
-
-def exchanges(messages: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
-    """Each assistant turn's call ids and the ids the tool messages after it answer."""
-    found: list[tuple[list[str], list[str]]] = []
-    for m in messages:
-        if m["role"] == "assistant":
-            found.append(([c["id"] for c in m.get("tool_calls") or []], []))
-        elif m["role"] == "tool":
-            found[-1][1].append(m["tool_call_id"])
-    return found
 
 
 @litellm
