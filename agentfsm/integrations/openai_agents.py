@@ -9,7 +9,8 @@ Controller and maps its decision onto what the SDK already does:
   their own); a call it refused (undeclared tool, broken arguments, denied) is removed from the
   output, so the SDK neither crashes with `ModelBehaviorError` nor runs half a call, and that
   call with the controller's error result is put back into the next request so the model reads
-  why; each tool asks `may_run` by call id right before it runs;
+  why; each tool asks `may_run` by call id right before it runs, and each handoff (its hook
+  gets no call id) by the id of the pending call it matches (see `_guarded`);
 - RETRY: the model is called again inside the same turn, without the broken output (a cut
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
@@ -19,7 +20,8 @@ Controller and maps its decision onto what the SDK already does:
   the allowed calls of the same turn are held, then handed to the SDK once approved (a response
   of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
-- FINAL: the response goes on unchanged and the SDK ends the run with it;
+- FINAL: the response goes on unchanged and the SDK ends the run with it; after a final
+  tool's result the SDK gets that result as the final output, without a model call;
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
   `result.final_output` shows it; `decisions(result)` lists every decision, RETRY included.
 

@@ -18,7 +18,8 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
   a message of its own ends the run unless `on_decline="feedback"`); the allowed calls
   of the same turn are held, then run once approved (a response of their own, no model call)
   or answered with the decline's error;
-- FINAL: the response goes on unchanged; STOP: the run ends with the text
+- FINAL: the response goes on unchanged (after a final tool's result, the run ends with that
+  result as its text, without a model call); STOP: the run ends with the text
   `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
 
 Streaming (`run_stream`, `run_stream_events`, an `event_stream_handler`) works: text and thinking
