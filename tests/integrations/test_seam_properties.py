@@ -46,6 +46,7 @@ from tests.seam_strategies import (
     HANDOFF,
     SideEffects,
     calls_by_n,
+    chat_body,
     check_log,
     handoff_outputs,
     model_outputs,
@@ -379,3 +380,77 @@ def exchanges(messages: list[Any]) -> list[tuple[list[str], list[str]]]:
         elif isinstance(m, ToolMessage) and found:
             found[-1][1].append(m.tool_call_id)
     return found
+
+
+# -- what the properties found, as plain regressions -------------------------------------
+
+
+class TestFoundByTheProperties:
+    """The bugs these properties found, each on its smallest example."""
+
+    def test_an_ask_handoff_never_transfers_in_the_agents_sdk(self) -> None:
+        """The SDK has no approval for handoffs: an `ask` handoff used to hand off unapproved;
+        now its hook refuses it and the run ends with a RunError, the child never called."""
+        effects = SideEffects()
+        policy = af.Policy(permissions={HANDOFF: "ask"}, handoffs=frozenset({HANDOFF}))
+        task = {"task": "t#1", "n": 1}
+        parent, child_model = sdk_agents(effects, policy, [chat_body([("h1", HANDOFF, task)])])
+        with pytest.raises(RunError, match="awaits a human's approval"):
+            asyncio.run(sdk_run(parent, False, iter([True]), set()))
+        assert effects.log == []
+        assert not child_model.calls
+
+    def test_an_allowed_handoff_transfers_in_the_agents_sdk(self) -> None:
+        """A cleared handoff still passes control, once."""
+        effects = SideEffects()
+        policy = af.Policy(handoffs=frozenset({HANDOFF}))
+        task = {"task": "t#2", "n": 2}
+        parent, child_model = sdk_agents(effects, policy, [chat_body([("h1", HANDOFF, task)])])
+        result = asyncio.run(sdk_run(parent, False, iter([]), set()))
+        assert effects.log == [(HANDOFF, 2)]
+        assert result.last_agent.name == "child"
+        assert len(child_model.calls) == 1
+
+    def test_a_final_tool_ends_a_pydantic_ai_run_with_its_result(self) -> None:
+        """A final tool's result used to reach a model call on an ended Controller (an error)."""
+        effects = SideEffects()
+        policy = af.Policy(final_tools=frozenset({"submit"}))
+        model = GovernedModel(pydantic_stream([chat_body([("s1", "submit", {"n": 3})])]), policy)
+        agent: PydanticAgent[None, str] = PydanticAgent(
+            model, toolsets=[model.toolset(effects.tools())]
+        )
+
+        async def go() -> Any:
+            async with agent.run_stream_events("go") as events:
+                async for found in events:
+                    if found.event_kind == "agent_run_result":
+                        return found.result
+            raise AssertionError("the event stream ended without the run's result")
+
+        result = asyncio.run(go())
+        assert result.output == "submit ran 3"
+        assert effects.log == [("submit", 3)]
+
+    def test_a_handoff_run_as_a_tool_goes_on_in_langgraph(self) -> None:
+        """A HANDOFF decision's result used to be left unread: the next model output raised."""
+        effects = SideEffects()
+        decide = Decide(af.Policy(handoffs=frozenset({HANDOFF})), langchain_tools(effects))
+        task = {"task": "t#4", "n": 4}
+        replies = [ai_message(chat_body([("h1", HANDOFF, task)])), ai_message(chat_body([]))]
+        fake = GenericFakeChatModel(messages=iter(replies))
+
+        def agent(state: MessagesState) -> dict[str, Any]:
+            return {"messages": [fake.invoke(state["messages"])]}
+
+        builder: Any = StateGraph(MessagesState)
+        builder.add_node("agent", decide.wrap(agent))
+        builder.add_node(
+            "tools", ToolNode(langchain_tools(effects), wrap_tool_call=decide.wrap_tool_call)
+        )
+        builder.add_node("human", decide.human)
+        builder.add_edge(START, "agent")
+        builder.add_conditional_edges("agent", decide.route, decide.destinations)
+        builder.add_edge("tools", "agent")
+        out = builder.compile().invoke({"messages": [("user", "go")]}, output_keys=["decisions"])
+        assert [d["action"] for d in out["decisions"]] == ["handoff", "continue", "final"]
+        assert effects.log == [(HANDOFF, 4)]
