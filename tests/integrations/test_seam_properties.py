@@ -231,7 +231,8 @@ async def streamed_once(
     async with agent.iter(**kw) as run:
         async for node in run:
             if PydanticAgent.is_model_request_node(node):
-                async with node.stream(run.ctx) as streamed:
+                streaming: Any = node.stream(run.ctx)
+                async with streaming as streamed:
                     async for _ in streamed:
                         pass
         assert run.result is not None
@@ -362,9 +363,9 @@ class TestLangGraphOwnGraph:
             out = graph.invoke(Command(resume=yes), config)
         check_log(effects, calls_by_n(outputs), policy, approved)
         messages = out["messages"]
-        for asked, answered in exchanges(messages):  # ids may repeat across turns, not within
-            assert sorted(answered) == sorted(asked), (asked, answered)
-            assert len(set(asked)) == len(asked)
+        for issued, answered in exchanges(messages):  # ids may repeat across turns, not within
+            assert sorted(answered) == sorted(issued), (issued, answered)
+            assert len(set(issued)) == len(issued)
         ran_texts = [m.content for m in messages if isinstance(m, ToolMessage)]
         for name, n in effects.log:  # every call that ran reached the model once
             assert sum(t == f"{name} ran {n}" for t in ran_texts) == 1
