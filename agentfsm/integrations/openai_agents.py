@@ -248,6 +248,8 @@ class GovernedModel(Model):
         self._held: list[ToolCall] = []
         self._started: set[str] = set()
         self._stop: Decision | None = None
+        self._asked: set[str] = set()
+        """The ids of the calls the turn's question to a human is about."""
 
     # -- the run's Controller --------------------------------------------------------------
 
@@ -257,6 +259,7 @@ class GovernedModel(Model):
             declared = _declared(tools, handoffs) or None
             ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
+            self._asked = set()
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -303,7 +306,9 @@ class GovernedModel(Model):
         The SDK's handoff hook gets no call id. The SDK only holds the call items `_shape`
         rebuilt from agentfsm's calls, so the item it processed is the pending call of this
         name with these arguments that has not run: `may_run` is asked by that call's id.
-        No such call, or more than one, hands off nothing.
+        No such call, or more than one, hands off nothing; nor does a handoff a human was
+        asked about: the SDK's approval flow shows function tools only, so an approval there
+        never saw the handoff.
         """
         ctl = self.controller
         try:
@@ -315,9 +320,17 @@ class GovernedModel(Model):
         matches = [
             c
             for c in ctl.pending_calls
-            if c.name == name and (c.arguments or {}) == dict(parsed) and c.id not in self._started
+            if c.name == name
+            and (c.arguments or {}) == dict(parsed)
+            and c.id not in self._started | self._asked
         ]
         return len(matches) == 1 and self.may_run(matches[0].id, name, arguments)
+
+    def asked_about(self, name: str) -> bool:
+        """Whether the turn's question to a human is about a call of `name`."""
+        ctl = self.controller
+        turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
+        return any(c.name == name and c.id in self._asked for c in turn)
 
     def _feed_results(self, items: list[dict[str, Any]]) -> Decision | None:
         """Give the Controller the outputs (or the human's rejections) of its pending calls."""
@@ -401,6 +414,8 @@ class GovernedModel(Model):
         ctl = self.controller
         turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
         self._started = set()  # a model may use an id again in a later turn
+        asking = decision.action is Action.ASK_HUMAN
+        self._asked = {c.id for c in decision.tool_calls} if asking else set()
         cleared = {c.id for c in decision.tool_calls} if decision.action in _CLEARING else set()
         refused = {r.call_id: r for r in decision.results}
         originals = _originals(output)
@@ -587,15 +602,16 @@ def _guarded(model: GovernedModel, given: Agent[Any] | Handoff[Any, Any]) -> Han
 
     A refused handoff call never reaches the SDK (`_shape` removes it); this check is the
     last one, right before control passes. The SDK has no approval flow for handoffs, so a
-    handoff that waits for a human (`ask`) cannot be approved through it: the run ends with
-    a RunError rather than hand off unapproved.
+    handoff a human is asked about (`ask`) cannot be approved through it (an approval of the
+    turn's function tools never showed it): the run ends with a RunError rather than hand
+    off unapproved.
     """
     guarded = copy.copy(given if isinstance(given, Handoff) else handoff(given))
     invoke = guarded.on_invoke_handoff
 
     async def on_invoke(ctx: Any, arguments: str) -> Any:
         if not model.may_hand_off(guarded.tool_name, arguments):
-            waiting = model.controller is not None and model.controller.state == "await_human"
+            waiting = model.asked_about(guarded.tool_name)
             why = (
                 "it awaits a human's approval, and the Agents SDK cannot ask one about a "
                 "handoff: allow or deny it in the policy"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from agents import Agent as SdkAgent
 from agents import FunctionTool, RunConfig, Runner, function_tool
+from agents.exceptions import ModelBehaviorError
 from agents.handoffs import handoff
 from agents.testing import ScriptedModel, assistant_message, function_call
 from hypothesis import event, given
@@ -39,7 +40,6 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 import agentfsm as af
 from agentfsm.exceptions import RunError
 from agentfsm.integrations.langgraph import Decide
-from agentfsm.integrations.openai_agents import GovernedModel as SdkGovernedModel
 from agentfsm.integrations.openai_agents import governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
 from tests.seam_strategies import (
@@ -175,19 +175,20 @@ class TestAgentsSDKHandoffs:
         through an allowed handoff, with `Runner.run` and `Runner.run_streamed`."""
         effects = SideEffects()
         parent, child_model = sdk_agents(effects, policy, outputs)
-        model = parent.model
-        assert isinstance(model, SdkGovernedModel)
         approved: set[int] = set()
-        result, error = None, None
+        result: Any = None
+        error: Exception | None = None
         try:
             result = asyncio.run(sdk_run(parent, stream, iter(answers * 4), approved))
-        except RunError as exc:
+        except (RunError, ModelBehaviorError) as exc:
             error = exc
-        if error is not None:  # an `ask` handoff: the SDK cannot ask a human about it
-            assert "awaits a human's approval" in str(error)
-            assert model.decisions[-1].action is af.Action.ASK_HUMAN
-            assert any(c.name == HANDOFF for c in model.decisions[-1].tool_calls)
-            event("an ask handoff ended the run")
+        if isinstance(error, ModelBehaviorError):  # the SDK's own check: ids reused across turns
+            assert "reused a completed tool call ID" in str(error)
+            event("the SDK refused a reused call id")
+        elif error is not None:  # a handoff the hook refused: control stayed with the parent
+            assert f"handoff {HANDOFF!r} not run" in str(error)
+            asked = "awaits a human's approval" in str(error)
+            event(f"a refused handoff ended the run (asked about: {asked})")
         calls = calls_by_n(outputs)
         check_log(effects, calls, policy, approved)
         handed = [n for name, n in effects.log if name == HANDOFF]
