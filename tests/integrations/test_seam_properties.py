@@ -402,6 +402,18 @@ class TestFoundByTheProperties:
         assert effects.log == []
         assert not child_model.calls
 
+    def test_approving_a_turn_does_not_approve_its_handoff(self) -> None:
+        """The SDK shows the human only the function tool of a turn that asks about both; its
+        approval used to clear the handoff too, which then transferred unseen."""
+        effects = SideEffects()
+        policy = af.Policy(permission_rules=["ask *"])
+        turn = [("c1", "sql", {"n": 5}), ("c2", HANDOFF, {"task": "t#6", "n": 6})]
+        parent, child_model = sdk_agents(effects, policy, [chat_body(turn)])
+        with pytest.raises(RunError, match="awaits a human's approval"):
+            asyncio.run(sdk_run(parent, False, iter([True]), set()))
+        assert effects.log == [("sql", 5)]
+        assert not child_model.calls
+
     def test_an_allowed_handoff_transfers_in_the_agents_sdk(self) -> None:
         """A cleared handoff still passes control, once."""
         effects = SideEffects()
