@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm.testing.scripted import Reply, ScriptedCall
 
 __all__ = [
     "HANDOFF",
     "TOOLS",
     "SideEffects",
+    "as_reply",
+    "calls_by_n",
     "chat_body",
+    "check_log",
+    "exchanges",
     "handoff_outputs",
     "model_outputs",
     "policies",
+    "scripts",
 ]
 
 HANDOFF = "research"
@@ -224,3 +231,58 @@ class SideEffects:
     def ran(self) -> Iterator[int]:
         """The `n` of every call that ran, in order."""
         return (n for _, n in self.log)
+
+
+def calls_by_n(outputs: list[dict[str, Any]]) -> dict[int, af.ToolCall]:
+    """Every call the outputs hold, by its `n`, as the controller reads it."""
+    found: dict[int, af.ToolCall] = {}
+    for output in outputs:
+        for c in af.normalize(output).tool_calls:
+            found[(c.arguments or {})["n"]] = c
+    return found
+
+
+def check_log(
+    effects: SideEffects, calls: dict[int, af.ToolCall], policy: af.Policy, approved: set[int]
+) -> None:
+    """No call ran twice, no denied call ran, and an `ask` call ran only once approved."""
+    ran = Counter(effects.ran())
+    assert all(times == 1 for times in ran.values()), ran
+    for n in ran:
+        verdict = policy.permission_for(calls[n])
+        assert verdict != "deny", f"denied call {calls[n]} ran"
+        if verdict == "ask":
+            assert n in approved, f"call {calls[n]} ran without approval"
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Chat outputs with calls for a litellm-driven loop (chat does not unwrap wrappers), then an
+    answer."""
+    calling = st.lists(
+        model_outputs(wrappers=False, min_calls=1) | handoff_outputs(), min_size=1, max_size=5
+    )
+    return [*draw(calling), chat_body([], text="done")]
+
+
+def as_reply(output: dict[str, Any]) -> Reply:
+    """A chat output as the scripted server's reply."""
+    message = output["choices"][0]["message"]
+    calls = [
+        ScriptedCall(
+            name=c["function"]["name"], arguments=json.loads(c["function"]["arguments"]), id=c["id"]
+        )
+        for c in message.get("tool_calls") or []
+    ]
+    return Reply(text=message.get("content") or "", tool_calls=calls)
+
+
+def exchanges(messages: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
+    """Each assistant turn's call ids and the ids the tool messages after it answer."""
+    found: list[tuple[list[str], list[str]]] = []
+    for m in messages:
+        if m["role"] == "assistant":
+            found.append(([c["id"] for c in m.get("tool_calls") or []], []))
+        elif m["role"] == "tool":
+            found[-1][1].append(m["tool_call_id"])
+    return found

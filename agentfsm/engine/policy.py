@@ -382,6 +382,10 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.EXECUTE, Otherwise("the tool results arrived", "P1"), S.BUDGET_CHECK),
         (S.HANDOFF, Otherwise("the delegate answered", "P2"), S.BUDGET_CHECK),
         (S.AWAIT_HUMAN, HumanDeclined(), S.END),
+        # A reply that goes back to the model (a decline with a message, an answer) needs a
+        # model turn: the budgets are checked first, as on every other way to the model (an
+        # approval meets the same ones first in BUDGET_CHECK, so it ends the same).
+        *((S.AWAIT_HUMAN, g, S.END) for g in bounds),
         (S.AWAIT_HUMAN, HumanApproved(), S.BUDGET_CHECK),
         (S.AWAIT_HUMAN, Otherwise("the human replied", "P4"), S.AWAIT_MODEL),
     ]

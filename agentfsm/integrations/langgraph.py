@@ -75,6 +75,8 @@ class AgentState(TypedDict):
 _LIVE_RUNS = 256
 """Controllers kept per Decide node to skip `load` while their own data is current."""
 _TO_TOOLS = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF})
+_AWAITING_RESULTS = ("execute", "handoff")
+"""Controller states whose pending calls the ToolNode answers (a handoff runs as a tool)."""
 _TO_MODEL = frozenset({Action.RETRY, Action.CONTINUE})
 
 
@@ -332,7 +334,7 @@ class Decide:
         """Route the last AI message, or the tool results that answer the pending calls."""
         ctl = self.controller(state)
         messages = self._messages(state, ctl)
-        if ctl.state == "execute":
+        if ctl.state in _AWAITING_RESULTS:
             decision = self._results(ctl, messages)
             update: dict[str, Any] = {"messages": [_tool_message(r) for r in decision.results]}
         else:
@@ -376,7 +378,7 @@ class Decide:
             messages = self._messages(state, ctl)
             records: list[dict[str, Any]] = []
             added: list[Any] = []
-            if ctl.state == "execute":
+            if ctl.state in _AWAITING_RESULTS:
                 decision = self._results(ctl, messages)
                 records.append(_record(decision))
                 added = [_tool_message(r) for r in decision.results]

@@ -9,7 +9,8 @@ Controller and maps its decision onto what the SDK already does:
   their own); a call it refused (undeclared tool, broken arguments, denied) is removed from the
   output, so the SDK neither crashes with `ModelBehaviorError` nor runs half a call, and that
   call with the controller's error result is put back into the next request so the model reads
-  why; each tool asks `may_run` by call id right before it runs;
+  why; each tool asks `may_run` by call id right before it runs, and each handoff (its hook
+  gets no call id) by the id of the pending call it matches (see `_guarded`);
 - RETRY: the model is called again inside the same turn, without the broken output (a cut
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
@@ -19,7 +20,8 @@ Controller and maps its decision onto what the SDK already does:
   the allowed calls of the same turn are held, then handed to the SDK once approved (a response
   of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
-- FINAL: the response goes on unchanged and the SDK ends the run with it;
+- FINAL: the response goes on unchanged and the SDK ends the run with it; after a final
+  tool's result the SDK gets that result as the final output, without a model call;
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
   `result.final_output` shows it; `decisions(result)` lists every decision, RETRY included.
 
@@ -35,6 +37,7 @@ governed agent serves one run at a time. Needs the `openai-agents` extra.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -42,6 +45,7 @@ from typing import Any, Literal
 
 from agents import Agent, FunctionTool, ModelSettings
 from agents.exceptions import AgentsException
+from agents.handoffs import Handoff, handoff
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
@@ -59,7 +63,7 @@ from openai.types.responses import (
 from agentfsm.engine.controller import Controller
 from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
-from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError
+from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
 from agentfsm.integrations import _decline
 from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
@@ -109,9 +113,19 @@ def _dump(item: Any) -> dict[str, Any]:
 
 
 def _stop_message(decision: Decision) -> ResponseOutputMessage:
-    text = f"[agentfsm stop: {decision.exit_reason}] {decision.reason}"
+    return _message("agentfsm_stop", f"[agentfsm stop: {decision.exit_reason}] {decision.reason}")
+
+
+def _final_text(decision: Decision) -> str:
+    """A FINAL's answer as the text that ends the run (a final tool's result, as text)."""
+    answer = decision.answer
+    return answer if isinstance(answer, str) else "" if answer is None else json.dumps(answer)
+
+
+def _message(item_id: str, text: str) -> ResponseOutputMessage:
+    """An assistant message the SDK reads as the run's final output."""
     return ResponseOutputMessage(
-        id="agentfsm_stop",
+        id=item_id,
         type="message",
         role="assistant",
         status="completed",
@@ -234,6 +248,8 @@ class GovernedModel(Model):
         self._held: list[ToolCall] = []
         self._started: set[str] = set()
         self._stop: Decision | None = None
+        self._asked: set[str] = set()
+        """The ids of the calls the turn's question to a human is about."""
 
     # -- the run's Controller --------------------------------------------------------------
 
@@ -243,6 +259,7 @@ class GovernedModel(Model):
             declared = _declared(tools, handoffs) or None
             ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
+            self._asked = set()
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -283,10 +300,43 @@ class GovernedModel(Model):
         self._started.add(call_id)
         return True
 
+    def may_hand_off(self, name: str, arguments: str) -> bool:
+        """Whether the SDK may run this handoff now, matched by the item the SDK processed.
+
+        The SDK's handoff hook gets no call id. The SDK only holds the call items `_shape`
+        rebuilt from agentfsm's calls, so the item it processed is the pending call of this
+        name with these arguments that has not run: `may_run` is asked by that call's id.
+        No such call, or more than one, hands off nothing; nor does a handoff a human was
+        asked about: the SDK's approval flow shows function tools only, so an approval there
+        never saw the handoff.
+        """
+        ctl = self.controller
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return False
+        if ctl is None or not isinstance(parsed, Mapping):
+            return False
+        matches = [
+            c
+            for c in ctl.pending_calls
+            if c.name == name
+            and (c.arguments or {}) == dict(parsed)
+            and c.id not in self._started | self._asked
+        ]
+        return len(matches) == 1 and self.may_run(matches[0].id, name, arguments)
+
+    def asked_about(self, name: str) -> bool:
+        """Whether the turn's question to a human is about a call of `name`."""
+        ctl = self.controller
+        turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
+        return any(c.name == name and c.id in self._asked for c in turn)
+
     def _feed_results(self, items: list[dict[str, Any]]) -> Decision | None:
         """Give the Controller the outputs (or the human's rejections) of its pending calls."""
         ctl = self.controller
-        if ctl is None or ctl.state not in ("execute", "await_human"):
+        # A HANDOFF awaits its call's result as EXECUTE_TOOLS does (a handoff run as a tool).
+        if ctl is None or ctl.state not in ("execute", "handoff", "await_human"):
             return None
         pending = {c.id for c in ctl.pending_calls}
         outputs = {
@@ -339,9 +389,13 @@ class GovernedModel(Model):
         released = self._release()
         if released:
             return released
-        self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
+        fed = self._feed_results([] if isinstance(input, str) else [_dump(i) for i in input])
         stop, self._stop = self._stop, None
-        return None if stop is None else [_stop_message(stop)]
+        if stop is not None:
+            return [_stop_message(stop)]
+        if fed is not None and fed.action is Action.FINAL:  # a final tool's result ends the run
+            return [_message("agentfsm_final", _final_text(fed))]
+        return None
 
     # -- turning a decision into the response the SDK reads ----------------------------------
 
@@ -360,6 +414,8 @@ class GovernedModel(Model):
         ctl = self.controller
         turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
         self._started = set()  # a model may use an id again in a later turn
+        asking = decision.action is Action.ASK_HUMAN
+        self._asked = {c.id for c in decision.tool_calls} if asking else set()
         cleared = {c.id for c in decision.tool_calls} if decision.action in _CLEARING else set()
         refused = {r.call_id: r for r in decision.results}
         originals = _originals(output)
@@ -541,6 +597,34 @@ def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
     return dataclasses.replace(tool, needs_approval=needs_approval, on_invoke_tool=on_invoke)
 
 
+def _guarded(model: GovernedModel, given: Agent[Any] | Handoff[Any, Any]) -> Handoff[Any, Any]:
+    """The handoff, transferring control only when agentfsm cleared the SDK's handoff call.
+
+    A refused handoff call never reaches the SDK (`_shape` removes it); this check is the
+    last one, right before control passes. The SDK has no approval flow for handoffs, so a
+    handoff a human is asked about (`ask`) cannot be approved through it (an approval of the
+    turn's function tools never showed it): the run ends with a RunError rather than hand
+    off unapproved.
+    """
+    guarded = copy.copy(given if isinstance(given, Handoff) else handoff(given))
+    invoke = guarded.on_invoke_handoff
+
+    async def on_invoke(ctx: Any, arguments: str) -> Any:
+        if not model.may_hand_off(guarded.tool_name, arguments):
+            waiting = model.asked_about(guarded.tool_name)
+            why = (
+                "it awaits a human's approval, and the Agents SDK cannot ask one about a "
+                "handoff: allow or deny it in the policy"
+                if waiting
+                else "agentfsm did not clear this call, or it already ran"
+            )
+            raise RunError(f"handoff {guarded.tool_name!r} not run: {why}")
+        return await invoke(ctx, arguments)
+
+    guarded.on_invoke_handoff = on_invoke
+    return guarded
+
+
 def governed(
     agent: Agent[Any],
     policy: Policy | None = None,
@@ -571,7 +655,8 @@ def governed(
             raise DefinitionError(f"governed: the agent's model {inner!r}: {exc}") from exc
     model = GovernedModel(inner, policy, stream, on_decline=on_decline, observers=observers)
     tools = [_approval(model, t) if isinstance(t, FunctionTool) else t for t in agent.tools]
-    return agent.clone(model=model, tools=tools)
+    handoffs: list[Any] = [_guarded(model, h) for h in agent.handoffs]
+    return agent.clone(model=model, tools=tools, handoffs=handoffs)
 
 
 def decisions(result: RunResultBase) -> list[Decision]:

@@ -18,7 +18,8 @@ pydantic-ai's own deferred-tool flow. After every response the Controller decide
   a message of its own ends the run unless `on_decline="feedback"`); the allowed calls
   of the same turn are held, then run once approved (a response of their own, no model call)
   or answered with the decline's error;
-- FINAL: the response goes on unchanged; STOP: the run ends with the text
+- FINAL: the response goes on unchanged (after a final tool's result, the run ends with that
+  result as its text, without a model call); STOP: the run ends with the text
   `"[agentfsm stop: <exit reason>] <reason>"`; `model.decisions` lists every decision.
 
 Streaming (`run_stream`, `run_stream_events`, an `event_stream_handler`) works: text and thinking
@@ -32,6 +33,7 @@ GovernedModel serves one run at a time. Needs the `pydantic-ai` extra.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -77,6 +79,12 @@ _HELD = "agentfsm:held"
 def _call_part(call: ToolCall) -> ToolCallPart:
     """The ToolCallPart of a call agentfsm decided on: its id, name and arguments."""
     return ToolCallPart(tool_name=call.name, args=dict(call.arguments or {}), tool_call_id=call.id)
+
+
+def _final_text(decision: Decision) -> str:
+    """A FINAL's answer as the text that ends the run (a final tool's result, as text)."""
+    answer = decision.answer
+    return answer if isinstance(answer, str) else "" if answer is None else json.dumps(answer)
 
 
 def _held_response(message: ModelMessage) -> bool:
@@ -210,7 +218,8 @@ class GovernedModel(WrapperModel):
     def _feed(self, messages: list[ModelMessage]) -> Decision | None:
         """Give the Controller the returns (or the human's denial) of its pending calls."""
         ctl = self.controller
-        if ctl is None or ctl.state not in ("execute", "await_human"):
+        # A HANDOFF awaits its call's result as EXECUTE_TOOLS does (a handoff run as a tool).
+        if ctl is None or ctl.state not in ("execute", "handoff", "await_human"):
             return None
         parts = _returns(messages, {c.id for c in ctl.pending_calls})
         if ctl.state == "await_human":  # denied: pydantic-ai answered without running the call
@@ -365,9 +374,11 @@ class GovernedModel(WrapperModel):
         released = self._release()
         if released is not None:
             return ctl, released, messages
-        self._feed(messages)
+        fed = self._feed(messages)
         if self._stop is not None:
             return ctl, self._shape(ModelResponse(parts=[]), self._stop), messages
+        if fed is not None and fed.action is Action.FINAL:  # a final tool's result ends the run
+            return ctl, ModelResponse(parts=[TextPart(content=_final_text(fed))]), messages
         history = self._with_refused(messages)
         self._refused = []
         return ctl, None, history

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm import Policy, Priority, RunSnapshot, State
+from agentfsm import Controller, Policy, Priority, RunSnapshot, State
 from agentfsm.engine import Route, RouteTable, build_routes
 from agentfsm.exceptions import MachineDefinitionError
 from agentfsm.guards import (
@@ -185,6 +185,21 @@ class TestEvaluationOrder:
         table = Policy().routes
         assert first_route(table, S.VERIFY, snapshot(output=turn("Paris."))).dest is S.END
         assert first_route(table, S.VERIFY, snapshot(output=turn(""))).dest is S.BUDGET_CHECK
+
+
+class TestHumanReplyBudgets:
+    def test_a_decline_that_goes_back_to_the_model_meets_max_turns(self) -> None:
+        """Regression: a decline with a message at the last turn went to the model for a turn
+        past max_turns, a state Controller.load then refused as impossible."""
+        policy = Policy(max_turns=2, permission_rules=["ask *"])
+        ctl = Controller(policy)
+        for n in (1, 2):
+            assert ctl.on_model_output(turn(calls=[call("bash", {"n": n})])).action == "ask_human"
+            decision = ctl.on_human_reply(approved=False, message="not that")
+        assert decision.action == "stop"
+        assert decision.exit_reason == "max_turns"
+        assert ctl.turn == 2
+        Controller.load(ctl.dump(), policy=policy)  # a state the live controller can reach
 
 
 class TestPolicyChoices:

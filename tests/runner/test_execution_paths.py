@@ -31,10 +31,14 @@ from tests.runner.conftest import scripted_run
 from tests.seam_strategies import (
     HANDOFF,
     SideEffects,
-    chat_body,
+    as_reply,
+    calls_by_n,
+    check_log,
+    exchanges,
     handoff_outputs,
     model_outputs,
     policies,
+    scripts,
 )
 
 A = af.Action
@@ -160,15 +164,6 @@ def go(server: ScriptedServer, policy: af.Policy, agents: dict[str, Agent], **kw
     )
 
 
-def calls_by_n(outputs: list[dict[str, Any]]) -> dict[int, af.ToolCall]:
-    """Every call the outputs hold, by its `n`, as the controller reads it."""
-    found: dict[int, af.ToolCall] = {}
-    for output in outputs:
-        for c in af.normalize(output).tool_calls:
-            found[(c.arguments or {})["n"]] = c
-    return found
-
-
 class TestHostProperty:
     """A host that hands the executor every call of an output, as a positional mapping would."""
 
@@ -217,50 +212,6 @@ class TestHostProperty:
                 if not ctl.done:
                     assert got[c.id] == 1, f"call {c.id} got {got[c.id]} results"
         check_log(effects, calls_by_n(outputs), policy, approved)
-
-
-def check_log(
-    effects: SideEffects, calls: dict[int, af.ToolCall], policy: af.Policy, approved: set[int]
-) -> None:
-    """No call ran twice, no denied call ran, and an `ask` call ran only once approved."""
-    ran = Counter(effects.ran())
-    assert all(times == 1 for times in ran.values()), ran
-    for n in ran:
-        verdict = policy.permission_for(calls[n])
-        assert verdict != "deny", f"denied call {calls[n]} ran"
-        if verdict == "ask":
-            assert n in approved, f"call {calls[n]} ran without approval"
-
-
-def exchanges(messages: list[dict[str, Any]]) -> list[tuple[list[str], list[str]]]:
-    """Each assistant turn's call ids and the ids the tool messages after it answer."""
-    found: list[tuple[list[str], list[str]]] = []
-    for m in messages:
-        if m["role"] == "assistant":
-            found.append(([c["id"] for c in m.get("tool_calls") or []], []))
-        elif m["role"] == "tool":
-            found[-1][1].append(m["tool_call_id"])
-    return found
-
-
-@st.composite
-def scripts(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Chat outputs with calls for the runner (chat does not unwrap wrappers), then an answer."""
-    calling = st.lists(
-        model_outputs(wrappers=False, min_calls=1) | handoff_outputs(), min_size=1, max_size=5
-    )
-    return [*draw(calling), chat_body([], text="done")]
-
-
-def as_reply(output: dict[str, Any]) -> Reply:
-    message = output["choices"][0]["message"]
-    calls = [
-        ScriptedCall(
-            name=c["function"]["name"], arguments=json.loads(c["function"]["arguments"]), id=c["id"]
-        )
-        for c in message.get("tool_calls") or []
-    ]
-    return Reply(text=message.get("content") or "", tool_calls=calls)
 
 
 @litellm
