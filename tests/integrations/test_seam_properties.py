@@ -407,7 +407,10 @@ class TestFoundByTheProperties:
         approval used to clear the handoff too, which then transferred unseen."""
         effects = SideEffects()
         policy = af.Policy(permission_rules=["ask *"])
-        turn = [("c1", "sql", {"n": 5}), ("c2", HANDOFF, {"task": "t#6", "n": 6})]
+        turn: list[tuple[str, str, dict[str, Any]]] = [
+            ("c1", "sql", {"n": 5}),
+            ("c2", HANDOFF, {"task": "t#6", "n": 6}),
+        ]
         parent, child_model = sdk_agents(effects, policy, [chat_body(turn)])
         with pytest.raises(RunError, match="awaits a human's approval"):
             asyncio.run(sdk_run(parent, False, iter([True]), set()))
