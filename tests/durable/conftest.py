@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -16,8 +18,35 @@ import pytest
 
 from agentfsm.testing import ScriptedServer
 from agentfsm.testing.scripted import Reply, call, say, tool_calls
+from tests.durable.worker import forked as worker_main
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# litellm reads this at import, and the forkserver imports it once for every worker.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+PRELOAD = [
+    "tests.durable.worker",  # agentfsm, agentfsm.durable and DBOS
+    "litellm",
+    # What a worker's first run imports on top: litellm's lazy imports on its first call,
+    # the provider normalizers and DBOS's SQLite back end. A name missing after an upgrade
+    # is skipped by the forkserver (the worker imports what it needs itself).
+    "litellm.proxy._types",
+    "litellm._service_logger",
+    "litellm.litellm_core_utils.logging_callback_manager",
+    "litellm.llms.litellm_proxy.chat.transformation",
+    "litellm.llms.github_copilot.authenticator",
+    "litellm.llms.openai.chat.gpt_audio_transformation",
+    "litellm.llms.openai_like.dynamic_config",
+    "litellm.integrations.generic_api.generic_api_callback",
+    "litellm.integrations.prometheus_services",
+    "agentfsm.providers",
+    "dbos._sys_db_sqlite",
+    "sqlalchemy.dialects.sqlite",
+]
+FORKSERVER = multiprocessing.get_context("forkserver")
+"""Starts the worker processes: a server process that imported `PRELOAD` once (none of it
+starts a thread at import, so forking that process is safe) forks one process per run."""
+FORKSERVER.set_forkserver_preload(PRELOAD)
 POSTGRES_ENV = "AGENTFSM_TEST_POSTGRES_DSN"
 
 
@@ -83,16 +112,32 @@ class Worker:
         policy: str = "same",
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run one worker process to its end (or its kill point)."""
-        return subprocess.run(
-            self.command(*kills),
-            cwd=ROOT,
-            env=self.environment(policy, env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        """Run one worker process to its end (or its kill point).
+
+        The process is forked from `FORKSERVER`, which has imported the worker's modules
+        once, instead of started as `command()`: the same code in its own process, with its
+        own exit code (3 after os._exit, -9 after SIGKILL), stdout and stderr, minus the
+        seconds of imports each new interpreter would spend before ~50 ms of work.
+        """
+        args = self.command(*kills)
+        with tempfile.TemporaryDirectory(prefix="afsm-worker-") as streams:
+            out, err = Path(streams, "stdout"), Path(streams, "stderr")
+            process = FORKSERVER.Process(
+                target=worker_main,
+                args=(args[3:], self.environment(policy, env), str(ROOT), str(out), str(err)),
+            )
+            process.start()
+            process.join(timeout)
+            if process.exitcode is None:
+                process.kill()
+                process.join()
+                raise subprocess.TimeoutExpired(args, timeout)
+            return subprocess.CompletedProcess(
+                args,
+                process.exitcode,
+                out.read_text(encoding="utf-8") if out.exists() else "",
+                err.read_text(encoding="utf-8") if err.exists() else "",
+            )
 
     def spawn(
         self, *, policy: str = "same", env: Mapping[str, str] | None = None
