@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
-import tempfile
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -74,6 +74,57 @@ def transfer_script(body: Mapping[str, Any]) -> Reply:
     return say("transfer handled")
 
 
+class Forked:
+    """A worker process forked from `FORKSERVER`, read as a `subprocess.Popen` of `command`.
+
+    Instead of starting `python -m tests.durable.worker ...`, which spends seconds of imports
+    before ~50 ms of work, the forkserver (which imported the worker's modules once) forks a
+    process that runs the same `main` with the same arguments, environment and directory.
+    It is its own process all the same: its own exit code (3 after os._exit, -9 after
+    SIGKILL), and its stdout and stderr are pipes read here, as `subprocess.PIPE` would be.
+    """
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.args = args
+        self.returncode: int | None = None
+        out_read, out_write = FORKSERVER.Pipe(duplex=False)
+        err_read, err_write = FORKSERVER.Pipe(duplex=False)
+        self.process = FORKSERVER.Process(
+            target=worker_main, args=(args[3:], env, str(ROOT), out_write, err_write)
+        )
+        self.process.start()
+        # Only the worker holds the write ends now: the reads below end when it exits.
+        out_write.close()
+        err_write.close()
+        self.stdout = os.fdopen(os.dup(out_read.fileno()), encoding="utf-8")
+        self.stderr = os.fdopen(os.dup(err_read.fileno()), encoding="utf-8")
+        out_read.close()
+        err_read.close()
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        """Wait for the process to end; what it printed on stdout and stderr."""
+        texts: dict[str, str] = {}
+        readers = [
+            threading.Thread(target=lambda: texts.__setitem__("out", self.stdout.read())),
+            threading.Thread(target=lambda: texts.__setitem__("err", self.stderr.read())),
+        ]
+        for reader in readers:
+            reader.start()
+        self.process.join(timeout)
+        timed_out = self.process.exitcode is None
+        if timed_out:
+            self.process.kill()
+            self.process.join()
+        for reader in readers:
+            reader.join()
+        self.stdout.close()
+        self.stderr.close()
+        self.returncode = self.process.exitcode
+        if timed_out:
+            raise subprocess.TimeoutExpired(self.args, timeout, texts["out"], texts["err"])
+        return texts["out"], texts["err"]
+
+
 @dataclass
 class Worker:
     """Runs tests/durable/worker.py against one database, model server and side-effect log."""
@@ -112,45 +163,14 @@ class Worker:
         policy: str = "same",
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run one worker process to its end (or its kill point).
+        """Run one worker process to its end (or its kill point)."""
+        process = Forked(self.command(*kills), self.environment(policy, env))
+        out, err = process.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
-        The process is forked from `FORKSERVER`, which has imported the worker's modules
-        once, instead of started as `command()`: the same code in its own process, with its
-        own exit code (3 after os._exit, -9 after SIGKILL), stdout and stderr, minus the
-        seconds of imports each new interpreter would spend before ~50 ms of work.
-        """
-        args = self.command(*kills)
-        with tempfile.TemporaryDirectory(prefix="afsm-worker-") as streams:
-            out, err = Path(streams, "stdout"), Path(streams, "stderr")
-            process = FORKSERVER.Process(
-                target=worker_main,
-                args=(args[3:], self.environment(policy, env), str(ROOT), str(out), str(err)),
-            )
-            process.start()
-            process.join(timeout)
-            if process.exitcode is None:
-                process.kill()
-                process.join()
-                raise subprocess.TimeoutExpired(args, timeout)
-            return subprocess.CompletedProcess(
-                args,
-                process.exitcode,
-                out.read_text(encoding="utf-8") if out.exists() else "",
-                err.read_text(encoding="utf-8") if err.exists() else "",
-            )
-
-    def spawn(
-        self, *, policy: str = "same", env: Mapping[str, str] | None = None
-    ) -> subprocess.Popen[str]:
+    def spawn(self, *, policy: str = "same", env: Mapping[str, str] | None = None) -> Forked:
         """Start a worker process in the background (the caller waits for it)."""
-        return subprocess.Popen(
-            self.command(),
-            cwd=ROOT,
-            env=self.environment(policy, env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        return Forked(self.command(), self.environment(policy, env))
 
     def effects(self) -> Counter[str]:
         """How many times each tool call really ran."""

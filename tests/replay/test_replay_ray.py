@@ -25,6 +25,9 @@ from agentfsm.engine.policy import Policy
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
 
 ray = pytest.importorskip("ray")
+# Under pytest-xdist, every Ray test runs in one worker: the module's cluster starts once,
+# and no two Ray instances compete for the machine's cores at the same time.
+pytestmark = pytest.mark.xdist_group("ray")
 
 TIMEOUT = 120
 
