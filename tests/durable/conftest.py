@@ -166,6 +166,7 @@ class Worker:
         """Run one worker process to its end (or its kill point)."""
         process = Forked(self.command(*kills), self.environment(policy, env))
         out, err = process.communicate(timeout=timeout)
+        assert process.returncode is not None  # communicate returns once the process ended
         return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
     def spawn(self, *, policy: str = "same", env: Mapping[str, str] | None = None) -> Forked:
