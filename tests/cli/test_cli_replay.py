@@ -141,6 +141,7 @@ class TestEngines:
         assert main([trajs, "--json", "--engine", "process", "--workers", "2"]) == 0
         assert capsys.readouterr().out == serial
 
+    @pytest.mark.xdist_group("ray-local")  # one private Ray at a time under pytest-xdist
     def test_ray_matches_serial(
         self, corpus: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
     ) -> None:

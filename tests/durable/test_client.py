@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from agentfsm.durable import Client
 from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError
 from agentfsm.testing import ScriptedServer
-from tests.durable.conftest import ROOT, Worker, database
+from tests.durable.conftest import ROOT, Forked, Worker, database
 from tests.durable.test_kill import ONCE
 from tests.strategies import Raising, RaisingMapping, hostile_values
 
 
-def ready(process: subprocess.Popen[str]) -> None:
+def ready(process: Forked) -> None:
     """Wait until a client-mode worker says it launched."""
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -37,7 +37,7 @@ def ready(process: subprocess.Popen[str]) -> None:
         pytest.fail(f"the worker did not launch: {line!r} {err[-3000:]}")
 
 
-def printed(process: subprocess.Popen[str]) -> dict[str, Any]:
+def printed(process: Forked) -> dict[str, Any]:
     """What a background worker printed last, once it ended."""
     out, err = process.communicate(timeout=240)
     assert process.returncode == 0, err[-3000:]

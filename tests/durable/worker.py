@@ -223,5 +223,23 @@ def appeared(run_id: str, wait: float) -> None:
             time.sleep(0.05)
 
 
+def forked(argv: list[str], env: dict[str, str], cwd: str, out: Any, err: Any) -> None:
+    """The body of a worker forked from the tests' forkserver: `main` as its own process.
+
+    The forkserver imported this module and litellm once; each forked worker is still a
+    separate process (its own DBOS, its own death by SIGKILL or os._exit) that sets the
+    environment, directory and standard streams (`out` and `err`: the write ends of the
+    test's pipes) a `python -m tests.durable.worker` would have had, then exits with
+    `main`'s code.
+    """
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    for fd, pipe in ((1, out), (2, err)):
+        os.dup2(pipe.fileno(), fd)
+        pipe.close()
+    sys.exit(main(argv))
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

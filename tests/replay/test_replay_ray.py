@@ -25,6 +25,9 @@ from agentfsm.engine.policy import Policy
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
 
 ray = pytest.importorskip("ray")
+# Under pytest-xdist, the tests of the module's cluster run in one worker, so it starts once;
+# the tests that start a Ray of their own form another group, run beside it.
+pytestmark = pytest.mark.xdist_group("ray")
 
 TIMEOUT = 120
 
@@ -70,6 +73,7 @@ def _skips(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("skipped ")]
 
 
+@pytest.mark.xdist_group("ray-local")  # no use of the module's cluster
 class TestAttaching:
     """Where --engine ray connects, and what it says when it cannot."""
 

@@ -21,6 +21,8 @@ from agentfsm.report import build
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts" / "report"
+# Under pytest-xdist, the module's tests share one worker and so one Chromium.
+pytestmark = pytest.mark.xdist_group("browser")
 FLAGS = [
     "--headless=new",
     "--no-sandbox",
