@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -81,6 +81,31 @@ def payloads(draw: st.DrawFn) -> dict[str, Any]:
     return body
 
 
+REPEATED_CALL: dict[str, Any] = {
+    "id": "chatcmpl-x",
+    "object": "chat.completion",
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{}"},
+                        "id": "call_a",
+                    }
+                ],
+            },
+            "finish_reason": "stop",
+        }
+    ],
+}
+"""A body the deep profile found: the same complete call, given again and again."""
+
+
 def policy() -> af.Policy:
     return af.Policy(max_turns=8, permissions={DENIED: "deny", "search": "allow"})
 
@@ -106,12 +131,20 @@ def check(decision: af.Decision, turn: af.ModelTurn | None) -> None:
         assert decision.action is not A.EXECUTE_TOOLS
         assert decision.action is not A.FINAL
     if runnable(turn) and decision.action is not A.EXECUTE_TOOLS:
-        assert decision.priority in ("P0", "P6"), decision
+        # A call the model repeats past `repeat_threshold` is refused, and with the default
+        # on_repeat="feedback" the refusal goes back to the model as its error result.
+        refused_as_repeats = (
+            decision.action is A.CONTINUE
+            and bool(decision.results)
+            and all(r.is_error and "in a row" in str(r.content) for r in decision.results)
+        )
+        assert decision.priority in ("P0", "P6") or refused_as_repeats, decision
 
 
 class TestFuzzedRuns:
     @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
     @given(st.lists(payloads(), min_size=1, max_size=12), st.lists(st.booleans(), max_size=12))
+    @example([REPEATED_CALL] * 3, [])  # the third identical call is refused with feedback
     def test_every_run_ends_within_max_turns_and_keeps_the_invariants(
         self, outputs: list[dict[str, Any]], errors: list[bool]
     ) -> None:
