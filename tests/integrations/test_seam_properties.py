@@ -21,7 +21,7 @@ from agents import FunctionTool, RunConfig, Runner, function_tool
 from agents.exceptions import ModelBehaviorError
 from agents.handoffs import handoff
 from agents.testing import ScriptedModel, assistant_message, function_call
-from hypothesis import event, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
@@ -328,6 +328,19 @@ class TestLangGraphOwnGraph:
         policies(hooks=True),
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
         st.lists(st.booleans(), min_size=4, max_size=4),
+    )
+    @example(  # approved at the last turn: the run ends, and the asked call still gets a result
+        af.Policy(
+            max_turns=2,
+            max_consecutive_tool_errors=1,
+            on_deny="feedback",
+            permissions={"sql": "allow", "research": "ask"},
+        ),
+        [
+            chat_body([("c1", "sql", {"n": 2239})]),
+            chat_body([("c1", "research", {"n": 2240, "task": "#2240"})]),
+        ],
+        [True, False, False, False],
     )
     def test_no_denied_call_runs_in_your_graph(
         self, policy: af.Policy, outputs: list[dict[str, Any]], answers: list[bool]
