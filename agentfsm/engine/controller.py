@@ -654,6 +654,17 @@ class Controller:
             reason = f"{reason} ({'; '.join(notes)})"
             # Every call id gets exactly one result, even when the run stops here.
             results += [r for r in snap.results if r.call_id in snap.missing]
+        if dest is State.END and snap.phase == "human_reply":
+            # The host already holds the turn that issued the approved calls; a run that ends
+            # here (a budget reached at the approval) runs none of them, so each gets its result.
+            answered = {r.call_id for r in results}
+            results += [
+                ToolResult(
+                    call_id=c.id, name=c.name, is_error=True, content=f"not executed: {reason}"
+                )
+                for c in (*snap.executable, *snap.handoffs)
+                if c.id not in answered
+            ]
         calls: tuple[ToolCall, ...] = ()
         if dest is State.EXECUTE:
             action, calls = Action.EXECUTE_TOOLS, snap.executable

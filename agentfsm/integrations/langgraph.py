@@ -147,34 +147,6 @@ def _after_tools(messages: Sequence[BaseMessage], pending: set[str]) -> list[Too
     return found[::-1]
 
 
-def _never_run(
-    messages: Sequence[BaseMessage], answered: set[str], reason: str
-) -> list[ToolMessage]:
-    """Error results for the calls of the last AI message that nothing answered.
-
-    A run that ends while its calls await a human (a budget reached at the approval) runs
-    none of them; the graph keeps the AI message, and every call in it needs its ToolMessage
-    for the conversation to be valid for a provider afterwards.
-    """
-    at = next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None
-    )
-    last = messages[at] if at is not None else None
-    if at is None or not isinstance(last, AIMessage):
-        return []
-    answered = answered | {m.tool_call_id for m in messages[at + 1 :] if isinstance(m, ToolMessage)}
-    return [
-        ToolMessage(
-            content=f"not executed: the run ended ({reason})",
-            tool_call_id=call["id"],
-            name=call["name"],
-            status="error",
-        )
-        for call in last.tool_calls
-        if call.get("id") and call["id"] not in answered
-    ]
-
-
 _ACTIONS = frozenset(a.value for a in Action)
 
 
@@ -485,9 +457,6 @@ class Decide:
             message = _decline.message(self.on_decline, message)
         decision = ctl.on_human_reply(approved, message)
         out: list[Any] = [_tool_message(r) for r in decision.results]
-        if decision.action in (Action.STOP, Action.FINAL):
-            answered = {r.call_id for r in decision.results}
-            out += _never_run(self._messages(state, ctl), answered, decision.reason)
         if message and not had_calls:
             out.append(HumanMessage(content=message))
         return {"messages": out, "agentfsm": self._save(ctl), "decisions": [_record(decision)]}

@@ -44,3 +44,17 @@ class TestDumpAfterHumanReply:
         assert ctl.on_human_reply(approved, message).action is action
         loaded = af.Controller.load(ctl.dump())
         assert (loaded.state, loaded.pending_calls) == (ctl.state, ctl.pending_calls)
+
+
+class TestApprovalAtTheLastTurn:
+    def test_approved_calls_the_run_ends_without_get_their_results(self) -> None:
+        """An approval at max_turns ends the run before the calls run; the STOP answers each
+        approved call with an error result, so the host's conversation stays valid."""
+        ctl = af.Controller(af.Policy(max_turns=1, permissions={"research": "ask"}))
+        asked = ctl.on_model_output(turn(calls=[call("research", {"q": "x"}, id="c1")]))
+        assert asked.action is af.Action.ASK_HUMAN
+        decision = ctl.on_human_reply(approved=True)
+        assert decision.action is af.Action.STOP
+        assert [(r.call_id, r.is_error) for r in decision.results] == [("c1", True)]
+        assert decision.results[0].content.startswith("not executed: ")
+        assert not ctl.may_run("c1")
