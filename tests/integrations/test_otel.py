@@ -142,6 +142,11 @@ class TestDecisionSpans:
         with pytest.raises(DefinitionError, match="tracer_provider"):
             DecisionSpans("jaeger")
 
+    @pytest.mark.litellm
+    @pytest.mark.filterwarnings(
+        "ignore:Items? .+ on TypedDict class .+ using the `ReadOnly` qualifier"
+        ":UserWarning:pydantic._internal._generate_schema"
+    )
     def test_spans_of_a_whole_run_through_af_run(
         self, memory: tuple[TracerProvider, InMemorySpanExporter]
     ) -> None:

@@ -157,11 +157,16 @@ class TestOrdering:
     def test_results_come_back_in_call_order(self) -> None:
         """Calls that finish in reverse order still get their results in call order."""
         finished: list[int] = []
+        done = [threading.Event() for _ in range(4)]
 
         @tool(effect="read")
         def wait(n: int) -> int:
-            time.sleep(0.02 * (4 - n))
+            # Each call finishes only after the next one has: the reverse order, whatever
+            # the machine's load (sleeps of different lengths raced under a busy CPU).
+            if n < 3:
+                done[n + 1].wait(timeout=10)
             finished.append(n)
+            done[n].set()
             return n
 
         results = Executor([wait]).run(calls("wait", 4))
