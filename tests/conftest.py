@@ -54,3 +54,22 @@ def corpus() -> Path:
     if not (CORPUS / "SOURCES.md").is_file():
         pytest.fail(f"trajectory corpus missing: expected it at {CORPUS.resolve()}")
     return CORPUS.resolve()
+
+
+# The modules whose tests start processes, clusters or servers (seconds each) run first. Under
+# pytest-xdist the suite ends when its last long test does: started early, the long tests run
+# side by side and the short ones fill the gaps; collected in name order, Ray and the examples
+# came last and ran alone at the end.
+SLOW_FIRST = (
+    "tests/replay/test_replay_ray.py",
+    "tests/durable/",
+    "tests/integrations/test_real_clients.py",
+    "tests/integrations/test_langgraph_checkpoint.py",
+    "tests/test_examples_and_api.py",
+    "tests/docs/",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the slow modules' tests to the front, keeping the order within each part."""
+    items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))

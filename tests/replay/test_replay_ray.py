@@ -19,15 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.cli.replay import Job, replay_file
+from agentfsm.cli.replay import Job, main, replay_file
 from agentfsm.cli.replay_ray import Window, replay_chunk, shipped
 from agentfsm.engine.policy import Policy
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
 
 ray = pytest.importorskip("ray")
-# Under pytest-xdist, the tests of the module's cluster run in one worker, so it starts once;
-# the tests that start a Ray of their own form another group, run beside it.
-pytestmark = pytest.mark.xdist_group("ray")
 
 TIMEOUT = 120
 
@@ -73,7 +70,9 @@ def _skips(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("skipped ")]
 
 
-@pytest.mark.xdist_group("ray-local")  # no use of the module's cluster
+# Under pytest-xdist the tests that start a Ray of their own run in one worker, one at a time,
+# beside the worker that holds the module's two-node cluster (group "ray").
+@pytest.mark.xdist_group("ray-local")
 class TestAttaching:
     """Where --engine ray connects, and what it says when it cannot."""
 
@@ -126,6 +125,7 @@ class TestWorkerSide:
         assert len(replayed.lines) == 200
 
 
+@pytest.mark.xdist_group("ray")  # the cluster starts once, in one worker
 class TestTwoNodeCluster:
     """Replay attached to a running two-node cluster gives the pool's output byte for byte."""
 
@@ -180,6 +180,17 @@ class TestTwoNodeCluster:
         done = ray.get(ray.remote(replay_chunk).remote(os.getcwd(), sent), timeout=TIMEOUT)
         assert [outcome.errors for outcome in done] == [[] for _ in jobs]
         assert [outcome.lines for outcome in done] == expected
+
+    def test_a_driver_already_attached_prints_what_serial_prints(
+        self, connected: RayCluster, corpus: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A process already attached to Ray: `--engine ray` uses it and prints serial's lines."""
+        trajectories = str(corpus / "openhands")
+        assert main([trajectories, "--json", "--engine", "serial"]) == 0
+        serial = capsys.readouterr().out
+        assert main([trajectories, "--json", "--engine", "ray", "--workers", "2"]) == 0
+        assert capsys.readouterr().out == serial
+        assert ray.is_initialized()  # the replay left the host's connection open
 
     def test_the_window_bounds_the_work_and_keeps_the_order(self, connected: RayCluster) -> None:
         """At most `running` tasks run and `held` are out; values come back in order, both nodes."""
