@@ -736,7 +736,17 @@ def _is_sequence(value: object) -> bool:
     return not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable)
 
 
-_JSON_LEAVES = (str, int, float, bool, type(None))
+# The JSON kind of each leaf type a parsed argument can hold. A boolean is its own kind:
+# Python's `True == 1` must not let an approval of `{"force": 1}` run `{"force": true}`.
+# Integers and floats are one kind, JSON's number: a framework that reads `1` as `1.0` has
+# not changed the call.
+_JSON_KINDS: dict[type, str] = {
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
 
 
 def _same_arguments(given: Mapping[str, Any], cleared: Mapping[str, Any]) -> bool:
@@ -744,7 +754,8 @@ def _same_arguments(given: Mapping[str, Any], cleared: Mapping[str, Any]) -> boo
 
     Compared as JSON, walking `cleared` (parsed JSON: finite and acyclic) side by side
     with `given`, so a deep or cyclic `given` ends and a value of any other kind is simply
-    different: its own `__eq__` is never called, and cannot raise or claim equality. A
+    different: its own `__eq__` is never called, and cannot raise or claim equality. Leaves
+    are equal when they are of one JSON kind and equal: `true` is not `1`, `1` is `1.0`. A
     mapping that cannot be read is an InvalidInputError, not its own exception.
     """
     pending: list[tuple[Any, Any]] = [(given, cleared)]
@@ -762,8 +773,10 @@ def _same_arguments(given: Mapping[str, Any], cleared: Mapping[str, Any]) -> boo
             if type(mine) not in (list, tuple) or len(mine) != len(theirs):
                 return False
             pending.extend(zip(mine, theirs, strict=True))
-        elif type(mine) not in _JSON_LEAVES or mine != theirs:
-            return False
+        else:
+            kind = _JSON_KINDS.get(type(theirs))  # None: not JSON data, so nothing matches it
+            if kind is None or _JSON_KINDS.get(type(mine)) != kind or mine != theirs:
+                return False
     return True
 
 

@@ -98,3 +98,32 @@ class TestMayRunArguments:
             assert name is None or (type(name) is str and name == "ls")
         assert ctl.dump() == before
         assert ctl.may_run("a", "ls", {"p": 1})
+
+
+class TestMayRunComparesJSONKinds:
+    """Arguments match as JSON data: a boolean is not a number, an integer is its float."""
+
+    @pytest.mark.parametrize(
+        ("cleared", "given", "same"),
+        [
+            ('{"force": 1}', {"force": True}, False),
+            ('{"force": true}', {"force": 1}, False),
+            ('{"force": false}', {"force": 0}, False),
+            ('{"n": 0}', {"n": False}, False),
+            ('{"n": [1, true]}', {"n": [True, 1]}, False),
+            ('{"n": {"m": 1.0}}', {"n": {"m": True}}, False),
+            ('{"n": null}', {"n": False}, False),
+            ('{"n": "1"}', {"n": 1}, False),
+            ('{"n": 1}', {"n": 1.0}, True),
+            ('{"n": 2.5}', {"n": 2.5}, True),
+            ('{"force": true, "n": [1, null]}', {"force": True, "n": (1, None)}, True),
+        ],
+    )
+    def test_a_boolean_never_stands_for_a_number(
+        self, cleared: str, given: dict[str, Any], same: bool
+    ) -> None:
+        """An approval of `{"force": 1}` does not let `{"force": true}` run under its id."""
+        ctl = af.Controller()
+        ctl.on_model_output(_body(("a", "rm", cleared)))
+        assert ctl.may_run("a", "rm", given) is same
+        assert ctl.may_run("a")  # the call itself stays cleared either way
