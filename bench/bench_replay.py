@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agentfsm.cli.replay import Job, replay_file
+from agentfsm.cli._replay_jobs import Job, replay_file
 from agentfsm.replay.engine import replay_run
 from agentfsm.replay.trace import TraceWriter
 from agentfsm.replay.trajectories import ModelOutput, RecordedRun, expand_paths, read_runs

@@ -163,8 +163,25 @@ def package_graph(root: Path) -> dict[str, dict[str, Edge]]:
     return graph
 
 
+def module_graph(root: Path) -> dict[str, dict[str, Edge]]:
+    """Module -> the package's modules it imports, each with one import that makes the edge.
+
+    A name imported from a module (`from agentfsm.model.types import ToolCall`) is an edge
+    to that module; importing a package is an edge to its `__init__`.
+    """
+    modules = {module_name(path, root.resolve()) for path in root.rglob("*.py")}
+    graph: dict[str, dict[str, Edge]] = {}
+    for edge in edges(root):
+        target = edge.imported
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != edge.importer:
+            graph.setdefault(edge.importer, {}).setdefault(target, edge)
+    return graph
+
+
 def find_cycle(graph: Mapping[str, Mapping[str, Edge]]) -> list[Edge]:
-    """One cycle of the package graph as the imports that close it, or [] for a DAG."""
+    """One cycle of an import graph as the imports that close it, or [] for a DAG."""
     done: set[str] = set()
     trail: list[str] = []
 
@@ -238,6 +255,12 @@ class TestImportRules:
     def test_the_package_graph_is_a_dag(self) -> None:
         """No package imports, even lazily or for types only, one that imports it back."""
         cycle = find_cycle(package_graph(PACKAGE))
+        assert cycle == [], "a cycle: " + "; ".join(map(str, cycle))
+
+    def test_no_module_imports_one_that_imports_it_back(self) -> None:
+        """Inside a package too: the modules of each part read bottom-up, with no cycle. Where
+        two modules need each other, a protocol or a shared lower module cuts the cycle."""
+        cycle = find_cycle(module_graph(PACKAGE))
         assert cycle == [], "a cycle: " + "; ".join(map(str, cycle))
 
     def test_every_package_has_a_layer(self) -> None:
@@ -315,6 +338,22 @@ class TestImportRules:
         )
         cycle = find_cycle(package_graph(root))
         assert {e.importer for e in cycle} == {"agentfsm.guards._base", "agentfsm.model.run_state"}
+
+    def test_a_cycle_between_two_modules_of_one_package_is_found(self, tmp_path: Path) -> None:
+        """A module cycle inside one package, closed lazily, is reported; the packages' is not."""
+        root = _tree(
+            tmp_path,
+            {
+                "cli/replay.py": "def f():\n    from agentfsm.cli.replay_ray import g\n",
+                "cli/replay_ray.py": "from agentfsm.cli.replay import Job\n",
+            },
+        )
+        assert find_cycle(package_graph(root)) == []
+        cycle = find_cycle(module_graph(root))
+        assert [str(e) for e in cycle] == [
+            "agentfsm.cli.replay imports agentfsm.cli.replay_ray (line 2)",
+            "agentfsm.cli.replay_ray imports agentfsm.cli.replay (line 1)",
+        ]
 
     def test_the_core_loads_no_outer_part(self) -> None:
         """`import agentfsm` (the per-step path) loads none of the parts around the core."""

@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from agentfsm.cli._text import one_line
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["main"]
@@ -61,14 +62,6 @@ def describe_os_error(exc: OSError) -> str:
     """An OSError as `file: what went wrong`, in the words of the OS."""
     what = exc.strerror or str(exc)
     return f"{exc.filename}: {what}" if exc.filename is not None else what
-
-
-def one_line(text: str, limit: int = 2000) -> str:
-    """Make `text` one line: line breaks and other control characters escaped, long text cut."""
-    if text.isprintable() and len(text) <= limit:
-        return text
-    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return escaped if len(escaped) <= limit else f"{escaped[:limit]}... ({len(escaped)} chars)"
 
 
 if __name__ == "__main__":  # pragma: no cover

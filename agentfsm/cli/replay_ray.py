@@ -26,17 +26,17 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agentfsm.cli.command import one_line
-from agentfsm.cli.replay import (
+from agentfsm.cli._replay_jobs import (
     AHEAD,
     Job,
     Outcome,
     Progress,
-    _chunks,
-    _load_policy,
+    chunks,
     fewer_collections,
+    load_policy,
     replay_file,
 )
+from agentfsm.cli._text import one_line
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["Window", "attached", "replay_chunk", "replay_on_ray", "shipped"]
@@ -65,7 +65,7 @@ def replay_on_ray(
         task = ray.remote(replay_chunk)
         cwd = os.getcwd()
         window = Window(ray, lambda chunk: task.remote(cwd, chunk), workers, workers * AHEAD)
-        for outcomes in window.results(_chunks(shipped(jobs))):
+        for outcomes in window.results(chunks(shipped(jobs))):
             for outcome in outcomes:
                 progress.advance()
                 yield outcome
@@ -122,7 +122,7 @@ def _answers(target: str) -> None:
 def shipped(jobs: list[Job]) -> list[Job]:
     """The jobs with each policy file replaced by the policy it holds, read here (once a file)."""
     return [
-        dataclasses.replace(job, policy=_load_policy(job.policy), against=_load_policy(job.against))
+        dataclasses.replace(job, policy=load_policy(job.policy), against=load_policy(job.against))
         for job in jobs
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Hashable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -18,17 +18,14 @@ from pydantic_ai.messages import (
     ThinkingPart,
     ThinkingPartDelta,
 )
-from pydantic_ai.models import StreamedResponse
+from pydantic_ai.models import Model, StreamedResponse
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RequestUsage
 
 from agentfsm.engine.controller import Controller
 
-if TYPE_CHECKING:
-    from agentfsm.integrations.pydantic_ai import GovernedModel
-
-__all__ = ["Attempt", "TextFirstStream"]
+__all__ = ["Attempt", "Judge", "TextFirstStream"]
 
 _SHOWN = (TextPart, ThinkingPart)
 """Parts whose stream passes on before the decision: they run nothing."""
@@ -50,6 +47,23 @@ def _keeping_shown_text(decided: ModelResponse, response: ModelResponse) -> Mode
     return dataclasses.replace(decided, parts=[*text, *decided.parts]) if text else decided
 
 
+class Judge(Protocol):
+    """What a stream asks of the model that opened it (`GovernedModel`): the model that really
+    answers, and agentfsm's decision on each whole response. A protocol, so that this module
+    does not import the one that imports it."""
+
+    @property
+    def wrapped(self) -> Model: ...
+
+    def _judge(
+        self,
+        ctl: Controller,
+        response: ModelResponse,
+        history: list[ModelMessage],
+        settings: ModelSettings | None,
+    ) -> tuple[ModelResponse | None, list[ModelMessage], ModelSettings | None]: ...
+
+
 @dataclasses.dataclass
 class Attempt:
     """What the next call of the wrapped model sends."""
@@ -68,7 +82,7 @@ class TextFirstStream(StreamedResponse):
     `get()` is the decided response once there is one; before, the text shown so far.
     """
 
-    model: GovernedModel | None = None
+    model: Judge | None = None
     attempt: Attempt | None = None
     decided: ModelResponse | None = dataclasses.field(default=None, init=False)
     _inner: StreamedResponse | None = dataclasses.field(default=None, init=False)

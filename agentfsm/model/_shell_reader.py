@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from agentfsm.model._shell_script import MAX_DEPTH, Command, Script
 from agentfsm.model._shell_wrappers import PLAIN, WATCH, WRAPPERS, UnreadableError, Word, Wrapper
 from agentfsm.model._shell_wrappers import base_name as _base
-from agentfsm.model.shell import MAX_DEPTH, Command, Script
 
 __all__ = ["Reader"]
 

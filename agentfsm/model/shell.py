@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from agentfsm.exceptions import PolicyError
+from agentfsm.model._shell_reader import Reader
+from agentfsm.model._shell_script import MAX_DEPTH, Command, Script
 from agentfsm.model._shell_wrappers import Word, base_name
 
 __all__ = [
@@ -73,9 +75,6 @@ __all__ = [
     "pattern",
 ]
 
-MAX_DEPTH = 8
-"""Command text inside command text (`bash -c "eval '...'"`) is read this many levels deep."""
-
 
 class Match(enum.Enum):
     """Whether a command is what a pattern names."""
@@ -83,27 +82,6 @@ class Match(enum.Enum):
     NO = "no"
     MAYBE = "maybe"
     YES = "yes"
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    """One view of a simple command: its words, the first being the command's name."""
-
-    words: tuple[Word, ...]
-    plain: bool
-    """Whether allow patterns look at this view (see the module docstring)."""
-
-    def __str__(self) -> str:
-        return " ".join("<unknown>" if w is None else _quoted(w) for w in self.words)
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """The simple commands a shell script can run, each as its views, and what could not be read."""
-
-    commands: tuple[tuple[Command, ...], ...] = ()
-    unsure: tuple[str, ...] = ()
-    """Why parts of the script could not be read with confidence; empty when all could."""
 
 
 # --- patterns ----------------------------------------------------------------------------------
@@ -252,27 +230,19 @@ def _in_order(globs: Sequence[str], operands: Sequence[str]) -> bool:
     return all(any(fnmatch.fnmatchcase(op, glob) for op in found) for glob in globs)
 
 
-def _quoted(word: str) -> str:
-    return shlex.quote(word) if word else "''"
-
-
 # --- reading a script --------------------------------------------------------------------------
 
 
 @lru_cache(maxsize=512)
 def parse(text: str) -> Script:
     """The simple commands `text` can run when given to a shell, and what could not be read."""
-    from agentfsm.model._shell_reader import Reader  # loads the grammar on first use
-
-    reader = Reader()
+    reader = Reader()  # the first reader loads the grammar
     reader.read_text(text, 0)
     return reader.script()
 
 
 def from_argv(words: Sequence[object]) -> Script:
     """An argument vector run without a shell (`["rm", "-rf", "/"]`) as a script."""
-    from agentfsm.model._shell_reader import Reader
-
     reader = Reader()
     if not words or not all(isinstance(w, str) for w in words):
         reader.unsure.append("the argument vector is empty or holds a value that is not a string")

@@ -19,18 +19,17 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agentfsm.model.types import ToolCall, ToolResult
-
-if TYPE_CHECKING:
-    from agentfsm.runner.executor import Executor, ToolOptions
 
 __all__ = [
     "AsyncBatch",
     "Flag",
     "Job",
     "JobState",
+    "Options",
+    "Runs",
     "SyncBatch",
     "TimedOutError",
     "awaited",
@@ -55,6 +54,47 @@ class JobState(Enum):
     DONE = "done"
 
 
+class Options(Protocol):
+    """How one tool runs (the executor's `ToolOptions`, seen from here)."""
+
+    @property
+    def effect(self) -> str: ...
+
+    @property
+    def timeout(self) -> float | None: ...
+
+    @property
+    def idempotent(self) -> bool: ...
+
+
+class Runs(Protocol):
+    """What a batch asks of the executor that planned it: to call a tool, and each result.
+
+    A protocol, so that this module does not import the executor that imports it.
+    """
+
+    @property
+    def max_concurrency(self) -> int: ...
+
+    def _call(self, job: Job) -> Any: ...
+
+    async def _acall(self, job: Job) -> Any: ...
+
+    def result_of(self, call: ToolCall, value: Any) -> ToolResult: ...
+
+    def failed(self, call: ToolCall, exc: BaseException) -> ToolResult: ...
+
+    def timed_out(self, call: ToolCall) -> ToolResult: ...
+
+    def after_timeout(self, call: ToolCall, late: ToolCall) -> ToolResult: ...
+
+    def cancelled(self, call: ToolCall, *, started: bool) -> ToolResult: ...
+
+    def skipped(self, call: ToolCall) -> ToolResult: ...
+
+    def no_tool(self, call: ToolCall) -> ToolResult: ...
+
+
 @dataclass(slots=True, eq=False)
 class Job:
     """One call of a batch: what runs it, what it waits for, and its result."""
@@ -62,7 +102,7 @@ class Job:
     index: int
     call: ToolCall
     fn: Callable[..., Any] | None
-    options: ToolOptions
+    options: Options
     after: tuple[int, ...] = ()
     """The indexes of the calls this one starts after (see `order`)."""
     state: JobState = JobState.WAITING
@@ -86,7 +126,7 @@ class _Batch:
 
     def __init__(
         self,
-        executor: Executor,
+        executor: Runs,
         jobs: list[Job],
         cancel: Flag | None,
         skip: Flag | None,

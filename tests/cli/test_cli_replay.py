@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.cli.replay import Progress, main
+from agentfsm.cli._replay_jobs import Progress
+from agentfsm.cli.replay import main
 
 CHAT = [
     {"role": "user", "content": "hi"},
@@ -189,7 +190,7 @@ class TestCollectorSetting:
         """Inside, the collector runs at `GC_THRESHOLDS`; after, the old thresholds return."""
         import gc
 
-        from agentfsm.cli.replay import GC_THRESHOLDS, fewer_collections
+        from agentfsm.cli._replay_jobs import GC_THRESHOLDS, fewer_collections
 
         before = gc.get_threshold()
         with fewer_collections():
@@ -200,7 +201,7 @@ class TestCollectorSetting:
         """A host that switched automatic collection off (threshold 0) keeps it off."""
         import gc
 
-        from agentfsm.cli.replay import fewer_collections
+        from agentfsm.cli._replay_jobs import fewer_collections
 
         before = gc.get_threshold()
         gc.set_threshold(0, *before[1:])

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.cli.replay import Job, main, replay_file
+from agentfsm.cli._replay_jobs import Job, replay_file
+from agentfsm.cli.replay import main
 from agentfsm.cli.replay_ray import Window, replay_chunk, shipped
 from agentfsm.engine.policy import Policy
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster

@@ -1,0 +1,42 @@
+"""What reading a shell script gives: the views of its simple commands (see `shell`).
+
+Apart from `shell` so that the reader (`_shell_reader`) and the patterns (`shell`) both build
+on it without importing each other.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from agentfsm.model._shell_wrappers import Word
+
+__all__ = ["MAX_DEPTH", "Command", "Script"]
+
+MAX_DEPTH = 8
+"""Command text inside command text (`bash -c "eval '...'"`) is read this many levels deep."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One view of a simple command: its words, the first being the command's name."""
+
+    words: tuple[Word, ...]
+    plain: bool
+    """Whether allow patterns look at this view (see `shell`'s docstring)."""
+
+    def __str__(self) -> str:
+        return " ".join("<unknown>" if w is None else _quoted(w) for w in self.words)
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """The simple commands a shell script can run, each as its views, and what could not be read."""
+
+    commands: tuple[tuple[Command, ...], ...] = ()
+    unsure: tuple[str, ...] = ()
+    """Why parts of the script could not be read with confidence; empty when all could."""
+
+
+def _quoted(word: str) -> str:
+    return shlex.quote(word) if word else "''"
