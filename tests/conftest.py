@@ -8,7 +8,11 @@ properties with `--hypothesis-profile=deep`.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -73,3 +77,67 @@ SLOW_FIRST = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Move the slow modules' tests to the front, keeping the order within each part."""
     items.sort(key=lambda item: not item.nodeid.startswith(SLOW_FIRST))
+
+
+OPTIONAL_FOLDERS = {
+    "durable": (("dbos", "litellm"), "durable,litellm"),
+    "integrations": (
+        ("langgraph", "agents", "pydantic_ai", "minisweagent", "opentelemetry"),
+        "integrations,otel",
+    ),
+}
+"""Test folders of optional parts: the modules their tests import, and the extras with them."""
+
+
+@functools.cache
+def left_out() -> dict[str, str]:
+    """The optional folders left out here, each with what to install (none in CI)."""
+    if os.environ.get("CI"):
+        return {}
+    found = {}
+    for folder, (modules, extras) in OPTIONAL_FOLDERS.items():
+        missing = [name for name in modules if importlib.util.find_spec(name) is None]
+        if missing:
+            found[folder] = (
+                f"needs {', '.join(missing)}: pip install -e '.[{extras}]' "
+                "(`make install` installs every extra)"
+            )
+    return found
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave out an optional part's folder when its extra is not installed (said at the end).
+
+    The core's tests run on the core's dependencies alone. In CI, which installs every
+    extra, nothing is left out: a missing import fails the collection.
+    """
+    if collection_path.parent == Path(__file__).parent and collection_path.name in left_out():
+        return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name the folders left out for a missing extra, so none is left out silently."""
+    if left_out():
+        terminalreporter.section("not collected: optional parts not installed")
+        for folder, why in sorted(left_out().items()):
+            terminalreporter.line(f"tests/{folder}: {why}")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test of an optional part (`needs(...)`, `litellm`) says what to install when it is not.
+
+    The core's tests run on the core's dependencies alone; a test that drives litellm or a
+    framework is skipped there, naming the module and the command that installs it. In CI,
+    which installs every extra, a missing module fails the test instead of skipping it.
+    """
+    modules = [name for mark in item.iter_markers("needs") for name in mark.args]
+    if item.get_closest_marker("litellm") is not None:
+        modules.append("litellm")
+    missing = sorted({name for name in modules if importlib.util.find_spec(name) is None})
+    if not missing:
+        return
+    message = f"needs {', '.join(missing)}, from an optional extra: `make install` installs them"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (CI installs every extra)", pytrace=False)
+    pytest.skip(message)

@@ -12,6 +12,8 @@ import agentfsm as af
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+NEEDS = {"weather_litellm.py": ("litellm",), "openai_agent.py": ("agents",)}
+"""The optional modules an example drives (the rest need agentfsm alone)."""
 
 
 class TestExamples:
@@ -19,7 +21,11 @@ class TestExamples:
         """The examples folder is not empty."""
         assert EXAMPLES
 
-    @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+    @pytest.mark.parametrize(
+        "path",
+        [pytest.param(p, marks=pytest.mark.needs(*NEEDS.get(p.name, ()))) for p in EXAMPLES],
+        ids=lambda p: p.name,
+    )
     def test_example_runs_to_completion(self, path: Path) -> None:
         """Each example runs in a fresh interpreter and its run completes."""
         done = subprocess.run(

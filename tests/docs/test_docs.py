@@ -20,6 +20,13 @@ PAGES = {
     "mini_swe_agent": "doom_loop",
 }
 """Each integration page, and the exit reason its example ends with."""
+NEEDS = {
+    "langgraph": ("langgraph", "langchain_openai"),
+    "openai_agents": ("agents",),
+    "pydantic_ai": ("pydantic_ai",),
+    "mini_swe_agent": ("minisweagent", "litellm"),
+}
+"""The framework each page's example drives (its extra)."""
 GLUE_LIMIT = 10
 
 
@@ -69,7 +76,10 @@ class TestReference:
 class TestIntegrationPages:
     """Each integration page's example runs, as printed, and needs at most ten glue lines."""
 
-    @pytest.mark.parametrize("page", sorted(PAGES))
+    @pytest.mark.parametrize(
+        "page",
+        [pytest.param(page, marks=pytest.mark.needs(*NEEDS[page])) for page in sorted(PAGES)],
+    )
     def test_example_runs(self, page: str, tmp_path: Path) -> None:
         """The example runs in a fresh interpreter and ends with the exit reason it shows."""
         script = tmp_path / f"example_{page}.py"

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agentfsm.exceptions import PayloadError
 from agentfsm.model.types import FinishReason
@@ -52,12 +51,18 @@ class TestInputShapes:
         assert normalize(json.dumps(BODY)) == normalize(BODY)
         assert normalize(json.dumps(BODY).encode()) == normalize(BODY)
 
+    @pytest.mark.needs("openai")
     def test_sdk_object(self) -> None:
         """An openai SDK object is read through `model_dump()`."""
+        from openai.types.chat import ChatCompletion
+
         assert normalize(ChatCompletion.model_validate(BODY)) == normalize(BODY)
 
+    @pytest.mark.needs("openai")
     def test_sdk_stream_objects(self) -> None:
         """openai SDK chunk objects read like their dicts."""
+        from openai.types.chat import ChatCompletionChunk
+
         chunks = [chunk({"content": "a"}), chunk({}, "stop")]
         objects = [ChatCompletionChunk.model_validate(c) for c in chunks]
         assert normalize(objects) == normalize(chunks)

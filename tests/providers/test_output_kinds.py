@@ -11,15 +11,6 @@ import json
 from typing import Any
 
 import pytest
-from agents.items import ModelResponse as AgentsResponse
-from agents.usage import Usage
-from langchain_core.messages import AIMessage
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputRefusal,
-)
-from pydantic_ai.messages import BinaryContent, FilePart, ModelResponse, TextPart
 
 import agentfsm as af
 from agentfsm import Action, ExitReason, FinishReason
@@ -348,8 +339,13 @@ class TestProgrammaticToolCalling:
         assert (turn.tool_calls[0].arguments, turn.server_tool_calls) == ({"sku": "1"}, 1)
         assert decide(body).action is A.EXECUTE_TOOLS
 
+    @pytest.mark.needs("agents")
     def test_agents_sdk_waiting_call_runs(self) -> None:
         """The Agents SDK drops the response status; a program's waiting call still runs."""
+        from agents.items import ModelResponse as AgentsResponse
+        from agents.usage import Usage
+        from openai.types.responses import ResponseFunctionToolCall
+
         call = ResponseFunctionToolCall.model_validate(WAITING)
         reply = AgentsResponse(output=[call], usage=Usage(), response_id=None)
         decision = decide(reply)
@@ -456,25 +452,37 @@ class TestBedrockServerTools:
 class TestFrameworkRefusals:
     """A refusal a framework keeps aside is a refusal: STOP, never an empty answer."""
 
+    @pytest.mark.needs("langchain_core")
     def test_langchain_additional_kwargs(self) -> None:
         """langchain-openai's `additional_kwargs["refusal"]` ends the run REFUSAL."""
+        from langchain_core.messages import AIMessage
+
         ai = AIMessage(content="", additional_kwargs={"refusal": "I can't help with that."})
         assert af.normalize(ai).refusal == "I can't help with that."
         decision = decide(ai)
         assert (decision.action, decision.exit_reason) == (A.STOP, X.REFUSAL)
 
+    @pytest.mark.needs("langchain_core")
     def test_langchain_refusal_block(self) -> None:
         """A `refusal` content block (langchain-openai on the Responses API) is a refusal."""
+        from langchain_core.messages import AIMessage
+
         ai = AIMessage(content=[{"type": "refusal", "refusal": "No."}])
         assert decide(ai).exit_reason is X.REFUSAL
 
+    @pytest.mark.needs("langchain_core")
     def test_langchain_dump(self) -> None:
         """The refusal survives `model_dump()`."""
+        from langchain_core.messages import AIMessage
+
         ai = AIMessage(content="", additional_kwargs={"refusal": "No."})
         assert decide(ai.model_dump()).exit_reason is X.REFUSAL
 
+    @pytest.mark.needs("pydantic_ai")
     def test_pydantic_ai_provider_details(self) -> None:
         """pydantic-ai's empty response with `provider_details["refusal"]` is a refusal."""
+        from pydantic_ai.messages import ModelResponse
+
         reply = ModelResponse(
             parts=[], finish_reason="content_filter", provider_details={"refusal": "No."}
         )
@@ -482,8 +490,13 @@ class TestFrameworkRefusals:
         assert (turn.refusal, turn.finish_reason) == ("No.", F.REFUSAL)
         assert decide(reply).exit_reason is X.REFUSAL
 
+    @pytest.mark.needs("agents")
     def test_agents_sdk_refusal_part(self) -> None:
         """An Agents SDK response whose message holds a refusal part is a refusal."""
+        from agents.items import ModelResponse as AgentsResponse
+        from agents.usage import Usage
+        from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
+
         part = ResponseOutputRefusal(type="refusal", refusal="No.")
         item = ResponseOutputMessage(
             id="m", type="message", role="assistant", status="completed", content=[part]
@@ -554,32 +567,64 @@ UNKNOWN: dict[str, object] = {
         cohere("hologram-delta", {}),
         {"type": "message-end", "delta": {"finish_reason": "COMPLETE"}},
     ],
-    "langchain block": AIMessage(content=[{"type": "text", "text": "Here."}, {"type": "hologram"}]),
-    "pydantic-ai part": ModelResponse(
+}
+"""One payload per reader, each holding output of a kind the reader does not know."""
+
+
+def _langchain_block() -> Any:
+    from langchain_core.messages import AIMessage
+
+    return AIMessage(content=[{"type": "text", "text": "Here."}, {"type": "hologram"}])
+
+
+def _pydantic_ai_part() -> Any:
+    from pydantic_ai.messages import BinaryContent, FilePart, ModelResponse, TextPart
+
+    return ModelResponse(
         parts=[
             TextPart(content="Here."),
             FilePart(content=BinaryContent(data=b"\x89PNG", media_type="image/png")),
         ],
         finish_reason="stop",
-    ),
+    )
+
+
+FRAMEWORK_UNKNOWN = {
+    "langchain block": ("langchain_core", _langchain_block),
+    "pydantic-ai part": ("pydantic_ai", _pydantic_ai_part),
 }
-"""One payload per reader, each holding output of a kind the reader does not know."""
+"""The same for the frameworks' readers: the module it needs, and how to build the payload."""
+
+CASES = [
+    *sorted(UNKNOWN),
+    *(
+        pytest.param(case, marks=pytest.mark.needs(module))
+        for case, (module, _) in sorted(FRAMEWORK_UNKNOWN.items())
+    ),
+]
+
+
+def unknown(case: str) -> Any:
+    """The payload of `case`, built when the test runs (a framework's only if it is there)."""
+    if case in FRAMEWORK_UNKNOWN:
+        return FRAMEWORK_UNKNOWN[case][1]()
+    return UNKNOWN[case]
 
 
 class TestUnknownKinds:
     """Output of a kind no reader understands is a clear decision, never silently dropped."""
 
-    @pytest.mark.parametrize("case", sorted(UNKNOWN))
+    @pytest.mark.parametrize("case", CASES)
     def test_never_continue_nor_final(self, case: str) -> None:
         """The decision is RETRY or a named STOP: never FINAL on what is left, nor CONTINUE."""
-        decision = decide(UNKNOWN[case])
+        decision = decide(unknown(case))
         assert decision.action in (A.RETRY, A.STOP)
         assert decision.action is A.RETRY or decision.exit_reason is not None
 
-    @pytest.mark.parametrize("case", sorted(UNKNOWN))
+    @pytest.mark.parametrize("case", CASES)
     def test_the_turn_says_what(self, case: str) -> None:
         """The turn's error names what could not be read; the readable rest is kept."""
-        turn = af.normalize(UNKNOWN[case])
+        turn = af.normalize(unknown(case))
         assert turn.truncated
         assert "does not read" in (turn.error or "")
         assert turn.text in ("Hi", "Here.", "")

@@ -242,6 +242,7 @@ class TestWhatBecomesOfABadValue:
         assert_valid(turn)
         assert (turn.text, turn.tool_calls[0].id, turn.usage) == ("", "", Usage())
 
+    @pytest.mark.needs("pydantic_ai")
     def test_a_pydantic_ai_call_keyed_by_numbers_is_broken(self) -> None:
         """A pydantic-ai `ToolCallPart` whose args dict has int keys is a broken call, retried."""
         from pydantic_ai.messages import ModelResponse, ToolCallPart
