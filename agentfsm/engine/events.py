@@ -330,9 +330,4 @@ def dump(items: Iterable[ToolCall | ToolResult]) -> list[dict[str, Any]]:
 
 
 def _as_json(model: BaseModel) -> dict[str, Any]:
-    # Pydantic's own dump: the arguments are fixed here, so the models' argument checks
-    # (`Checked`) would only add two frames to every recorded step.
-    return _DUMP(model, mode="json")
-
-
-_DUMP = BaseModel.model_dump
+    return model.model_dump(mode="json")

@@ -74,8 +74,8 @@ class Guard:
 
     A guard of your own implements `check`, returning the reason when it
     applies and None otherwise, and `_args` for the repr. The built-in guards
-    implement `__call__` directly (one call less on every step) and get `check`
-    from it.
+    implement `__call__` directly, since they return a `Hit` with their own fields,
+    and get `check` from it.
     """
 
     layer: ClassVar[int] = 1

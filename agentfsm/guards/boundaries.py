@@ -29,10 +29,6 @@ __all__ = [
 ]
 
 
-_REFUSAL, _CONTENT_FILTER = FinishReason.REFUSAL, FinishReason.CONTENT_FILTER
-"""Bound once: reading an enum member goes through EnumType's `__getattr__` hook (Python 3.11)."""
-
-
 class _Limit(Guard):
     layer = 5
     priority = Priority.P6
@@ -178,7 +174,7 @@ class Refused(Guard):
         out = snap.output
         if out is None:
             return None
-        if out.finish_reason is _REFUSAL or out.refusal:
+        if out.finish_reason is FinishReason.REFUSAL or out.refusal:
             return Hit(
                 self,
                 f"the model refused: {(out.refusal or out.text or '')[:120]!r}",
@@ -197,7 +193,7 @@ class ContentFiltered(Guard):
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
-        if out is None or out.finish_reason is not _CONTENT_FILTER:
+        if out is None or out.finish_reason is not FinishReason.CONTENT_FILTER:
             return None
         return Hit(
             self, f"the provider filtered the output ({out.raw_finish_reason})", self.exit_reason

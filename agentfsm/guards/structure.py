@@ -18,10 +18,6 @@ __all__ = [
 ]
 
 
-_LENGTH, _ERROR, _TOOL_CALLS = FinishReason.LENGTH, FinishReason.ERROR, FinishReason.TOOL_CALLS
-"""Bound once: reading an enum member goes through EnumType's `__getattr__` hook (Python 3.11)."""
-
-
 class OutputTruncated(Guard):
     """Recover when the output was cut (length limit or a stream cut mid-block); never run it."""
 
@@ -31,7 +27,7 @@ class OutputTruncated(Guard):
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
-        if out is None or not (out.truncated or out.finish_reason is _LENGTH):
+        if out is None or not (out.truncated or out.finish_reason is FinishReason.LENGTH):
             return None
         raw = out.raw_finish_reason or out.finish_reason.value
         # An error is e.g. Gemini's MALFORMED_FUNCTION_CALL, or an error chunk in a stream.
@@ -78,7 +74,7 @@ class ProviderFailed(Guard):
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
-        if out is None or not (out.error or out.finish_reason is _ERROR):
+        if out is None or not (out.error or out.finish_reason is FinishReason.ERROR):
             return None
         why = (
             f"provider error: {out.error}"
@@ -110,7 +106,7 @@ class SignalConflict(Guard):
                 "tool call(s)",
                 self.exit_reason,
             )
-        if not out.tool_calls and out.finish_reason is _TOOL_CALLS:
+        if not out.tool_calls and out.finish_reason is FinishReason.TOOL_CALLS:
             return Hit(
                 self,
                 f"provider said {_claim(out)!r} but the output has no tool call",

@@ -106,7 +106,7 @@ def data_error(model: type[BaseModel], exc: ValidationError) -> DefinitionError:
     )
 
 
-def _calling(model: type[BaseModel], method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+def _calling(model: type[BaseModel], method: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
     """`method(*args, **kwargs)`, with pydantic's error turned into the error for `model`.
 
     A `TypeError` or `ValueError` of pydantic's own methods (`model_dump(mode=3)`,
@@ -127,9 +127,6 @@ def _calling(model: type[BaseModel], method: Callable[..., _T], *args: Any, **kw
             model=model.__name__,
             problems=[(name, said)],
         ) from exc
-
-
-_SET_FIELDS = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 
 
 def replaced(model: _M, changes: Mapping[str, Any]) -> _M:
@@ -166,8 +163,16 @@ def _validated_copy(model: _M, update: object, deep: object) -> _M:
     values = {name: copied.__dict__[name] for name in fields if name in copied.__dict__}
     values.update(update)
     made = cls.model_validate(values)
-    _SET_FIELDS(made, model.__pydantic_fields_set__ | set(update))
+    _set_fields_set(made, model.__pydantic_fields_set__ | set(update))
     return made
+
+
+def _set_fields_set(model: BaseModel, fields: set[str]) -> None:
+    """Say which fields of `model` count as explicitly set (its `model_fields_set`).
+
+    Set as pydantic's own `model_construct` sets it: a frozen model's `__setattr__` refuses.
+    """
+    object.__setattr__(model, "__pydantic_fields_set__", fields)
 
 
 class Checked(BaseModel):
@@ -177,10 +182,9 @@ class Checked(BaseModel):
     """The error a bad value or argument raises (`Policy` raises `PolicyError`)."""
 
     def __init__(self, /, **data: Any) -> None:
-        # Inline, not through `_calling`: hosts build a ToolResult on every step.
         __tracebackhide__ = True
         try:
-            self.__pydantic_validator__.validate_python(data, self_instance=self)
+            super().__init__(**data)
         except ValidationError as exc:
             raise data_error(type(self), exc) from exc
 
@@ -236,7 +240,7 @@ class Checked(BaseModel):
                     f"{cls.__name__}.model_construct: _fields_set must be a set of its field "
                     f"names, not {_fields_set!r:.60}"
                 )
-            _SET_FIELDS(made, set(_fields_set))
+            _set_fields_set(made, set(_fields_set))
         return made
 
 

@@ -12,10 +12,8 @@ damaged (an error on it, routed to a retry), never an exception or an invalid mo
 from __future__ import annotations
 
 import json
-import json.scanner
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from agentfsm.exceptions import DataError
 from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
@@ -152,34 +150,11 @@ def _call(
     )
 
 
-_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
-    cast(Any, json.JSONDecoder())  # typeshed types the argument as the scanner itself
-)
-"""The C scanner `json.loads` ends in, without its three Python frames and two regexes."""
-
-
-def _loads(raw: str) -> Any:
-    """`json.loads(raw)` for a str: an object that fills the text is scanned directly.
-
-    Anything else (leading or trailing whitespace, a parse error) goes through
-    `json.loads`, so values and error messages are exactly its own.
-    """
-    if raw[0] == "{":
-        try:
-            value, end = _scan(raw, 0)
-        except StopIteration:
-            pass  # json.loads raises the error a reader can read
-        else:
-            if end == len(raw):
-                return value
-    return json.loads(raw)
-
-
 def _parse(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if not raw or raw.isspace():
         return {}, None
     try:
-        value = _loads(raw)
+        value = json.loads(raw)
     except ValueError as exc:
         return None, f"arguments are not valid JSON ({exc})"
     except RecursionError:

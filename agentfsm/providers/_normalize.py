@@ -381,10 +381,6 @@ def _read_dict(payload: dict[str, Any], provider: str | None) -> ModelTurn:
     )
 
 
-_OPENAI = Provider.OPENAI
-"""Bound once: reading an enum member goes through EnumType's `__getattr__` hook (Python 3.11)."""
-
-
 def normalize(payload: object, provider: str | None = None) -> ModelTurn:
     """Read one model output from any supported wire format into a `ModelTurn`.
 
@@ -404,7 +400,7 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
         if type(payload.get("choices")) is list and (
             provider == "openai" or (provider is None and not is_litellm_dict(payload))
         ):
-            return _openai_chat.read_turn(payload, provider or _OPENAI)
+            return _openai_chat.read_turn(payload, provider or Provider.OPENAI)
         _check_provider(provider)
         return _read_dict(payload, provider)
     _check_provider(provider)

@@ -44,8 +44,6 @@ TABLE: dict[str, FinishReason] = {
 }
 """Finish reasons of chat completions and the servers that speak it; unlisted -> UNKNOWN."""
 _CUT = "the stream ended before the call was complete"
-_UNKNOWN, _LENGTH = FinishReason.UNKNOWN, FinishReason.LENGTH
-"""Bound once: reading an enum member goes through EnumType's `__getattr__` hook (Python 3.11)."""
 
 
 def is_chat(payload: dict[str, Any]) -> bool:
@@ -153,7 +151,7 @@ def _body_values(payload: dict[str, Any], provider: str) -> dict[str, Any] | Non
         message = _EMPTY
     content = message.get("content")
     raw = choice.get("finish_reason")
-    finish = TABLE.get(raw, _UNKNOWN) if type(raw) is str else _UNKNOWN
+    finish = TABLE.get(raw, FinishReason.UNKNOWN) if type(raw) is str else FinishReason.UNKNOWN
     refusal = message.get("refusal")
     usage = payload.get("usage")
     error = payload.get("error")
@@ -169,7 +167,7 @@ def _body_values(payload: dict[str, Any], provider: str) -> dict[str, Any] | Non
         else [],
         "finish_reason": finish,
         "raw_finish_reason": raw if type(raw) is str else None,
-        "truncated": finish is _LENGTH,
+        "truncated": finish is FinishReason.LENGTH,
         "usage": _usage_of(usage) if type(usage) is dict else None,
         "refusal": refusal if type(refusal) is str and refusal else None,
         "reasoning": (

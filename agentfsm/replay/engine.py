@@ -32,9 +32,7 @@ from agentfsm.exceptions import DefinitionError, PolicyError, TraceError
 from agentfsm.model.types import (
     Action,
     Decision,
-    ExitReason,
     ModelTurn,
-    Priority,
     ToolCall,
     ToolResult,
 )
@@ -75,8 +73,8 @@ _AWAITS = {
 class DecisionRecord(NamedTuple):
     """One decision the controller made during replay, and what it answered.
 
-    A named tuple, not a dataclass: replay keeps one per decision (about two per
-    model output), and a tuple is built at a tenth of a frozen dataclass's cost.
+    A named tuple, light and immutable: replay keeps one per decision (about two per
+    model output).
     """
 
     turn: int
@@ -140,29 +138,29 @@ class ReplayResult:
 
     def add(self, decision: Decision, kind: str, keep: bool) -> None:
         """Count one decision, and keep it when asked to."""
-        action = _TEXT[decision.action]
+        action = decision.action.value
         self.actions[action] += 1
         exit_reason = None
         if decision.exit_reason is not None:
-            exit_reason = _TEXT[decision.exit_reason]
+            exit_reason = decision.exit_reason.value
             self.exits[exit_reason] += 1
         if action in _STOPPING:
             self.stops.append(f"{action}: {decision.reason}")
         if keep:
-            fields = (
-                self.steps,
-                self.episodes,
-                kind,
-                action,
-                _TEXT[decision.priority],
-                decision.layer,
-                decision.guard,
-                decision.fired,
-                decision.reason,
-                exit_reason,
-                tuple(map(str, decision.path)),
+            record = DecisionRecord(
+                turn=self.steps,
+                episode=self.episodes,
+                input=kind,
+                action=action,
+                priority=decision.priority.value,
+                layer=decision.layer,
+                guard=decision.guard,
+                fired=decision.fired,
+                reason=decision.reason,
+                exit_reason=exit_reason,
+                path=tuple(state.value for state in decision.path),
             )
-            self.decisions.append(_new_tuple(DecisionRecord, fields))
+            self.decisions.append(record)
 
     def close_episode(self, exit_reason: Any) -> None:
         """Close the current episode with its exit reason and count the next one."""
@@ -189,12 +187,6 @@ class ReplayResult:
         }
 
 
-_new_tuple = tuple.__new__
-"""Builds a named tuple from a tuple of its fields without the keyword-taking `__new__`."""
-_TEXT: dict[str, str] = {
-    member: member.value for kind in (Action, Priority, ExitReason) for member in kind
-}
-"""Each enum member a decision carries, as the plain string the records hold."""
 _STOPPING = frozenset({Action.STOP.value, Action.ASK_HUMAN.value})
 
 

@@ -7,8 +7,6 @@ turn are (re)issued deterministically; the snapshot's notes say so.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from agentfsm.model._checked import replaced
 from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.model.pricing import turn_cost, unknown_price
@@ -21,10 +19,12 @@ __all__ = ["enter"]
 def enter(run: Run, step: Step) -> None:
     """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
     payload = step.payload
-    if type(payload) is ModelTurn or (type(payload) is not dict and isinstance(payload, ModelTurn)):
-        turn = _bounded(payload)  # a turn the host built (isinstance: a subclass of ModelTurn)
+    if isinstance(payload, ModelTurn):
+        turn = _bounded(payload)  # a turn the host built
     else:
-        turn = (_PROVIDERS.get("normalize") or _normalizer())(payload)
+        from agentfsm.providers import normalize  # the readers load on the first raw payload
+
+        turn = normalize(payload)
     next_turn = run.turn + 1
     notes: list[str] = []
     calls = turn.tool_calls
@@ -90,17 +90,6 @@ def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
     if usage.cost is None:
         turn = replaced(turn, {"usage": replaced(usage, {"cost": cost})})
     return turn, ""
-
-
-_PROVIDERS: dict[str, Callable[[object], ModelTurn]] = {}
-"""`normalize`, once imported: the providers load lazily, on the first raw payload."""
-
-
-def _normalizer() -> Callable[[object], ModelTurn]:
-    from agentfsm.providers import normalize
-
-    _PROVIDERS["normalize"] = normalize
-    return normalize
 
 
 def _issue_ids(calls: list[ToolCall], turn: int) -> tuple[list[ToolCall], list[str]]:
