@@ -161,8 +161,8 @@ def _conversation(messages: object) -> Sequence[Mapping[str, Any]]:
         )
     # Read once here, as the run will: a message that cannot be read, or whose keys are not
     # names, fails now rather than after the first model call.
-    read("messages", DefinitionError, lambda: [dict(m) for m in conversation])
-    for index, message in enumerate(conversation):
+    copies = read("messages", DefinitionError, lambda: [dict(m) for m in conversation])
+    for index, message in enumerate(copies):
         if not all(type(key) is str for key in message):
             raise DefinitionError(f"messages[{index}] must have str keys ('role', 'content')")
     return conversation

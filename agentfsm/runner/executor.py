@@ -57,7 +57,7 @@ from typing import Any, Literal, Protocol, TypeVar, overload
 from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
 
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
-from agentfsm.model._checked import replaced
+from agentfsm.model._checked import read, replaced
 from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.model.tools import ToolSpec, tool_specs
 from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
@@ -158,8 +158,8 @@ def options_of(
         raise ToolDefinitionError(
             f"{where}options must map tool names to ToolOptions, not {type(options).__name__}"
         )
-    given = dict(options or {})
-    unknown = sorted(set(given) - set(specs))
+    given = read(f"{where}options", ToolDefinitionError, lambda: dict(options or {}))
+    unknown = [name for name in given if name not in specs]
     if unknown:
         raise ToolDefinitionError(f"{where}options for undeclared tool(s) {unknown}")
     for name, option in given.items():

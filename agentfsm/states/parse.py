@@ -7,6 +7,9 @@ turn are (re)issued deterministically; the snapshot's notes say so.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from agentfsm.model._checked import replaced
 from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm.model.pricing import turn_cost, unknown_price
@@ -19,12 +22,8 @@ __all__ = ["enter"]
 def enter(run: Run, step: Step) -> None:
     """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
     payload = step.payload
-    if isinstance(payload, ModelTurn):
-        turn = _bounded(payload)  # a turn the host built
-    else:
-        from agentfsm.providers import normalize  # the readers load on the first raw payload
-
-        turn = normalize(payload)
+    # A turn the host built is bounded here; a raw payload is read (and bounded) by `normalize`.
+    turn = _bounded(payload) if isinstance(payload, ModelTurn) else _normalizer()(payload)
     next_turn = run.turn + 1
     notes: list[str] = []
     calls = turn.tool_calls
@@ -90,6 +89,15 @@ def _priced(turn: ModelTurn) -> tuple[ModelTurn, str]:
     if usage.cost is None:
         turn = replaced(turn, {"usage": replaced(usage, {"cost": cost})})
     return turn, ""
+
+
+@functools.cache
+def _normalizer() -> Callable[[object], ModelTurn]:
+    """`agentfsm.providers.normalize`, imported on the first raw payload (`import agentfsm`
+    does not load the readers)."""
+    from agentfsm.providers import normalize
+
+    return normalize
 
 
 def _issue_ids(calls: list[ToolCall], turn: int) -> tuple[list[ToolCall], list[str]]:

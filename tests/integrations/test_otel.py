@@ -270,13 +270,12 @@ class TestDecisionSpansArguments:
     @example(value=Raising())
     def test_any_tracer_provider(self, value: Any) -> None:
         """DecisionSpans(anything): built, or a DefinitionError naming tracer_provider."""
+        error: str | None = None  # accepted
         try:
             DecisionSpans(value)
-        except DefinitionError as exc:
+        except DefinitionError as exc:  # any other error, agentfsm's or not, fails the test
             error = exc.message
-        else:
-            error = "tracer_provider accepted"
-        assert "tracer_provider" in error
+        assert error is None or "tracer_provider" in error
 
     @settings(deadline=None)
     @given(first=_events(), second=_events())
@@ -292,13 +291,12 @@ class TestDecisionSpansArguments:
         provider, exporter = _memory()
         observer = DecisionSpans(provider)
         for event in (first, second):
+            error: str | None = None  # recorded
             try:
                 observer(event)
             except InvalidInputError as exc:  # any other error, agentfsm's or not, fails
                 error = exc.message
-            else:
-                error = "DecisionSpans recorded it"
-            assert "DecisionSpans" in error
+            assert error is None or "DecisionSpans" in error
         exporter.clear()
         ctl = af.Controller(observers=[observer])
         ctl.on_model_output(body("ls"))

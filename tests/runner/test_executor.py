@@ -16,6 +16,7 @@ import pytest
 import agentfsm as af
 from agentfsm.exceptions import AgentFSMError, ToolDefinitionError
 from agentfsm.runner.executor import SKIPPED, Executor, ToolOptions, tool
+from tests.strategies import RaisingMapping
 
 
 class Log:
@@ -403,6 +404,7 @@ class TestBadInput:
         [
             ({"max_concurrency": 0}, "max_concurrency"),
             ({"options": {"nope": ToolOptions()}}, "undeclared"),
+            ({"options": RaisingMapping()}, "options could not be read: RuntimeError"),
             ({"timeout": -1}, "timeout"),
         ],
     )
