@@ -6,7 +6,9 @@ against it, so the validate state can refuse a call before the host runs it.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Self
@@ -148,6 +150,18 @@ def _schema_problem(schema: Any, where: str) -> str | None:
     """Say what makes `schema` unusable as a tool's arguments schema, or None."""
     if not isinstance(schema, dict):
         return f"{where} must be an object, not {type(schema).__name__}"
+    key = _content_key(schema)
+    if key is not None and key in _USABLE:
+        return None
+    problem = _checked_schema(schema, where)
+    if problem is None and key is not None:
+        if len(_USABLE) >= _CACHE_SIZE:
+            _USABLE.clear()
+        _USABLE.add(key)
+    return problem
+
+
+def _checked_schema(schema: dict[str, Any], where: str) -> str | None:
     from jsonschema.exceptions import SchemaError
 
     try:
@@ -165,24 +179,65 @@ def _schema_problem(schema: Any, where: str) -> str | None:
 
 
 def _validator(schema: dict[str, Any]) -> Any:
-    """The schema's compiled validator, made once (the schema is kept, so its id stays its own)."""
+    """The schema's compiled validator, made once per schema content.
+
+    Every Controller builds its own `ToolSpec`s and pydantic copies the schema into each, so a
+    cache by object alone compiled the same schema again for every run (milliseconds each).
+    The object is the quick key; the schema's canonical JSON text is the one that carries
+    over. A schema that is not plain JSON data (which a tool declaration may still hold) is
+    compiled for its object only.
+    """
     found = _VALIDATORS.get(id(schema))
     if found is not None and found[0] is schema:
         return found[1]
-    validator = _validator_class(schema)(schema)
-    if len(_VALIDATORS) >= 1024:  # bound it for programs that make schemas freely
-        _VALIDATORS.clear()
-    _VALIDATORS[id(schema)] = (schema, validator)
+    key = _content_key(schema)
+    validator = _BY_CONTENT.get(key) if key is not None else None
+    if validator is None:
+        validator = _validator_class(schema)(schema)
+        if key is not None:
+            _remember(_BY_CONTENT, key, validator)
+    _remember(_VALIDATORS, id(schema), (schema, validator))
     return validator
+
+
+_CACHE_SIZE = 1024
+"""How many schemas each cache keeps, for programs that make schemas freely."""
+_BY_CONTENT: dict[str, Any] = {}
+"""Each schema's compiled validator, by the schema's canonical JSON text."""
+_USABLE: set[str] = set()
+"""The canonical JSON texts of schemas already checked usable."""
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
+
+
+def _content_key(schema: dict[str, Any]) -> str | None:
+    """The schema's canonical JSON text, or None when it is not plain JSON data."""
+    try:
+        return json.dumps(schema, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 def _validator_class(schema: dict[str, Any]) -> Any:
     """The `jsonschema` validator class for `schema` (2020-12 unless it names its draft)."""
     from jsonschema import Draft202012Validator, validators
 
-    kind = validators.validator_for(schema, default=Draft202012Validator)
-    # An integer is an int, not a float such as 1.0 (which JSON Schema accepts, and
-    # which `range(1.0)` in the tool would not).
+    return _strict_integers(validators.validator_for(schema, default=Draft202012Validator))
+
+
+@functools.cache
+def _strict_integers(kind: Any) -> Any:
+    """The draft's validator class with an integer read strictly, made once per draft.
+
+    An integer is an int, not a float such as 1.0 (which JSON Schema accepts, and which
+    `range(1.0)` in the tool would not).
+    """
+    from jsonschema import validators
+
     strict = kind.TYPE_CHECKER.redefine("integer", _is_integer)
     return validators.extend(kind, type_checker=strict)  # type: ignore[no-untyped-call]
 

@@ -218,3 +218,47 @@ class TestDeclarations:
             inner = inner["properties"]["a"]
         with pytest.raises(ToolDefinitionError, match="nests too deep to be checked"):
             ToolSpec.from_declaration({"name": "f", "parameters": schema})
+
+
+class TestCompiledOnce:
+    """A schema is compiled once per content, not once per Controller (issue 31, item 4).
+
+    Every Controller builds its own ToolSpecs and pydantic copies the schema into each, so a
+    cache keyed by the object compiled the same schema again for every run: milliseconds per
+    Controller with a declared tool.
+    """
+
+    def test_equal_schemas_of_two_controllers_share_one_validator(self) -> None:
+        from agentfsm.model import tools as tools_module
+
+        schema = {
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 0}},
+            "required": ["n"],
+        }
+        first = ToolSpec.from_declaration({"name": "count", "parameters": schema})
+        second = ToolSpec.from_declaration({"name": "count", "parameters": dict(schema)})
+        assert first.parameters is not second.parameters  # pydantic copied each
+        assert first.parameters is not None
+        assert second.parameters is not None
+        compiled = tools_module._validator(first.parameters)
+        assert tools_module._validator(second.parameters) is compiled
+        assert first.validate_arguments({"n": -1}) == second.validate_arguments({"n": -1})
+        assert first.validate_arguments({"n": 1}) is None
+
+    def test_a_schema_that_differs_gets_its_own_validator(self) -> None:
+        from agentfsm.model import tools as tools_module
+
+        low = ToolSpec.from_declaration(
+            {"name": "t", "parameters": {"type": "object", "properties": {"n": {"minimum": 0}}}}
+        )
+        high = ToolSpec.from_declaration(
+            {"name": "t", "parameters": {"type": "object", "properties": {"n": {"minimum": 5}}}}
+        )
+        assert low.parameters is not None
+        assert high.parameters is not None
+        assert tools_module._validator(low.parameters) is not tools_module._validator(
+            high.parameters
+        )
+        assert low.validate_arguments({"n": 3}) is None
+        assert high.validate_arguments({"n": 3}) is not None
