@@ -1,7 +1,9 @@
 """agentfsm's Controller driven by a host loop: the host calls the model and runs the tools.
 
 Variants: `turn` feeds prebuilt `ModelTurn`s; `openai` feeds OpenAI chat-completions
-bodies (dicts), so it also pays for normalizing; `observed` is `turn` with one observer
+bodies (dicts), so it also pays for normalizing; `declared` is `openai` with `echo` declared
+by a JSON schema that only `jsonschema` checks (`minimum`), so every call is validated, as
+LangGraph's ToolNode validates its tool's arguments; `observed` is `turn` with one observer
 (`deque.append`), so every event is built; `transitions` is `turn` on the reference engine
 where the shared `transitions` machine picks every edge.
 """
@@ -15,14 +17,28 @@ from typing import Any
 
 from _harness import FINAL_TEXT, Builder, Run, UnavailableError, call_args, echo, main
 
+ECHO_SPEC = {
+    "name": "echo",
+    "description": "Return the argument unchanged.",
+    "parameters": {
+        "type": "object",
+        "properties": {"i": {"type": "integer", "minimum": 0}},
+        "required": ["i"],
+        "additionalProperties": False,
+    },
+}
+"""`echo` declared with a schema, as a host that validates its tools' arguments declares it."""
 
-def _controller_loop(af: Any, n: int, script: list[Any], **options: Any) -> Run:
+
+def _controller_loop(
+    af: Any, n: int, script: list[Any], declared: Any = "echo", **options: Any
+) -> Run:
     """The host loop: model output in, decision out, tools run when told, until the end."""
     tools = {"echo": echo}
     execute, ends = af.Action.EXECUTE_TOOLS, (af.Action.FINAL, af.Action.STOP)
 
     def run() -> tuple[str, int]:
-        ctl = af.Controller(af.Policy(max_turns=n + 5), tools=["echo"], **options)
+        ctl = af.Controller(af.Policy(max_turns=n + 5), tools=[declared], **options)
         replies = iter(script)
         calls = 0
         while True:
@@ -85,7 +101,7 @@ def _openai_bodies(n: int) -> list[dict[str, Any]]:
 
 
 def builders() -> dict[str, Builder]:
-    """The two variants, or `UnavailableError` while agentfsm has no Controller."""
+    """The variants, or `UnavailableError` while agentfsm has no Controller."""
     try:
         import agentfsm as af
 
@@ -103,6 +119,7 @@ def builders() -> dict[str, Builder]:
     return {
         "turn": variant(turns),
         "openai": variant(_openai_bodies),
+        "declared": variant(_openai_bodies, declared=ECHO_SPEC),
         "observed": variant(turns, observers=[events.append]),
         "transitions": variant(turns, engine="transitions"),
     }

@@ -27,7 +27,8 @@ from bench_import import REPO, TARGET_MS, child_env, import_times
 BENCH = Path(__file__).resolve().parent
 NS = (10, 100, 500)
 MEMORY_N = 500
-TARGET_US, FLAT_RATIO, LANGGRAPH_FACTOR = 30.0, 1.3, 10.0
+TARGET_US, FLAT_RATIO, LANGGRAPH_FACTOR = 30.0, 1.3, 30.0
+DECLARED = "agentfsm-declared"
 PACKAGES = (
     "agentfsm",
     "litellm",
@@ -60,6 +61,12 @@ IMPLS = (
         "agentfsm Controller, OpenAI dict in",
         "impl_agentfsm_controller.py",
         "openai",
+    ),
+    Impl(
+        "agentfsm-declared",
+        "agentfsm Controller, OpenAI dict in, tool declared by a JSON schema",
+        "impl_agentfsm_controller.py",
+        "declared",
     ),
     Impl(
         "agentfsm-observed",
@@ -306,6 +313,14 @@ def targets(timings: dict, imports: dict) -> list[str]:
         ),
     ]
     checks += peer_checks(timings, medians)
+    declared = timings.get(DECLARED)
+    if declared and declared[NS[0]]["available"]:
+        with_tools = {n: declared[n]["median"] for n in NS if declared[n]["available"]}
+        checks += [
+            (f"{what} (tool declared by a JSON schema)", ok, got)
+            for what, ok, got in peer_checks(timings, with_tools)
+            if "LangGraph" in what
+        ]
     agentfsm_import = imports.get("agentfsm")
     if agentfsm_import:
         median = statistics.median(agentfsm_import)
