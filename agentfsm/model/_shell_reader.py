@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
-from agentfsm.model._shell_script import MAX_DEPTH, Command, Script
+from agentfsm.model._shell_script import MAX_DEPTH, MAX_LENGTH, Command, Script
+from agentfsm.model._shell_text import backquoted, joins_word, runs_substitution
 from agentfsm.model._shell_wrappers import PLAIN, WATCH, WRAPPERS, UnreadableError, Word, Wrapper
 from agentfsm.model._shell_wrappers import base_name as _base
 
@@ -23,10 +24,84 @@ def _parser() -> Any:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
+_OPENERS = frozenset(b"{ ( (( [[ ! if while until for case select function time coproc".split())
+_PREFIX_HINT = re.compile(rb"!|\btime\b|\bcoproc\b")
+
+
+def _parse(copy: bytes) -> Any:
+    """The syntax tree of `copy`, read again with misread reserved words blanked.
+
+    tree-sitter-bash reads `! { ...; }`, `time { ...; }`, `time while ...` and
+    `coproc [NAME] { ...; }` as a command named `!`, `time` or `coproc`, hiding the
+    commands of the compound after it. Bash runs them: blanking the reserved words
+    (same length, so byte offsets hold) leaves the compound for the grammar to read.
+    None when they are still there after `MAX_DEPTH` rounds.
+    """
+    for _ in range(MAX_DEPTH):
+        root = _parser().parse(copy).root_node
+        spans = list(_reserved_prefixes(root, copy)) if _PREFIX_HINT.search(copy) else []
+        if not spans:
+            return root
+        blanked = bytearray(copy)
+        for start, end in spans:
+            blanked[start:end] = b" " * (end - start)
+        copy = bytes(blanked)
+    return None
+
+
+def _reserved_prefixes(root: Any, copy: bytes) -> Iterator[tuple[int, int]]:
+    """The byte spans of `!`, `time [-p]` and `coproc [NAME]` read as a command's name."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.named_children)
+        if node.type == "negated_command" and node.children[0].type == "!":
+            inner = node.named_children[0] if node.named_children else None
+            if inner is not None and _name_text(inner, copy) in _OPENERS:
+                yield node.children[0].start_byte, node.children[0].end_byte
+        elif node.type == "command":
+            yield from _prefix(node, copy)
+
+
+def _name_text(node: Any, copy: bytes) -> bytes | None:
+    name = node.child_by_field_name("name") if node.type == "command" else None
+    return None if name is None else copy[name.start_byte : name.end_byte]
+
+
+def _prefix(command: Any, copy: bytes) -> Iterator[tuple[int, int]]:
+    """The span of a reserved word read as `command`'s name, and of its `-p` or NAME."""
+    word = _name_text(command, copy)
+    if word not in (b"!", b"time", b"coproc"):
+        return
+    start = command.child_by_field_name("name").start_byte
+    args = command.children_by_field_name("argument")[:3]
+    texts = [copy[a.start_byte : a.end_byte] for a in args]
+    skip = 1 if word == b"time" and texts[:1] == [b"-p"] else 0
+    if word == b"coproc" and len(texts) > 1 and texts[1] in _OPENERS:
+        skip = 1  # `coproc NAME { ...; }`
+    end = args[skip - 1].end_byte if skip else command.child_by_field_name("name").end_byte
+    if word == b"!" or (skip < len(texts) and texts[skip] in _OPENERS):
+        yield start, end
+
+
+def _in_code(root: Any, at: int) -> bool:
+    """Whether byte `at` of the script is read as code (not in quotes, a comment or a heredoc)."""
+    node = root.descendant_for_byte_range(at, at + 1)
+    while node is not None:
+        if node.type in ("comment", "raw_string", "ansi_c_string", "string", "heredoc_body"):
+            return False
+        if node.type in ("command_substitution", "process_substitution"):
+            return True
+        node = node.parent
+    return True
+
+
 _GLOB = re.compile(r"(?<!\\)(?:\\\\)*[*?\[]")
 _BRACES = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _IN_QUOTES = re.compile(r'\\([\\"$`\n])')
+_TEXT_LEAVES = frozenset({"word", "string_content", "regex", "extglob_pattern"})
+"""Nodes whose text bash may expand though the grammar did not split it."""
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _DUPS = frozenset({">&", "<&", ">&-", "<&-"})
 
@@ -96,13 +171,28 @@ class _Source:
         if node.type == "herestring_redirect":
             words = [self.literal(c) for c in node.named_children]
             return words[0] if len(words) == 1 else None
-        start = next((c for c in node.children if c.type == "heredoc_start"), None)
         body = next((c for c in node.children if c.type == "heredoc_body"), None)
-        if start is None or body is None:
+        if body is None:
             return None
-        quoted = self.text(start)[:1] in ("'", '"', "\\")
+        text = self.text(body)
         expanded = any(c.type != "heredoc_content" for c in body.named_children)
-        return self.text(body) if quoted or not expanded else None
+        if self.quoted_heredoc(node):
+            return text
+        return None if expanded or runs_substitution(text) else text
+
+    def quoted_heredoc(self, node: Any) -> bool:
+        """Whether a heredoc's delimiter is quoted, so that its body is not expanded."""
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        return start is not None and self.text(start)[:1] in ("'", '"', "\\")
+
+    def unparsed(self, body: Any) -> str:
+        """A heredoc body's text with the parts the grammar read (`$(...)`, `$x`) blanked."""
+        raw = bytearray(self.data[body.start_byte : body.end_byte])
+        for child in body.named_children:
+            if child.type != "heredoc_content":
+                start, end = child.start_byte - body.start_byte, child.end_byte - body.start_byte
+                raw[start:end] = b" " * (end - start)
+        return raw.decode("utf-8", "replace")
 
     def writes(self, redirect: Any) -> bool:
         """Whether a redirection writes a file other than /dev/null."""
@@ -140,14 +230,22 @@ class Reader:
         except UnicodeEncodeError:
             self.unsure.append("the command is not valid text (a lone surrogate)")
             return
+        if len(data) > MAX_LENGTH:
+            self.unsure.append(f"the command is longer than {MAX_LENGTH} bytes, the most read")
+            return
         try:
-            tree = _parser().parse(_ascii_copy(text, data))
+            root = _parse(_ascii_copy(text, data))
         except ImportError as exc:  # a core dependency; missing, nothing can be read
             self.unsure.append(f"the shell grammar is not installed ({exc})")
             return
-        if tree.root_node.has_error:
+        if root is None:
+            self.unsure.append("reserved words before a compound command nest too deep")
+            return
+        if root.has_error:
             self.unsure.append("it does not parse as a shell command")
-        self.walk(tree.root_node, _Source(data), depth)
+        if any(_in_code(root, at) for at in joins_word(data)):
+            self.unsure.append("a backslash-newline joins two parts of a word (bash reads one)")
+        self.walk(root, _Source(data), depth)
 
     def walk(self, root: Any, source: _Source, depth: int) -> None:
         # A stack, not recursion: `$($($(...)))` may nest deeper than Python's recursion limit.
@@ -156,6 +254,7 @@ class Reader:
         while stack:
             node, writes = stack.pop()
             kind = node.type
+            children = node.children
             if kind == "redirected_statement":
                 writes, stdin = self._redirections(node, source, writes)
                 receiver = _receiver(node.child_by_field_name("body"))
@@ -167,7 +266,28 @@ class Reader:
                 words: list[Word] = [source.text(node.children[0])]
                 words += [source.declared(c) for c in node.named_children]
                 self.commands.append((Command(tuple(words), plain=not writes),))
-            stack.extend((child, writes) for child in reversed(node.children))
+            elif kind == "command_substitution" and children and children[0].type == "`":
+                in_string = node.parent is not None and node.parent.type == "string"
+                self._substitutions(source.text(node), depth, in_string=in_string)
+                continue  # read from its unescaped text: the grammar misreads nested backquotes
+            elif kind == "heredoc_redirect" and source.quoted_heredoc(node):
+                children = [c for c in children if c.type != "heredoc_body"]
+            elif kind == "heredoc_body":
+                self._substitutions(source.unparsed(node), depth)
+            elif kind in _TEXT_LEAVES and not children:
+                self._substitutions(source.text(node), depth)
+            stack.extend((child, writes) for child in reversed(children))
+
+    def _substitutions(self, text: str, depth: int, *, in_string: bool = False) -> None:
+        """Read the backquoted command text in `text`; unsure of a `$(` the grammar left."""
+        if "`" in text:
+            found = backquoted(text, in_string=in_string)
+            if found is None:
+                self.unsure.append(f"a backquote is not closed: {text[:120]}")
+            for inner in found or ():
+                self.read_text(inner, depth + 1)
+        if runs_substitution(text.replace("`", "")):
+            self.unsure.append(f"a command substitution the grammar did not read: {text[:120]}")
 
     def _redirections(
         self, node: Any, source: _Source, writes: bool, stdin: str | None = None

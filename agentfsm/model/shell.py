@@ -60,11 +60,12 @@ from functools import lru_cache
 
 from agentfsm.exceptions import PolicyError
 from agentfsm.model._shell_reader import Reader
-from agentfsm.model._shell_script import MAX_DEPTH, Command, Script
+from agentfsm.model._shell_script import MAX_DEPTH, MAX_LENGTH, Command, Script
 from agentfsm.model._shell_wrappers import Word, base_name
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_LENGTH",
     "Command",
     "Match",
     "Pattern",
