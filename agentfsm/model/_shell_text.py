@@ -8,11 +8,14 @@ joins a word, and the names an arithmetic expression reads.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 __all__ = [
     "INTEGER_SPECIALS",
+    "Variables",
     "arithmetic_names",
     "backquoted",
+    "is_integer",
     "joins_word",
     "runs_substitution",
 ]
@@ -51,7 +54,7 @@ def backquoted(text: str, *, in_string: bool = False) -> list[str] | None:
     return found
 
 
-_SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*\$\(")
+_SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*\$\((?!\()")
 
 
 def runs_substitution(text: str) -> bool:
@@ -105,3 +108,51 @@ def arithmetic_names(text: str) -> tuple[list[str], list[str], bool]:
         else:
             reads.append(name)
     return reads, assigns, _POSITIONAL.search(text) is not None
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def is_integer(text: str) -> bool:
+    """Whether `text` is a decimal integer, a value arithmetic cannot run code from."""
+    return _INTEGER.fullmatch(text) is not None
+
+
+@dataclass(slots=True)
+class Variables:
+    """Which variables the script has set to integers, and the names its arithmetic reads.
+
+    Bash evaluates the value of a variable read in arithmetic as an expression, and an
+    array subscript in it expands `$(...)`: `x='a[$(rm -rf /)]'; (( x ))` runs `rm`. A
+    name is known when the script set it to an integer before reading it, and never to
+    anything else; every other read is unsure.
+    """
+
+    known: set[str] = field(default_factory=set)
+    tainted: set[str] = field(default_factory=set)
+    integer_typed: set[str] = field(default_factory=set)
+    """Names declared with `-i`: what is assigned to them is evaluated as arithmetic."""
+    reads: list[tuple[str, bool]] = field(default_factory=list)
+
+    def assign(self, name: str, *, integer: bool) -> None:
+        """Record that the script sets `name`, to an integer or to anything else."""
+        if integer:
+            self.known.add(name)
+        else:
+            self.tainted.add(name)
+            self.known.discard(name)
+
+    def evaluate(self, text: str) -> str | None:
+        """Record the names arithmetic `text` reads and sets; why it is unsure, or None."""
+        if runs_substitution(text):
+            return f"arithmetic evaluates text a command writes or quoted text: {text[:120]}"
+        reads, assigns, positional = arithmetic_names(text)
+        if positional:
+            return f"arithmetic reads a positional parameter, not known here: {text[:120]}"
+        self.reads += [(name, name in self.known or name in INTEGER_SPECIALS) for name in reads]
+        self.known.update(assigns)  # arithmetic stores integers
+        return None
+
+    def unknown(self) -> list[str]:
+        """The names arithmetic read without knowing them to hold integers."""
+        return list(dict.fromkeys(n for n, ok in self.reads if not ok or n in self.tainted))
