@@ -120,6 +120,7 @@ _EVALUATED = frozenset(
     }
 )
 """Nodes whose text bash evaluates: arithmetic, expansions, assignments, `[[ ]]` tests."""
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]$`'\"\\]*\])?")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _LISTS_NAMES = re.compile(r"(?:\[[@*]\]|[@*])\}$")
 _SUBSTRING = re.compile(
@@ -410,8 +411,11 @@ class Reader:
             for operand in operands:
                 self.arithmetic(operand)
         elif test == "-v":
-            for operand in operands:
-                self.variable_name(operand, [test, operand])
+            for part in node.named_children:
+                if part.type != "test_operator":
+                    written = source.text(part)
+                    plain = written if _PLAIN_NAME.fullmatch(written) else None
+                    self.variable_name(source.literal(part) or plain, [test, written])
 
     def _declaration(self, node: Any, source: _Source, words: list[Word]) -> None:
         """`declare -i` makes later assignments arithmetic; `declare -n` makes a name an alias."""
