@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm.model import shell
@@ -147,3 +149,35 @@ def _rm_runs(command: str, scratch: Path) -> list[list[str]]:
         check=False,
     )
     return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+
+
+CONTEXTS = [
+    "(( {} ))",
+    "echo $(( {} + 1 ))",
+    "echo ${{a[{}]}}",
+    "[[ ${} -gt 1 ]]",
+    "s=abc; echo ${{s:{}:1}}",
+    "let 'y = {} * 2'",
+    "for ((k = 0; k < {}; k++)); do true; done",
+]
+
+
+class TestArithmeticProperty:
+    """Arithmetic in any context reads a name with confidence only when the script set it."""
+
+    @given(
+        context=st.sampled_from(CONTEXTS),
+        name=st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True).filter(
+            lambda n: n not in ("a", "s", "k", "y", "_")  # `$_` is reset by every command
+        ),
+        value=st.integers(-1000, 1000),
+    )
+    def test_unset_names_are_unsure_and_set_integers_are_read(
+        self, context: str, name: str, value: int
+    ) -> None:
+        """Unset: unsure (a deny rule denies); set to an integer before: read with confidence."""
+        command = context.format(name)
+        assert shell.parse(command).unsure
+        assert verdict([DENY], command) == "deny"
+        assert not shell.parse(f"{name}={value}; {command}").unsure
+        assert shell.parse(f"{name}={value}; {name}=$1; {command}").unsure
