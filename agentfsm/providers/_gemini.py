@@ -216,7 +216,7 @@ class GeminiStream:
         self._streamed: _Streamed | None = None
         self._calls: list[ToolCall] = []
         self._message = ""
-        self._name: object = None
+        self._name: str | None = None
         """The finish reason's name (a number read as the name it stands for)."""
         self._unsure: str | None = None
         """Why a numbered finish reason cannot be told (the APIs number it differently)."""
@@ -261,7 +261,7 @@ class GeminiStream:
         `raw_finish_reason` keeps the number, as text.
         """
         draft = self._draft
-        self._name, self._unsure = raw, None
+        self._name, self._unsure = (raw if type(raw) is str else None), None
         if type(raw) is not int:
             draft.set_finish(raw, TABLE)
             return
