@@ -112,6 +112,8 @@ class SignalConflict(Guard):
                 f"provider said {_claim(out)!r} but the output has no tool call",
                 self.exit_reason,
             )
+        if _unclaimed(out):
+            return Hit(self, "provider gave no finish reason but the answer is whole", None)
         return None
 
 
@@ -163,6 +165,20 @@ def _why(call: ToolCall) -> str:
     if call.raw_arguments is not None:
         return f"its arguments are not a JSON object: {call.raw_arguments!r:.200}"
     return "it has no arguments (arguments=None)"
+
+
+def _unclaimed(out: ModelTurn) -> bool:
+    """Whether a read answer came with no finish reason at all and was not cut.
+
+    (A stream the server ended with `[DONE]` but no reason, whole by its structure.)
+    """
+    return (
+        out.provider is not None
+        and out.raw_finish_reason is None
+        and out.finish_reason is FinishReason.UNKNOWN
+        and not out.truncated
+        and bool(out.text)
+    )
 
 
 def _claim(out: ModelTurn) -> str:

@@ -1,4 +1,4 @@
-"""Cohere v2 chat: body and stream events.
+"""Cohere chat: v2 bodies and stream events, and v1 `/chat` bodies.
 
 `TOOL_CALL` is TOOL_CALLS, `MAX_TOKENS` a cut, `COMPLETE`/`STOP_SEQUENCE` STOP.
 `tool_plan` (the model's plan before calling tools) and `thinking` content are kept
@@ -6,6 +6,12 @@ as reasoning. Arguments `"null"` are valid JSON for "no arguments", read as `{}`
 A stream is `message-start`, content and tool-call start/delta/end events and
 `message-end` with the finish reason; without `message-end` it is truncated, and a
 call with no `tool-call-end` is incomplete.
+
+A v1 `/chat` body holds the reply as top-level `text` beside a `generation_id` (or
+`response_id`), `chat_history` and `meta`; its `tool_calls` carry a `name` and a
+`parameters` object and no id (agentfsm issues one). With tool calls, v1's `text` is
+the model's plan (v2's `tool_plan`) and is kept as reasoning. v1 streams (`event_type`
+events) are not read: they raise PayloadError like any payload no format recognises.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from agentfsm.providers._common import (
     as_list,
     as_str,
     broken,
+    call_from_object,
     call_from_string,
     make_usage,
 )
@@ -49,8 +56,20 @@ _CUT = "the stream ended before tool-call-end closed the call"
 
 
 def is_cohere(payload: dict[str, Any]) -> bool:
-    """Whether a JSON object is a v2 chat body: a `message` object and a top-level reason."""
-    return type(payload.get("message")) is dict and "finish_reason" in payload
+    """Whether a JSON object is a v2 chat body (a `message` object and a top-level reason)
+    or a v1 one (see `is_v1`)."""
+    return (type(payload.get("message")) is dict and "finish_reason" in payload) or is_v1(payload)
+
+
+def is_v1(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a v1 `/chat` body: the reply's `text` beside the ids only
+    Cohere's v1 gives it (`generation_id`, `response_id`), no `message` object."""
+    return (
+        type(payload.get("text")) is str
+        and ("generation_id" in payload or "response_id" in payload)
+        and "message" not in payload
+        and "choices" not in payload
+    )
 
 
 def is_event(payload: dict[str, Any]) -> bool:
@@ -76,7 +95,9 @@ def _usage(draft: Draft, usage: object) -> None:
 
 
 def read_body(payload: dict[str, Any], provider: str = "cohere") -> Draft:
-    """Read a v2 chat body."""
+    """Read a v2 chat body, or a v1 one."""
+    if is_v1(payload):
+        return _read_v1(payload, provider)
     message = as_dict(payload.get("message"))
     draft = Draft(provider, model=as_str(payload.get("model")))
     content = message.get("content")
@@ -90,6 +111,25 @@ def read_body(payload: dict[str, Any], provider: str = "cohere") -> Draft:
         )
     draft.set_finish(payload.get("finish_reason"), TABLE)
     _usage(draft, payload.get("usage"))
+    return draft
+
+
+def _read_v1(payload: dict[str, Any], provider: str) -> Draft:
+    """Read a v1 `/chat` body: `text`, `tool_calls` of `name` and `parameters`, `meta`."""
+    draft = Draft(provider)
+    for item in as_list(payload.get("tool_calls")):
+        entry = as_dict(item)
+        draft.calls.append(call_from_object(None, entry.get("name"), entry.get("parameters")))
+    text = as_str(payload.get("text"))
+    if draft.calls:
+        draft.reasoning = text  # the plan it states before calling tools
+    else:
+        draft.text = text
+    draft.set_finish(payload.get("finish_reason"), TABLE)
+    meta = as_dict(payload.get("meta"))
+    _usage(draft, meta if "tokens" in meta else {"tokens": meta.get("billed_units")})
+    if draft.finish is FinishReason.ERROR:
+        draft.error = f"the provider stopped with {draft.raw_finish}"
     return draft
 
 

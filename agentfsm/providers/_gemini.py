@@ -4,6 +4,8 @@ Function calls under `STOP` stay STOP (the controller reconciles). The safety
 family and `promptFeedback.blockReason` are CONTENT_FILTER. The error family
 (`MALFORMED_FUNCTION_CALL`, `UNEXPECTED_TOOL_CALL`, ...) is ERROR with the
 `finishMessage` as the turn's error; a malformed call is also never executable.
+A numbered reason (the google SDKs' int enum encoding, `"finishReason": 2`) is read as
+the name it stands for where Vertex AI and the Gemini API agree on its meaning.
 Streamed arguments (`partialArgs` with `willContinue`) need a terminal
 `functionCall` part; without one the call is kept broken and the turn truncated.
 """
@@ -54,6 +56,37 @@ BROKEN = frozenset(
     {"MALFORMED_FUNCTION_CALL", "MALFORMED_RESPONSE", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
 )
 """Reasons that say the calls themselves are wrong: none may run, and a retry may fix them."""
+_ALIKE = ("FINISH_REASON_UNSPECIFIED", "STOP", "MAX_TOKENS", "SAFETY", "RECITATION", "OTHER")
+NUMBERED: dict[str, tuple[str, ...]] = {
+    # google.cloud.aiplatform.v1 Candidate.FinishReason, from 6 on.
+    "Vertex AI": (
+        *_ALIKE,
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MALFORMED_FUNCTION_CALL",
+        "MODEL_ARMOR",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "IMAGE_OTHER",
+        "UNEXPECTED_TOOL_CALL",
+        "NO_IMAGE",
+    ),
+    # google.ai.generativelanguage.v1beta Candidate.FinishReason, from 6 on (LANGUAGE is 6).
+    "the Gemini API": (
+        *_ALIKE,
+        "LANGUAGE",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MALFORMED_FUNCTION_CALL",
+        "IMAGE_SAFETY",
+        "UNEXPECTED_TOOL_CALL",
+    ),
+}
+"""The finish reasons by number, as the google SDKs' int enum encoding (`"finishReason": 1`)
+writes them. The two APIs number 0-5 alike and differ from 6 on."""
 _PATH = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
 _SYNTAX = re.compile(r"\$(?:\.[^.\[\]]+|\[\d+\])*")
 _MAX_INDEX_DIGITS = 9
@@ -183,6 +216,10 @@ class GeminiStream:
         self._streamed: _Streamed | None = None
         self._calls: list[ToolCall] = []
         self._message = ""
+        self._name: str | None = None
+        """The finish reason's name (a number read as the name it stands for)."""
+        self._unsure: str | None = None
+        """Why a numbered finish reason cannot be told (the APIs number it differently)."""
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._damage: str | None = None
@@ -204,6 +241,8 @@ class GeminiStream:
                 usage["promptTokenCount"], output + as_int(usage.get("thoughtsTokenCount"))
             )
         blocked = as_dict(chunk.get("promptFeedback")).get("blockReason")
+        if type(blocked) is int:  # every numbered block reason blocked the prompt too
+            blocked = str(blocked)
         if type(blocked) is str:
             draft.set_finish(blocked, {blocked: FinishReason.CONTENT_FILTER})
         candidates = as_list(chunk.get("candidates"))
@@ -211,8 +250,32 @@ class GeminiStream:
         for part in as_list(as_dict(candidate.get("content")).get("parts")):
             self._part(as_dict(part))
         if "finishReason" in candidate:
-            draft.set_finish(candidate["finishReason"], TABLE)
+            self._finish(candidate["finishReason"])
             self._message = as_str(candidate.get("finishMessage"))
+
+    def _finish(self, raw: object) -> None:
+        """Record the finish claim; a number is read as the name it stands for.
+
+        A number the two APIs read differently (a filter in one, broken calls in the
+        other) is an ERROR whose calls never run; one neither names is UNKNOWN.
+        `raw_finish_reason` keeps the number, as text.
+        """
+        draft = self._draft
+        self._name, self._unsure = (raw if type(raw) is str else None), None
+        if type(raw) is not int:
+            draft.set_finish(raw, TABLE)
+            return
+        names = {api: table[raw] for api, table in NUMBERED.items() if 0 <= raw < len(table)}
+        readings = {(TABLE[name], name in BROKEN) for name in names.values()}
+        if len(readings) > 1:
+            draft.set_finish(str(raw), {str(raw): FinishReason.ERROR})
+            self._unsure = f"finish reason {raw} is " + " or ".join(
+                f"{name} in {api}" for api, name in names.items()
+            )
+            return
+        if names:
+            self._name = next(iter(names.values()))  # the readings agree on what it means
+        draft.set_finish(str(raw), {str(raw): TABLE.get(str(self._name), FinishReason.UNKNOWN)})
 
     def _part(self, part: dict[str, Any]) -> None:
         if "functionCall" in part:
@@ -267,10 +330,14 @@ class GeminiStream:
         if self._streaming and draft.raw_finish is None:
             draft.truncated = True
         if draft.finish is FinishReason.ERROR:
-            draft.error = self._message or f"the provider stopped with {draft.raw_finish}"
-        if draft.raw_finish in BROKEN:
+            named = "" if self._name == draft.raw_finish else f" ({self._name})"
+            stopped = f"the provider stopped with {draft.raw_finish}{named}"
+            draft.error = self._message or self._unsure or stopped
+        if self._name in BROKEN:
             draft.truncated = True
-            draft.break_calls(f"the provider reported {draft.raw_finish}")
+            draft.break_calls(f"the provider reported {self._name}")
+        elif self._unsure is not None:
+            draft.break_calls(self._unsure)  # in one of the two readings the calls are broken
         draft.damaged(self._damage)
         return draft
 

@@ -21,7 +21,7 @@ from agentfsm.model.types import FinishReason
 from agentfsm.providers import _anthropic, _bedrock, _cohere, _gemini, _ollama, _openai_chat
 from agentfsm.providers._common import Draft, as_dict, as_list
 
-__all__ = ["NATIVE", "is_litellm_dict", "is_litellm_object", "read_body"]
+__all__ = ["NATIVE", "LitellmStream", "is_litellm_dict", "is_litellm_object", "read_body"]
 
 NATIVE: dict[str, FinishReason] = {
     **_ollama.TABLE,
@@ -71,11 +71,47 @@ def _native(payload: dict[str, Any]) -> object:
 
 def read_body(payload: dict[str, Any], provider: str = "litellm") -> Draft:
     """Read a litellm response dict, restoring the provider's own finish reason."""
-    draft = _openai_chat.read_body(payload, provider)
-    native = _native(payload)
+    return _restored(_openai_chat.read_body(payload, provider), _native(payload))
+
+
+class LitellmStream(_openai_chat.ChatStream):
+    """Accumulate litellm's stream chunks, restoring the provider's own finish reason.
+
+    litellm streams the provider's claim beside its mapped one: Anthropic's `pause_turn`
+    and `refusal` in a chunk's `delta.provider_specific_fields["stop_reason"]` (before the
+    chunk that says `"length"` or `"content_filter"`), others in
+    `choices[i].provider_specific_fields["native_finish_reason"]`.
+    """
+
+    def __init__(self, provider: str = "litellm") -> None:
+        super().__init__(provider)
+        self._native: str | None = None
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Fold one chunk into the turn, keeping the provider's own finish reason."""
+        super().add(chunk)
+        choices = as_list(chunk.get("choices"))
+        choice = as_dict(choices[0]) if choices else as_dict(None)
+        native = as_dict(choice.get("provider_specific_fields")).get("native_finish_reason")
+        if native is None:
+            delta = as_dict(choice.get("delta"))
+            native = as_dict(delta.get("provider_specific_fields")).get("stop_reason")
+        if type(native) is str and native:
+            self._native = native
+
+    def draft(self) -> Draft:
+        """The turn so far, with the provider's own finish reason."""
+        return _restored(super().draft(), self._native)
+
+
+def _restored(draft: Draft, native: object) -> Draft:
+    """The draft with the provider's own finish reason in place of litellm's mapped one."""
     if type(native) is not str or native == draft.raw_finish:
         return draft
-    draft.truncated = False  # litellm's own "length" (e.g. for pause_turn) no longer applies
+    if draft.raw_finish is not None and draft.error is None:
+        # litellm's own "length" (e.g. for pause_turn) no longer applies; a cut or damaged
+        # stream (no finish claim, an error noted) stays truncated.
+        draft.truncated = False
     draft.set_finish(native, NATIVE)
     if draft.finish is FinishReason.ERROR and draft.error is None:
         draft.error = f"the provider stopped with {native}"

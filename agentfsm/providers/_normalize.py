@@ -207,7 +207,16 @@ def _loads(text: str) -> Any:
 
 
 _NOTHING = object()
-"""What an event that carries nothing (`[DONE]`, an empty `data:`) reads as."""
+"""What an event that carries nothing (an empty `data:`) reads as."""
+
+
+class _Done:
+    """`data: [DONE]`: the server says the stream is over (OpenAI and the servers like it)."""
+
+    __slots__ = ()
+
+
+DONE = _Done()
 
 
 def _carries_nothing(text: str) -> bool:
@@ -216,7 +225,7 @@ def _carries_nothing(text: str) -> bool:
 
 def _one(text: str) -> Any:
     if _carries_nothing(text):
-        return _NOTHING
+        return DONE if text.strip() == "[DONE]" else _NOTHING
     value = _loads(text)
     if type(value) is _Unparsed:
         return Damaged(f"a stream event is not valid JSON ({value.error})")
@@ -307,6 +316,9 @@ class StreamAccumulator:
         self._add(value, hint)
 
     def _add(self, event: object, hint: str | None) -> None:
+        if event is DONE:
+            self._done()
+            return
         self._events += 1
         if isinstance(event, Damaged):
             self._damage(f"event #{self._events}: {event.why}")
@@ -323,6 +335,11 @@ class StreamAccumulator:
             for why in self._early:
                 self._reader.damage(why)
         self._reader.add(event)
+
+    def _done(self) -> None:
+        """The server ended the stream on purpose: a chat reader may then judge it whole."""
+        if isinstance(self._reader, _openai_chat.ChatStream):
+            self._reader.ended()
 
     def _damage(self, why: str) -> None:
         if self._reader is None:
@@ -358,7 +375,9 @@ class StreamAccumulator:
         reader = copy.deepcopy(self._reader)  # reading mid-event must not change the stream
         ended = list(self._lines.copy().flush())
         for event in ended or [Damaged("the stream ended inside an event")]:
-            if isinstance(event, Damaged) or type(event) is not dict:
+            if event is DONE and isinstance(reader, _openai_chat.ChatStream):
+                reader.ended()
+            elif isinstance(event, Damaged) or type(event) is not dict:
                 reader.damage(f"event #{self._events + 1}: {getattr(event, 'why', 'not JSON')}")
             else:
                 reader.add(event)
@@ -440,7 +459,8 @@ def _detect_stream(items: Iterable[Any]) -> str:
             name = hint or (detect_event(event) if type(event) is dict else None)
             if name is not None:
                 return name
-            first = event if first is None else first
+            if event is not DONE:
+                first = event if first is None else first
     for event in lines.flush():
         if type(event) is dict and (name := detect_event(event)) is not None:
             return name

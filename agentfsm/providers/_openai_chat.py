@@ -226,11 +226,17 @@ class ChatStream:
         self._damage: str | None = None
         self._gap = False
         """A gap came before the finish: any call may have lost a fragment in it."""
+        self._ended = False
+        """The server ended the stream on purpose (`data: [DONE]`)."""
 
     def damage(self, why: str) -> None:
         """Note an unreadable chunk; before the finish, every call may have a hole."""
         self._damage = self._damage or why
         self._gap = self._gap or not self._finished
+
+    def ended(self) -> None:
+        """Note that the server ended the stream on purpose (`data: [DONE]` arrived)."""
+        self._ended = True
 
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk into the turn."""
@@ -290,14 +296,19 @@ class ChatStream:
         pending.merge(item.get("id"), as_dict(item.get("function")))
 
     def draft(self) -> Draft:
-        """The turn so far, as a draft; a stream with no finish claim is truncated."""
+        """The turn so far, as a draft.
+
+        A stream with no finish claim is truncated, unless the server ended it on purpose
+        (`[DONE]`) and what arrived is whole by its structure: an answer, every call's
+        arguments a JSON object, nothing damaged (OpenRouter-style servers send no reason).
+        """
         draft = replace(self._draft)  # reading mid-stream must not change the stream
         draft.text = "".join(self._text)
         draft.reasoning = "".join(self._reasoning)
         draft.refusal = "".join(self._refusal)
         gap = f"its arguments may have a hole: {self._damage}" if self._gap else None
         draft.calls = [pending.call(gap) for pending in self._calls.values()]
-        if not self._finished and draft.raw_finish is None:
+        if not self._finished and draft.raw_finish is None and not self._whole(draft):
             draft.truncated = True
             if draft.calls:
                 draft.calls[-1] = broken(draft.calls[-1], _CUT)
@@ -305,6 +316,14 @@ class ChatStream:
                 draft.finish = FinishReason.ERROR
         draft.damaged(self._damage)
         return draft
+
+    def _whole(self, draft: Draft) -> bool:
+        """Whether a stream without a finish claim is complete by its structure alone."""
+        if not self._ended or self._damage is not None or draft.error is not None:
+            return False
+        if not (draft.text or draft.calls or draft.refusal):
+            return False  # nothing arrived: no answer to call complete
+        return all(call.complete for call in draft.calls)
 
     def turn(self) -> ModelTurn:
         """The turn so far."""

@@ -166,7 +166,7 @@ FORMATS: dict[str, Format] = {
             _openai_chat.is_chat,
             _litellm.read_body,
             _openai_chat.is_chat,
-            _openai_chat.ChatStream,
+            _litellm.LitellmStream,
         ),
         Format(
             Provider.LANGCHAIN,

@@ -107,7 +107,7 @@ def open_loop(options: RunOptions) -> Iterator[Loop]:
 
 # What a run's steps ask the loop driving them to do; each is answered by the outcome.
 class CallModel(NamedTuple):
-    """Call the model with this request: a ModelTurn, or the ProviderError (or, on the
+    """Call the model with this request: an `Answer`, or the ProviderError (or, on the
     sync path, the AbandonedError of a cancellation) that ended the call."""
 
     request: dict[str, Any]
@@ -143,14 +143,14 @@ def steps_of(loop: Loop) -> Steps:
     """
     session = loop.session
     while loop.going_on():
-        turn = yield CallModel(session.request(loop.request))
-        if isinstance(turn, ProviderError):
-            session.fail(turn)
+        answer = yield CallModel(session.request(loop.request))
+        if isinstance(answer, ProviderError):
+            session.fail(answer)
             return
-        if isinstance(turn, AbandonedError):  # cancelled while the model answered
+        if isinstance(answer, AbandonedError):  # cancelled while the model answered
             session.interrupt()
             return
-        decision = session.on_turn(turn)
+        decision = session.on_turn(answer.turn, answer.message)
         while loop.awaits_host(decision):
             decision = yield from _host_work(loop, decision)
 

@@ -20,10 +20,10 @@ import inspect
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, assert_never, cast
+from typing import Any, assert_never, cast
 
 from agentfsm.exceptions import DefinitionError, ProviderError
-from agentfsm.model.types import Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.model.types import Decision, ToolCall, ToolResult
 from agentfsm.runner._batch import AbandonedError, until_cancelled
 from agentfsm.runner._options import PROVIDER_TIMEOUT, Flag, OnAsk, RunOptions
 from agentfsm.runner._steps import (
@@ -40,10 +40,7 @@ from agentfsm.runner._steps import (
 from agentfsm.runner.agents import Agent
 from agentfsm.runner.executor import Executor
 from agentfsm.runner.retry import ProviderRetry, is_context_exhausted, is_transient
-from agentfsm.runner.session import Inbox, RunResult
-
-if TYPE_CHECKING:
-    from agentfsm.providers import StreamAccumulator
+from agentfsm.runner.session import Answer, Inbox, RunResult
 
 __all__ = ["Agent", "Executor", "Inbox", "OnAsk", "ProviderRetry", "RunResult", "arun", "run"]
 
@@ -268,11 +265,11 @@ async def _ado(loop: Loop, need: Need, retrying: Any) -> Any:
             assert_never(need)
 
 
-def _model_call(loop: Loop, call: Callable[[], ModelTurn]) -> ModelTurn:
+def _model_call(loop: Loop, call: Callable[[], Answer]) -> Answer:
     """The model call; with a cancellation it runs on a worker thread so cancel need not wait."""
     if loop.cancel is None:
         return call()
-    return cast(ModelTurn, until_cancelled(call, loop.cancelled))
+    return cast(Answer, until_cancelled(call, loop.cancelled))
 
 
 async def _arun_tools(loop: Loop, decision: Decision) -> list[ToolResult]:
@@ -318,20 +315,22 @@ def _litellm() -> Any:
     return litellm
 
 
-def _complete(request: dict[str, Any]) -> ModelTurn:
+def _complete(request: dict[str, Any]) -> Answer:
     """Make one model call; wrap what cannot be retried in `ProviderError`."""
     litellm = _litellm()
+    from agentfsm.runner._stream import StreamReading, answer_of
+
     try:
         response = litellm.completion(**request)
         if not request.get("stream"):
-            return _normalize(response)
-        accumulator = _accumulator()
+            return answer_of(response)
+        reading = StreamReading(response, request.get("messages"))
         try:
             for chunk in response:
-                accumulator.add(chunk)
+                reading.add(chunk)
         except Exception as exc:
-            return _cut_stream(accumulator, exc)
-        return accumulator.turn()
+            return reading.cut(exc)
+        return reading.answer()
     except Exception as exc:
         error = _provider_error(exc, request)
         if error is exc:
@@ -339,49 +338,27 @@ def _complete(request: dict[str, Any]) -> ModelTurn:
         raise error from exc
 
 
-async def _acomplete(request: dict[str, Any]) -> ModelTurn:
+async def _acomplete(request: dict[str, Any]) -> Answer:
     """Make one async model call; wrap what cannot be retried in `ProviderError`."""
     litellm = _litellm()
+    from agentfsm.runner._stream import StreamReading, answer_of
+
     try:
         response = await litellm.acompletion(**request)
         if not request.get("stream"):
-            return _normalize(response)
-        accumulator = _accumulator()
+            return answer_of(response)
+        reading = StreamReading(response, request.get("messages"))
         try:
             async for chunk in response:
-                accumulator.add(chunk)
+                reading.add(chunk)
         except Exception as exc:
-            return _cut_stream(accumulator, exc)
-        return accumulator.turn()
+            return reading.cut(exc)
+        return reading.answer()
     except Exception as exc:
         error = _provider_error(exc, request)
         if error is exc:
             raise
         raise error from exc
-
-
-def _normalize(response: Any) -> ModelTurn:
-    from agentfsm.providers import normalize
-
-    return normalize(response, provider="litellm")
-
-
-def _accumulator() -> StreamAccumulator:
-    from agentfsm.providers import StreamAccumulator
-
-    return StreamAccumulator("litellm")
-
-
-def _cut_stream(accumulator: StreamAccumulator, exc: Exception) -> ModelTurn:
-    """Hand a stream cut after its first chunk to the Controller; before it, it is a failure.
-
-    litellm raises `MidStreamFallbackError` when an OpenAI-style stream ends
-    without a finish reason. What arrived is a real (truncated) output: the
-    Controller, not the retry loop, decides whether to retry it.
-    """
-    if accumulator.provider is None:
-        raise exc
-    return accumulator.turn()
 
 
 def _provider_error(exc: Exception, request: Mapping[str, Any]) -> Exception:

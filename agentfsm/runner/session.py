@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ConfigDict, Field
 
@@ -36,13 +36,27 @@ from agentfsm.model.types import (
     Usage,
 )
 
-__all__ = ["Inbox", "RunResult", "Session"]
+__all__ = ["Answer", "Inbox", "RunResult", "Session"]
 
 DEFAULT_MAX_TOKENS = 4096
 """The output limit assumed when a truncated call set none and reported no usage."""
 _AWAITING_HOST = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
 _INCOMPLETE = f"{AnswerIncomplete.__name__}("
 """How a decision's `fired` starts when a completion check failed (CONTINUE at P4)."""
+
+
+class Answer(NamedTuple):
+    """One model call's output: the turn, and what goes back to the provider as it came."""
+
+    turn: ModelTurn
+    message: dict[str, Any] | None = None
+    """litellm's own assistant message of a paused turn (Anthropic `pause_turn`): its
+    provider blocks (server tool uses and their results, signed thinking) must be sent
+    back unchanged for the provider to go on where it paused."""
+
+
+_KEPT = ("provider_specific_fields", "thinking_blocks")
+"""The fields of litellm's assistant message that carry the provider's own blocks."""
 
 
 class RunResult(Checked):
@@ -126,6 +140,8 @@ class Session:
         self.decisions: list[Decision] = []
         self.error: str | None = None
         self._pending: ModelTurn | None = None
+        self._provided: dict[str, Any] | None = None
+        """The provider's own message of the pending turn, when it must go back as it came."""
         self._answers: list[ToolResult] = []
         self._users: list[str] = []
         self._text = ""
@@ -226,10 +242,15 @@ class Session:
         request.update(options)
         return request
 
-    def on_turn(self, turn: ModelTurn) -> Decision:
-        """Give one model output to the Controller; the history keeps the ids it issued."""
+    def on_turn(self, turn: ModelTurn, message: Mapping[str, Any] | None = None) -> Decision:
+        """Give one model output to the Controller; the history keeps the ids it issued.
+
+        `message`, litellm's own assistant message of the turn, sends the provider's
+        blocks back with it (a paused turn's server tool work).
+        """
         decision = self.controller.on_model_output(turn)
         self._pending = self.controller.last_output
+        self._provided = dict(message) if message is not None else None
         self._text = turn.text or self._text
         self._usage = _add_usage(self._usage, turn.usage)
         return self._settle(decision)
@@ -315,7 +336,7 @@ class Session:
         if decision.action in _AWAITING_HOST:
             return decision
         if decision.action is Action.RETRY and not self._answers:
-            self._pending = None  # a broken output is not part of the conversation
+            self._pending = self._provided = None  # a broken output is not in the conversation
         if decision.action is Action.FINAL and decision.answer is not None:
             answer = decision.answer
             self._text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
@@ -341,12 +362,13 @@ class Session:
     def _flush(self) -> None:
         """Append the pending assistant turn with its answered calls, then their results."""
         turn, answers = self._pending, {r.call_id: r for r in self._answers}
-        self._pending, self._answers = None, []
+        kept = _provider_blocks(self._provided)
+        self._pending, self._provided, self._answers = None, None, []
         if turn is None:
             return
         calls = [c for c in turn.tool_calls if c.id in answers]
-        if turn.text or calls:
-            self.messages.append(_assistant_message(turn.text, calls))
+        if turn.text or calls or kept:
+            self.messages.append({**_assistant_message(turn.text, calls), **kept})
         self.messages.extend(_tool_message(answers[c.id]) for c in calls)
 
 
@@ -393,6 +415,13 @@ def _assistant_message(text: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
             for c in calls
         ]
     return message
+
+
+def _provider_blocks(message: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The fields of litellm's assistant message that carry the provider's own blocks."""
+    if message is None:
+        return {}
+    return {key: message[key] for key in _KEPT if message.get(key)}
 
 
 def _call_entry(call: ToolCall) -> dict[str, Any]:

@@ -80,6 +80,13 @@ class Reply(Checked):
     """Seconds to wait before answering (to provoke client timeouts)."""
     chunk_delay: float = 0.0
     """Seconds to wait between a streamed reply's events (a model that writes as it goes)."""
+    body: dict[str, Any] | None = None
+    """A provider body sent as it is to a request that does not stream, instead of one
+    rendered from the fields above (a recorded body, say)."""
+    events: list[dict[str, Any] | str] | None = None
+    """Stream events sent as they are to a streaming request, instead of rendered ones: a dict
+    is one server-sent event (`event: <its type>` first on the Anthropic route), a str is
+    written verbatim (`"data: [DONE]\n\n"`, a cut line). Nothing is added after them."""
 
     def openai_finish_reason(self) -> str | None:
         """Return the finish reason in OpenAI's vocabulary, inferring `auto`."""

@@ -22,7 +22,13 @@ from typing import Any
 
 from agentfsm.exceptions import DataError
 from agentfsm.testing.scripted import Reply, Responder
-from agentfsm.testing.wire import anthropic_body, anthropic_events, openai_body, openai_chunks
+from agentfsm.testing.wire import (
+    anthropic_body,
+    anthropic_events,
+    as_sent,
+    openai_body,
+    openai_chunks,
+)
 
 __all__ = ["RecordedRequest", "ScriptedServer"]
 
@@ -163,7 +169,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(reply, anthropic=anthropic)
         elif body.get("stream"):
             events = anthropic_events if anthropic else openai_chunks
+            if reply.events is not None:
+                events = as_sent
             self._sse(events(reply, scripted, body), reply.chunk_delay)
+        elif reply.body is not None:
+            self._json(200, reply.body)
         else:
             render = anthropic_body if anthropic else openai_body
             self._json(200, render(reply, scripted))

@@ -14,7 +14,14 @@ from typing import Any, Protocol
 
 from agentfsm.testing.scripted import Reply
 
-__all__ = ["IdSource", "anthropic_body", "anthropic_events", "openai_body", "openai_chunks"]
+__all__ = [
+    "IdSource",
+    "anthropic_body",
+    "anthropic_events",
+    "as_sent",
+    "openai_body",
+    "openai_chunks",
+]
 
 _CHUNK = 12  # characters per streamed piece: small enough that arguments arrive in several
 
@@ -162,3 +169,14 @@ def _anthropic_block_events(index: int, block: dict[str, Any], reply: Reply) -> 
             yield _sse_event("content_block_delta", {"index": index, "delta": delta})
     if reply.end_stream:
         yield _sse_event("content_block_stop", {"index": index})
+
+
+def as_sent(reply: Reply, ids: IdSource, body: Mapping[str, Any]) -> Iterator[str]:
+    """Write a reply's own `events` as server-sent events, adding nothing (no terminator)."""
+    for event in reply.events or ():
+        if isinstance(event, str):
+            yield event
+        elif isinstance(event.get("type"), str) and "choices" not in event:
+            yield f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+        else:
+            yield f"data: {json.dumps(event)}\n\n"
