@@ -17,7 +17,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agentfsm.cli import demo, diagram, replay, report, run
+    from agentfsm.cli import demo, diagram, lint, replay, report, run
 
     parser = argparse.ArgumentParser(
         prog="agentfsm", description="Decide, after every LLM turn, what an agent does next."
@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     run.add_parser(sub)
     report.add_parser(sub)
+    lint.add_parser(sub)
     return parser
 
 

@@ -57,8 +57,6 @@ from agentfsm.model.permissions import (
     Rule,
     Verdict,
     decide,
-    did_you_mean,
-    is_glob,
     never_applies,
 )
 from agentfsm.model.tools import ToolSpec
@@ -297,26 +295,21 @@ def _rule(item: Any) -> Rule:
 
 
 def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) -> None:
-    """Raise PolicyError when a rule or table entry of `policy` can never apply to `tools`.
+    """Raise PolicyError when a permission rule of `policy` can never apply to `tools`.
 
     With tools declared, a rule naming a tool that is not declared (unless its tool
     part is a glob), or an argument that no matching tool's schema takes, would never
-    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. A `permissions`
-    entry for an undeclared tool likewise. Each problem is named, with the closest
-    declared name. `tools=None` (any name accepted) checks nothing.
+    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. Each problem is
+    named, with the closest declared name. `tools=None` (any name accepted) checks
+    nothing; `agentfsm lint` reports these and more without building a Controller.
     """
-    if tools is None or not (policy.permission_rules or policy.permissions):
+    if tools is None or not policy.permission_rules:
         return
     schemas = {name: spec.parameters for name, spec in tools.items()}
     problems = [
         ("permission_rules", why)
         for why in (never_applies(rule, schemas) for rule in policy.permission_rules)
         if why is not None
-    ]
-    problems += [
-        ("permissions", f"{name!r} names a tool that is not declared{did_you_mean(name, tools)}")
-        for name in policy.permissions
-        if name != "*" and not is_glob(name) and name not in tools
     ]
     if problems:
         raise PolicyError(
