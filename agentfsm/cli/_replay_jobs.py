@@ -26,6 +26,7 @@ __all__ = [
     "CHUNK_BYTES",
     "GC_THRESHOLDS",
     "Emit",
+    "EngineError",
     "Job",
     "Outcome",
     "Progress",
@@ -36,6 +37,11 @@ __all__ = [
 ]
 
 Emit = Callable[[str], None]
+
+
+class EngineError(AgentFSMError):
+    """The engine that runs the replay failed (a Ray cluster lost, a task that died): not
+    the input's fault, and no answer about the runs; `agentfsm replay` exits 3."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The `agentfsm` command: one module per subcommand (diagram, replay, report, run, demo).
+"""The `agentfsm` command: one module per subcommand (diagram, replay, report, run, demo,
+lint, explain).
 
 Subcommands import what they need when they run, so `agentfsm diagram` never
 loads litellm.
@@ -10,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from agentfsm._version import __version__
 from agentfsm.cli._text import one_line
 from agentfsm.exceptions import AgentFSMError
 
@@ -17,17 +19,20 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agentfsm.cli import demo, diagram, replay, report, run
+    from agentfsm.cli import demo, diagram, explain, lint, replay, report, run
 
     parser = argparse.ArgumentParser(
         prog="agentfsm", description="Decide, after every LLM turn, what an agent does next."
     )
+    parser.add_argument("--version", action="version", version=f"agentfsm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     diagram.add_parser(sub)
     replay.add_parser(sub).set_defaults(handler=replay.main)
     demo.add_parser(sub)
     run.add_parser(sub)
     report.add_parser(sub)
+    lint.add_parser(sub)
+    explain.add_parser(sub)
     return parser
 
 
@@ -39,9 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the `agentfsm` command line; return the exit status.
 
     0 success (or the same decisions), 1 the policies' decisions differ (or a
-    self-replay diverges), 2 bad input or usage: a file that cannot be read or
-    written, a malformed policy or trace, a bad argument. Bad input prints
-    one line, never a traceback.
+    self-replay diverges, or `lint` found something), 2 bad input or usage: a file
+    that cannot be read or written, a malformed policy or trace, a bad argument;
+    3 the replay's engine failed (a Ray cluster lost). Bad input prints one line,
+    never a traceback.
     """
     args = _parser().parse_args(argv)
     try:

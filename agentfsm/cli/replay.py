@@ -9,22 +9,29 @@ every bad line at the end. Many files replay in parallel on a process pool
 (`--engine process`, the default), on Ray (`--engine ray`) or in this
 process (`--engine serial`, also used for a single file, which then streams).
 Ray attaches to a running cluster (`--address`, else `RAY_ADDRESS`, else the one
-`ray start --head` started on this machine) and starts one only with `--address local`.
+`ray start --head` started on this machine) and starts one only with `--address local`;
+stdout holds only the replay's lines (Ray's own notices go to stderr).
+
+Exit status: 0 the same decisions, 1 they differ (or a self-replay diverges), 2 bad
+input, 3 the engine failed (a Ray task that died for good, or the cluster's GCS not
+answering for `GCS_TIMEOUT` seconds), with one line on stderr saying what.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import sys
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from agentfsm.cli._replay_jobs import (
     AHEAD,
+    EngineError,
     Job,
     Outcome,
     Progress,
@@ -41,9 +48,11 @@ __all__ = ["Job", "Outcome", "add_parser", "cli", "main", "replay_file", "replay
 
 EXIT_DIFFERS = 1
 EXIT_BAD_INPUT = 2
+EXIT_ENGINE = 3
+"""The engine failed (a Ray cluster lost): the runs were neither compared nor found bad."""
 
 
-def _serial(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:
+def _serial(jobs: list[Job], progress: Progress, workers: int) -> Generator[Outcome, None, None]:
     del workers
     for job in jobs:
         outcome = replay_file(job, emit=print)
@@ -56,7 +65,7 @@ def replay_files(jobs: list[Job]) -> list[Outcome]:
     return [replay_file(job) for job in jobs]
 
 
-def _pool(jobs: list[Job], progress: Progress, workers: int) -> Iterator[Outcome]:
+def _pool(jobs: list[Job], progress: Progress, workers: int) -> Generator[Outcome, None, None]:
     """Replay on a process pool; outcomes come back in file order, a bounded window ahead."""
     tasks = chunks(jobs)
     with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -81,7 +90,10 @@ ENGINES = {"serial": _serial, "process": _pool}
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `replay` subcommand to an argparse subparsers object."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "replay", help="replay recorded runs through a policy", description=__doc__
+        "replay",
+        help="replay recorded runs through a policy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _arguments(parser)
     return parser
@@ -114,9 +126,13 @@ def _positive(text: str) -> int:
 
 
 def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
-    """Run `agentfsm replay`; return the exit status (0, 1 differs, 2 bad input)."""
+    """Run `agentfsm replay`; return the exit status (0, 1 differs, 2 bad input, 3 engine)."""
     if not isinstance(args, argparse.Namespace):
-        parser = argparse.ArgumentParser(prog="agentfsm replay", description=__doc__)
+        parser = argparse.ArgumentParser(
+            prog="agentfsm replay",
+            description=__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         _arguments(parser)
         args = parser.parse_args(args)
     files = expand_paths(args.traces)
@@ -141,7 +157,9 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
         return _run_jobs(jobs, args)
 
 
-def _engine(jobs: list[Job], args: argparse.Namespace, progress: Progress) -> Iterator[Outcome]:
+def _engine(
+    jobs: list[Job], args: argparse.Namespace, progress: Progress
+) -> Generator[Outcome, None, None]:
     if len(jobs) == 1:
         return _serial(jobs, progress, 1)
     if args.engine == "ray":
@@ -158,14 +176,20 @@ def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
     errors: list[str] = []
     skipped: list[str] = []
     differs = False
+    out = sys.stdout  # the replay's lines go here even while Ray's notices are sent to stderr
     try:
-        for outcome in _engine(jobs, args, progress):
-            _print_lines(outcome, progress)
-            differs |= outcome.differs
-            errors.extend(outcome.errors)
-            skipped.extend([outcome.path] if outcome.skipped else [])
-            if outcome.errors and not args.keep_going:
-                break
+        with contextlib.closing(_engine(jobs, args, progress)) as outcomes:
+            for outcome in outcomes:
+                _print_lines(outcome, progress, out)
+                differs |= outcome.differs
+                errors.extend(outcome.errors)
+                skipped.extend([outcome.path] if outcome.skipped else [])
+                if outcome.errors and not args.keep_going:
+                    break
+    except EngineError as exc:
+        progress.close()
+        print(f"agentfsm replay: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_ENGINE
     except AgentFSMError as exc:
         errors.append(str(exc))
     finally:
@@ -173,11 +197,11 @@ def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
     return _finish(errors, skipped, differs, args.keep_going)
 
 
-def _print_lines(outcome: Outcome, progress: Progress) -> None:
+def _print_lines(outcome: Outcome, progress: Progress, out: Any) -> None:
     if outcome.lines:
         progress.close()
-        sys.stdout.write("\n".join(outcome.lines) + "\n")
-        sys.stdout.flush()
+        out.write("\n".join(outcome.lines) + "\n")
+        out.flush()
 
 
 SHOWN = 20

@@ -13,6 +13,13 @@ the driver's paths (a shared filesystem mounted at the same place).
 How the work runs: files go out in the process pool's chunks (about `CHUNK_BYTES` of files a task),
 at most `workers` tasks run at once (by default the cluster's CPUs), at most `AHEAD` chunks per
 worker are out (running, or done and waiting to be printed), and outcomes come back in file order.
+
+What is printed: stdout holds only the replay's lines. While attached, Ray prints its own notices
+(a worker or node that died, a task that cannot be scheduled) to `sys.stdout`; they are sent to
+stderr instead. When the engine fails, the replay raises `EngineError` (`agentfsm replay` exits 3
+with one line): a task that failed for good, or a cluster whose GCS has not answered for
+`GCS_TIMEOUT` seconds (Ray's own driver would wait 60 s and then end the process with status 1,
+the code that means "the runs differ").
 """
 
 from __future__ import annotations
@@ -22,12 +29,14 @@ import dataclasses
 import os
 import socket
 import sys
+import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from agentfsm.cli._replay_jobs import (
     AHEAD,
+    EngineError,
     Job,
     Outcome,
     Progress,
@@ -39,7 +48,20 @@ from agentfsm.cli._replay_jobs import (
 from agentfsm.cli._text import one_line
 from agentfsm.exceptions import AgentFSMError
 
-__all__ = ["Window", "attached", "replay_chunk", "replay_on_ray", "shipped"]
+__all__ = [
+    "GCS_TIMEOUT",
+    "Heartbeat",
+    "Window",
+    "attached",
+    "replay_chunk",
+    "replay_on_ray",
+    "shipped",
+]
+
+GCS_TIMEOUT = 10.0
+"""Seconds the cluster's GCS may go without answering before the replay gives up (exit 3)."""
+POLL = 1.0
+"""Seconds between looks at the GCS while the replay waits for a task."""
 
 HINT = (
     "start one with `ray start --head` and set RAY_ADDRESS=host:port (or pass --address), "
@@ -49,10 +71,14 @@ HINT = (
 
 def replay_on_ray(
     jobs: list[Job], progress: Progress, workers: int | None, address: str | None
-) -> Iterator[Outcome]:
-    """Replay `jobs` on the Ray cluster at `address`; outcomes in file order."""
+) -> Generator[Outcome, None, None]:
+    """Replay `jobs` on the Ray cluster at `address`; outcomes in file order.
+
+    While it runs, `sys.stdout` is stderr: Ray prints its notices there from a thread of
+    its own at any time, and the caller writes the replay's lines to the stdout it kept.
+    """
     ray = _import_ray()
-    with attached(ray, address, workers):
+    with contextlib.redirect_stdout(sys.stderr), attached(ray, address, workers):
         cpus = int(ray.cluster_resources().get("CPU", 0))
         workers = workers or max(1, cpus)
         nodes = sum(1 for node in ray.nodes() if node["Alive"])
@@ -64,7 +90,13 @@ def replay_on_ray(
         )
         task = ray.remote(replay_chunk)
         cwd = os.getcwd()
-        window = Window(ray, lambda chunk: task.remote(cwd, chunk), workers, workers * AHEAD)
+        window = Window(
+            ray,
+            lambda chunk: task.remote(cwd, chunk),
+            workers,
+            workers * AHEAD,
+            check=Heartbeat(where).check,
+        )
         for outcomes in window.results(chunks(shipped(jobs))):
             for outcome in outcomes:
                 progress.advance()
@@ -119,6 +151,41 @@ def _answers(target: str) -> None:
         raise ConnectionError(f"nothing answers at {target} ({exc.strerror or exc})") from exc
 
 
+class Heartbeat:
+    """Whether the cluster's GCS still answers: a TCP connection to its port, at most every
+    `POLL` seconds; `check` raises EngineError once it has not answered for `timeout` seconds.
+
+    Ray's own driver waits 60 s for a lost GCS and then ends the process with status 1; a
+    killed GCS refuses connections at once, so this notices within `timeout` instead.
+    """
+
+    def __init__(self, address: str, timeout: float = GCS_TIMEOUT) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.silent_since: float | None = None
+        self.last_look = 0.0
+
+    def check(self) -> None:
+        """Look at the GCS (at most every `POLL` s); raise EngineError when it is gone."""
+        now = time.monotonic()
+        if now - self.last_look < POLL:
+            return
+        self.last_look = now
+        host, _, port = self.address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=POLL).close()
+        except OSError as exc:
+            self.silent_since = self.silent_since or now
+            if now - self.silent_since >= self.timeout:
+                raise EngineError(
+                    f"--engine ray: lost the Ray cluster: its GCS at {self.address} has not "
+                    f"answered for {self.timeout:g} s ({exc.strerror or exc}); the replay "
+                    "stopped with no answer about the runs"
+                ) from exc
+            return
+        self.silent_since = None
+
+
 def shipped(jobs: list[Job]) -> list[Job]:
     """The jobs with each policy file replaced by the policy it holds, read here (once a file)."""
     return [
@@ -160,9 +227,18 @@ class Window:
     holds at most `held` results however many items there are.
     """
 
-    def __init__(self, ray: Any, submit: Any, running: int, held: int) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        submit: Any,
+        running: int,
+        held: int,
+        check: Callable[[], None] = lambda: None,
+    ) -> None:
         self.ray = ray
         self.submit = submit
+        self.check = check
+        """Called about every `POLL` seconds while waiting; raises to stop the replay."""
         self.running = running
         self.held = max(held, running)
         self.order: deque[Any] = deque()
@@ -179,8 +255,9 @@ class Window:
             while self._fill(todo) or self.order:
                 head = self.order[0]
                 if head in self.busy:
-                    done, _ = self.ray.wait(list(self.busy), num_returns=1)
+                    done, _ = self.ray.wait(list(self.busy), num_returns=1, timeout=POLL)
                     self.busy.difference_update(done)
+                    self.check()
                     continue
                 self.order.popleft()
                 yield self._value(head)
@@ -206,7 +283,7 @@ class Window:
             return self.ray.get(ref)
         except self.ray.exceptions.RayError as exc:
             lines = str(exc).strip().splitlines() or [type(exc).__name__]
-            raise AgentFSMError(
+            raise EngineError(
                 f"--engine ray: a replay task failed on the cluster: {lines[-1]} (is the same "
                 "agentfsm installed on every node?)"
             ) from exc

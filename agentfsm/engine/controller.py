@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar, cast
 from agentfsm.engine.events import Emitter, Observer, as_observers
 from agentfsm.engine.machine import TransitionsEngine, shared_machine
 from agentfsm.engine.persistence import dump_run, load_run
-from agentfsm.engine.policy import Policy, as_policy
+from agentfsm.engine.policy import Policy, as_policy, check_against_tools
 from agentfsm.engine.routes import WAITING, Route, RouteTable
 from agentfsm.exceptions import (
     CheckpointError,
@@ -130,9 +130,11 @@ class Controller:
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise DefinitionError(f"run_id must be a non-empty str or None, not {run_id!r}")
         observers = as_observers(observers)
+        specs = tool_specs(tools)
+        check_against_tools(self.policy, specs)  # a rule that can never match is an error
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
-        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, tool_specs(tools), clock)
+        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, specs, clock)
         self._engine: TransitionsEngine | None = None
         self._last_output: ModelTurn | None = None
         self._lock = threading.RLock()

@@ -51,7 +51,15 @@ from agentfsm.guards.structure import (
 from agentfsm.model import limits
 from agentfsm.model._checked import Checked, listed, read
 from agentfsm.model._files import open_regular
-from agentfsm.model.permissions import Permission, PermissionHook, Rule, Verdict, decide
+from agentfsm.model.permissions import (
+    Permission,
+    PermissionHook,
+    Rule,
+    Verdict,
+    decide,
+    never_applies,
+)
+from agentfsm.model.tools import ToolSpec
 from agentfsm.model.types import State, ToolCall
 
 __all__ = [
@@ -61,6 +69,7 @@ __all__ = [
     "as_policy",
     "boundary_guards",
     "build_routes",
+    "check_against_tools",
 ]
 
 FEEDBACK_GRACE = 2
@@ -283,6 +292,29 @@ def _rule(item: Any) -> Rule:
         except DataError as exc:
             raise PolicyError(f"permission rule {dict(item)!r:.200} is invalid: {exc}") from exc
     return Rule.of(item)
+
+
+def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) -> None:
+    """Raise PolicyError when a permission rule of `policy` can never apply to `tools`.
+
+    With tools declared, a rule naming a tool that is not declared (unless its tool
+    part is a glob), or an argument that no matching tool's schema takes, would never
+    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. Each problem is
+    named, with the closest declared name. `tools=None` (any name accepted) checks
+    nothing; `agentfsm lint` reports these and more without building a Controller.
+    """
+    if tools is None or not policy.permission_rules:
+        return
+    schemas = {name: spec.parameters for name, spec in tools.items()}
+    problems = [
+        ("permission_rules", why)
+        for why in (never_applies(rule, schemas) for rule in policy.permission_rules)
+        if why is not None
+    ]
+    if problems:
+        raise PolicyError(
+            f"the policy does not fit the declared tools: {listed(problems)}", problems=problems
+        )
 
 
 def as_policy(policy: object, where: str = "policy") -> Policy:

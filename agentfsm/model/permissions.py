@@ -12,10 +12,11 @@ denies the call, and the reason names what it returned.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, model_validator
@@ -27,7 +28,20 @@ from agentfsm.model.types import ToolCall
 if TYPE_CHECKING:
     from agentfsm.model.shell import Script
 
-__all__ = ["PERMISSIONS", "Permission", "PermissionHook", "Rule", "Verdict", "decide"]
+__all__ = [
+    "PERMISSIONS",
+    "Permission",
+    "PermissionHook",
+    "Rule",
+    "Verdict",
+    "decide",
+    "declared_arguments",
+    "did_you_mean",
+    "is_glob",
+    "never_applies",
+    "rule_arguments",
+    "shadowed",
+]
 
 Permission = Literal["allow", "ask", "deny"]
 PermissionHook = Callable[[ToolCall], Permission]
@@ -414,3 +428,178 @@ def _stronger(current: Verdict | None, new: Verdict) -> Verdict:
     if current is None or _STRENGTH[new[0]] > _STRENGTH[current[0]]:
         return new
     return current
+
+
+# -- rules read against the declared tools, and against each other ----------------------
+
+_GLOB = re.compile(r"[*?\[]")
+_MAX_SCHEMA_DEPTH = 8
+"""How deep `$ref`, `allOf`, `anyOf` and `oneOf` are followed to read a tool's argument names."""
+
+
+def is_glob(text: str) -> bool:
+    """Whether `text` holds a glob wildcard (`*`, `?`, `[`): a rule's tool part names a family."""
+    return _GLOB.search(text) is not None
+
+
+def declared_arguments(schema: object) -> frozenset[str] | None:
+    """The argument names a tool's JSON schema declares, or None when it accepts any name.
+
+    A schema that declares `properties` (directly, or through local `$ref`s and
+    `allOf`/`anyOf`/`oneOf`) names its arguments. No schema, no `properties`,
+    `patternProperties`, an explicit `additionalProperties` other than false (a
+    callable's `**kwargs`), or a reference not read here: any name may be an argument.
+    """
+    return _arguments_of(schema, schema, _MAX_SCHEMA_DEPTH)
+
+
+def _arguments_of(schema: object, root: object, depth: int) -> frozenset[str] | None:
+    if not isinstance(schema, Mapping) or depth == 0 or "patternProperties" in schema:
+        return None
+    if schema.get("additionalProperties", False) is not False:
+        return None
+    parts: list[object] = []
+    if "$ref" in schema:
+        parts.append(_local_ref(schema["$ref"], root))
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = schema.get(key, [])
+        parts.extend(branches if isinstance(branches, list) else [None])
+    names: set[str] = set()
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        names.update(str(name) for name in properties)
+    elif not parts:
+        return None
+    for part in parts:
+        found = _arguments_of(part, root, depth - 1)
+        if found is None:
+            return None
+        names |= found
+    return frozenset(names)
+
+
+def _local_ref(ref: object, root: object) -> object:
+    """The schema a local `#/$defs/...` reference points to; None for anything else."""
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return None
+    target = root
+    for part in ref[2:].split("/"):
+        if not isinstance(target, Mapping):
+            return None
+        target = target.get(part.replace("~1", "/").replace("~0", "~"))
+    return target
+
+
+def never_applies(rule: Rule, tools: Mapping[str, object]) -> str | None:
+    """Why `rule` can apply to no call of the declared `tools` (name -> JSON schema), or None.
+
+    A rule whose tool part is a plain name must name a declared tool; an argument it
+    names must be one that some matching tool takes, when their schemas say which.
+    A glob that matches no declared tool is not an error here (`agentfsm lint` says so).
+    """
+    matching = [name for name in tools if fnmatch.fnmatchcase(name, rule.tool)]
+    if not matching:
+        if is_glob(rule.tool):
+            return None
+        return (
+            f"rule {str(rule)!r} names tool {rule.tool!r}, which is not declared"
+            f"{did_you_mean(rule.tool, tools)} (declared: {', '.join(sorted(tools)) or 'none'})"
+        )
+    known = [declared_arguments(tools[name]) for name in matching]
+    if not known or any(names is None for names in known):
+        return None
+    takes = frozenset().union(*(names for names in known if names is not None))
+    for argument in rule_arguments(rule):
+        if argument not in takes:
+            which = f"tool {matching[0]!r}" if len(matching) == 1 else "no tool matching it"
+            verb = "does not take" if len(matching) == 1 else "takes"
+            return (
+                f"rule {str(rule)!r} names argument {argument!r}, which {which} {verb}"
+                f"{did_you_mean(argument, takes)} (arguments: {', '.join(sorted(takes)) or 'none'})"
+            )
+    return None
+
+
+def rule_arguments(rule: Rule) -> list[str]:
+    """The argument names a rule's patterns read, in the order written."""
+    names = [name for name, _ in rule.args]
+    return names + ([rule.shell[0]] if rule.shell is not None else [])
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`"; did you mean 'x'?"` for the closest of `choices`, or nothing when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def shadowed(rules: Sequence[Rule], table: Mapping[str, object]) -> list[tuple[int, str]]:
+    """The rules that can never decide a call, by index, and why.
+
+    Every matching rule counts and the strongest verdict wins (a tie goes to the
+    rule written first, then to the rules over the table): a rule never decides when
+    another rule applies to every call it applies to, with a stronger action or the
+    same action written earlier, or when the table's entry for its one tool is stronger.
+    """
+    found: list[tuple[int, str]] = []
+    for index, rule in enumerate(rules):
+        why = _decided_before(rule, index, rules) or _table_decides(rule, table)
+        if why is not None:
+            found.append((index, why))
+    return found
+
+
+def _decided_before(rule: Rule, index: int, rules: Sequence[Rule]) -> str | None:
+    for other_index, other in enumerate(rules):
+        if other_index == index or not _covers(other, rule):
+            continue
+        stronger = _STRENGTH[other.action] > _STRENGTH[rule.action]
+        if stronger or (other.action == rule.action and other_index < index):
+            how = "a stronger action" if stronger else "the same action, written first"
+            return (
+                f"rule {str(rule)!r} never decides: rule {str(other)!r} applies to every "
+                f"call it applies to, with {how}"
+            )
+    return None
+
+
+def _table_decides(rule: Rule, table: Mapping[str, object]) -> str | None:
+    entry = table.get(rule.tool) if not is_glob(rule.tool) else None
+    if entry in _STRENGTH and _STRENGTH[str(entry)] > _STRENGTH[rule.action]:
+        return (
+            f"rule {str(rule)!r} never decides: permissions[{rule.tool!r}] is {entry!r}, "
+            "which is stronger and speaks for every call of the tool"
+        )
+    return None
+
+
+def _covers(wide: Rule, narrow: Rule) -> bool:
+    """Whether `wide` surely gives its verdict on every call where `narrow` gives its own.
+
+    Read conservatively: a glob includes another only when it is all `*`, equal, or
+    matches a plain name; a deny or ask shell pattern only its own twin; an allow shell
+    pattern never (allow shell rules decide together).
+    """
+    if not _glob_includes(wide.tool, narrow.tool):
+        return False
+    present = {name for name, _ in narrow.args} | (
+        {narrow.shell[0]} if narrow.shell is not None else set()
+    )
+    narrow_args = dict(narrow.args)
+    for name, pattern in wide.args:
+        if name not in present:
+            return False
+        if name in narrow_args:
+            if not _glob_includes(pattern, narrow_args[name]):
+                return False
+        elif pattern.strip("*"):  # `narrow` reads it as a command: only `*` surely matches
+            return False
+    if wide.shell is None:
+        return True
+    return wide.action != "allow" and narrow.shell == wide.shell and narrow.action != "allow"
+
+
+def _glob_includes(wide: str, narrow: str) -> bool:
+    """Whether every text `narrow` matches, `wide` matches too (read conservatively)."""
+    if wide == narrow or (wide and not wide.strip("*")):
+        return True
+    return not is_glob(narrow) and fnmatch.fnmatchcase(narrow, wide)

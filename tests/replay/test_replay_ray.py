@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,87 @@ class TestTwoNodeCluster:
         assert window.peak_busy == 2
         assert window.peak_held <= 3
         assert len({node for _, node in values}) == 2
+
+
+def _running_chunks(cluster: RayCluster) -> list[int]:
+    """Ids of this cluster's worker processes running a replay task (children of its raylets)."""
+    ours = set(_mine(str(cluster.root)))
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            command = (proc / "cmdline").read_bytes()
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if command.startswith(b"ray::replay_chunk") and parent in ours:
+            found.append(int(proc.name))
+    return found
+
+
+def _when_a_chunk_runs(cluster: RayCluster, replay: subprocess.Popen[str]) -> int:
+    """Wait until a replay task runs on the cluster; its worker's process id."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and replay.poll() is None:
+        running = _running_chunks(cluster)
+        if running:
+            return running[0]
+        time.sleep(0.05)
+    raise AssertionError("no replay task ran on the cluster")
+
+
+@pytest.mark.xdist_group("ray-local")
+class TestEngineFailures:
+    """A dying worker, node or GCS: stdout keeps only the replay's lines, the GCS loss exits 3."""
+
+    def test_dead_workers_nodes_and_gcs(self, corpus: Path) -> None:
+        """A killed worker is retried (all runs printed, Ray's notice on stderr, exit 0); a
+        killed node then GCS ends with exit 3 and one line, well before Ray's 60 s."""
+        with ray_cluster((0, 1)) as cluster:  # the head has no CPU: tasks run on node 1
+            env = {
+                **cluster.env,
+                "RAY_ADDRESS": cluster.address,
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            }
+            args = [sys.executable, "-m", "agentfsm", "replay", str(corpus), "--json"]
+            args += ["--engine", "ray"]
+
+            def start() -> subprocess.Popen[str]:
+                return subprocess.Popen(
+                    args,
+                    cwd=REPO,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+
+            replay = start()
+            os.kill(_when_a_chunk_runs(cluster, replay), signal.SIGKILL)
+            out, err = replay.communicate(timeout=TIMEOUT)
+            assert replay.returncode == 0, err
+            assert "A worker died or was killed" in err
+            assert len(out.splitlines()) > 200
+            assert all("decisions" in json.loads(line) for line in out.splitlines())
+
+            replay = start()
+            _when_a_chunk_runs(cluster, replay)
+            os.killpg(cluster.nodes[1].pid, signal.SIGKILL)
+            gcs = [
+                p
+                for p in _mine(str(cluster.root))
+                if b"gcs_server" in Path(f"/proc/{p}/cmdline").read_bytes()
+            ]
+            for pid in gcs:
+                os.kill(pid, signal.SIGKILL)
+            lost = time.monotonic()
+            out, err = replay.communicate(timeout=TIMEOUT)
+            took = time.monotonic() - lost
+        assert replay.returncode == 3, err
+        assert took < 45
+        mine = [line for line in err.splitlines() if line.startswith("agentfsm replay: ")]
+        assert "lost the Ray cluster: its GCS at" in mine[-1]
+        assert "Traceback" not in err
+        assert all("decisions" in json.loads(line) for line in out.splitlines())
 
 
 _CHAT = "".join(

@@ -1,0 +1,52 @@
+"""`agentfsm explain POLICY CALL` and `agentfsm --version`, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import agentfsm
+from tests.cli.test_cli_errors import agentfsm as run_agentfsm
+from tests.cli.test_cli_errors import assert_bad_input
+
+
+def _policy(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.json"
+    rules = ["deny bash(command~rm -rf *)", "ask bash"]
+    path.write_text(json.dumps({"permission_rules": rules}), encoding="utf-8")
+    return path
+
+
+class TestExplain:
+    """The permission of one call and the source that gave it."""
+
+    def test_the_shell_rule_that_denies_names_the_command(self, tmp_path: Path) -> None:
+        """`rm -rf /` after `cd /`: denied by the shell rule, naming the simple command."""
+        call = {"name": "bash", "arguments": {"command": "cd / && rm -rf /"}}
+        done = run_agentfsm("explain", _policy(tmp_path), json.dumps(call))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "deny: rule 'deny bash(command~rm -rf *)': rm -rf / is rm -rf *\n"
+
+    def test_arguments_as_a_json_string_and_the_default(self, tmp_path: Path) -> None:
+        """OpenAI's string arguments are read; a tool no rule names gets the default."""
+        policy = _policy(tmp_path)
+        ls = run_agentfsm(
+            "explain", policy, '{"name": "bash", "arguments": "{\\"command\\": \\"ls\\"}"}'
+        )
+        other = run_agentfsm("explain", policy, '{"name": "read_file"}')
+        assert (ls.returncode, ls.stdout) == (0, "ask: rule 'ask bash'\n")
+        assert (other.returncode, other.stdout) == (0, "allow: the default\n")
+
+    def test_a_call_that_is_not_json_is_bad_input(self, tmp_path: Path) -> None:
+        """CALL must be a JSON object with a name: exit 2, one line."""
+        assert_bad_input(run_agentfsm("explain", _policy(tmp_path), "bash"), "CALL is not JSON")
+        assert_bad_input(run_agentfsm("explain", _policy(tmp_path), "[1]"), "JSON object")
+
+
+class TestVersion:
+    """`agentfsm --version` prints the package's version."""
+
+    def test_version(self) -> None:
+        """The version the package reports, exit 0."""
+        done = run_agentfsm("--version")
+        assert (done.returncode, done.stdout) == (0, f"agentfsm {agentfsm.__version__}\n")
