@@ -120,7 +120,7 @@ def phase(kind: str, db: str, api_base: str, n: int) -> dict[str, Any]:
     wait_all(ids, "waiting_for_human", 1800)
     recovered = time.perf_counter() - started
     for i in ids:
-        durable.reply(i, approved=True)
+        durable.reply(i, approved=True, question=(durable.asked(i) or {}).get("question"))
     wait_all(ids, "done", 1800)
     took = time.perf_counter() - started
     bad = []
@@ -268,7 +268,7 @@ def cluster(db: str, n: int, workers: int, profile: Path | None) -> dict[str, An
             paused = wait_client(client, ids, "waiting_for_human", 1800) + queued
             t1 = time.perf_counter()
             for i in ids:
-                client.reply(i, approved=True)
+                client.reply(i, approved=True, question=(client.asked(i) or {}).get("question"))
             wait_client(client, ids, "done", 1800)
             done = time.perf_counter() - t1
             wrong = sum(

@@ -7,7 +7,8 @@ recovers runs declares the same agents and calls `launch`:
     durable.launch([agent], database_url="sqlite:///runs.sqlite")  # or postgresql://...
     run_id = durable.start("support", [{"role": "user", "content": "..."}])
     durable.status(run_id)            # "waiting_for_human" once the run asks
-    durable.reply(run_id, approved=True)
+    question = durable.asked(run_id)  # {"question": "<run id>/q1", "tool_calls": [...], ...}
+    durable.reply(run_id, approved=True, question=question["question"])
     durable.result(run_id)            # a DurableResult
 
 Each model call and each tool call is a DBOS step, recorded once in the
@@ -379,17 +380,36 @@ def status(run_id: str) -> RunStatus:
 
 
 def asked(run_id: str) -> dict[str, Any] | None:
-    """What a run waiting for a human asks (turn, reason, tool calls), or None."""
+    """What a run waiting for a human asks, or None.
+
+    A dict: `question` (its id, `<run id>/q<n>`, to give to `reply`), `turn`, `reason`
+    and `tool_calls` (the calls it asks about, each with its id, name and arguments).
+    """
     return _runs.asked(_HERE, run_id)
 
 
-def reply(run_id: str, approved: bool, message: str | None = None) -> None:
-    """Answer the question a run waits on; it resumes in the process that holds it.
+def reply(
+    run_id: str,
+    approved: bool,
+    message: str | None = None,
+    *,
+    question: str | None = None,
+) -> None:
+    """Answer `question`, which the run must be asking now; it resumes where it is held.
+
+    A reply names the question it answers (`question=asked(run_id)["question"]`): an
+    approval given for one question never approves another. A question that was answered
+    or declined when the run's `human_timeout` ran out, and everything the run asked
+    before it, are gone: a reply to one is refused and nothing is sent. A reply that
+    crosses the run moving on (sent as its wait ends) reaches it and is dropped there.
+    Without `question=` the reply is refused (it was optional before: that reply approved
+    whatever the run asked when it arrived).
 
     Raises:
-        InvalidInputError: the run does not exist or is not waiting for a human.
+        InvalidInputError: no `question`, the run does not exist, waits for no human, or
+            asks another question now.
     """
-    _runs.reply(_HERE, run_id, approved, message)
+    _runs.reply(_HERE, run_id, question, approved, message)
 
 
 def result(run_id: str, *, timeout: float | None = None) -> DurableResult:

@@ -114,12 +114,22 @@ class Client:
         return _runs.status(self._remote, run_id)
 
     def asked(self, run_id: str) -> dict[str, Any] | None:
-        """What a run waiting for a human asks (turn, reason, tool calls), or None."""
+        """What a run waiting for a human asks (question id, turn, reason, tool calls), or None."""
         return _runs.asked(self._remote, run_id)
 
-    def reply(self, run_id: str, approved: bool, message: str | None = None) -> None:
-        """Answer the question a run waits on; the worker that holds the run resumes it."""
-        _runs.reply(self._remote, run_id, approved, message)
+    def reply(
+        self,
+        run_id: str,
+        approved: bool,
+        message: str | None = None,
+        *,
+        question: str | None = None,
+    ) -> None:
+        """Answer `question` (the id `asked` gives), which the run must be asking now.
+
+        Like `agentfsm.durable.reply`; the worker that holds the run resumes it.
+        """
+        _runs.reply(self._remote, run_id, question, approved, message)
 
     def result(self, run_id: str, *, timeout: float | None = None) -> DurableResult:
         """Wait for a run to end and return its result (RunError if it failed)."""

@@ -171,10 +171,11 @@ def agent_named(name: str) -> DurableAgent:
     return agent
 
 
-WORKFLOW_VERSION = 3
+WORKFLOW_VERSION = 4
 """The order of the workflow's steps; a recorded run replays only under the same order.
 2: a clock step before every input, for `max_seconds`. 3: a `started` step before the
-tools of a batch that run at most once, and JSON in the database instead of pickle."""
+tools of a batch that run at most once, and JSON in the database instead of pickle.
+4: a human's reply names the question it answers (its id), not the turn."""
 
 
 def app_version(agents: Iterable[DurableAgent]) -> str:

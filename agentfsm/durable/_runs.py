@@ -123,28 +123,51 @@ def status(backend: Backend, run_id: str) -> RunStatus:
 
 
 def asked(backend: Backend, run_id: str) -> dict[str, Any] | None:
-    """What a run waiting for a human asks (turn, reason, tool calls), or None."""
+    """What a run waiting for a human asks (question id, turn, reason, tool calls), or None."""
     checked_id(run_id, "asked")
     with reading(run_id, "asked", backend.hint):
         value = backend.event(run_id, WAITING_KEY)
     return value if isinstance(value, dict) else None
 
 
-def reply(backend: Backend, run_id: str, approved: bool, message: str | None) -> None:
-    """Answer the question a run waits on; InvalidInputError when it waits for none."""
+def reply(
+    backend: Backend, run_id: str, question: object, approved: bool, message: str | None
+) -> None:
+    """Answer `question`, which the run asks now; InvalidInputError (nothing sent) otherwise."""
     checked_id(run_id, "reply")
     # Only True approves: a reply of "no" or 0 must never run the calls it answers.
     if not isinstance(approved, bool):
         raise InvalidInputError(f"reply: approved must be True or False, not {approved!r}")
     if message is not None and not isinstance(message, str):
         raise InvalidInputError(f"reply: message must be a str or None, not {message!r}")
-    now = status(backend, run_id)
-    question = asked(backend, run_id) if now == "waiting_for_human" else None
     if question is None:
         raise InvalidInputError(
-            f"run {run_id!r} is not waiting for a human (it is {now})", run_id=run_id
+            "reply: name the question you answer: reply(run_id, approved, "
+            "question=asked(run_id)['question']); a reply without it could approve "
+            "whatever the run asks when it arrives",
+            run_id=run_id,
         )
-    answer = {"turn": question["turn"], "approved": approved, "message": message}
+    if not isinstance(question, str) or not question:
+        raise InvalidInputError(
+            f"reply: question must be the question's id from asked(), not {question!r}"
+        )
+    now = status(backend, run_id)
+    waiting = asked(backend, run_id) if now == "waiting_for_human" else None
+    if waiting is None:
+        raise InvalidInputError(
+            f"run {run_id!r} is not waiting for a human (it is {now}): the reply to "
+            f"{question!r} was not sent",
+            run_id=run_id,
+        )
+    if waiting.get("question") != question:
+        raise InvalidInputError(
+            f"run {run_id!r} does not ask {question!r} now (it asks "
+            f"{waiting.get('question')!r}): that question was answered or timed out, and "
+            "the reply was not sent; read asked(run_id) and answer what it asks",
+            run_id=run_id,
+        )
+    # The run checks the id again: a reply that crosses the run moving on is dropped there.
+    answer = {"question": question, "approved": approved, "message": message}
     with reading(run_id, "reply", backend.hint):
         backend.send(run_id, answer, HUMAN_TOPIC)
 

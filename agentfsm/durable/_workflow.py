@@ -40,6 +40,7 @@ __all__ = [
     "agent_run",
     "idempotency_key",
     "load_litellm",
+    "question_id",
 ]
 
 WORKFLOW_NAME = "agentfsm.durable.run"
@@ -133,6 +134,15 @@ async def tool_step(agent_name: str, call: dict[str, Any], key: str, interrupted
     return result_of(tool, value, MAX_RESULT_CHARS).model_dump(mode="json")
 
 
+def question_id(run_id: str, number: int) -> str:
+    """The id of a run's `number`th question to a human (from 1): `<run id>/q<number>`.
+
+    The same on every execution of the run (a recovered run asks its questions again in
+    the same order), and never the same for two questions, of this run or another.
+    """
+    return f"{run_id}/q{number}"
+
+
 def idempotency_key() -> str:
     """The idempotency key of the durable tool call running now: `<run id>:<turn>:<call id>`.
 
@@ -203,6 +213,8 @@ class _Loop:
         self.max_tokens: int | None = None
         self.text = ""
         self.error: str | None = None
+        self.questions = 0
+        """Questions asked so far: a recovered run counts them again, so their ids hold."""
         self.attempt = uuid.uuid4().hex
         """This execution of the run: a recorded `started` step of another one means its
         calls were interrupted. It decides nothing else, so replays stay deterministic."""
@@ -285,22 +297,29 @@ class _Loop:
         return output
 
     async def _ask(self, decision: Decision) -> Decision:
+        self.questions += 1
+        question = question_id(self.run_id, self.questions)
         asked = {
+            "question": question,
             "turn": self.ctl.turn,
             "reason": decision.reason,
             "tool_calls": [c.model_dump(mode="json") for c in decision.tool_calls],
         }
         await DBOS.set_event_async(WAITING_KEY, asked)
         self.agent.progress("ask_human", self.run_id, asked)
-        approved, message = await self._answer(self.ctl.turn)
+        approved, message = await self._answer(question)
         await DBOS.set_event_async(WAITING_KEY, None)
         if not decision.tool_calls and message:
             self.talk.user(message)
         await self._tick()
         return self._settle(self.ctl.on_human_reply(approved, message))
 
-    async def _answer(self, turn: int) -> tuple[bool, str | None]:
-        """Wait for the answer to the question asked at `turn`; no answer in time declines."""
+    async def _answer(self, question: str) -> tuple[bool, str | None]:
+        """Wait for the answer to `question`; no answer in time declines.
+
+        A reply naming another question (one asked earlier, declined when its time ran
+        out, and answered late) is dropped: it never approves what the run asks now.
+        """
         limit = self.agent.human_timeout
         while True:
             reply = await DBOS.recv_async(HUMAN_TOPIC, timeout_seconds=limit or _WAIT_CHUNK)
@@ -308,7 +327,7 @@ class _Loop:
                 if limit is not None:
                     return False, None
                 continue
-            if isinstance(reply, dict) and reply.get("turn") == turn:
+            if isinstance(reply, dict) and reply.get("question") == question:
                 message = reply.get("message")
                 # Anything not understood declines: fail closed.
                 return reply.get("approved") is True, message if isinstance(message, str) else None

@@ -139,6 +139,9 @@ class Controller:
         self._last_output: ModelTurn | None = None
         self._lock = threading.RLock()
         self._fired: list[tuple[Route, Hit]] = []
+        # The calls started by `claim`, with the pending-call dict they were claimed in: a
+        # new decision makes a new dict, so a call cleared again may be claimed again.
+        self._claims: tuple[dict[str, ToolCall], set[str]] = ({}, set())
         if engine == "transitions":
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
@@ -211,6 +214,29 @@ class Controller:
             if name is not None and name != call.name:
                 return False
             return arguments is None or _same_arguments(arguments, call.arguments or {})
+
+    def claim(
+        self, call_id: str, name: str | None = None, arguments: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Say whether the call may start now, and mark it started: True once per cleared call.
+
+        `may_run`, plus a claim made under the controller's lock: the first claim of a
+        cleared call is True, every later claim of it False until a new decision clears it
+        again. A path that starts a call claims it right then, so the same decision given
+        twice (two threads, two tasks, a retry) runs each call at most once. `may_run` is
+        unchanged by a claim: the call still awaits its result.
+        """
+        with self._lock:
+            if not self.may_run(call_id, name, arguments):
+                return False
+            pending, started = self._claims
+            if pending is not self._run.pending:
+                started = set()
+                self._claims = (self._run.pending, started)
+            if call_id in started:
+                return False
+            started.add(call_id)
+            return True
 
     @property
     def last_output(self) -> ModelTurn | None:

@@ -16,6 +16,24 @@ GenAI semantic conventions' `gen_ai.*` attributes of the response (provider, mod
 finish reasons, token usage); each tool call the decision names is a span event
 `gen_ai.tool.call` with `gen_ai.tool.name` and `gen_ai.tool.call.id`.
 
+Content stays out unless asked for, as the GenAI semantic conventions have it for
+`gen_ai.tool.call.arguments` and message content (opt-in, off by default): the
+decision's `agentfsm.reason` (it may quote a call's arguments, a result or a message)
+and each call's `gen_ai.tool.call.arguments` are recorded only with
+`DecisionSpans(capture_content=True)`, or, when `capture_content` is not given, with the
+environment variable `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` set to `true`,
+`span_only` or `span_and_event` (any case) when the `DecisionSpans` is made. Without
+them a span names what decided (action, priority, guard, layer) and never what was said.
+
+Every attribute is bounded, content or not: a string longer than `max_chars`
+(`MAX_ATTRIBUTE_CHARS`, 4096 characters, by default) is cut to `max_chars` characters
+ending in a marker `...[cut: N chars]`; a list keeps at most `MAX_LIST_ITEMS` items, the
+last one then a marker `...[cut: N items]`; a span carries at most `MAX_TOOL_CALL_EVENTS`
+tool-call events (`agentfsm.tool_calls` gives the decision's number of calls, and
+`agentfsm.tool_calls.omitted` how many have no event). So one span holds at most about
+`(16 + 3 * MAX_TOOL_CALL_EVENTS) * max_chars` characters (some 400,000 by default), however
+large the body it answers.
+
 Only `opentelemetry-api` is needed (extra `agentfsm[otel]`). With no tracer provider
 configured, the API's spans record nothing and nothing is emitted. Called by hand with
 an event it cannot read, it raises InvalidInputError and sends no span.
@@ -28,6 +46,8 @@ keep that from happening.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -35,7 +55,26 @@ from typing import Any
 from agentfsm.exceptions import DefinitionError, InvalidInputError
 from agentfsm.model._checked import read
 
-__all__ = ["DecisionSpans"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "MAX_ATTRIBUTE_CHARS",
+    "MAX_LIST_ITEMS",
+    "MAX_TOOL_CALL_EVENTS",
+    "DecisionSpans",
+]
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+"""The GenAI instrumentations' opt-in for content on spans (read when `DecisionSpans` is made)."""
+_CAPTURING = frozenset({"true", "span_only", "span_and_event"})
+"""Its values that put content on spans (`no_content`, `event_only`, anything else: none)."""
+MAX_ATTRIBUTE_CHARS = 4096
+"""The default longest string attribute, in characters, its cut marker included."""
+MAX_LIST_ITEMS = 32
+"""The most items a list attribute keeps, its cut marker included."""
+MAX_TOOL_CALL_EVENTS = 32
+"""The most `gen_ai.tool.call` events one decision span carries."""
+_SHORTEST = 64
+"""The smallest `max_chars`: room for a marker and some text before it."""
 
 _INPUTS = ("model_output", "tool_results", "human_reply")
 """The events that say which input a decision answers."""
@@ -57,9 +96,28 @@ class DecisionSpans:
     Args:
         tracer_provider: The provider to take the tracer from; the global one (as the
             application or a framework set it) when omitted.
+        capture_content: Whether spans carry content (the decision's reason, each call's
+            arguments); None (the default) reads `CAPTURE_CONTENT_ENV` now.
+        max_chars: The longest string attribute, in characters (at least 64).
     """
 
-    def __init__(self, tracer_provider: Any = None) -> None:
+    def __init__(
+        self,
+        tracer_provider: Any = None,
+        *,
+        capture_content: bool | None = None,
+        max_chars: int = MAX_ATTRIBUTE_CHARS,
+    ) -> None:
+        if capture_content is not None and not isinstance(capture_content, bool):
+            raise DefinitionError(
+                f"capture_content must be True, False or None, not {capture_content!r}"
+            )
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < _SHORTEST:
+            raise DefinitionError(f"max_chars must be an int >= {_SHORTEST}, not {max_chars!r}")
+        if capture_content is None:
+            capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CAPTURING
+        self.capture_content = capture_content
+        self.max_chars = max_chars
         trace = _api()
         if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
             raise DefinitionError(
@@ -98,10 +156,14 @@ class DecisionSpans:
 
     def _emit(self, decision: Mapping[str, Any], given: Mapping[str, Any] | None) -> None:
         attributes = _decision_attributes(decision, given)
-        calls = [
-            {"gen_ai.tool.name": str(call.get("name")), "gen_ai.tool.call.id": str(call.get("id"))}
-            for call in decision.get("tool_calls") or ()
-        ]
+        if self.capture_content:
+            attributes["agentfsm.reason"] = str(decision.get("reason"))
+        every = list(decision.get("tool_calls") or ())
+        attributes["agentfsm.tool_calls"] = len(every)
+        if len(every) > MAX_TOOL_CALL_EVENTS:
+            attributes["agentfsm.tool_calls.omitted"] = len(every) - MAX_TOOL_CALL_EVENTS
+        calls = [self._bounded(self._call(call)) for call in every[:MAX_TOOL_CALL_EVENTS]]
+        attributes = self._bounded(attributes)
         span = self._tracer.start_span("agentfsm.decision")
         try:
             if span.is_recording():  # no provider configured: nothing is sent
@@ -111,13 +173,34 @@ class DecisionSpans:
         finally:
             span.end()
 
-    def _retracted(self, event: Mapping[str, Any]) -> None:
+    def _call(self, call: Mapping[str, Any]) -> dict[str, Any]:
+        """A tool call's event attributes: its name and id, and its arguments when captured."""
         attributes = {
-            "agentfsm.run_id": str(event.get("run_id", "")),
-            "agentfsm.turn": int(event.get("turn", 0)),
-            "agentfsm.retracted_events": int(event.get("events", 0)),
-            "agentfsm.error": str(event.get("error", "")),
+            "gen_ai.tool.name": str(call.get("name")),
+            "gen_ai.tool.call.id": str(call.get("id")),
         }
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = json.dumps(
+                call.get("arguments"), ensure_ascii=False, default=repr
+            )
+        return attributes
+
+    def _bounded(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
+        """`attributes` with every string and list cut to its bound, the cut marked."""
+        return {key: _bounded(value, self.max_chars) for key, value in attributes.items()}
+
+    def _retracted(self, event: Mapping[str, Any]) -> None:
+        attributes = self._bounded(
+            {
+                "agentfsm.run_id": str(event.get("run_id", "")),
+                "agentfsm.turn": int(event.get("turn", 0)),
+                "agentfsm.retracted_events": int(event.get("events", 0)),
+                # The Controller sends the exception's type name; anything else is content.
+                "agentfsm.error": str(event.get("error", ""))
+                if self.capture_content
+                else _type_name(event.get("error")),
+            }
+        )
         span = self._tracer.start_span("agentfsm.step_retracted")
         if span.is_recording():
             span.set_attributes(attributes)
@@ -134,7 +217,6 @@ def _decision_attributes(
         "agentfsm.priority": str(decision.get("priority")),
         "agentfsm.layer": int(decision.get("layer", 0)),
         "agentfsm.guard": str(decision.get("guard")),
-        "agentfsm.reason": str(decision.get("reason")),
         "agentfsm.state": str(decision.get("state")),
         "agentfsm.input": str(given.get("event")) if given is not None else "stop",
     }
@@ -160,3 +242,28 @@ def _response_attributes(output: Mapping[str, Any]) -> dict[str, Any]:
         attributes["gen_ai.usage.input_tokens"] = int(usage.get("input_tokens") or 0)
         attributes["gen_ai.usage.output_tokens"] = int(usage.get("output_tokens") or 0)
     return attributes
+
+
+def _bounded(value: Any, max_chars: int) -> Any:
+    """A string cut to `max_chars` characters, a list to `MAX_LIST_ITEMS` items, marked."""
+    if isinstance(value, str):
+        return _cut(value, max_chars)
+    if isinstance(value, list | tuple):
+        items = [_bounded(item, max_chars) for item in value[:MAX_LIST_ITEMS]]
+        if len(value) > MAX_LIST_ITEMS:
+            items[-1] = f"...[cut: {len(value) - MAX_LIST_ITEMS + 1} items]"
+        return items
+    return value
+
+
+def _cut(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    marker = f"...[cut: {len(text)} chars]"
+    return text[: max_chars - len(marker)] + marker
+
+
+def _type_name(error: object) -> str:
+    """An exception's type name as the Controller sends it, or `"(not shown)"` for other text."""
+    text = str(error or "")
+    return text if text.isidentifier() else "(not shown)"

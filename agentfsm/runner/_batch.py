@@ -82,7 +82,7 @@ class Runs(Protocol):
 
     def result_of(self, call: ToolCall, value: Any) -> ToolResult: ...
 
-    def failed(self, call: ToolCall, exc: BaseException) -> ToolResult: ...
+    def failed(self, call: ToolCall, exc: BaseException) -> ToolResult | None: ...
 
     def timed_out(self, call: ToolCall) -> ToolResult: ...
 
@@ -108,6 +108,7 @@ class Job:
     state: JobState = JobState.WAITING
     deadline: float = math.inf
     result: ToolResult | None = None
+    """The call's one result; None for a call another attempt at the decision started."""
     late: Job | None = None
     """The call that timed out and may still run, which this one was ordered after."""
 
@@ -152,8 +153,8 @@ class _Batch:
         """Start a job just marked RUNNING."""
         raise NotImplementedError
 
-    def _done(self, job: Job, result: ToolResult) -> None:
-        """Give the job its one result."""
+    def _done(self, job: Job, result: ToolResult | None) -> None:
+        """Give the job its one result (None: the attempt that started it gives it)."""
         job.state = JobState.DONE
         job.result = result
 
@@ -172,6 +173,9 @@ class _Batch:
                 return
             if not self._ready(job):
                 continue
+            if self._yielded(job):
+                self._done(job, None)
+                continue
             answer = self._unstartable(job, skipping)
             if answer is not None:
                 self._done(job, answer)
@@ -184,6 +188,12 @@ class _Batch:
         return job.state is JobState.WAITING and all(
             self.jobs[i].state is JobState.DONE for i in job.after
         )
+
+    def _yielded(self, job: Job) -> bool:
+        """Whether the job is ordered after a call another attempt at the decision started:
+        that attempt runs what follows it in order, so this one starts and answers none of it."""
+        # Answered with no result is only ever a call left to the other attempt.
+        return any(self.jobs[i].result is None for i in job.after)
 
     def _unstartable(self, job: Job, skipping: bool) -> ToolResult | None:
         """The result of a call that must not start, or None when it may."""
@@ -260,6 +270,7 @@ class SyncBatch(_Batch):
     def _work(self, first: Job) -> None:
         job: Job | None = first
         while job is not None:
+            result: ToolResult | None
             try:
                 result = self.ex.result_of(job.call, self.ex._call(job))
             except BaseException as exc:  # every failure is the call's result
@@ -270,7 +281,7 @@ class SyncBatch(_Batch):
                 job = self._start_next(here=True)
                 self.cond.notify()
 
-    def _done(self, job: Job, result: ToolResult) -> None:
+    def _done(self, job: Job, result: ToolResult | None) -> None:
         if job.state is JobState.RUNNING:
             self._running -= 1
         super()._done(job, result)
@@ -279,8 +290,8 @@ class SyncBatch(_Batch):
     def _deliver(self) -> None:
         if self.finished and self.on_result is not None:
             for job in self.finished:
-                assert job.result is not None
-                self.on_result(job.result)
+                if job.result is not None:
+                    self.on_result(job.result)
         self.finished.clear()
 
     def _expire(self, now: float) -> float:
@@ -335,7 +346,7 @@ class AsyncBatch(_Batch):
         work = limited(self.ex._acall(job), job.options.timeout)
         self.tasks[asyncio.ensure_future(work)] = job
 
-    def _outcome(self, job: Job, task: asyncio.Task[Any]) -> ToolResult:
+    def _outcome(self, job: Job, task: asyncio.Task[Any]) -> ToolResult | None:
         if task.cancelled():
             return self.ex.cancelled(job.call, started=True)
         exc = task.exception()
@@ -346,9 +357,9 @@ class AsyncBatch(_Batch):
             return self.ex.failed(job.call, exc)
         return self.ex.result_of(job.call, task.result())
 
-    def _done(self, job: Job, result: ToolResult) -> None:
+    def _done(self, job: Job, result: ToolResult | None) -> None:
         super()._done(job, result)
-        if self.on_result is not None:
+        if self.on_result is not None and result is not None:
             self.on_result(result)
 
     async def _cancel_all(self) -> None:

@@ -35,8 +35,12 @@ Rules, in the order a reviewer asks about them:
 - Only tools declared idempotent (`ToolOptions(idempotent=True)`) are retried,
   with tenacity, up to `retry_attempts` times.
 - With `controller=`, each call runs only if `controller.may_run(id, name, arguments)`
-  says so right before it starts; a call it does not clear is not run and gets no
-  result here: the controller answers it (see docs/execution-paths.md).
+  says so when the batch is planned, and the controller's `claim` right before it
+  starts; a call it does not clear is not run and gets no result here: the
+  controller answers it (see docs/execution-paths.md). The claim makes a cleared
+  call run at most once: when the same decision is given to `run`/`arun` again
+  (another thread, another task, a retry before its results were given), a call
+  already started is neither run nor answered by the second attempt.
 - `cancel` (a `threading.Event`, or an `asyncio.Event` in `arun`) cancels what
   runs and what has not started; `skip` (an event set when a user message
   arrives) skips the calls not yet started ("skipped: a user message
@@ -54,7 +58,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, overload
 
-from tenacity import AsyncRetrying, Retrying, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_not_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.model._checked import read, replaced
@@ -260,8 +270,9 @@ class Executor:
         Args:
             calls: The decision, or its calls.
             controller: The Controller that made the decision: a call runs only when its
-                `may_run(id, name, arguments)` is True right before it starts; the others
-                get no result here (the controller has or makes theirs).
+                `may_run(id, name, arguments)` is True and its `claim(...)` right before it
+                starts is the first; the others get no result here (the controller has or
+                makes theirs, or the attempt that claimed the call gives it).
             cancel: When set, running calls are abandoned and the rest are not started.
             skip: When set, calls not yet started are skipped; running ones finish.
             on_result: Called (in this thread) with each result as soon as it is known.
@@ -290,6 +301,8 @@ class Executor:
     def _retry_args(self) -> dict[str, Any]:
         return {
             "stop": stop_after_attempt(self.retry_attempts),
+            # A call the controller did not let start is not tried again.
+            "retry": retry_if_not_exception_type((NotClearedError, StartedElsewhereError)),
             "wait": wait_exponential(multiplier=0.05, max=1.0),
             "reraise": True,
         }
@@ -351,8 +364,13 @@ class Executor:
             call, f"TimeoutError: tool {call.name!r} did not finish within {limit:g}s"
         )
 
-    def failed(self, call: ToolCall, exc: BaseException) -> ToolResult:
-        """The error result of a call that raised `exc`, cut at `max_result_chars`; never raises."""
+    def failed(self, call: ToolCall, exc: BaseException) -> ToolResult | None:
+        """The error result of a call that raised `exc`, cut at `max_result_chars`; never raises.
+
+        None for a call another attempt had already started: that attempt answers it.
+        """
+        if isinstance(exc, StartedElsewhereError):
+            return None
         if isinstance(exc, TimedOutError):
             return self.timed_out(call)
         if isinstance(exc, asyncio.CancelledError):
@@ -391,9 +409,13 @@ class Executor:
 
 
 class Clearing(Protocol):
-    """What the executor asks before each call: a Controller's `may_run`."""
+    """What the executor asks before each call: a Controller's `may_run` and `claim`."""
 
     def may_run(
+        self, call_id: str, name: str | None = None, arguments: Mapping[str, Any] | None = None
+    ) -> bool: ...
+
+    def claim(
         self, call_id: str, name: str | None = None, arguments: Mapping[str, Any] | None = None
     ) -> bool: ...
 
@@ -402,10 +424,16 @@ class NotClearedError(Exception):
     """The controller stopped clearing a call between the batch's start and the call's."""
 
 
+class StartedElsewhereError(Exception):
+    """Another attempt at the same decision claimed the call first: it runs and answers it."""
+
+
 def _clearing(controller: object) -> Clearing | None:
-    if controller is not None and not callable(getattr(controller, "may_run", None)):
+    if controller is not None and not all(
+        callable(getattr(controller, method, None)) for method in ("may_run", "claim")
+    ):
         raise InvalidInputError(
-            f"controller must be the agentfsm Controller (it has may_run), not "
+            f"controller must be the agentfsm Controller (it has may_run and claim), not "
             f"{type(controller).__name__}"
         )
     return controller  # type: ignore[return-value]
@@ -416,24 +444,42 @@ def _cleared(controller: Clearing, call: ToolCall) -> bool:
     return controller.may_run(call.id, call.name, call.arguments or {}) is True
 
 
-def _asking(controller: Clearing, call: ToolCall, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` asking the controller once more right before it runs (a run stopped meanwhile)."""
+class _Gate:
+    """Right before a call starts: the controller's claim, or on a retry its `may_run` again."""
 
-    def refused() -> NotClearedError:
-        return NotClearedError(f"not executed: the controller no longer clears call {call.id}")
+    def __init__(self, controller: Clearing, call: ToolCall) -> None:
+        self.controller = controller
+        self.call = call
+        self.claimed = False  # the attempts of one job run one after another
+
+    def __call__(self) -> None:
+        call = self.call
+        if self.claimed:
+            if _cleared(self.controller, call):
+                return
+        elif self.controller.claim(call.id, call.name, call.arguments or {}) is True:
+            self.claimed = True
+            return
+        elif _cleared(self.controller, call):
+            raise StartedElsewhereError(f"call {call.id} was started by another attempt")
+        raise NotClearedError(f"not executed: the controller no longer clears call {call.id}")
+
+
+def _asking(controller: Clearing, call: ToolCall, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` claiming the call from the controller right before it runs: a run stopped
+    meanwhile starts nothing more, and a call another attempt started does not run again."""
+    gate = _Gate(controller, call)
 
     if inspect.iscoroutinefunction(fn):
 
         async def checked_async(**arguments: Any) -> Any:
-            if not _cleared(controller, call):
-                raise refused()
+            gate()
             return await fn(**arguments)
 
         return checked_async
 
     def checked(**arguments: Any) -> Any:
-        if not _cleared(controller, call):
-            raise refused()
+        gate()
         return fn(**arguments)
 
     return checked

@@ -51,7 +51,7 @@ class TestAppVersion:
     def test_the_version_names_the_state_format(self) -> None:
         """The DBOS application version starts with agentfsm's state and event formats."""
         version = app_version([DurableAgent("a", "m", tools=[lookup])])
-        assert version.startswith("agentfsm-s1-e1-w3-")
+        assert version.startswith("agentfsm-s1-e1-w4-")
 
     def test_equal_agents_give_equal_versions(self) -> None:
         """Two processes declaring the same agents record runs under the same version."""

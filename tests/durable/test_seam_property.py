@@ -69,7 +69,7 @@ def finish(run_id: str, answers: Iterator[bool], approved: set[int]) -> durable.
                 approved.update(
                     (c.get("arguments") or {}).get("n", 0) for c in question.get("tool_calls", [])
                 )
-            durable.reply(run_id, approved=yes)
+            durable.reply(run_id, approved=yes, question=question.get("question"))
             while durable.asked(run_id) == question:  # until the run took the answer
                 time.sleep(0.01)
         time.sleep(0.02)

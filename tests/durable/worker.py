@@ -155,12 +155,15 @@ def points(specs: list[str]) -> dict[tuple[str, int], str]:
 def finish(run_id: str, answer: bool, wait: float) -> dict[str, Any]:
     """Wait for the run to end (approving when asked, if `answer`); its result or error."""
     replied = False
+    question: str | None = None
     deadline = time.monotonic() + wait
     while durable.status(run_id) not in ("done", "failed", "cancelled"):
         if time.monotonic() > deadline:
             return {"pending": durable.status(run_id)}
         if answer and not replied and durable.status(run_id) == "waiting_for_human":
-            durable.reply(run_id, approved=True)
+            asked = durable.asked(run_id) or {}
+            question = asked.get("question")
+            durable.reply(run_id, approved=True, question=question)
             replied = True
         time.sleep(0.05)
     try:
@@ -168,7 +171,7 @@ def finish(run_id: str, answer: bool, wait: float) -> dict[str, Any]:
     except AgentFSMError as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     try:
-        durable.reply(run_id, approved=True)
+        durable.reply(run_id, approved=True, question=question)
         late = "accepted"
     except AgentFSMError as exc:
         late = f"{type(exc).__name__}: {exc}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +20,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import agentfsm as af
 from agentfsm.exceptions import DefinitionError, InvalidInputError
-from agentfsm.integrations.otel import DecisionSpans
+from agentfsm.integrations.otel import (
+    CAPTURE_CONTENT_ENV,
+    MAX_ATTRIBUTE_CHARS,
+    MAX_LIST_ITEMS,
+    MAX_TOOL_CALL_EVENTS,
+    DecisionSpans,
+)
 from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing import ScriptedServer, say, scripted_call, tool_calls
 from tests.strategies import Raising, RaisingMapping, hostile_values
@@ -64,10 +71,12 @@ class TestDecisionSpans:
     def test_each_decision_is_one_span_with_its_attributes(
         self, memory: tuple[TracerProvider, InMemorySpanExporter]
     ) -> None:
-        """A model output's decision carries action, priority, guard, reason and gen_ai fields."""
+        """A model output's decision carries action, priority, guard, reason (content, opted
+        in) and gen_ai fields."""
         provider, exporter = memory
         ctl = af.Controller(
-            af.Policy(permissions={"rm": "deny"}), observers=[DecisionSpans(provider)]
+            af.Policy(permissions={"rm": "deny"}),
+            observers=[DecisionSpans(provider, capture_content=True)],
         )
         d = ctl.on_model_output(body("ls", "rm"))
         (span,) = decisions(exporter)
@@ -302,4 +311,200 @@ class TestDecisionSpansArguments:
         ctl.on_model_output(body("ls"))
         (span,) = decisions(exporter)
         assert dict(span.attributes or {})["agentfsm.input"] == "model_output"
+        provider.shutdown()
+
+
+def _spans_text(exporter: InMemorySpanExporter) -> list[tuple[str, Any]]:
+    """Every attribute of every finished span and span event, as (key, value)."""
+    found: list[tuple[str, Any]] = []
+    for span in exporter.get_finished_spans():
+        found.extend((span.attributes or {}).items())
+        for event in span.events:
+            found.extend((event.attributes or {}).items())
+    return found
+
+
+def _bounded(attributes: list[tuple[str, Any]], max_chars: int = MAX_ATTRIBUTE_CHARS) -> None:
+    """Assert every string is at most `max_chars` characters and every list `MAX_LIST_ITEMS`."""
+    for key, value in attributes:
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        assert len(items) <= MAX_LIST_ITEMS, key
+        for item in items:
+            assert not isinstance(item, str) or len(item) <= max_chars, (key, len(item))
+
+
+_LS = {
+    "type": "function",
+    "function": {
+        "name": "ls",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "enum": ["a", "b"]}},
+            "required": ["path"],
+        },
+    },
+}
+
+
+def body_with(calls: list[tuple[str, str, str]], text: str | None = None) -> dict[str, Any]:
+    """A chat body with these (id, name, raw JSON arguments) calls."""
+    out = body(text=text)
+    out["choices"][0]["message"]["tool_calls"] = [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls
+    ] or None
+    out["choices"][0]["finish_reason"] = "tool_calls" if calls else "stop"
+    return out
+
+
+class TestContentOnlyOnOptIn:
+    def test_a_schema_error_does_not_put_the_argument_into_the_span(
+        self, memory: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A call whose argument breaks its schema: the reason quoting it stays off the span."""
+        monkeypatch.delenv(CAPTURE_CONTENT_ENV, raising=False)
+        provider, exporter = memory
+        ctl = af.Controller(tools=[_LS], observers=[DecisionSpans(provider)])
+        d = ctl.on_model_output(body_with([("c1", "ls", '{"path": "ARGV-secret-path"}')]))
+        assert "ARGV-secret-path" in d.reason  # the decision itself keeps it
+        attributes = _spans_text(exporter)
+        assert not [v for _, v in attributes if "ARGV-secret" in str(v)]
+        assert "agentfsm.reason" not in dict(attributes)
+        assert dict(attributes)["agentfsm.guard"] == d.guard
+
+    @pytest.mark.parametrize(
+        ("setting", "captured"),
+        [
+            ("true", True),
+            ("SPAN_ONLY", True),
+            ("span_and_event", True),
+            ("NO_CONTENT", False),
+            ("event_only", False),
+            ("1", False),
+            ("", False),
+        ],
+    )
+    def test_the_genai_environment_variable_opts_in(
+        self,
+        memory: tuple[TracerProvider, InMemorySpanExporter],
+        monkeypatch: pytest.MonkeyPatch,
+        setting: str,
+        captured: bool,
+    ) -> None:
+        """OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns content on for spans only
+        with the values that put content on spans."""
+        monkeypatch.setenv(CAPTURE_CONTENT_ENV, setting)
+        provider, exporter = memory
+        ctl = af.Controller(observers=[DecisionSpans(provider)])
+        ctl.on_model_output(body_with([("c1", "ls", '{"path": "ARGV-1"}')]))
+        (span,) = decisions(exporter)
+        (event,) = span.events
+        assert ("agentfsm.reason" in (span.attributes or {})) is captured
+        arguments = (event.attributes or {}).get("gen_ai.tool.call.arguments")
+        assert arguments == ('{"path": "ARGV-1"}' if captured else None)
+
+    def test_an_explicit_choice_wins_over_the_environment(
+        self, memory: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """capture_content=False keeps content out even when the variable asks for it."""
+        monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+        provider, exporter = memory
+        ctl = af.Controller(observers=[DecisionSpans(provider, capture_content=False)])
+        ctl.on_model_output(body_with([("c1", "ls", '{"path": "ARGV-1"}')]))
+        assert not [v for _, v in _spans_text(exporter) if "ARGV-1" in str(v)]
+
+    @pytest.mark.parametrize("bad", [("capture_content", "yes"), ("max_chars", 10)])
+    def test_bad_options_are_refused(self, bad: tuple[str, Any]) -> None:
+        """A capture flag that is not a bool, or a cap too small for its marker, is refused."""
+        with pytest.raises(DefinitionError, match=bad[0]):
+            DecisionSpans(**{bad[0]: bad[1]})
+
+
+class TestBoundedAttributes:
+    def test_a_two_megabyte_body_gives_bounded_attributes(
+        self, memory: tuple[TracerProvider, InMemorySpanExporter]
+    ) -> None:
+        """A 2 MB model name, finish reason and 1,000 calls with 1 KB ids: every string cut to
+        4096 characters with a marker, at most 32 tool-call events, the count kept."""
+        provider, exporter = memory
+        ctl = af.Controller(observers=[DecisionSpans(provider, capture_content=True)])
+        big = body_with(
+            [
+                (f"{i:04d}" + "i" * 1000, "t" * 5000, '{"a": "' + "x" * 9000 + '"}')
+                for i in range(1000)
+            ]
+        )
+        big["model"] = "m" * 2_000_000
+        big["choices"][0]["finish_reason"] = "f" * 1_000_000
+        ctl.on_model_output(big)
+        (span,) = decisions(exporter)
+        attributes = _spans_text(exporter)
+        _bounded(attributes)
+        attrs = dict(span.attributes or {})
+        model = str(attrs["gen_ai.response.model"])
+        assert model.endswith("...[cut: 2000000 chars]")
+        assert len(model) == MAX_ATTRIBUTE_CHARS
+        assert attrs["agentfsm.tool_calls"] == 1000
+        assert attrs["agentfsm.tool_calls.omitted"] == 1000 - MAX_TOOL_CALL_EVENTS
+        assert len(span.events) == MAX_TOOL_CALL_EVENTS
+        total = sum(len(str(v)) for _, v in attributes)
+        assert total <= (16 + 3 * MAX_TOOL_CALL_EVENTS) * MAX_ATTRIBUTE_CHARS
+
+
+_MARK = "ARGV-"
+_values = st.recursive(
+    st.text(min_size=1, max_size=3000).map(lambda t: _MARK + t) | st.integers() | st.booleans(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=8,
+)
+_raw = st.one_of(
+    st.dictionaries(st.sampled_from(["path", "command", "x"]), _values, max_size=3).map(json.dumps),
+    st.text(max_size=200).map(lambda t: "{not json " + _MARK + t),
+)
+
+
+@st.composite
+def _payloads(draw: st.DrawFn) -> dict[str, Any]:
+    """A model output of calls to declared, undeclared, denied and asked tools, with any
+    arguments (each value marked), broken JSON, and marked message text."""
+    names = st.sampled_from(["ls", "rm", "write", "other"])
+    calls = draw(st.lists(st.tuples(names, _raw), max_size=6))
+    text = draw(st.none() | st.text(max_size=2000).map(lambda t: "TEXT-" + t))
+    out = body_with([(f"c{i}", n, a) for i, (n, a) in enumerate(calls)], text=text)
+    out["model"] = draw(st.text(max_size=20_000))
+    return out
+
+
+class TestSpanProperty:
+    @settings(deadline=None)
+    @given(
+        payloads=st.lists(_payloads(), min_size=1, max_size=3),
+        capture=st.booleans(),
+        max_chars=st.integers(min_value=64, max_value=8192),
+    )
+    def test_no_attribute_exceeds_its_cap_and_no_content_leaks(
+        self, payloads: list[dict[str, Any]], capture: bool, max_chars: int
+    ) -> None:
+        """Any model outputs, schema errors, denials and results: every attribute is within
+        its cap, and without opt-in no argument value or message text is on any span."""
+        provider, exporter = _memory()
+        spans = DecisionSpans(provider, capture_content=capture, max_chars=max_chars)
+        policy = af.Policy(permissions={"rm": "deny", "write": "ask"})
+        ctl = af.Controller(policy, tools=[_LS, "rm", "write"], observers=[spans])
+        for payload in payloads:
+            if ctl.done:
+                break
+            d = ctl.on_model_output(payload)
+            if d.action is af.Action.EXECUTE_TOOLS:
+                ctl.on_tool_results(
+                    [af.ToolResult(call_id=c.id, content=_MARK + "result") for c in d.tool_calls]
+                )
+            elif d.action is af.Action.ASK_HUMAN:
+                ctl.on_human_reply(approved=False, message="TEXT-human says no")
+        attributes = _spans_text(exporter)
+        _bounded(attributes, max_chars)
+        if not capture:
+            leaked = [(k, v) for k, v in attributes if _MARK in str(v) or "TEXT-" in str(v)]
+            assert not leaked
         provider.shutdown()
