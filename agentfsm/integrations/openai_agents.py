@@ -25,6 +25,12 @@ Controller and maps its decision onto what the SDK already does:
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
   `result.final_output` shows it; `decisions(result)` lists every decision, RETRY included.
 
+The SDK's own approval holds beside the policy, the strongest verdict winning: a tool's own
+`needs_approval` (a bool, or a callable asked before the decision) makes a call the policy allows
+an ASK_HUMAN; a policy deny still denies. The MCP servers' tools are governed like function tools
+(`_GovernedAgent.get_all_tools` wraps every tool of each turn); a tool that is not a function tool
+(hosted, computer, shell, apply-patch, custom) is refused with a DefinitionError.
+
 Streaming (`Runner.run_streamed`) is supported. By default (`stream="text"`) the events that only
 show text (text, refusal and reasoning deltas, message parts, the response's start) are passed on
 as they arrive and only the tool-call events and the terminal event wait for the decision: text
