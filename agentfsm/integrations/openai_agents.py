@@ -25,6 +25,12 @@ Controller and maps its decision onto what the SDK already does:
 - STOP: the run ends with a final message `"[agentfsm stop: <exit reason>] <reason>"`, so
   `result.final_output` shows it; `decisions(result)` lists every decision, RETRY included.
 
+The SDK's own approval holds beside the policy, the strongest verdict winning: a tool's own
+`needs_approval` (a bool, or a callable asked before the decision) makes a call the policy allows
+an ASK_HUMAN; a policy deny still denies. The MCP servers' tools are governed like function tools
+(`_GovernedAgent.get_all_tools` wraps every tool of each turn); a tool that is not a function tool
+(hosted, computer, shell, apply-patch, custom) is refused with a DefinitionError.
+
 Streaming (`Runner.run_streamed`) is supported. By default (`stream="text"`) the events that only
 show text (text, refusal and reasoning deltas, message parts, the response's start) are passed on
 as they arrive and only the tool-call events and the terminal event wait for the decision: text
@@ -39,18 +45,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from agents import Agent, FunctionTool, ModelSettings
+from agents import Agent, FunctionTool, ModelSettings, RunContextWrapper
 from agents.exceptions import AgentsException
 from agents.handoffs import Handoff, handoff
 from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
 from agents.result import RunResultBase
-from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE
+from agents.tool import DEFAULT_APPROVAL_REJECTION_MESSAGE, Tool
 from agents.usage import Usage
 from openai.types.responses import (
     Response,
@@ -65,7 +72,9 @@ from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
 from agentfsm.integrations import _decline
-from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
+from agentfsm.model.permissions import Permission
+from agentfsm.model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm.providers import normalize
 
 __all__ = ["GovernedModel", "decisions", "governed"]
 
@@ -250,6 +259,15 @@ class GovernedModel(Model):
         self._stop: Decision | None = None
         self._asked: set[str] = set()
         """The ids of the calls the turn's question to a human is about."""
+        self._own: dict[str, list[Any]] = {}
+        """Each tool's own `needs_approval` setting (the SDK's approval flag), by tool name."""
+        self._own_said: dict[str, bool] = {}
+        """What the callable settings said about the current response's calls, by `_key`."""
+        self.context: RunContextWrapper[Any] | None = None
+        """The run's context, as the SDK gives it to the tools: a callable setting reads it."""
+        # The Controller's policy: the given one, and the tools' own approval flags beside it
+        # (the strongest verdict wins, as between the policy's own sources).
+        self._ruled = self.policy.model_copy(update={"permission": self._permission})
 
     # -- the run's Controller --------------------------------------------------------------
 
@@ -257,7 +275,7 @@ class GovernedModel(Model):
         ctl = self.controller
         if ctl is None or (ctl.done and self._stop is None):
             declared = _declared(tools, handoffs) or None
-            ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
+            ctl = self.controller = Controller(self._ruled, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
             self._asked = set()
         return ctl
@@ -267,6 +285,75 @@ class GovernedModel(Model):
         # A stop decided while the SDK runs tools is reported on its next model call.
         self._stop = decision if decision.action is Action.STOP else None
         return decision
+
+    # -- the tools' own approval flags ------------------------------------------------------
+
+    def keep_own_approval(self, tool: FunctionTool) -> None:
+        """Count `tool.needs_approval` (the SDK's own flag, a bool or a callable) in every
+        decision on a call of `tool.name`: a call it marks asks a human even where the
+        policy allows it; the policy's deny still denies."""
+        setting = tool.needs_approval
+        if setting is not False and not any(s is setting for s in self._own.get(tool.name, [])):
+            self._own.setdefault(tool.name, []).append(setting)
+
+    def _permission(self, call: ToolCall) -> Permission:
+        """The policy's verdict on `call`, raised to `ask` when the tool's own flag asks."""
+        verdict = self.policy.permission_for(call)
+        if verdict == "allow" and self._framework_asks(call):
+            return "ask"
+        return verdict
+
+    def _framework_asks(self, call: ToolCall) -> bool:
+        """Whether the SDK itself would ask a human before running `call`.
+
+        A callable setting was asked before the decision (`_ask_own`); one that could not be
+        asked (no run context, broken arguments), and any setting that is neither a bool nor
+        a callable, asks.
+        """
+        for setting in self._own.get(call.name, ()):
+            if setting is True or not (callable(setting) or setting is False):
+                return True
+            if callable(setting) and self._own_said.get(_key(call), True):
+                return True
+        return False
+
+    async def _ask_own(self, turn: ModelTurn) -> None:
+        """Ask the callable `needs_approval` settings about the turn's calls, as the SDK
+        would ask them (run context, parsed arguments, call id), before the Controller
+        decides: it cannot wait for an awaitable itself."""
+        self._own_said = {}
+        for call in turn.tool_calls:
+            settings = [s for s in self._own.get(call.name, ()) if callable(s)]
+            if not settings or self.context is None or not isinstance(call.arguments, Mapping):
+                continue
+            said = [await _asks(s, self.context, dict(call.arguments), call.id) for s in settings]
+            key = _key(call)
+            self._own_said[key] = self._own_said.get(key, False) or any(said)
+
+    async def _decide_on(self, payload: Any) -> Decision:
+        """The Controller's decision on one model output, the tools' own flags asked first."""
+        turn = normalize(payload)
+        await self._ask_own(turn)
+        assert self.controller is not None
+        return self._decide(self.controller.on_model_output(turn))
+
+    def govern_tools(self, tools: Sequence[Tool], context: RunContextWrapper[Any]) -> list[Tool]:
+        """The tools the SDK runs this turn, each asking agentfsm before it runs.
+
+        Called with the agent's every tool, those of its MCP servers included: a function tool
+        `governed` has not wrapped yet (an MCP server's, say) is wrapped now, and its own
+        approval flag counts. A tool that is not a function tool is refused: the SDK or the
+        model provider's server would run it without a call agentfsm can check first.
+        """
+        self.context = context
+        ruled: list[Tool] = []
+        for tool in tools:
+            if not isinstance(tool, FunctionTool):
+                raise DefinitionError(_unsupported(tool))
+            ruled.append(tool if _wrapped_by(tool, self) else _approval(self, tool))
+        return ruled
+
+    # -- the SDK's approval flow -------------------------------------------------------------
 
     def needs_approval(self, call_id: str) -> bool:
         """Whether agentfsm is waiting for a human to approve this call."""
@@ -462,7 +549,7 @@ class GovernedModel(Model):
         prompt: Any,
     ) -> ModelResponse:
         """Call the wrapped model until agentfsm accepts a response, and shape it."""
-        ctl = self._start(tools, handoffs)
+        self._start(tools, handoffs)
         usage = Usage()
         early = self._before_model(input)
         if early is not None:
@@ -481,7 +568,7 @@ class GovernedModel(Model):
                 prompt=prompt,
             )
             usage.add(response.usage)
-            decision = self._decide(ctl.on_model_output(response))
+            decision = await self._decide_on(response)
             if decision.action is Action.RETRY:
                 model_settings = self._settings(model_settings, decision)
                 continue
@@ -523,7 +610,7 @@ class GovernedModel(Model):
         prompt: Any,
     ) -> AsyncIterator[TResponseStreamEvent]:
         """Stream the wrapped model; release its events once agentfsm has decided on them."""
-        ctl = self._start(tools, handoffs)
+        self._start(tools, handoffs)
         early = self._before_model(input)
         if early is not None:
             yield _completed(early, 0)
@@ -549,7 +636,7 @@ class GovernedModel(Model):
                 else:
                     held.append(event)
             terminal = next((e for e in reversed(held) if e.type in _TERMINAL), None)
-            decision = self._decide(ctl.on_model_output([_dump(e) for e in seen]))
+            decision = await self._decide_on([_dump(e) for e in seen])
             if decision.action is Action.RETRY:
                 model_settings = self._settings(model_settings, decision)
                 continue
@@ -575,26 +662,107 @@ class GovernedModel(Model):
         )
 
 
-def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
-    """The tool, asking the SDK for approval whenever agentfsm waits for a human on its call.
+def _key(call: ToolCall) -> str:
+    """A call as its name and arguments: ids are issued after the flags are asked."""
+    return json.dumps([call.name, call.arguments], sort_keys=True, default=repr)
 
-    Right before the tool runs, `GovernedModel.may_run` is asked by the SDK's call id (with
-    the name and arguments the SDK holds): a call agentfsm did not clear, or one that already
-    ran, never reaches the tool, and the model reads why instead.
+
+async def _asks(setting: Any, context: Any, arguments: dict[str, Any], call_id: str) -> bool:
+    """What a callable `needs_approval` setting says; one that fails asks (as in the SDK)."""
+    try:
+        said = setting(context, arguments, call_id)
+        if inspect.isawaitable(said):
+            said = await said
+        return bool(said)
+    except Exception:  # a check that fails must not let the call through unasked
+        return True
+
+
+def _unsupported(tool: object) -> str:
+    name = getattr(tool, "name", None) or type(tool).__name__
+    return (
+        f"governed: tool {name!r} ({type(tool).__name__}) is not a function tool: the Agents "
+        "SDK or the model provider's server runs it without a call agentfsm can check with "
+        "may_run first; remove it from the agent, or give the agent a function tool "
+        "(@function_tool) that does the same work"
+    )
+
+
+class _AskFirst:
+    """A function tool's `on_invoke_tool` that asks agentfsm right before the tool runs.
+
+    `GovernedModel.may_run` is asked by the SDK's call id (with the name and arguments the SDK
+    holds): a call agentfsm did not clear, or one that already ran, never reaches the tool,
+    and the model reads why instead.
     """
+
+    def __init__(self, model: GovernedModel, tool: FunctionTool) -> None:
+        self.model = model
+        self.name = tool.name
+        self.invoke = tool.on_invoke_tool
+
+    async def __call__(self, ctx: Any, arguments: str) -> Any:
+        call_id = getattr(ctx, "tool_call_id", "")
+        self.model.approved(call_id)
+        if not self.model.may_run(call_id, self.name, arguments):
+            return f"not executed: agentfsm did not clear call {call_id!r} of {self.name!r}"
+        return await self.invoke(ctx, arguments)
+
+
+def _wrapped_by(tool: FunctionTool, model: GovernedModel) -> bool:
+    """Whether `tool` (or a copy the SDK made of it) already asks `model` before it runs."""
     invoke = tool.on_invoke_tool
+    return isinstance(invoke, _AskFirst) and invoke.model is model
+
+
+def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
+    """The tool, asking agentfsm before it runs and the SDK for approval whenever agentfsm
+    waits for a human on its call.
+
+    The tool's own `needs_approval` is not lost: the model counts it in every decision on
+    the tool's calls (`GovernedModel.keep_own_approval`), so a call it marks is an ASK_HUMAN
+    the SDK's approval flow shows.
+    """
+    model.keep_own_approval(tool)
 
     async def needs_approval(_ctx: Any, _params: Any, call_id: str) -> bool:
         return model.needs_approval(call_id)
 
-    async def on_invoke(ctx: Any, arguments: str) -> Any:
-        call_id = getattr(ctx, "tool_call_id", "")
-        model.approved(call_id)
-        if not model.may_run(call_id, tool.name, arguments):
-            return f"not executed: agentfsm did not clear call {call_id!r} of {tool.name!r}"
-        return await invoke(ctx, arguments)
+    return dataclasses.replace(
+        tool, needs_approval=needs_approval, on_invoke_tool=_AskFirst(model, tool)
+    )
 
-    return dataclasses.replace(tool, needs_approval=needs_approval, on_invoke_tool=on_invoke)
+
+class _GovernedAgent(Agent[Any]):
+    """An agent whose every tool, its MCP servers' included, asks agentfsm before it runs.
+
+    The SDK asks `get_all_tools` for the tools of each turn, and runs those: the MCP
+    servers' tools exist only from then on, so they are wrapped here.
+    """
+
+    async def get_all_tools(self, run_context: RunContextWrapper[Any]) -> list[Tool]:
+        tools = await super().get_all_tools(run_context)
+        model = self.model
+        if not isinstance(model, GovernedModel):  # a clone given another model: run nothing
+            raise DefinitionError(
+                f"agent {self.name!r} was made by governed() but its model was replaced; "
+                "call governed() on the agent again"
+            )
+        return model.govern_tools(tools, run_context)
+
+
+_GOVERNED_CLASSES: dict[type[Any], type[Agent[Any]]] = {Agent: _GovernedAgent}
+
+
+def _governed_class(base: type[Agent[Any]]) -> type[Agent[Any]]:
+    """`base` with the governed `get_all_tools`: a user's own Agent subclass stays one."""
+    if issubclass(base, _GovernedAgent):
+        return base
+    found = _GOVERNED_CLASSES.get(base)
+    if found is None:
+        made = type(f"Governed{base.__name__}", (_GovernedAgent, base), {})
+        found = _GOVERNED_CLASSES[base] = cast(type[Agent[Any]], made)
+    return found
 
 
 def _guarded(model: GovernedModel, given: Agent[Any] | Handoff[Any, Any]) -> Handoff[Any, Any]:
@@ -653,10 +821,17 @@ def governed(
             inner = MultiProvider().get_model(inner)
         except AgentsException as exc:  # e.g. a model name with an unknown prefix
             raise DefinitionError(f"governed: the agent's model {inner!r}: {exc}") from exc
+    given: list[FunctionTool] = []
+    for tool in agent.tools:
+        if not isinstance(tool, FunctionTool):
+            raise DefinitionError(_unsupported(tool))
+        given.append(tool)
     model = GovernedModel(inner, policy, stream, on_decline=on_decline, observers=observers)
-    tools = [_approval(model, t) if isinstance(t, FunctionTool) else t for t in agent.tools]
+    tools = [_approval(model, t) for t in given]
     handoffs: list[Any] = [_guarded(model, h) for h in agent.handoffs]
-    return agent.clone(model=model, tools=tools, handoffs=handoffs)
+    clone = agent.clone(model=model, tools=tools, handoffs=handoffs)
+    fields = {f.name: getattr(clone, f.name) for f in dataclasses.fields(clone) if f.init}
+    return _governed_class(type(agent))(**fields)
 
 
 def decisions(result: RunResultBase) -> list[Decision]:
