@@ -49,6 +49,7 @@ from agentfsm.model._checked import listed, problems_of
 from agentfsm.model.types import (
     Action,
     Decision,
+    ExitReason,
     FinishReason,
     ModelTurn,
     ToolCall,
@@ -328,9 +329,21 @@ class GovernedAgent(DefaultAgent):
         self._decide(self.controller.on_tool_results(results))
         if self.controller.done:
             return False
+        if not text.strip() and not self._checks_completion():
+            # mini-swe-agent's own prompts submit with the bare command: the work is in the
+            # environment, and an empty submission ends the run natively. Deciding it as an
+            # answer would meet the built-in non-empty check and send the model back forever.
+            why = "mini-swe-agent's submit command ended the run (an empty submission)"
+            self._decide(self.controller.stop(ExitReason.COMPLETED, why))
+            return True
         answer = ModelTurn(text=text, finish_reason=FinishReason.STOP)
         decision = self._decide(self.controller.on_model_output(answer))
         return decision.action is Action.FINAL
+
+    def _checks_completion(self) -> bool:
+        """Whether the policy asks for completion checks of its own (verifiers, or a human
+        asked about an incomplete answer): they then judge an empty submission as an answer."""
+        return bool(self.policy.verifiers) or self.policy.on_incomplete == "ask"
 
     def _after_submit(self) -> list[dict[str, Any]]:
         """A submission that did not end the run FINAL: a human asked (`on_incomplete="ask"`),
