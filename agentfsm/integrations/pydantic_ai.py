@@ -65,7 +65,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from agentfsm.engine.controller import Controller
 from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
-from agentfsm.exceptions import DefinitionError, ToolDefinitionError
+from agentfsm.exceptions import DefinitionError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
 from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
@@ -206,6 +206,8 @@ class GovernedModel(WrapperModel):
         self._held: list[ToolCall] = []
         self._started: set[str] = set()
         self._stop: Decision | None = None
+        self._outputs: frozenset[str] = frozenset()
+        """The output tools of the request being decided: pydantic-ai cannot defer them."""
         self.mark = f"agentfsm:{uuid.uuid4().hex}"
         """What this model's governed toolsets write into the metadata of the tools they serve."""
 
@@ -354,6 +356,13 @@ class GovernedModel(WrapperModel):
             self._stop = None
             text = f"[agentfsm stop: {decision.exit_reason}] {decision.reason}"
             return dataclasses.replace(response, parts=[TextPart(content=text)])
+        asked = [c.name for c in decision.tool_calls if c.name in self._outputs]
+        if decision.action is Action.ASK_HUMAN and asked:
+            raise RunError(
+                f"GovernedModel: the policy asks a human about output tool {asked[0]!r}, which "
+                f"pydantic-ai ends the run with and cannot defer for approval; nothing of the "
+                f"turn ran: allow or deny it in the policy"
+            )
         ctl = self.controller
         turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
         self._started = set()  # a model may use an id again in a later turn
@@ -423,6 +432,7 @@ class GovernedModel(WrapperModel):
         if refused is not None:
             raise ToolDefinitionError(refused)
         ctl = self._start(params, messages)
+        self._outputs = frozenset(t.name for t in params.output_tools)
         released = self._release()
         if released is not None:
             return ctl, released, messages

@@ -24,7 +24,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 import agentfsm as af
-from agentfsm.exceptions import ToolDefinitionError
+from agentfsm.exceptions import RunError, ToolDefinitionError
 from agentfsm.integrations.pydantic_ai import GovernedModel
 
 A, X = af.Action, af.ExitReason
@@ -282,3 +282,38 @@ class TestExternalTools:
         model, _ = governed("deny")
         result = self.agent(model).run_sync("go")
         assert result.output == "Done."
+
+
+class TestOutputTools:
+    """An output tool (an output function): pydantic-ai ends the run with it, no approval."""
+
+    def run(self, rule: str, ran: list[int]) -> tuple[GovernedModel, Any]:
+        """The model calls the output function; the policy has `rule`."""
+
+        def out(x: int) -> str:
+            """The output function."""
+            ran.append(x)
+            return "out"
+
+        def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            name = info.output_tools[0].name
+            return ModelResponse(parts=[ToolCallPart(name, {"x": 1}, tool_call_id="o1")])
+
+        model = GovernedModel(FunctionModel(respond), af.Policy(permission_rules=[rule]))
+        return model, Agent(model, output_type=[out, DeferredToolRequests])
+
+    def test_an_ask_on_it_raises_and_it_never_runs(self) -> None:
+        """With `ask *`, the output function used to run with no human asked; now the run
+        raises RunError naming it, and it never ran."""
+        ran: list[int] = []
+        _, agent = self.run("ask *", ran)
+        with pytest.raises(RunError, match="output tool 'final_result'"):
+            agent.run_sync("go")
+        assert ran == []
+
+    def test_an_allowed_one_ends_the_run(self) -> None:
+        """Allowed, it ends the run as pydantic-ai does."""
+        ran: list[int] = []
+        _, agent = self.run("allow *", ran)
+        assert agent.run_sync("go").output == "out"
+        assert ran == [1]
