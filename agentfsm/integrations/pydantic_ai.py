@@ -1,8 +1,12 @@
 """pydantic-ai: agentfsm decides every step of the agent graph through a `Model` wrapper.
 
 `GovernedModel(model, policy)` wraps any pydantic-ai model (`FunctionModel`, `TestModel` or a
-provider's); `model.toolset(tools)` wraps the agent's tools so agentfsm's approvals use
-pydantic-ai's own deferred-tool flow. After every response the Controller decides, and:
+provider's); `model.toolset(tools)` wraps the agent's tools (or any toolset, an MCP server
+too), and `model.capability()` every tool of the agent, so each call asks `may_run` and
+agentfsm's approvals use pydantic-ai's own deferred-tool flow. A request declaring a tool
+pydantic-ai would run without asking agentfsm (a plain `@agent.tool_plain`, a native tool)
+raises ToolDefinitionError before the model is called. After every response the Controller
+decides, and:
 
 - EXECUTE_TOOLS: the response goes on with only the calls agentfsm lets run (its call parts
   rebuilt from agentfsm's calls by call id; the toolset asks `may_run` before each), and without its
