@@ -256,7 +256,7 @@ class Decide:
         on_decline: _decline.OnDecline = "stop",
         observers: Iterable[Observer] = (),
     ) -> None:
-        self.policy = as_policy(policy, "Decide: policy")
+        self.policy = _returning_direct(as_policy(policy, "Decide: policy"), tools)
         self.on_decline = _decline.checked(on_decline, "Decide")
         self.observers = as_observers(observers, "Decide")
         # Specs built once: each run's Controller then skips checking the schemas again.
@@ -519,6 +519,22 @@ class Decide:
     def destinations(self) -> list[str]:
         """Every node `route` may return, for `add_conditional_edges`."""
         return [self.agent, self.tools_node, self.human_node, END]
+
+
+def _returning_direct(policy: Policy, tools: object) -> Policy:
+    """`policy` with the tools declared `return_direct=True` as final tools.
+
+    LangGraph ends the run once such a tool has answered (its result is the output); the
+    Controller does the same for a final tool, so no model call, and no call, follows it.
+    """
+    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
+        return policy  # Decide reports a bad tool list itself
+    direct = frozenset(t.name for t in tools if isinstance(t, BaseTool) and t.return_direct is True)
+    if direct <= policy.final_tools:
+        return policy
+    # A new policy, not `model_copy`: a copy would keep the route table the original built.
+    fields = {name: getattr(policy, name) for name in type(policy).model_fields}
+    return type(policy)(**{**fields, "final_tools": policy.final_tools | direct})
 
 
 def _bind(model: BaseChatModel | Runnable[Any, Any], tools: Sequence[Any]) -> Runnable[Any, Any]:

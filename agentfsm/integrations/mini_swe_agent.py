@@ -15,8 +15,9 @@ own `action_regex` finds, each a `bash` call):
   valid calls run, a cut output is retried;
 - RETRY: the broken message is dropped and the model is asked again;
 - ASK_HUMAN: `approve(calls)` answers: True approves, False declines, a string declines with
-  that message; without `approve` every such call is declined (fail closed); a decline without
-  a message ends the run (`on_decline="stop"`) or is told to the model (`"feedback"`);
+  that message; a decline without a message ends the run (`on_decline="stop"`) or is told to
+  the model (`"feedback"`); without `approve` no human can be asked, so the run ends
+  PERMISSION_DENIED and nothing asked about runs (fail closed, no decline is claimed);
 - the submit command (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`): its output answers the call,
   then the submission is decided as the run's final answer (a text output, one turn of its own,
   no model call), so the completion checks (`Policy.verifiers`) judge it like any answer: FINAL
@@ -49,6 +50,7 @@ from agentfsm.model._checked import listed, problems_of
 from agentfsm.model.types import (
     Action,
     Decision,
+    ExitReason,
     FinishReason,
     ModelTurn,
     ToolCall,
@@ -269,12 +271,16 @@ class GovernedAgent(DefaultAgent):
         ]
 
     def _ask(self, decision: Decision, message: dict[str, Any]) -> list[dict[str, Any]]:
-        answer = self.approve(list(decision.tool_calls)) if self.approve else False
+        # The turn's refused calls were answered in the ASK_HUMAN decision, not in the reply.
+        refused = self.add_messages(*self._error_messages(decision.results))
+        if self.approve is None:  # no human to ask: refuse, without saying a human declined
+            why = "the policy asks a human, and GovernedAgent was given no `approve`"
+            stop = self._decide(self.controller.stop(ExitReason.PERMISSION_DENIED, why))
+            return refused + self._act(stop, message)
+        answer = self.approve(list(decision.tool_calls))
         approved, note = (answer, None) if isinstance(answer, bool) else (False, str(answer))
         if not approved:
             note = _decline.message(self.on_decline, note)
-        # The turn's refused calls were answered in the ASK_HUMAN decision, not in the reply.
-        refused = self.add_messages(*self._error_messages(decision.results))
         reply = self._decide(self.controller.on_human_reply(approved, note))
         return refused + self._act(reply, message)
 
@@ -328,9 +334,21 @@ class GovernedAgent(DefaultAgent):
         self._decide(self.controller.on_tool_results(results))
         if self.controller.done:
             return False
+        if not text.strip() and not self._checks_completion():
+            # mini-swe-agent's own prompts submit with the bare command: the work is in the
+            # environment, and an empty submission ends the run natively. Deciding it as an
+            # answer would meet the built-in non-empty check and send the model back forever.
+            why = "mini-swe-agent's submit command ended the run (an empty submission)"
+            self._decide(self.controller.stop(ExitReason.COMPLETED, why))
+            return True
         answer = ModelTurn(text=text, finish_reason=FinishReason.STOP)
         decision = self._decide(self.controller.on_model_output(answer))
         return decision.action is Action.FINAL
+
+    def _checks_completion(self) -> bool:
+        """Whether the policy asks for completion checks of its own (verifiers, or a human
+        asked about an incomplete answer): they then judge an empty submission as an answer."""
+        return bool(self.policy.verifiers) or self.policy.on_incomplete == "ask"
 
     def _after_submit(self) -> list[dict[str, Any]]:
         """A submission that did not end the run FINAL: a human asked (`on_incomplete="ask"`),

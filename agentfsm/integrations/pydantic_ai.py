@@ -1,8 +1,12 @@
 """pydantic-ai: agentfsm decides every step of the agent graph through a `Model` wrapper.
 
 `GovernedModel(model, policy)` wraps any pydantic-ai model (`FunctionModel`, `TestModel` or a
-provider's); `model.toolset(tools)` wraps the agent's tools so agentfsm's approvals use
-pydantic-ai's own deferred-tool flow. After every response the Controller decides, and:
+provider's); `model.toolset(tools)` wraps the agent's tools (or any toolset, an MCP server
+too), and `model.capability()` every tool of the agent, so each call asks `may_run` and
+agentfsm's approvals use pydantic-ai's own deferred-tool flow. A request declaring a tool
+pydantic-ai would run without asking agentfsm (a plain `@agent.tool_plain`, a native tool)
+raises ToolDefinitionError before the model is called. After every response the Controller
+decides, and:
 
 - EXECUTE_TOOLS: the response goes on with only the calls agentfsm lets run (its call parts
   rebuilt from agentfsm's calls by call id; the toolset asks `may_run` before each), and without its
@@ -34,11 +38,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pydantic_ai.exceptions import ApprovalRequired, UserError
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -63,17 +69,21 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from agentfsm.engine.controller import Controller
 from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
-from agentfsm.exceptions import DefinitionError, ToolDefinitionError
+from agentfsm.exceptions import DefinitionError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
 from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
-__all__ = ["GovernedModel", "GovernedToolset"]
+__all__ = ["GovernTools", "GovernedModel", "GovernedToolset"]
 
 
 _CLEARING = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN})
 _HELD = "agentfsm:held"
 """The model name of a response made of held calls, not by the model."""
+_MARK = "agentfsm_governed_by"
+"""The key of a tool definition's metadata naming the GovernedToolset that asks `may_run`."""
+_EXTERNAL = "agentfsm_external"
+"""The key of a tool definition's metadata saying the tool is external (run by the caller)."""
 
 
 def _call_part(call: ToolCall) -> ToolCallPart:
@@ -125,6 +135,37 @@ def _declared(params: ModelRequestParameters) -> list[dict[str, Any]]:
     ]
 
 
+def _ungoverned(params: ModelRequestParameters, mark: str) -> str | None:
+    """Why pydantic-ai could run a tool of this request without agentfsm asking `may_run`.
+
+    A function tool not served through this model's governed toolset would run whatever the
+    policy says of it (an `ask` would run unasked); a native tool runs on the provider's server
+    during the model call, before agentfsm sees it.
+    """
+    loose = [
+        t.name
+        for t in params.function_tools
+        if not isinstance(t.metadata, dict) or not str(t.metadata.get(_MARK, "")).startswith(mark)
+    ]
+    native = [getattr(t, "kind", type(t).__name__) for t in params.native_tools]
+    if loose:
+        names = ", ".join(repr(n) for n in loose)
+        return (
+            f"GovernedModel: pydantic-ai would run tool(s) {names} without asking agentfsm "
+            f"(Controller.may_run), so the policy's 'ask' could not hold: put them in the "
+            f"governed toolset, Agent(model, toolsets=[model.toolset([...])]), or govern every "
+            f"tool of the agent (@agent.tool, tools=[...], MCP servers) with "
+            f"Agent(model, ..., capabilities=[model.capability()])"
+        )
+    if native:
+        names = ", ".join(repr(n) for n in native)
+        return (
+            f"GovernedModel: native tool(s) {names} run on the provider's server during the "
+            f"model call, before agentfsm can ask Controller.may_run: remove them from the agent"
+        )
+    return None
+
+
 def _text(part: ToolReturnPart[Any] | RetryPromptPart) -> str:
     if isinstance(part, RetryPromptPart):
         return part.model_response()
@@ -169,6 +210,10 @@ class GovernedModel(WrapperModel):
         self._held: list[ToolCall] = []
         self._started: set[str] = set()
         self._stop: Decision | None = None
+        self._outputs: frozenset[str] = frozenset()
+        """The output tools of the request being decided: pydantic-ai cannot defer them."""
+        self.mark = f"agentfsm:{uuid.uuid4().hex}"
+        """What this model's governed toolsets write into the metadata of the tools they serve."""
 
     def toolset(self, tools: AbstractToolset[Any] | Sequence[Any]) -> GovernedToolset:
         """The agent's tools, asking for a human's approval whenever agentfsm says so."""
@@ -184,6 +229,11 @@ class GovernedModel(WrapperModel):
             why = f"toolset: pydantic-ai cannot make tools of these: {exc}"
             raise ToolDefinitionError(why) from exc
         return GovernedToolset(wrapped, self)
+
+    def capability(self) -> GovernTools:
+        """A pydantic-ai capability governing every tool of the agent it is given to: its own
+        (`@agent.tool`, `tools=[...]`), its toolsets and MCP servers."""
+        return GovernTools(self)
 
     # -- the run's Controller -------------------------------------------------------------
 
@@ -310,6 +360,13 @@ class GovernedModel(WrapperModel):
             self._stop = None
             text = f"[agentfsm stop: {decision.exit_reason}] {decision.reason}"
             return dataclasses.replace(response, parts=[TextPart(content=text)])
+        asked = [c.name for c in decision.tool_calls if c.name in self._outputs]
+        if decision.action is Action.ASK_HUMAN and asked:
+            raise RunError(
+                f"GovernedModel: the policy asks a human about output tool {asked[0]!r}, which "
+                f"pydantic-ai ends the run with and cannot defer for approval; nothing of the "
+                f"turn ran: allow or deny it in the policy"
+            )
         ctl = self.controller
         turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
         self._started = set()  # a model may use an id again in a later turn
@@ -369,8 +426,17 @@ class GovernedModel(WrapperModel):
         self, messages: list[ModelMessage], params: ModelRequestParameters
     ) -> tuple[Controller, ModelResponse | None, list[ModelMessage]]:
         """The run's Controller, a response that needs no model call (held calls, a stop), and
-        the history to send the model otherwise."""
+        the history to send the model otherwise.
+
+        Raises:
+            ToolDefinitionError: the agent has a tool pydantic-ai would run without asking
+                agentfsm; nothing was run or sent.
+        """
+        refused = _ungoverned(params, self.mark)
+        if refused is not None:
+            raise ToolDefinitionError(refused)
         ctl = self._start(params, messages)
+        self._outputs = frozenset(t.name for t in params.output_tools)
         released = self._release()
         if released is not None:
             return ctl, released, messages
@@ -435,21 +501,78 @@ class GovernedModel(WrapperModel):
         yield TextFirstStream(model_request_parameters, model=self, attempt=attempt)
 
 
+@dataclasses.dataclass
 class GovernedToolset(WrapperToolset[Any]):
-    """Tools that raise `ApprovalRequired` while agentfsm waits for a human on their call."""
+    """Tools that run only once agentfsm cleared their call (`may_run`), and raise
+    `ApprovalRequired` while agentfsm waits for a human on it.
 
-    def __init__(self, wrapped: AbstractToolset[Any], model: GovernedModel) -> None:
-        super().__init__(wrapped)
-        self.model = model
+    The tools keep their own deferrals: a `requires_approval=True` tool still waits for
+    pydantic-ai's approval (both approvals must hold), and an external tool (`ExternalToolset`)
+    is handed to the caller with `CallDeferred` only once agentfsm cleared it (after the human's
+    approval when the policy asks). A tool another GovernedToolset of the same model already
+    serves (a toolset inside `model.capability()`) is left to that one.
+    """
+
+    model: GovernedModel
+    key: str = ""
+    """What this toolset writes into the tools it serves; kept when pydantic-ai copies it."""
+
+    def __post_init__(self) -> None:
+        self.key = self.key or f"{self.model.mark}/{uuid.uuid4().hex}"
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The wrapped tools, each marked as served here (see `GovernedModel`)."""
+        tools = await super().get_tools(ctx)
+        return {name: self._marked(tool) for name, tool in tools.items()}
+
+    def _marked(self, tool: ToolsetTool[Any]) -> ToolsetTool[Any]:
+        metadata = dict(tool.tool_def.metadata or {})
+        if str(metadata.get(_MARK, "")).startswith(self.model.mark):
+            return tool  # an inner governed toolset serves it
+        metadata[_MARK] = self.key
+        kind = tool.tool_def.kind
+        metadata[_EXTERNAL] = kind == "external"
+        # An external tool is deferred here (CallDeferred), after agentfsm cleared its call,
+        # not by pydantic-ai before any toolset is asked.
+        tool_def = dataclasses.replace(
+            tool.tool_def, metadata=metadata, kind="function" if kind == "external" else kind
+        )
+        return dataclasses.replace(tool, tool_def=tool_def)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         """Run the call if agentfsm cleared it (`may_run`); ask for approval first when it waits."""
+        metadata = tool.tool_def.metadata or {}
+        if metadata.get(_MARK) != self.key:  # served by a governed toolset inside this one
+            return await super().call_tool(name, tool_args, ctx, tool)
         if self.model.awaits_approval(ctx.tool_call_id):
             if not ctx.tool_call_approved:
                 raise ApprovalRequired
             self.model.approved(ctx.tool_call_id)
         if not self.model.may_run(ctx.tool_call_id, ctx.messages):
             return f"not executed: agentfsm did not clear call {ctx.tool_call_id!r} of {name!r}"
+        if metadata.get(_EXTERNAL):
+            raise CallDeferred
         return await super().call_tool(name, tool_args, ctx, tool)
+
+
+@dataclasses.dataclass
+class GovernTools(AbstractCapability[Any]):
+    """A pydantic-ai capability that puts every tool of the agent under agentfsm.
+
+    `Agent(model, tools=[...], capabilities=[model.capability()])`: the agent's assembled
+    toolset (its own tools, `toolsets=`, MCP servers; not output tools) is wrapped in a
+    `GovernedToolset` for each run, so every call asks `may_run` right before it runs.
+    """
+
+    model: GovernedModel
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not in pydantic-ai's specs: it holds a live model."""
+        return None
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """The agent's toolset, governed."""
+        return GovernedToolset(toolset, self.model)
