@@ -472,7 +472,9 @@ class Controller:
                 turn=run.turn,
             )
         why = f"stopped from outside ({exit_reason.value})" + (f": {message}" if message else "")
-        pending = list(run.pending.values()) or list(run.pending_approval)
+        # Calls awaiting results, or a human with the allowed calls of the same turn: none
+        # will run now, and each answers the turn the host holds.
+        pending = list(run.pending.values()) or [*run.pending_approval, *run.pending_allowed]
         results = [
             ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {why}")
             for c in pending
@@ -480,6 +482,7 @@ class Controller:
         source = run.state
         run.state, run.exit_reason = State.END, exit_reason
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
+        run.pending_allowed = ()
         run.interjection = None
         decision = unchecked(
             Decision,
@@ -498,6 +501,7 @@ class Controller:
                 "path": (source, State.END),
                 "adjust": {},
                 "answer": None,
+                "note": None,
             },
         )
         if self._events.active:
@@ -654,17 +658,8 @@ class Controller:
             reason = f"{reason} ({'; '.join(notes)})"
             # Every call id gets exactly one result, even when the run stops here.
             results += [r for r in snap.results if r.call_id in snap.missing]
-        if dest is State.END and snap.phase == "human_reply":
-            # The host already holds the turn that issued the approved calls; a run that ends
-            # here (a budget reached at the approval) runs none of them, so each gets its result.
-            answered = {r.call_id for r in results}
-            results += [
-                ToolResult(
-                    call_id=c.id, name=c.name, is_error=True, content=f"not executed: {reason}"
-                )
-                for c in (*snap.executable, *snap.handoffs)
-                if c.id not in answered
-            ]
+        if dest is State.END:
+            results += _not_run(snap, results, reason)
         calls: tuple[ToolCall, ...] = ()
         if dest is State.EXECUTE:
             action, calls = Action.EXECUTE_TOOLS, snap.executable
@@ -693,8 +688,32 @@ class Controller:
                 "answer": None
                 if action is not Action.FINAL
                 else _answer(action, snap, run.policy.final_tools),
+                "note": snap.human_message if calls and snap.human_approved else None,
             },
         )
+
+
+def _not_run(snap: RunSnapshot, answered: list[ToolResult], reason: str) -> list[ToolResult]:
+    """Error results for the calls a run that ends here leaves without one.
+
+    The host already holds the turn that made them (a model output that ends the run, or
+    the turn whose calls a human approved just as a budget ran out); none will run, and
+    every call id must get exactly one result, so each gets one saying why.
+    """
+    if snap.phase == "model_output":
+        calls: tuple[ToolCall, ...] | list[ToolCall] = (
+            snap.output.tool_calls if snap.output is not None else ()
+        )
+    elif snap.phase == "human_reply":
+        calls = (*snap.executable, *snap.handoffs)
+    else:  # tool results: every pending call has its result, given or synthesized
+        return []
+    given = {r.call_id for r in answered}
+    return [
+        ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {reason}")
+        for c in calls
+        if c.id not in given
+    ]
 
 
 def _cause(fired: list[tuple[Route, Hit]]) -> tuple[Route, Hit]:

@@ -32,6 +32,7 @@ __all__ = [
 class _Limit(Guard):
     layer = 5
     priority = Priority.P6
+    acts_on_answers = False
 
     def __init__(self, limit: float) -> None:
         check_number(type(self).__name__, "limit", limit, minimum=0)

@@ -12,6 +12,7 @@ __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
 
 class _Threshold(Guard):
     minimum = 1
+    acts_on_answers = False
 
     def __init__(self, n: int) -> None:
         check_number(type(self).__name__, "threshold", n, minimum=self.minimum, integer=True)

@@ -5,7 +5,8 @@ fit the tool's schema, is not run: the model gets an error result instead. The
 permission sources (rules, the table, the hook) say allow, ask or deny. A
 handoff must be the only call of its turn, and is checked like any call: a
 denied handoff is refused, one marked `ask` waits for a human. The repetition
-streak counts identical consecutive rounds of calls.
+streak counts identical consecutive rounds of calls, every call of the turn
+included: a refused or denied call repeated is a repeat like any other.
 """
 
 from __future__ import annotations
@@ -38,16 +39,17 @@ def enter(run: Run, step: Step) -> None:
     sigs: dict[str, CallKey] = {call.id: signature(call) for call in calls}
     step.sigs = sigs
     runnable = (*executable, *approval)
-    keys = [sigs[call.id] for call in runnable]
-    streak = 0
-    if keys:
-        step.round = round_signature(keys)
-        streak = run.streak + 1 if step.round == run.last_call else 1
-    repeated = describe(runnable) if streak > 1 else ""
+    # The round is every call of the turn, refused and denied ones included: a model that
+    # makes the same denied call again and again is repeating itself like any other.
+    step.round = round_signature(list(sigs.values()))
+    streak = run.streak + 1 if step.round == run.last_call else 1
+    repeated = describe(calls) if streak > 1 else ""
     if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
         rejected += _feed_back(runnable, streak, repeated)
         executable, approval = [], []
-        # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
+    if not (executable or approval or handoffs):
+        # Nothing of the round runs, so execute will not count it: it counts here, and a
+        # model that ignores the refusals ends as DOOM_LOOP.
         run.last_call, run.streak = step.round, streak
     step.snap = unchecked_evolve(
         snap,
