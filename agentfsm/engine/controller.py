@@ -204,7 +204,7 @@ class Controller:
             if run.state not in (State.EXECUTE, State.HANDOFF):
                 return False
             call = run.pending.get(call_id)
-            if call is None:
+            if call is None or call_id in run.refused:
                 return False
             if name is not None and name != call.name:
                 return False
@@ -370,7 +370,7 @@ class Controller:
         run = self._run
         calls = run.pending_approval
         # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
-        rejected: list[ToolResult] = []
+        rejected = _refused(run, self._last_output)
         if not approved:
             rejected += _declined(calls, run.pending_allowed, message)
         elif run.pending_allowed:
@@ -396,6 +396,7 @@ class Controller:
         # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
         # taken after the reply would otherwise hold approvals in execute or end).
         run.pending_approval, run.pending_rejected, run.pending_allowed = (), (), ()
+        run.refused = {}
         return self._route(Step(snap), record)
 
     @_atomic
@@ -479,10 +480,12 @@ class Controller:
             ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {why}")
             for c in pending
         ]
+        answered = {r.call_id for r in results}
+        results += [r for r in _refused(run, self._last_output) if r.call_id not in answered]
         source = run.state
         run.state, run.exit_reason = State.END, exit_reason
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
-        run.pending_allowed = ()
+        run.pending_allowed, run.approved, run.refused = (), (), {}
         run.interjection = None
         decision = unchecked(
             Decision,
@@ -868,6 +871,17 @@ def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]
     if dest is State.HANDOFF:
         return snap.handoffs
     return run.pending_approval
+
+
+def _refused(run: Run, turn: ModelTurn | None) -> list[ToolResult]:
+    """Error results for the waiting calls a restored run refused (see `validate.recheck`)."""
+    if not run.refused:
+        return []
+    names = {c.id: c.name for c in turn.tool_calls} if turn is not None else {}
+    return [
+        ToolResult(call_id=i, name=names.get(i), is_error=True, content=why)
+        for i, why in run.refused.items()
+    ]
 
 
 def _declined(
