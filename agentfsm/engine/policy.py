@@ -339,9 +339,9 @@ def _refusal_guards(policy: Policy) -> list[Guard]:
     """
     found: list[Guard] = []
     if policy.on_repeat == "feedback":
-        found.append(RepeatedCall(policy.repeat_threshold))
+        found.append(RepeatedCall(policy.repeat_threshold, feedback=True))
     if policy.on_deny == "feedback":
-        found.append(PermissionDenied())
+        found.append(PermissionDenied(feedback=True))
     return found
 
 
@@ -376,12 +376,13 @@ def build_routes(policy: Policy) -> RouteTable:
         rows.append((S.VALIDATE, PermissionDenied(), S.END))
     # Refusals that nothing else in the turn outranks: the guard that refused decides (P6),
     # not the P5 feedback of a failed tool (seed 003: repetition and denials are P6).
+    # They apply only when no call of the turn runs, so they come with the other P6 rows.
     refusals = _refusal_guards(policy)
     rows += [
         (S.VALIDATE, NeedsApproval(), S.AWAIT_HUMAN),
+        *((S.VALIDATE, g, S.BUDGET_CHECK) for g in refusals),
         (S.VALIDATE, HasToolCalls(), S.BUDGET_CHECK),
         (S.VALIDATE, HandoffRequested(), S.BUDGET_CHECK),
-        *((S.VALIDATE, g, S.BUDGET_CHECK) for g in refusals),
         (S.VALIDATE, ToolFailed(), S.BUDGET_CHECK),
         (S.VALIDATE, Otherwise("no tool call: check the answer", "P3"), S.VERIFY),
         # A guard of your own stops a final answer too; budgets do not (see acts_on_answers).
@@ -394,10 +395,10 @@ def build_routes(policy: Policy) -> RouteTable:
     if policy.no_progress_threshold is not None:
         rows.append((S.BUDGET_CHECK, NoProgress(policy.no_progress_threshold), S.END))
     rows += [
+        *((S.BUDGET_CHECK, g, S.AWAIT_MODEL) for g in refusals),
         (S.BUDGET_CHECK, HasToolCalls(), S.EXECUTE),
         (S.BUDGET_CHECK, HandoffRequested(), S.HANDOFF),
         (S.BUDGET_CHECK, Paused(), S.AWAIT_MODEL),
-        *((S.BUDGET_CHECK, g, S.AWAIT_MODEL) for g in refusals),
         (S.BUDGET_CHECK, ToolFailed(), S.AWAIT_MODEL),
         (S.BUDGET_CHECK, ResultsReady(), S.AWAIT_MODEL),
         (S.BUDGET_CHECK, AnswerIncomplete(*verifiers), on_incomplete),

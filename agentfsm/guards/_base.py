@@ -31,6 +31,7 @@ __all__ = [
     "as_guard",
     "cached",
     "check_number",
+    "runs_any",
 ]
 
 ALL_PHASES: frozenset[Phase] = frozenset({"model_output", "tool_results", "human_reply"})
@@ -362,6 +363,11 @@ class Otherwise(Guard):
 
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (self.reason, str(self._priority)), {}
+
+
+def runs_any(snap: RunSnapshot) -> bool:
+    """Whether any call of the turn runs, waits for a human or hands off."""
+    return bool(snap.executable or snap.needs_approval or snap.handoffs)
 
 
 def as_guard(value: Guard | Callable[[RunSnapshot], Any]) -> Guard:
