@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import agentfsm as af
 from agentfsm import Action, ExitReason, Policy, ToolCall
 from agentfsm.guards import FunctionGuard, TokenBudget
@@ -67,7 +70,7 @@ class TestApprovalNotes:
 
     def test_the_note_is_recorded_in_the_decision_event(self) -> None:
         """The trace's decision event holds the note, so a reader sees what the model got."""
-        events: list[dict[str, object]] = []
+        events: list[Mapping[str, Any]] = []
         ctl = self._asked()
         ctl.add_observer(events.append)
         ctl.on_human_reply(approved=True, message="use staging")

@@ -33,7 +33,8 @@ def answered_once(decision: af.Decision, ids: list[str]) -> None:
     assert {i: counts[i] for i in ids} == dict.fromkeys(ids, 1), decision
     for result in decision.results:
         assert result.is_error
-        assert isinstance(result.content, str) and result.content
+        assert isinstance(result.content, str)
+        assert result.content
 
 
 class TestStopOnAModelOutput:
@@ -107,7 +108,7 @@ class TestStopOnAModelOutput:
     def test_a_doom_loop_stop_answers_the_repeated_call(self) -> None:
         """With on_repeat="stop" the repeated call that ends the run gets its result."""
         ctl = af.Controller(Policy(on_repeat="stop"))
-        for i in range(3):
+        for _ in range(3):
             d = ctl.on_model_output(turn("search"))
             if d.action is Action.EXECUTE_TOOLS:
                 d = ctl.on_tool_results([ToolResult(call_id="c0", content="same")])
@@ -142,7 +143,8 @@ class TestHumanAndUser:
         ctl = af.Controller(Policy(permissions={"deploy": "ask"}))
         ctl.on_model_output(turn("search", "deploy"))
         d = ctl.on_user_message("no, check the logs first")
-        assert d is not None and d.action is Action.CONTINUE
+        assert d is not None
+        assert d.action is Action.CONTINUE
         answered_once(d, ["c0", "c1"])
         assert all("check the logs first" in r.content for r in d.results)
 
@@ -247,4 +249,3 @@ class TestEveryCallAnsweredProperty:
                 d = ctl.on_tool_results(given)
                 continue
             return d
-

@@ -18,9 +18,10 @@ from agentfsm import Action, Policy, ToolCall, ToolResult
 POLICY = Policy(permissions={"rm": "deny", "deploy": "ask"})
 
 
-def cleared(name: str, *, policy: Policy = Policy()) -> dict[str, Any]:
-    """A dump whose pending call `c1` calls `name`, cleared under `policy`, saved as POLICY's."""
-    ctl = af.Controller(policy)
+def cleared(name: str) -> dict[str, Any]:
+    """A dump whose pending call `c1` calls `name`, cleared by the default policy, saved as
+    POLICY's: an edited dump."""
+    ctl = af.Controller(Policy())
     turn = af.ModelTurn(tool_calls=[ToolCall(id="c1", name=name, arguments={"x": 1})])
     assert ctl.on_model_output(turn).action is Action.EXECUTE_TOOLS
     data: dict[str, Any] = json.loads(json.dumps(ctl.dump()))
