@@ -209,7 +209,7 @@ class Controller:
             if run.state not in (State.EXECUTE, State.HANDOFF):
                 return False
             call = run.pending.get(call_id)
-            if call is None:
+            if call is None or call_id in run.refused:
                 return False
             if name is not None and name != call.name:
                 return False
@@ -398,7 +398,7 @@ class Controller:
         run = self._run
         calls = run.pending_approval
         # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
-        rejected: list[ToolResult] = []
+        rejected = _refused(run, self._last_output)
         if not approved:
             rejected += _declined(calls, run.pending_allowed, message)
         elif run.pending_allowed:
@@ -424,6 +424,7 @@ class Controller:
         # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
         # taken after the reply would otherwise hold approvals in execute or end).
         run.pending_approval, run.pending_rejected, run.pending_allowed = (), (), ()
+        run.refused = {}
         return self._route(Step(snap), record)
 
     @_atomic
@@ -500,14 +501,19 @@ class Controller:
                 turn=run.turn,
             )
         why = f"stopped from outside ({exit_reason.value})" + (f": {message}" if message else "")
-        pending = list(run.pending.values()) or list(run.pending_approval)
+        # Calls awaiting results, or a human with the allowed calls of the same turn: none
+        # will run now, and each answers the turn the host holds.
+        pending = list(run.pending.values()) or [*run.pending_approval, *run.pending_allowed]
         results = [
             ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {why}")
             for c in pending
         ]
+        answered = {r.call_id for r in results}
+        results += [r for r in _refused(run, self._last_output) if r.call_id not in answered]
         source = run.state
         run.state, run.exit_reason = State.END, exit_reason
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
+        run.pending_allowed, run.approved, run.refused = (), (), {}
         run.interjection = None
         decision = unchecked(
             Decision,
@@ -526,6 +532,7 @@ class Controller:
                 "path": (source, State.END),
                 "adjust": {},
                 "answer": None,
+                "note": None,
             },
         )
         if self._events.active:
@@ -682,17 +689,8 @@ class Controller:
             reason = f"{reason} ({'; '.join(notes)})"
             # Every call id gets exactly one result, even when the run stops here.
             results += [r for r in snap.results if r.call_id in snap.missing]
-        if dest is State.END and snap.phase == "human_reply":
-            # The host already holds the turn that issued the approved calls; a run that ends
-            # here (a budget reached at the approval) runs none of them, so each gets its result.
-            answered = {r.call_id for r in results}
-            results += [
-                ToolResult(
-                    call_id=c.id, name=c.name, is_error=True, content=f"not executed: {reason}"
-                )
-                for c in (*snap.executable, *snap.handoffs)
-                if c.id not in answered
-            ]
+        if dest is State.END:
+            results += _not_run(snap, results, reason)
         calls: tuple[ToolCall, ...] = ()
         if dest is State.EXECUTE:
             action, calls = Action.EXECUTE_TOOLS, snap.executable
@@ -721,8 +719,32 @@ class Controller:
                 "answer": None
                 if action is not Action.FINAL
                 else _answer(action, snap, run.policy.final_tools),
+                "note": snap.human_message if calls and snap.human_approved else None,
             },
         )
+
+
+def _not_run(snap: RunSnapshot, answered: list[ToolResult], reason: str) -> list[ToolResult]:
+    """Error results for the calls a run that ends here leaves without one.
+
+    The host already holds the turn that made them (a model output that ends the run, or
+    the turn whose calls a human approved just as a budget ran out); none will run, and
+    every call id must get exactly one result, so each gets one saying why.
+    """
+    if snap.phase == "model_output":
+        calls: tuple[ToolCall, ...] | list[ToolCall] = (
+            snap.output.tool_calls if snap.output is not None else ()
+        )
+    elif snap.phase == "human_reply":
+        calls = (*snap.executable, *snap.handoffs)
+    else:  # tool results: every pending call has its result, given or synthesized
+        return []
+    given = {r.call_id for r in answered}
+    return [
+        ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {reason}")
+        for c in calls
+        if c.id not in given
+    ]
 
 
 def _cause(fired: list[tuple[Route, Hit]]) -> tuple[Route, Hit]:
@@ -877,6 +899,17 @@ def _calls_for(dest: State, snap: RunSnapshot, run: Run) -> tuple[ToolCall, ...]
     if dest is State.HANDOFF:
         return snap.handoffs
     return run.pending_approval
+
+
+def _refused(run: Run, turn: ModelTurn | None) -> list[ToolResult]:
+    """Error results for the waiting calls a restored run refused (see `validate.recheck`)."""
+    if not run.refused:
+        return []
+    names = {c.id: c.name for c in turn.tool_calls} if turn is not None else {}
+    return [
+        ToolResult(call_id=i, name=names.get(i), is_error=True, content=why)
+        for i, why in run.refused.items()
+    ]
 
 
 def _declined(

@@ -306,8 +306,8 @@ class Emitter:
         self.deliver(turn, [transition, self._decision(turn, decision)])
 
     def _decision(self, turn: int, decision: Decision) -> dict[str, Any]:
-        """The decision event: what the step decided, with its calls and results."""
-        return {
+        """The decision event: what the step decided, with its calls, results and note."""
+        event = {
             "event": "decision",
             "run_id": self.run_id,
             "turn": turn,
@@ -322,6 +322,9 @@ class Emitter:
             "tool_calls": dump(decision.tool_calls),
             "results": dump(decision.results),
         }
+        if decision.note is not None:  # a human's note with an approval, for the model
+            event["note"] = decision.note
+        return event
 
 
 def dump(items: Iterable[ToolCall | ToolResult]) -> list[dict[str, Any]]:

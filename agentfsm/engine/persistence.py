@@ -53,6 +53,7 @@ from agentfsm.model.permissions import Rule
 from agentfsm.model.run_state import RECENT_ROUNDS, Run
 from agentfsm.model.tools import ToolSpec, tool_specs
 from agentfsm.model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
+from agentfsm.states.validate import recheck
 
 __all__ = [
     "FORMAT",
@@ -232,6 +233,8 @@ CallsById = Annotated[
 class RunState(_Data):
     """Every slot of `Run`: counters, pending work and the values given again on load."""
 
+    approved: tuple[StrictStr, ...] = ()
+    """Ids of the pending calls a human approved (absent in older dumps: none)."""
     clock: None = None
     """Always null: the clock is code, given again to `load` (absent in older dumps)."""
     context_tokens: Count
@@ -268,6 +271,8 @@ class RunState(_Data):
     """Whether the run already warned that a turn had no price."""
     prices: None = None
     """Always null: whether turns are priced follows from the policy."""
+    refused: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    """Waiting calls that may not run after all, by id, with why (absent in older dumps)."""
     retries: Count
     """Retries in a row."""
     run_id: StrictStr
@@ -545,6 +550,8 @@ def load_run(
     for name in Run.__slots__:
         setattr(run, name, given[name] if name in given else getattr(saved, name))
     _check_reachable(run, live_policy, dump.last_output)
+    # Nothing in a dump clears a call by itself: the live policy checks every one again.
+    recheck(run)
     return Loaded(run, live_policy, dump.last_output, dump.engine)
 
 
@@ -671,6 +678,11 @@ def _impossible(run: Run, policy: Policy, last: ModelTurn | None) -> list[str]:
     referenced = [*run.pending, *(c.id for c in run.pending_approval)]
     referenced += [c.id for c in run.pending_allowed]
     referenced += [r.call_id for r in run.pending_rejected]
+    referenced += [*run.approved, *run.refused]
+    if set(run.approved) - set(run.pending):
+        problems.append("approved calls are not pending")
+    if run.refused and state not in (State.EXECUTE, State.HANDOFF, State.AWAIT_HUMAN):
+        problems.append(f"refused calls await an answer in state {state.value!r}")
     never = sorted(set(referenced) - issued)
     if never:
         problems.append(f"calls or results {never} answer no call the last model output issued")

@@ -152,7 +152,10 @@ class Policy(Checked):
     verifiers: SkipJsonSchema[tuple[Verifier, ...]] = Field((), exclude=True)
     """Completion checks run on an answer without tool calls."""
     guards: Annotated[tuple[Guard, ...], WithJsonSchema(_GUARDS_SCHEMA)] = ()
-    """Extra stop conditions, evaluated with the budgets."""
+    """Extra stop conditions, evaluated with the budgets, and on a final answer before it is
+    accepted: a guard of your own that applies to the answer stops the run. Budgets and loop
+    limits given here bind, as the fields do, only when another model call or tool run is
+    needed."""
 
     @field_validator("guards", mode="before")
     @classmethod
@@ -359,6 +362,26 @@ def boundary_guards(policy: Policy) -> list[Guard]:
     return found
 
 
+def _refusal_guards(policy: Policy) -> list[Guard]:
+    """The guards that refuse calls and let the model try again, in the order they decide.
+
+    With `on_repeat="feedback"` the repeated round was refused by the loop guard (layer 4);
+    with `on_deny="feedback"` a denied call by the permission guard (layer 5). When no call
+    of the turn runs, the decision to go back to the model is theirs, at P6.
+    """
+    found: list[Guard] = []
+    if policy.on_repeat == "feedback":
+        found.append(RepeatedCall(policy.repeat_threshold, feedback=True))
+    if policy.on_deny == "feedback":
+        found.append(PermissionDenied(feedback=True))
+    return found
+
+
+def _answer_guards(policy: Policy) -> list[Guard]:
+    """The parts of the policy's `guards` that may end a run at a final answer."""
+    return [part for part in (g.on_answers() for g in policy.guards) if part is not None]
+
+
 def build_routes(policy: Policy) -> RouteTable:
     """Build the route table a policy describes."""
     _check_policy(policy, "build_routes")
@@ -383,12 +406,19 @@ def build_routes(policy: Policy) -> RouteTable:
     ]
     if policy.on_deny == "stop":
         rows.append((S.VALIDATE, PermissionDenied(), S.END))
+    # Refusals that nothing else in the turn outranks: the guard that refused decides (P6),
+    # not the P5 feedback of a failed tool (seed 003: repetition and denials are P6).
+    # They apply only when no call of the turn runs, so they come with the other P6 rows.
+    refusals = _refusal_guards(policy)
     rows += [
         (S.VALIDATE, NeedsApproval(), S.AWAIT_HUMAN),
+        *((S.VALIDATE, g, S.BUDGET_CHECK) for g in refusals),
         (S.VALIDATE, HasToolCalls(), S.BUDGET_CHECK),
         (S.VALIDATE, HandoffRequested(), S.BUDGET_CHECK),
         (S.VALIDATE, ToolFailed(), S.BUDGET_CHECK),
         (S.VALIDATE, Otherwise("no tool call: check the answer", "P3"), S.VERIFY),
+        # A guard of your own stops a final answer too; budgets do not (see acts_on_answers).
+        *((S.VERIFY, g, S.END) for g in _answer_guards(policy)),
         (S.VERIFY, AnswerComplete(*verifiers), S.END),
         (S.VERIFY, Otherwise("the answer is not final", "P4"), S.BUDGET_CHECK),
         *((S.BUDGET_CHECK, g, S.END) for g in bounds),
@@ -397,6 +427,7 @@ def build_routes(policy: Policy) -> RouteTable:
     if policy.no_progress_threshold is not None:
         rows.append((S.BUDGET_CHECK, NoProgress(policy.no_progress_threshold), S.END))
     rows += [
+        *((S.BUDGET_CHECK, g, S.AWAIT_MODEL) for g in refusals),
         (S.BUDGET_CHECK, HasToolCalls(), S.EXECUTE),
         (S.BUDGET_CHECK, HandoffRequested(), S.HANDOFF),
         (S.BUDGET_CHECK, Paused(), S.AWAIT_MODEL),

@@ -31,6 +31,7 @@ __all__ = [
     "as_guard",
     "cached",
     "check_number",
+    "runs_any",
 ]
 
 ALL_PHASES: frozenset[Phase] = frozenset({"model_output", "tool_results", "human_reply"})
@@ -84,6 +85,10 @@ class Guard:
     phases: frozenset[Phase] = ALL_PHASES
     """The inputs (snapshot phases) in which the guard can apply; it never applies in others,
     so the compiled route table skips it there."""
+    acts_on_answers: ClassVar[bool] = True
+    """Whether the guard, given in a policy's `guards`, may also end a run at a final answer.
+    True for guards of your own; budgets and loop limits bind only when the run needs another
+    model call or tool run, so a complete answer still ends COMPLETED."""
 
     def check(self, snap: RunSnapshot) -> str | None:
         """Return why the guard applies to `snap`, or None."""
@@ -105,6 +110,10 @@ class Guard:
     def leaf_layer(self) -> int:
         """The layer reported when this guard decides (a composite: its first child's)."""
         return self.layer
+
+    def on_answers(self) -> Guard | None:
+        """The part of this guard that may end a run at a final answer, or None."""
+        return self if self.acts_on_answers else None
 
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (), {}
@@ -204,6 +213,17 @@ class AnyOf(_Composite):
                 return hit
         return None
 
+    def on_answers(self) -> Guard | None:
+        """The children that may end a run at a final answer (`TokenBudget(9) | f` gives `f`)."""
+        parts = [part for part in (c.on_answers() for c in self.children) if part is not None]
+        if len(parts) == len(self.children) and all(
+            p is c for p, c in zip(parts, self.children, strict=True)
+        ):
+            return self
+        if len(parts) > 1:
+            return AnyOf(*parts)
+        return parts[0] if parts else None
+
     def check(self, snap: RunSnapshot) -> str | None:
         hit = self(snap)
         return None if hit is None else hit.reason
@@ -232,6 +252,11 @@ class AllOf(_Composite):
         hit = self(snap)
         return None if hit is None else hit.reason
 
+    def on_answers(self) -> Guard | None:
+        """The whole guard when every child may end a run at a final answer, else None."""
+        whole = all(c.on_answers() is c for c in self.children)
+        return self if whole else None
+
 
 class Not(Guard):
     """Apply when the child does not."""
@@ -257,6 +282,9 @@ class Not(Guard):
 
     def __invert__(self) -> Guard:
         return self.child
+
+    def on_answers(self) -> Guard | None:
+        return self if self.child.on_answers() is self.child else None
 
     def _code(self) -> str:
         inner = repr(self.child)
@@ -335,6 +363,11 @@ class Otherwise(Guard):
 
     def _args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         return (self.reason, str(self._priority)), {}
+
+
+def runs_any(snap: RunSnapshot) -> bool:
+    """Whether any call of the turn runs, waits for a human or hands off."""
+    return bool(snap.executable or snap.needs_approval or snap.handoffs)
 
 
 def as_guard(value: Guard | Callable[[RunSnapshot], Any]) -> Guard:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from agentfsm.exceptions import PolicyError
-from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, check_number
+from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, check_number, runs_any
 from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.types import ExitReason, FinishReason, Priority
 
@@ -32,6 +32,7 @@ __all__ = [
 class _Limit(Guard):
     layer = 5
     priority = Priority.P6
+    acts_on_answers = False
 
     def __init__(self, limit: float) -> None:
         check_number(type(self).__name__, "limit", limit, minimum=0)
@@ -215,19 +216,33 @@ class NeedsApproval(Guard):
 
 
 class PermissionDenied(Guard):
-    """Stop when the permission hook denied a call (policy `on_deny="stop"`)."""
+    """Stop when the permission sources denied a call (policy `on_deny="stop"`).
+
+    With `feedback=True` (policy `on_deny="feedback"`) it reports denied calls whose
+    error results go back to the model: it applies only when none of the turn's calls
+    runs, waits for a human or hands off.
+    """
 
     phases = ON_OUTPUT
     layer = 5
     priority = Priority.P6
     exit_reason = ExitReason.PERMISSION_DENIED
 
+    def __init__(self, *, feedback: bool = False) -> None:
+        if not isinstance(feedback, bool):
+            raise PolicyError(f"PermissionDenied: feedback must be True or False, not {feedback!r}")
+        self.feedback = feedback
+
+    def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        return (), ({"feedback": True} if self.feedback else {})
+
     def __call__(self, snap: RunSnapshot) -> Hit | None:
-        if not snap.denied:
+        if not snap.denied or (self.feedback and runs_any(snap)):
             return None
+        said = "; the model is told why" if self.feedback else ""
         return Hit(
             self,
-            f"permission denied for {', '.join(c.name for c in snap.denied)}",
+            f"permission denied for {', '.join(c.name for c in snap.denied)}{said}",
             self.exit_reason,
         )
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agentfsm.guards._base import ON_OUTPUT, Guard, Hit, check_number
+from agentfsm.exceptions import PolicyError
+from agentfsm.guards._base import ON_OUTPUT, Guard, Hit, check_number, runs_any
 from agentfsm.model.call_identity import describe
 from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.types import ExitReason, Priority
@@ -12,6 +13,7 @@ __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
 
 class _Threshold(Guard):
     minimum = 1
+    acts_on_answers = False
 
     def __init__(self, n: int) -> None:
         check_number(type(self).__name__, "threshold", n, minimum=self.minimum, integer=True)
@@ -24,8 +26,11 @@ class _Threshold(Guard):
 class RepeatedCall(_Threshold):
     """Stop (or ask) at the `n`-th identical consecutive round of tool calls.
 
-    A round is the calls of one turn (identical parallel calls in one turn are
-    one round); a user message resets the count.
+    A round is every call of one turn, refused and denied ones included
+    (identical parallel calls in one turn are one round); a user message resets
+    the count. With `feedback=True` the guard reports a round that validation
+    already refused as a repeat (`on_repeat="feedback"`): it applies only when
+    none of the turn's calls runs, and the model is told why.
     """
 
     phases = ON_OUTPUT
@@ -33,13 +38,23 @@ class RepeatedCall(_Threshold):
     priority = Priority.P6
     exit_reason = ExitReason.DOOM_LOOP
 
+    def __init__(self, n: int, *, feedback: bool = False) -> None:
+        super().__init__(n)
+        if not isinstance(feedback, bool):
+            raise PolicyError(f"RepeatedCall: feedback must be True or False, not {feedback!r}")
+        self.feedback = feedback
+
+    def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        return (self.n,), ({"feedback": True} if self.feedback else {})
+
     def __call__(self, snap: RunSnapshot) -> Hit | None:
-        if snap.repeat_streak < self.n:
+        if snap.repeat_streak < self.n or (self.feedback and runs_any(snap)):
             return None
+        said = "; not executed, the model is told why" if self.feedback else ""
         return Hit(
             self,
             f"{snap.repeated or _calls(snap)} would be the {_nth(snap.repeat_streak)} identical "
-            "call in a row",
+            f"call in a row{said}",
             self.exit_reason,
         )
 

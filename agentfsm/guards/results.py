@@ -20,6 +20,7 @@ class ToolErrorLimit(Guard):
     layer = 2
     priority = Priority.P6
     exit_reason = ExitReason.TOOL_ERRORS
+    acts_on_answers = False
 
     def __init__(self, n: int) -> None:
         check_number("ToolErrorLimit", "limit", n, minimum=1, integer=True)

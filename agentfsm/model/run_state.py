@@ -73,6 +73,7 @@ class Run:
     """
 
     __slots__ = (
+        "approved",
         "clock",
         "context_tokens",
         "cost",
@@ -91,6 +92,7 @@ class Run:
         "policy",
         "price_warned",
         "prices",
+        "refused",
         "retries",
         "run_id",
         "same_results",
@@ -136,6 +138,11 @@ class Run:
         self.pending_allowed: tuple[ToolCall, ...] = ()
         self.pending_rejected: tuple[ToolResult, ...] = ()
         self.pending_sigs: dict[str, Hashable] = {}
+        # Ids of the pending calls a human approved: a restored run keeps them cleared.
+        self.approved: tuple[str, ...] = ()
+        # Calls of the waiting round that may not run after all (a restored run checked them
+        # again): call id -> why. Each gets an error result saying why in the next decision.
+        self.refused: dict[str, str] = {}
         self.exit_reason: ExitReason | None = None
         # Which episode of the conversation: a user message after FINAL opens the next.
         self.episode = 1
@@ -199,7 +206,7 @@ class Step:
         self.sigs: dict[str, Hashable] = _NO_SIGS
         """Each call's key, by id (validate); read only, so one empty dict is shared."""
         self.round: Hashable | None = None
-        """The key of the round of calls that may run (validate), for the streak."""
+        """The key of the turn's round of calls (validate), for the streak."""
 
 
 _NO_SIGS: dict[str, Hashable] = {}

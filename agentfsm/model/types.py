@@ -328,6 +328,10 @@ class Decision(Checked):
     answer: Any = None
     """The answer when the action is FINAL: the model's text, or the content of the result of
     a `final_tools` call that ended the run."""
+    note: str | None = None
+    """What a human said with an approval (`on_human_reply(approved=True, message=...)`), for
+    the model: send it as a user message after the results of the calls this decision clears.
+    A note given with a refusal travels in the declined calls' error results instead."""
 
 
 # The Controller's decision, made on every step from values it checked itself.

@@ -15,6 +15,7 @@ def enter(run: Run, step: Step) -> None:
     """Commit the step's loop counters and clear pending work."""
     snap = step.snap
     run.pending = {}
+    run.approved, run.refused = (), {}
     run.interjection = None
     run.pending_approval = ()
     run.pending_allowed = ()

@@ -17,4 +17,5 @@ def enter(run: Run, step: Step) -> None:
     hit = step.hit
     run.exit_reason = (hit.exit_reason if hit else None) or ExitReason.INTERRUPTED
     run.pending = {}
+    run.approved, run.refused = (), {}
     run.interjection = None

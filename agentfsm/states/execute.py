@@ -40,6 +40,8 @@ def enter(run: Run, step: Step) -> None:
     calls = step.snap.executable
     known = step.sigs
     run.pending = {call.id: call for call in calls}
+    # Calls a human cleared: a restored run keeps them cleared (see validate.recheck).
+    run.approved = tuple(run.pending) if step.snap.phase == "human_reply" else ()
     sigs: dict[str, Hashable] = {call.id: known.get(call.id) or signature(call) for call in calls}
     run.pending_sigs = sigs
     run.tool_calls_used += len(calls)
@@ -99,7 +101,7 @@ def _answers_in_order(run: Run, results: list[ToolResult]) -> bool:
     or repeated id, content to check for depth, a name to fix) goes the long way.
     """
     pending = run.pending
-    if len(results) != len(pending) or run.policy.final_tools:
+    if len(results) != len(pending) or run.policy.final_tools or run.refused:
         return False
     for result, call_id in zip(results, pending, strict=True):
         if result.call_id != call_id:
@@ -148,7 +150,7 @@ def _in_call_order(run: Run, by_id: dict[str, ToolResult]) -> tuple[list[ToolRes
         found = by_id.get(call_id)
         if found is None:
             missing.append(call_id)
-            text = (
+            text = run.refused.get(call_id) or (
                 SKIPPED if skipped else f"no result was returned for call {call_id} ({call.name})"
             )
             found = ToolResult(call_id=call_id, name=call.name, content=text, is_error=True)

@@ -16,6 +16,7 @@ def enter(run: Run, step: Step) -> None:
     """Make the handoff call pending until the delegate answers."""
     calls = step.snap.handoffs
     run.pending = {call.id: call for call in calls}
+    run.approved = tuple(run.pending) if step.snap.phase == "human_reply" else ()
     # Like executed calls, a pending handoff has its call key: a dump of the run is whole.
     run.pending_sigs = {call.id: step.sigs.get(call.id) or signature(call) for call in calls}
     run.incomplete = 0

@@ -5,7 +5,8 @@ fit the tool's schema, is not run: the model gets an error result instead. The
 permission sources (rules, the table, the hook) say allow, ask or deny. A
 handoff must be the only call of its turn, and is checked like any call: a
 denied handoff is refused, one marked `ask` waits for a human. The repetition
-streak counts identical consecutive rounds of calls.
+streak counts identical consecutive rounds of calls, every call of the turn
+included: a refused or denied call repeated is a repeat like any other.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 from agentfsm.model.call_identity import CallKey, describe, round_signature, signature
 from agentfsm.model.run_state import Run, Step
 from agentfsm.model.snapshot import unchecked_evolve
-from agentfsm.model.types import ToolCall, ToolResult
+from agentfsm.model.types import State, ToolCall, ToolResult
 
-__all__ = ["enter"]
+__all__ = ["enter", "recheck", "verdict"]
 
 
 _Plan = tuple[list[ToolCall], list[ToolCall], list[ToolCall], list[ToolCall], list[ToolResult]]
@@ -38,16 +39,17 @@ def enter(run: Run, step: Step) -> None:
     sigs: dict[str, CallKey] = {call.id: signature(call) for call in calls}
     step.sigs = sigs
     runnable = (*executable, *approval)
-    keys = [sigs[call.id] for call in runnable]
-    streak = 0
-    if keys:
-        step.round = round_signature(keys)
-        streak = run.streak + 1 if step.round == run.last_call else 1
-    repeated = describe(runnable) if streak > 1 else ""
+    # The round is every call of the turn, refused and denied ones included: a model that
+    # makes the same denied call again and again is repeating itself like any other.
+    step.round = round_signature(list(sigs.values()))
+    streak = run.streak + 1 if step.round == run.last_call else 1
+    repeated = describe(calls) if streak > 1 else ""
     if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
         rejected += _feed_back(runnable, streak, repeated)
         executable, approval = [], []
-        # A refused round still counts: a model that ignores the feedback ends as DOOM_LOOP.
+    if not (executable or approval or handoffs):
+        # Nothing of the round runs, so execute will not count it: it counts here, and a
+        # model that ignores the refusals ends as DOOM_LOOP.
         run.last_call, run.streak = step.round, streak
     step.snap = unchecked_evolve(
         snap,
@@ -80,16 +82,87 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
         if problem is not None:
             rejected.append(_refusal(call, problem))
             continue
-        permission, source = run.policy.permission_verdict(call)
+        permission, why = _permission(run, call)
         if permission == "allow":
             (handoffs if handoff else executable).append(call)
         elif permission == "ask":
             approval.append(call)  # an approved handoff still hands off (on_human_reply)
-        else:  # "deny", or anything not understood: fail closed
+        else:
             denied.append(call)
-            why = f"permission denied: {call.name!r} may not run ({source})"
             rejected.append(_refusal(call, why))
     return executable, approval, denied, handoffs, rejected
+
+
+def verdict(run: Run, call: ToolCall) -> tuple[str, str]:
+    """Whether `call` may run ("allow"), needs a human ("ask") or not ("deny"), and why.
+
+    A call to an undeclared tool, or whose arguments do not fit its schema, is denied;
+    so is anything the permission sources answer that is not understood (fail closed).
+    """
+    problem = _check(run, call)
+    return ("deny", problem) if problem is not None else _permission(run, call)
+
+
+def _permission(run: Run, call: ToolCall) -> tuple[str, str]:
+    """The permission sources' verdict on a call that fits its tool, and its source."""
+    permission, source = run.policy.permission_verdict(call)
+    if permission == "allow" or permission == "ask":
+        return permission, source
+    # "deny", or anything not understood: fail closed
+    return "deny", f"permission denied: {call.name!r} may not run ({source})"
+
+
+def recheck(run: Run) -> None:
+    """Check a restored run's cleared and waiting calls again, against the policy it runs with.
+
+    A dump can be edited, and a permission hook may answer otherwise now. A call the policy
+    denies (or that no longer fits its declared tool) is not cleared: it stays among the
+    calls awaiting results, `may_run` says no, and it gets an error result saying why in the
+    next decision. A cleared call the policy wants a human to approve, with no approval
+    recorded, waits for a human again, the run's other cleared calls waiting with it.
+    """
+    refused = dict(run.refused)
+    if run.pending:
+        asks: list[ToolCall] = []
+        for call in run.pending.values():
+            permission, why = verdict(run, call)
+            if permission == "deny":
+                refused[call.id] = f"not executed: {why}"
+            elif permission == "ask" and call.id not in run.approved:
+                asks.append(call)
+        if asks:
+            _ask_again(run, asks, refused)
+    elif run.pending_approval or run.pending_allowed:
+        _recheck_waiting(run, refused)
+    run.refused = refused
+
+
+def _ask_again(run: Run, asks: list[ToolCall], refused: dict[str, str]) -> None:
+    """Move cleared calls back to awaiting a human; none of them has run."""
+    asked = {call.id for call in asks}
+    run.pending_approval = tuple(asks)
+    run.pending_allowed = tuple(
+        c for c in run.pending.values() if c.id not in asked and c.id not in refused
+    )
+    run.pending_rejected = ()
+    run.tool_calls_used = max(0, run.tool_calls_used - len(run.pending))  # counted again then
+    run.pending, run.approved = {}, ()
+    run.state = State.AWAIT_HUMAN
+
+
+def _recheck_waiting(run: Run, refused: dict[str, str]) -> None:
+    """Calls awaiting a human: a denied one is refused, an allowed one now `ask` is asked."""
+    approval: list[ToolCall] = []
+    allowed: list[ToolCall] = []
+    for call in (*run.pending_approval, *run.pending_allowed):
+        permission, why = verdict(run, call)
+        if permission == "deny":
+            refused[call.id] = f"not executed: {why}"
+        elif permission == "ask" or call in run.pending_approval:
+            approval.append(call)  # a call already awaiting approval keeps waiting for it
+        else:
+            allowed.append(call)
+    run.pending_approval, run.pending_allowed = tuple(approval), tuple(allowed)
 
 
 def _feed_back(runnable: tuple[ToolCall, ...], streak: int, repeated: str) -> list[ToolResult]:

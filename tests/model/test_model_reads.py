@@ -142,6 +142,7 @@ class TestBuild:
             "path": tuple(path),
             "adjust": {},
             "answer": None,
+            "note": None,
         }
         built = unchecked(af.Decision, dict(values))
         assert type(built) is af.Decision

@@ -27,6 +27,7 @@ def decision_values() -> dict[str, object]:
         "path": (af.State.EXECUTE, af.State.BUDGET_CHECK, af.State.AWAIT_MODEL),
         "adjust": {},
         "answer": None,
+        "note": None,
     }
 
 
