@@ -128,7 +128,7 @@ class Getopt:
             kind = _KINDS[spec] if spec in _KINDS else self._kind(spec)
             if equals and kind == _NONE:
                 raise UnreadableError(f"option --{full} takes no value")
-            if equals or kind == _OPTIONAL:
+            if equals or kind != _REQUIRED:
                 options.append(Option(canonical, value if equals else None, given=bool(equals)))
                 return 1
             return self._value(words, index, canonical, options)
