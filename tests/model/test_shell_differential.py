@@ -14,6 +14,7 @@ words), or the reader must have called the script unsure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -103,10 +104,8 @@ class Tracer:
 
 def _end_group(pid: int) -> None:
     """Stop what the script left running (a background job, a wrapper's child)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _run(record: str) -> Run:
