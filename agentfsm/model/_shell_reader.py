@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
-from agentfsm.model._shell_script import MAX_DEPTH, Command, Script
+from agentfsm.model._shell_script import MAX_DEPTH, MAX_LENGTH, Command, Script
+from agentfsm.model._shell_text import (
+    INTEGER_SPECIALS,
+    Variables,
+    backquoted,
+    is_integer,
+    joins_word,
+    runs_substitution,
+)
 from agentfsm.model._shell_wrappers import (
     PLAIN,
     SU,
@@ -31,10 +39,103 @@ def _parser() -> Any:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
+_OPENERS = frozenset(b"{ ( (( [[ ! if while until for case select function time coproc".split())
+_PREFIX_HINT = re.compile(rb"!|\btime\b|\bcoproc\b")
+
+
+def _parse(copy: bytes) -> Any:
+    """The syntax tree of `copy`, read again with misread reserved words blanked.
+
+    tree-sitter-bash reads `! { ...; }`, `time { ...; }`, `time while ...` and
+    `coproc [NAME] { ...; }` as a command named `!`, `time` or `coproc`, hiding the
+    commands of the compound after it. Bash runs them: blanking the reserved words
+    (same length, so byte offsets hold) leaves the compound for the grammar to read.
+    None when they are still there after `MAX_DEPTH` rounds.
+    """
+    for _ in range(MAX_DEPTH):
+        root = _parser().parse(copy).root_node
+        spans = list(_reserved_prefixes(root, copy)) if _PREFIX_HINT.search(copy) else []
+        if not spans:
+            return root
+        blanked = bytearray(copy)
+        for start, end in spans:
+            blanked[start:end] = b" " * (end - start)
+        copy = bytes(blanked)
+    return None
+
+
+def _reserved_prefixes(root: Any, copy: bytes) -> Iterator[tuple[int, int]]:
+    """The byte spans of `!`, `time [-p]` and `coproc [NAME]` read as a command's name."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.named_children)
+        if node.type == "negated_command" and node.children[0].type == "!":
+            inner = node.named_children[0] if node.named_children else None
+            if inner is not None and _name_text(inner, copy) in _OPENERS:
+                yield node.children[0].start_byte, node.children[0].end_byte
+        elif node.type == "command":
+            yield from _prefix(node, copy)
+
+
+def _name_text(node: Any, copy: bytes) -> bytes | None:
+    name = node.child_by_field_name("name") if node.type == "command" else None
+    return None if name is None else copy[name.start_byte : name.end_byte]
+
+
+def _prefix(command: Any, copy: bytes) -> Iterator[tuple[int, int]]:
+    """The span of a reserved word read as `command`'s name, and of its `-p` or NAME."""
+    word = _name_text(command, copy)
+    if word not in (b"!", b"time", b"coproc"):
+        return
+    start = command.child_by_field_name("name").start_byte
+    args = command.children_by_field_name("argument")[:3]
+    texts = [copy[a.start_byte : a.end_byte] for a in args]
+    skip = 1 if word == b"time" and texts[:1] == [b"-p"] else 0
+    if word == b"coproc" and len(texts) > 1 and texts[1] in _OPENERS:
+        skip = 1  # `coproc NAME { ...; }`
+    end = args[skip - 1].end_byte if skip else command.child_by_field_name("name").end_byte
+    if word == b"!" or (skip < len(texts) and texts[skip] in _OPENERS):
+        yield start, end
+
+
+def _in_code(root: Any, at: int) -> bool:
+    """Whether byte `at` of the script is read as code (not in quotes, a comment or a heredoc)."""
+    node = root.descendant_for_byte_range(at, at + 1)
+    while node is not None:
+        if node.type in ("comment", "raw_string", "ansi_c_string", "string", "heredoc_body"):
+            return False
+        if node.type in ("command_substitution", "process_substitution"):
+            return True
+        node = node.parent
+    return True
+
+
 _GLOB = re.compile(r"(?<!\\)(?:\\\\)*[*?\[]")
 _BRACES = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _IN_QUOTES = re.compile(r'\\([\\"$`\n])')
+_EVALUATED = frozenset(
+    {
+        "variable_assignment",
+        "arithmetic_expansion",
+        "compound_statement",
+        "c_style_for_statement",
+        "subscript",
+        "expansion",
+        "binary_expression",
+        "unary_expression",
+    }
+)
+"""Nodes whose text bash evaluates: arithmetic, expansions, assignments, `[[ ]]` tests."""
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]$`'\"\\]*\])?")
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_LISTS_NAMES = re.compile(r"(?:\[[@*]\]|[@*])\}$")
+_SUBSTRING = re.compile(
+    r"\$\{#?(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*])(?:\[[^\]]*\])?:(?![-=?+])(.*)\}", re.DOTALL
+)
+_TEXT_LEAVES = frozenset({"word", "string_content", "regex", "extglob_pattern"})
+"""Nodes whose text bash may expand though the grammar did not split it."""
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
 _DUPS = frozenset({">&", "<&", ">&-", "<&-"})
 
@@ -104,13 +205,28 @@ class _Source:
         if node.type == "herestring_redirect":
             words = [self.literal(c) for c in node.named_children]
             return words[0] if len(words) == 1 else None
-        start = next((c for c in node.children if c.type == "heredoc_start"), None)
         body = next((c for c in node.children if c.type == "heredoc_body"), None)
-        if start is None or body is None:
+        if body is None:
             return None
-        quoted = self.text(start)[:1] in ("'", '"', "\\")
+        text = self.text(body)
         expanded = any(c.type != "heredoc_content" for c in body.named_children)
-        return self.text(body) if quoted or not expanded else None
+        if self.quoted_heredoc(node):
+            return text
+        return None if expanded or runs_substitution(text) else text
+
+    def quoted_heredoc(self, node: Any) -> bool:
+        """Whether a heredoc's delimiter is quoted, so that its body is not expanded."""
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        return start is not None and self.text(start)[:1] in ("'", '"', "\\")
+
+    def unparsed(self, body: Any) -> str:
+        """A heredoc body's text with the parts the grammar read (`$(...)`, `$x`) blanked."""
+        raw = bytearray(self.data[body.start_byte : body.end_byte])
+        for child in body.named_children:
+            if child.type != "heredoc_content":
+                start, end = child.start_byte - body.start_byte, child.end_byte - body.start_byte
+                raw[start:end] = b" " * (end - start)
+        return raw.decode("utf-8", "replace")
 
     def writes(self, redirect: Any) -> bool:
         """Whether a redirection writes a file other than /dev/null."""
@@ -132,8 +248,13 @@ class Reader:
     def __init__(self) -> None:
         self.commands: list[tuple[Command, ...]] = []
         self.unsure: list[str] = []
+        self.variables = Variables()
 
     def script(self) -> Script:
+        unknown = self.variables.unknown()
+        if unknown:
+            names = ", ".join(unknown[:5])
+            self.unsure.append(f"arithmetic reads variables not known to hold integers: {names}")
         return Script(tuple(self.commands), tuple(dict.fromkeys(self.unsure)))
 
     def read_text(self, text: str, depth: int) -> None:
@@ -148,14 +269,22 @@ class Reader:
         except UnicodeEncodeError:
             self.unsure.append("the command is not valid text (a lone surrogate)")
             return
+        if len(data) > MAX_LENGTH:
+            self.unsure.append(f"the command is longer than {MAX_LENGTH} bytes, the most read")
+            return
         try:
-            tree = _parser().parse(_ascii_copy(text, data))
+            root = _parse(_ascii_copy(text, data))
         except ImportError as exc:  # a core dependency; missing, nothing can be read
             self.unsure.append(f"the shell grammar is not installed ({exc})")
             return
-        if tree.root_node.has_error:
+        if root is None:
+            self.unsure.append("reserved words before a compound command nest too deep")
+            return
+        if root.has_error:
             self.unsure.append("it does not parse as a shell command")
-        self.walk(tree.root_node, _Source(data), depth)
+        if any(_in_code(root, at) for at in joins_word(data)):
+            self.unsure.append("a backslash-newline joins two parts of a word (bash reads one)")
+        self.walk(root, _Source(data), depth)
 
     def walk(self, root: Any, source: _Source, depth: int) -> None:
         # A stack, not recursion: `$($($(...)))` may nest deeper than Python's recursion limit.
@@ -164,6 +293,7 @@ class Reader:
         while stack:
             node, writes = stack.pop()
             kind = node.type
+            children = node.children
             if kind == "redirected_statement":
                 writes, stdin = self._redirections(node, source, writes)
                 receiver = _receiver(node.child_by_field_name("body"))
@@ -175,7 +305,154 @@ class Reader:
                 words: list[Word] = [source.text(node.children[0])]
                 words += [source.declared(c) for c in node.named_children]
                 self.commands.append((Command(tuple(words), plain=not writes),))
-            stack.extend((child, writes) for child in reversed(node.children))
+                self._declaration(node, source, words)
+            else:
+                children = self._visit(node, source, depth)
+            stack.extend((child, writes) for child in reversed(children))
+
+    def _visit(self, node: Any, source: _Source, depth: int) -> list[Any]:
+        """Note what bash runs or evaluates in `node`; the children still to walk."""
+        kind = node.type
+        children: list[Any] = node.children
+        if kind == "command_substitution" and _opens(node, "`"):
+            in_string = node.parent is not None and node.parent.type == "string"
+            self._substitutions(source.text(node), depth, in_string=in_string)
+            return []  # read from its unescaped text: the grammar misreads nested backquotes
+        if kind == "heredoc_redirect" and source.quoted_heredoc(node):
+            return [c for c in children if c.type != "heredoc_body"]
+        if kind == "heredoc_body":
+            self._substitutions(source.unparsed(node), depth)
+        elif kind in _TEXT_LEAVES and not children:
+            self._substitutions(source.text(node), depth)
+        elif kind in _EVALUATED:
+            self._evaluated(node, source, depth)
+        return children
+
+    def _evaluated(self, node: Any, source: _Source, depth: int) -> None:
+        """Note what bash evaluates in `node`: arithmetic, expansions, special assignments."""
+        kind = node.type
+        if kind == "variable_assignment":
+            self._assignment(node, source, depth)
+        elif kind == "arithmetic_expansion" or (
+            kind == "compound_statement" and _opens(node, "((")
+        ):
+            self.arithmetic(source.text(node))
+        elif kind == "c_style_for_statement":
+            for part in node.named_children:
+                if part.type == "variable_assignment":
+                    self._assignment(part, source, depth)
+                elif part.type not in ("do_group", "compound_statement"):
+                    self.arithmetic(source.text(part))
+        elif kind == "subscript":
+            self.arithmetic(_inside_brackets(source.text(node)))
+        elif kind == "expansion":
+            self._expansion(source.text(node))
+        elif kind in ("binary_expression", "unary_expression"):
+            self._test(node, source)
+
+    def arithmetic(self, text: Word) -> None:
+        """Note arithmetic `text` that bash evaluates; None is text known only at run time."""
+        why = "arithmetic text is not known until run time" if text is None else None
+        why = why or self.variables.evaluate(text or "")
+        if why is not None:
+            self.unsure.append(why)
+
+    def variable_name(self, word: Word, where: Sequence[Word]) -> None:
+        """Note a word a builtin assigns to as a variable name (`read NAME`, `printf -v NAME`)."""
+        if word is None:
+            self.unsure.append(f"a variable name is not known until run time: {_show(where)}")
+            return
+        self.variables.assign(word.split("[", 1)[0], integer=False)
+        if "[" in word:
+            self.arithmetic(_inside_brackets(word))
+
+    def _assignment(self, node: Any, source: _Source, depth: int) -> None:
+        target = node.child_by_field_name("name")
+        if target is None:
+            return
+        written = source.text(target)
+        name = written.split("[", 1)[0]
+        value = node.child_by_field_name("value")
+        literal = "" if value is None else source.literal(value)
+        integer = literal is not None and (literal == "" or is_integer(literal))
+        if name in self.variables.integer_typed or name in INTEGER_SPECIALS:
+            self.arithmetic("" if value is None else source.text(value))
+            integer = True
+        elif value is not None and value.type == "arithmetic_expansion":
+            integer = True
+        self.variables.assign(name, integer=integer)
+        exported = node.parent is not None and node.parent.type == "declaration_command"
+        self.special(written, literal, depth, exported=exported)
+
+    def special(self, name: str, value: Word, depth: int, *, exported: bool) -> None:
+        """Read the value of a variable bash runs or expands later, or call it unsure."""
+        if name == "PROMPT_COMMAND" or name.startswith(("PROMPT_COMMAND[", "BASH_ALIASES[")):
+            self.nested(value, depth, [name])
+        elif name in ("PS0", "PS1", "PS2", "PS4"):
+            if value is None:
+                self.unsure.append(
+                    f"{name} (expanded when bash prompts) is not known until run time"
+                )
+            else:
+                self._substitutions(value, depth)
+        elif name == "BASH_ENV" or name.startswith("BASH_FUNC_") or (name == "ENV" and exported):
+            self.unsure.append(f"{name} makes a shell run code from it (or the file it names)")
+
+    def _expansion(self, text: str) -> None:
+        if text.startswith("${!") and not _LISTS_NAMES.search(text):
+            self.unsure.append(f"an indirect expansion evaluates a name known at run time: {text}")
+        elif text.endswith("@P}"):
+            self.unsure.append(f"a prompt expansion runs the command text in a value: {text}")
+        else:
+            substring = _SUBSTRING.fullmatch(text)
+            if substring is not None:
+                self.arithmetic(substring.group(1))
+
+    def _test(self, node: Any, source: _Source) -> None:
+        """`[[ A -eq B ]]` evaluates A and B as arithmetic; `[[ -v a[I] ]]` evaluates I."""
+        operator = next((c for c in node.children if c.type == "test_operator"), None)
+        if operator is None:
+            return
+        test = source.text(operator)
+        operands = [source.text(c) for c in node.named_children if c.type != "test_operator"]
+        if test in _ARITHMETIC_TESTS:
+            for operand in operands:
+                self.arithmetic(operand)
+        elif test == "-v":
+            for part in node.named_children:
+                if part.type != "test_operator":
+                    written = source.text(part)
+                    plain = written if _PLAIN_NAME.fullmatch(written) else None
+                    self.variable_name(source.literal(part) or plain, [test, written])
+
+    def _declaration(self, node: Any, source: _Source, words: list[Word]) -> None:
+        """`declare -i` makes later assignments arithmetic; `declare -n` makes a name an alias."""
+        options = "".join(w[1:] for w in words[1:] if w is not None and w.startswith("-"))
+        for part in node.named_children:
+            target = (
+                part.child_by_field_name("name") if part.type == "variable_assignment" else part
+            )
+            if target is None or target.type not in ("variable_name", "subscript"):
+                continue
+            name = source.text(target).split("[", 1)[0]
+            if "i" in options:
+                self.variables.integer_typed.add(name)
+                value = part.child_by_field_name("value")
+                if value is not None:
+                    self.arithmetic(source.text(value))
+            if "n" in options:
+                self.variables.assign(name, integer=False)
+
+    def _substitutions(self, text: str, depth: int, *, in_string: bool = False) -> None:
+        """Read the backquoted command text in `text`; unsure of a `$(` the grammar left."""
+        if "`" in text:
+            found = backquoted(text, in_string=in_string)
+            if found is None:
+                self.unsure.append(f"a backquote is not closed: {text[:120]}")
+            for inner in found or ():
+                self.read_text(inner, depth + 1)
+        if runs_substitution(text.replace("`", "")):
+            self.unsure.append(f"a command substitution the grammar did not read: {text[:120]}")
 
     def _redirections(
         self, node: Any, source: _Source, writes: bool, stdin: str | None = None
@@ -209,6 +486,9 @@ class Reader:
                 break
             views.append(Command(tuple(current), plain))
             base = _base(name)
+            evaluates = _EVALUATES.get(base)
+            if evaluates is not None:
+                evaluates(self, current, depth)
             runner = _RUNS_TEXT.get(base)
             if runner is not None:
                 runner(self, current, stdin, depth)
@@ -222,6 +502,15 @@ class Reader:
             plain = plain and base in PLAIN
         if views:
             self.commands.append(tuple(views))
+            self._special_words(words, depth)
+
+    def _special_words(self, words: list[Word], depth: int) -> None:
+        """`env PS4=... bash`, `sudo BASH_ENV=... sh`: assignments a wrapper passes on."""
+        for word in words[1:]:
+            if word is not None and "=" in word and word[:1].isupper():
+                name, value = word.split("=", 1)
+                shell = any(w is not None and _base(w) in _SHELLS for w in words)
+                self.special(name, value, depth, exported=shell)
 
     def unwrapped(self, unwrap: Wrapper, words: list[Word]) -> list[Word] | None:
         try:
@@ -251,6 +540,17 @@ class Reader:
             self.simple(inner, plain=False, stdin=None, depth=depth)
 
 
+def _opens(node: Any, token: str) -> bool:
+    return bool(node.children) and node.children[0].type == token
+
+
+def _inside_brackets(text: str) -> str:
+    """The subscript of `name[subscript]`, which bash evaluates as arithmetic."""
+    start = text.find("[")
+    end = text.rfind("]")
+    return text[start + 1 : end] if 0 <= start < end else ""
+
+
 def _receiver(body: Any) -> Any:
     """The command a redirection of `body` feeds: tree-sitter hangs `a && b <<EOF` on the list."""
     while body is not None and body.type in ("list", "pipeline") and body.named_children:
@@ -265,6 +565,7 @@ def _show(words: Sequence[Word]) -> str:
 # --- commands that run command text ------------------------------------------------------------
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "fish"})
+_STDIN = frozenset({"/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
 
 
 def _shell(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
@@ -289,6 +590,8 @@ def _shell(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> 
         stdin_mode = stdin_mode or "s" in letters
         index += 1 + sum(letter in "oO" for letter in letters)
     rest = words[index:]
+    if rest and rest[0] in _STDIN:
+        stdin_mode, rest = True, rest[1:]
     if command_mode:
         reader.nested(rest[0] if rest else None, depth, words)
     elif rest and not stdin_mode:
@@ -334,6 +637,10 @@ def _source(reader: Reader, words: list[Word], stdin: str | None, depth: int) ->
     """`source FILE` runs a file, a command of its own; `source <(...)` runs unknown text."""
     if len(words) < 2 or words[1] is None:
         reader.unsure.append(f"the file it runs is not known until run time: {_show(words)}")
+    elif words[1] in _STDIN and stdin is not None:
+        reader.read_text(stdin, depth + 1)
+    elif words[1] in _STDIN or words[1].startswith(("/dev/fd/", "/proc/")):
+        reader.unsure.append(f"it runs commands from its input: {_show(words)}")
 
 
 def _alias(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
@@ -364,3 +671,95 @@ _RUNS_TEXT: dict[str, Callable[[Reader, list[Word], str | None, int], None]] = {
     "watch": _watch,
 }
 """Commands whose arguments (or input) are command text, read as a script of its own."""
+
+
+# --- builtins that evaluate their arguments ----------------------------------------------------
+
+
+def _let(reader: Reader, words: list[Word], depth: int) -> None:
+    """`let EXPR...` evaluates each argument as arithmetic."""
+    for word in words[1:]:
+        reader.arithmetic(word)
+
+
+def _after(option: str, words: list[Word]) -> list[Word]:
+    """The values of `option` in `words` (`-v NAME` or `-vNAME`)."""
+    found: list[Word] = []
+    for index, word in enumerate(words[1:], start=1):
+        if word == option and index + 1 < len(words):
+            found.append(words[index + 1])
+        elif word is not None and word.startswith(option) and len(word) > len(option):
+            found.append(word[len(option) :])
+    return found
+
+
+def _printf(reader: Reader, words: list[Word], depth: int) -> None:
+    for name in _after("-v", words):
+        reader.variable_name(name, words)
+
+
+def _test_v(reader: Reader, words: list[Word], depth: int) -> None:
+    for index, word in enumerate(words[:-1]):
+        if word == "-v":
+            reader.variable_name(words[index + 1], words)
+
+
+def _wait(reader: Reader, words: list[Word], depth: int) -> None:
+    for name in _after("-p", words):
+        reader.variable_name(name, words)
+
+
+def _getopts(reader: Reader, words: list[Word], depth: int) -> None:
+    if len(words) > 2:
+        reader.variable_name(words[2], words)
+
+
+def _operands(words: list[Word], valued: str) -> list[Word] | None:
+    """The operands after a builtin's options; None when an option is not known."""
+    index = 1
+    while index < len(words):
+        word = words[index]
+        if word is None:
+            return None
+        if word == "--":
+            return words[index + 1 :]
+        if not word.startswith("-") or word == "-":
+            break
+        takes = next((i for i, c in enumerate(word[1:], start=1) if c in valued), None)
+        index += 2 if takes == len(word) - 1 else 1
+    return words[index:]
+
+
+def _read(reader: Reader, words: list[Word], depth: int) -> None:
+    """`read NAME...` (and `-a NAME`) assigns; a subscript in a name is arithmetic."""
+    operands = _operands(words, "adinNptu")
+    if operands is None:
+        reader.unsure.append(f"an option is not known until run time: {_show(words)}")
+        return
+    for name in [*operands, *_after("-a", words)]:
+        reader.variable_name(name, words)
+
+
+def _mapfile(reader: Reader, words: list[Word], depth: int) -> None:
+    """`mapfile -C CALLBACK` evaluates CALLBACK as command text."""
+    for callback in _after("-C", words):
+        reader.nested(callback, depth, words)
+    operands = _operands(words, "dnOsuCc")
+    if operands is None:
+        reader.unsure.append(f"an option is not known until run time: {_show(words)}")
+    for name in operands or ():
+        reader.variable_name(name, words)
+
+
+_EVALUATES: dict[str, Callable[[Reader, list[Word], int], None]] = {
+    "let": _let,
+    "printf": _printf,
+    "test": _test_v,
+    "[": _test_v,
+    "wait": _wait,
+    "getopts": _getopts,
+    "read": _read,
+    "mapfile": _mapfile,
+    "readarray": _mapfile,
+}
+"""Builtins that evaluate an argument as arithmetic, a variable name or command text."""

@@ -11,10 +11,15 @@ from dataclasses import dataclass
 
 from agentfsm.model._shell_wrappers import Word
 
-__all__ = ["MAX_DEPTH", "Command", "Script"]
+__all__ = ["MAX_DEPTH", "MAX_LENGTH", "Command", "Script"]
 
 MAX_DEPTH = 8
-"""Command text inside command text (`bash -c "eval '...'"`) is read this many levels deep."""
+"""Command text inside command text (`bash -c "eval '...'"`, backquotes in backquotes) is read
+this many levels deep."""
+
+MAX_LENGTH = 64 * 1024
+"""Command text longer than this many bytes (UTF-8) is not parsed: the grammar's time grows
+with the square of the length for some shapes (a long pipeline of `a=1 ls`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,9 @@ What cannot be read with confidence makes the whole script *unsure*: a parse
 error, a command name not known until run time (`$(echo rm) -rf /`, `$CMD`), a
 wrapper option not understood, `eval` or `bash -c` of text not known until run
 time, a shell reading commands from a pipe or its input, nesting deeper than
-`MAX_DEPTH`.
+`MAX_DEPTH`, text longer than `MAX_LENGTH` (not parsed), and text bash evaluates
+that is known only at run time: arithmetic on a variable the script has not set to
+an integer (`x='a[$(rm -rf /)]'; (( x ))` runs `rm`), `${x@P}`, `${!x}`, `BASH_ENV`.
 """
 
 from __future__ import annotations
@@ -60,11 +62,12 @@ from functools import lru_cache
 
 from agentfsm.exceptions import PolicyError
 from agentfsm.model._shell_reader import Reader
-from agentfsm.model._shell_script import MAX_DEPTH, Command, Script
+from agentfsm.model._shell_script import MAX_DEPTH, MAX_LENGTH, Command, Script
 from agentfsm.model._shell_wrappers import Word, base_name
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_LENGTH",
     "Command",
     "Match",
     "Pattern",

@@ -1,0 +1,149 @@
+"""Shell rules read what bash runs: spellings the grammar misreads, and the length limit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentfsm as af
+from agentfsm.model import shell
+
+DENY = "deny bash(command~rm -rf *)"
+ALLOW = ["allow bash(command~ls:*)", "allow bash(command~echo:*)", "allow bash(command~cat:*)"]
+
+
+def verdict(rules: list[Any], command: object, **policy: Any) -> str:
+    call = af.ToolCall(id="c1", name="bash", arguments={"command": command})
+    return af.Policy(permission_rules=rules, **policy).permission_for(call)
+
+
+MISREAD = [
+    "r\\\nm -rf /",
+    "echo hi; rm -r\\\nf /",
+    "! { rm -rf /; }",
+    "true && ! { rm -rf /; } || ls",
+    "! if true; then rm -rf /; fi",
+    "time { rm -rf /; }",
+    "time -p { rm -rf /; }",
+    "time if true; then rm -rf /; fi",
+    "time while rm -rf /; do break; done",
+    "time ! time { rm -rf /; }",
+    "coproc { rm -rf /; }",
+    "coproc worker { rm -rf /; }",
+    "coproc worker while rm -rf /; do break; done",
+    "echo ${x:-`rm -rf /`}",
+    'echo "${x:-`rm -rf /`}"',
+    "x=a; echo ${x/a/`rm -rf /`}",
+    "echo `echo \\`rm -rf /\\``",
+    'echo "`\\"rm\\" -rf /`"',
+    "cat <<EOF\n`rm -rf /`\nEOF",
+    "cat <<EOF\nhello `rm -rf /` there\nEOF",
+    "cat <<EOF\n$(rm -rf /)\nEOF",
+]
+"""Spellings that run `rm -rf /` in bash, and that the reader used to miss."""
+
+DATA = [
+    "cat <<'EOF'\n$(rm -rf /)\n`rm -rf /`\nEOF",
+    'cat <<"EOF"\n`rm -rf /`\nEOF',
+    "echo \\`rm -rf /\\`",
+    "echo 'r\\\nm -rf /'",
+    "# it is \\\nls",
+    "rm \\\n  -r /tmp/x",
+    "ls &&\\\nls",
+    "! ls",
+    "time ls",
+    "coproc ls",
+]
+"""Text that looks like the spellings above but runs no `rm -rf` in bash."""
+
+
+class TestSpellingsBashRuns:
+    """Reserved words, backquotes and line continuations are read as bash reads them."""
+
+    @pytest.mark.parametrize("command", MISREAD)
+    def test_the_deny_rule_denies_it(self, command: str) -> None:
+        """A deny shell rule denies the spelling: the command is seen, or the script is unsure."""
+        assert verdict([DENY], command) == "deny"
+
+    @pytest.mark.parametrize("command", MISREAD)
+    def test_an_allow_list_does_not_allow_it(self, command: str) -> None:
+        """Under an allow-list and a deny default the spelling is denied."""
+        assert verdict(ALLOW, command, permissions={"*": "deny"}) == "deny"
+
+    @pytest.mark.parametrize("command", DATA)
+    def test_data_is_not_a_command(self, command: str) -> None:
+        """Quoted heredocs, escaped backquotes and plain continuations run no `rm -rf`."""
+        assert verdict([DENY], command) == "allow"
+
+    def test_nested_backquotes_are_read_at_each_level(self) -> None:
+        """`` `echo \\`rm -rf /\\`` `` runs `rm -rf /` in the inner substitution."""
+        script = shell.parse("echo `echo \\`rm -rf /\\``")
+        assert ["rm", "-rf", "/"] in [list(views[0].words) for views in script.commands]
+        assert not script.unsure
+
+    def test_an_unclosed_backquote_inside_an_expansion_is_unsure(self) -> None:
+        """A backquote that does not close inside text the grammar left unread is unsure."""
+        assert shell.parse("echo ${x:-`rm}").unsure
+
+
+class TestWhatBashRuns:
+    """The spellings above are what real bash does, checked with a traced `rm` on PATH."""
+
+    @pytest.mark.parametrize("command", MISREAD)
+    def test_bash_runs_rm_rf(self, command: str, tmp_path: Path) -> None:
+        """Real bash runs `rm -rf /` for each spelling."""
+        assert ["-rf", "/"] in _rm_runs(command, tmp_path)
+
+    @pytest.mark.parametrize("command", DATA)
+    def test_bash_runs_no_rm_rf(self, command: str, tmp_path: Path) -> None:
+        """Real bash runs no `rm -rf` for the data spellings."""
+        assert not [args for args in _rm_runs(command, tmp_path) if "-rf" in args]
+
+
+def _rm_runs(command: str, scratch: Path) -> list[list[str]]:
+    """The arguments of each `rm` that bash runs for `command` (a tracer stands in for rm)."""
+    bin_dir = scratch / "bin"
+    bin_dir.mkdir()
+    log = scratch / "rm.log"
+    tracer = bin_dir / "rm"
+    tracer.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    tracer.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(scratch)}
+    subprocess.run(
+        ["bash", "-c", command + "\nwait"],
+        cwd=scratch,
+        env=env,
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+
+
+class TestLengthLimit:
+    """Command text past MAX_LENGTH bytes is unsure without being parsed."""
+
+    def test_a_command_past_the_limit_is_unsure(self) -> None:
+        """A long pipeline past the limit is unsure, so denied by a deny rule and never allowed."""
+        command = " | ".join(["a=1 ls -la"] * (shell.MAX_LENGTH // 10 + 1))
+        assert len(command.encode()) > shell.MAX_LENGTH
+        assert shell.parse(command).unsure
+        assert verdict([DENY], command) == "deny"
+        assert verdict(ALLOW, command, permissions={"*": "deny"}) == "deny"
+
+    def test_the_limit_counts_bytes(self) -> None:
+        """The limit is on UTF-8 bytes: non-ASCII text reaches it with fewer characters."""
+        command = "echo " + "é" * (shell.MAX_LENGTH // 2)
+        assert len(command) < shell.MAX_LENGTH < len(command.encode())
+        assert shell.parse(command).unsure
+
+    def test_a_command_at_the_limit_is_read(self) -> None:
+        """A command just under the limit is read as usual."""
+        command = "echo " + "a" * (shell.MAX_LENGTH - 5)
+        assert len(command.encode()) == shell.MAX_LENGTH
+        script = shell.parse(command)
+        assert not script.unsure
+        assert verdict(ALLOW, command, permissions={"*": "deny"}) == "allow"
