@@ -16,7 +16,15 @@ from agentfsm.model._shell_text import (
     joins_word,
     runs_substitution,
 )
-from agentfsm.model._shell_wrappers import PLAIN, WATCH, WRAPPERS, UnreadableError, Word, Wrapper
+from agentfsm.model._shell_wrappers import (
+    PLAIN,
+    SU,
+    WATCH,
+    WRAPPERS,
+    UnreadableError,
+    Word,
+    Wrapper,
+)
 from agentfsm.model._shell_wrappers import base_name as _base
 
 __all__ = ["Reader"]
@@ -595,28 +603,34 @@ def _shell(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> 
 
 
 def _eval(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """`eval [--] ARG...` runs its arguments joined by spaces; `eval -x` is an error."""
     args = words[1:]
+    if args[:1] == ["--"]:
+        args = args[1:]
+    elif args and args[0] is not None and len(args[0]) > 1 and args[0].startswith("-"):
+        return  # bash: "invalid option", nothing runs
     text = None if None in args else " ".join(w for w in args if w is not None)
     reader.nested(text, depth, words)
 
 
 def _trap(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
-    if len(words) > 2 and (words[1] is None or not words[1].startswith("-")):
-        reader.nested(words[1], depth, words)
+    """`trap [-lp] [--] ACTION SIGNAL...` sets ACTION, command text run later."""
+    rest = words[1:]
+    first = rest[0] if rest else None
+    if first == "--":
+        rest = rest[1:]
+    elif first is not None and len(first) > 1 and first.startswith("-"):
+        return  # -l and -p print; any other option is an error: nothing is set
+    if len(rest) < 2 or rest[0] in ("", "-"):
+        return  # one word is a signal to reset; "" ignores the signals, "-" resets them
+    reader.nested(rest[0], depth, words)
 
 
 def _su(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
-    for index, word in enumerate(words[1:], start=1):
-        if word in ("-c", "--command"):
-            reader.nested(words[index + 1] if index + 1 < len(words) else None, depth, words)
-            return
-        if word is not None and word.startswith("--command="):
-            reader.nested(word.split("=", 1)[1], depth, words)
-            return
-    if stdin is not None:
-        reader.read_text(stdin, depth + 1)
-    else:
-        reader.unsure.append(f"a shell reads commands from its input: {_show(words)}")
+    """`su [options] [-] [USER [ARG...]]` runs a shell, given `-c` text or reading its input."""
+    shell = reader.unwrapped(SU, words)
+    if shell:
+        _shell(reader, shell, stdin, depth)
 
 
 def _source(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
