@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         wait_for(client, run_id, "waiting_for_human", seen)
         question = client.asked(run_id)
         pending = client.pending()
-        client.reply(run_id, approved=True, question=question and question["question"])
+        client.reply(run_id, approved=True, question=question["question"] if question else None)
         output: dict[str, Any] = {
             "started": [started, again],
             "asked": question,
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
         }
         wait_for(client, run_id, "done", seen)
         try:
-            client.reply(run_id, approved=True, question=question and question["question"])
+            client.reply(run_id, approved=True, question=question["question"] if question else None)
             output["late_reply"] = "accepted"
         except AgentFSMError as exc:
             output["late_reply"] = type(exc).__name__
