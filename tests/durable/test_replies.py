@@ -33,6 +33,10 @@ from tests.strategies import hostile_values
 _names = itertools.count(1)
 WAIT = 60.0
 
+# Both modules launch DBOS in this process (one per process at a time): one worker runs them,
+# one module after the other.
+pytestmark = pytest.mark.xdist_group("dbos-in-process")
+
 
 def deploys(body: Mapping[str, Any]) -> Reply:
     """The model: deploy to staging; once that is answered, to production; then answer."""

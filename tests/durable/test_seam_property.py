@@ -42,6 +42,10 @@ ENDED = ("done", "failed", "cancelled")
 WAIT = 120.0
 """Seconds one run may take before the example fails: each of its steps is a local call."""
 
+# Both modules launch DBOS in this process (one per process at a time): one worker runs them,
+# one module after the other.
+pytestmark = pytest.mark.xdist_group("dbos-in-process")
+
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
