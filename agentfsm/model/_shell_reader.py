@@ -114,6 +114,8 @@ def _in_code(root: Any, at: int) -> bool:
 _GLOB = re.compile(r"(?<!\\)(?:\\\\)*[*?\[]")
 _BRACES = re.compile(r"\{[^{}]*(?:,|\.\.)[^{}]*\}")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_BARE_NEWLINE = re.compile(r"(?<!\\)(?:\\\\)*\n")
+"""A newline no backslash escapes: it ends a command in bash, never sits inside a word."""
 _IN_QUOTES = re.compile(r'\\([\\"$`\n])')
 _EVALUATED = frozenset(
     {
@@ -323,7 +325,12 @@ class Reader:
         if kind == "heredoc_body":
             self._substitutions(source.unparsed(node), depth)
         elif kind in _TEXT_LEAVES and not children:
-            self._substitutions(source.text(node), depth)
+            text = source.text(node)
+            if kind == "word" and _BARE_NEWLINE.search(text):
+                # The grammar glues a word that starts with a backslash (`\rm`) to the line
+                # before it: bash runs it as a command of its own, which was not read.
+                self.unsure.append("a word spans two lines, which bash reads as two commands")
+            self._substitutions(text, depth)
         elif kind in _EVALUATED:
             self._evaluated(node, source, depth)
         return children

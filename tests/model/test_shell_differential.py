@@ -154,15 +154,6 @@ def unseen(tracer: Tracer, text: str) -> list[Run]:
 ARGS = ["a", "b", "-rf", "-f", "-r", "DIR", "x y", "--", "{}", "-n"]
 
 
-SPLIT_WORDS = True
-"""Issue 30 item 7: `r\\<newline>m` is `rm` to bash; off while the reader misreads it."""
-
-
-ESCAPED_NAMES = False
-"""A command name spelled with backslashes (`\\rm`) is glued by the grammar to the line
-before it (`ls\\n\\rm -rf /` reads as one `ls` command): off while the reader misreads it."""
-
-
 @st.composite
 def spelled(draw: st.DrawFn, word: str, name: bool = False) -> str:
     """`word` as the shell reads it, in one of the spellings bash accepts."""
@@ -175,10 +166,9 @@ def spelled(draw: st.DrawFn, word: str, name: bool = False) -> str:
         forms.append("$'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'")
     if word and word.isalnum():
         forms.append(f"'{word[:1]}'\"{word[1:]}\"")
-        if ESCAPED_NAMES or not name:
-            forms.append("".join("\\" + c for c in word))
-        if SPLIT_WORDS:
-            forms.append(f"{word[:1]}\\\n{word[1:]}")  # a backslash-newline inside the word
+        # `\\r\\m`: glued by the grammar to the line before it, which the reader calls unsure
+        forms.append("".join("\\" + c for c in word))
+        forms.append(f"{word[:1]}\\\n{word[1:]}")  # a backslash-newline inside the word
     return draw(st.sampled_from(forms))
 
 

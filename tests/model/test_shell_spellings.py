@@ -42,6 +42,9 @@ MISREAD = [
     "cat <<EOF\n`rm -rf /`\nEOF",
     "cat <<EOF\nhello `rm -rf /` there\nEOF",
     "cat <<EOF\n$(rm -rf /)\nEOF",
+    "ls\n\\rm -rf /",
+    "echo a\n\\r\\m -rf /\n",
+    "ls -l\n  \\rm -rf /",
 ]
 """Spellings that run `rm -rf /` in bash, and that the reader used to miss."""
 
