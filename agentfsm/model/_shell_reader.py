@@ -748,9 +748,13 @@ def _read(reader: Reader, words: list[Word], depth: int) -> None:
 
 
 def _mapfile(reader: Reader, words: list[Word], depth: int) -> None:
-    """`mapfile -C CALLBACK` evaluates CALLBACK as command text."""
+    """`mapfile -C CALLBACK` evaluates CALLBACK as command text, two words appended."""
     for callback in _after("-C", words):
-        reader.nested(callback, depth, words)
+        # bash evaluates `CALLBACK INDEX LINE` as one text: the two words (known only at run
+        # time) go to the callback's last command, as bash appends them.
+        reader.nested(
+            callback if callback is None else f'{callback} "$index" "$line"', depth, words
+        )
     operands = _operands(words, "dnOsuCc")
     if operands is None:
         reader.unsure.append(f"an option is not known until run time: {_show(words)}")

@@ -271,7 +271,7 @@ def simple(draw: st.DrawFn, bin_dir: str) -> str:
 
 def _forms(text: str) -> dict[str, str]:
     """Named forms that run `text`: as command text of its own, in a compound command or in
-    a substitution. The names let a form the reader misreads be held out (`KNOWN_GAPS`)."""
+    a substitution, each by name (the name is reported as a hypothesis event)."""
     quoted = shlex.quote(text)
     index = shlex.quote(f"a[$({text})]")  # an array subscript: arithmetic runs $( )
     substituted = shlex.quote(f"$({text})")
@@ -320,17 +320,6 @@ def _forms(text: str) -> dict[str, str]:
     }
 
 
-KNOWN_GAPS: frozenset[str] = frozenset(
-    {
-        # Issue 30 item 10: bash runs `mapfile -C TEXT` with two words appended (the line's
-        # index and text); the reader reads TEXT as it stands, so the arguments differ.
-        "mapfile -C",
-    }
-)
-"""Forms held out of the grammar because the reader misreads them today, each named with
-the issue 30 item it belongs to; empty when the reader reads them all."""
-
-
 def _joined(draw: st.DrawFn, parts: list[str]) -> str:
     text = parts[0]
     for part in parts[1:]:
@@ -350,7 +339,7 @@ def scripts(draw: st.DrawFn, bin_dir: str, depth: int = 2) -> str:
         if depth > 0 and draw(st.booleans()):
             inner = draw(scripts(bin_dir, depth - 1))
             forms = _forms(inner)
-            name = draw(st.sampled_from(sorted(set(forms) - KNOWN_GAPS)))
+            name = draw(st.sampled_from(sorted(forms)))
             event(f"form {name}")
             text = forms[name]
         parts.append(text)

@@ -150,3 +150,21 @@ class TestLengthLimit:
         script = shell.parse(command)
         assert not script.unsure
         assert verdict(ALLOW, command, permissions={"*": "deny"}) == "allow"
+
+
+class TestMapfileCallback:
+    """bash evaluates `mapfile -C TEXT` as `TEXT INDEX LINE`: two words end TEXT's last command."""
+
+    def test_the_two_words_are_appended_to_the_last_command(self) -> None:
+        script = shell.parse("printf 'a\\n' | mapfile -C 'echo x; rm -rf a' -c 1")
+        assert ("rm", "-rf", "a", None, None) in [views[0].words for views in script.commands]
+
+    def test_an_exact_allow_no_longer_covers_it(self) -> None:
+        """`allow rm a` names `rm a`, not `rm a 0 LINE`, which is what bash runs."""
+        rules = [
+            "allow bash(command~rm a)",
+            "allow bash(command~mapfile:*)",
+            "allow bash(command~printf:*)",
+        ]
+        command = "printf 'a\\n' | mapfile -C 'rm a' -c 1"
+        assert verdict(rules, command, permissions={"*": "deny"}) == "deny"
