@@ -114,7 +114,8 @@ def _tool_message(result: ToolResult) -> ToolMessage:
 def _record(decision: Decision) -> dict[str, Any]:
     """A decision as plain data a checkpointer stores."""
     data = decision.model_dump(
-        mode="json", include={"action", "priority", "guard", "reason", "exit_reason", "turn"}
+        mode="json",
+        include={"action", "priority", "guard", "reason", "exit_reason", "turn", "note"},
     )
     data["tool_calls"] = [_lc_call(c) for c in decision.tool_calls]
     data["adjust"] = dict(decision.adjust)
@@ -313,9 +314,21 @@ class Decide:
             )
         return found
 
-    def _results(self, ctl: Controller, messages: list[BaseMessage]) -> Decision:
+    def _results(
+        self, ctl: Controller, state: Mapping[str, Any], messages: list[BaseMessage]
+    ) -> tuple[Decision, list[Any]]:
+        """Give the tool results to the Controller; the messages the graph adds after them.
+
+        A human's note given with the approval of these calls follows their results, as a
+        user message: the model reads it with them.
+        """
         pending = {c.id for c in ctl.pending_calls}
-        return ctl.on_tool_results(_after_tools(messages, pending))
+        decision = ctl.on_tool_results(_after_tools(messages, pending))
+        added: list[Any] = [_tool_message(r) for r in decision.results]
+        note = _last_decision(state).get("note")
+        if isinstance(note, str) and note:
+            added.append(HumanMessage(content=note))
+        return decision, added
 
     def _output(self, ctl: Controller, message: object) -> tuple[Decision, list[Any]]:
         """Decide on the model's message; the messages the graph keeps after it."""
@@ -335,8 +348,8 @@ class Decide:
         ctl = self.controller(state)
         messages = self._messages(state, ctl)
         if ctl.state in _AWAITING_RESULTS:
-            decision = self._results(ctl, messages)
-            update: dict[str, Any] = {"messages": [_tool_message(r) for r in decision.results]}
+            decision, added = self._results(ctl, state, messages)
+            update: dict[str, Any] = {"messages": added}
         else:
             last = messages[-1] if messages else None
             decision, kept = self._output(ctl, last)
@@ -379,9 +392,8 @@ class Decide:
             records: list[dict[str, Any]] = []
             added: list[Any] = []
             if ctl.state in _AWAITING_RESULTS:
-                decision = self._results(ctl, messages)
+                decision, added = self._results(ctl, state, messages)
                 records.append(_record(decision))
-                added = [_tool_message(r) for r in decision.results]
                 if decision.action is not Action.CONTINUE:
                     return {"messages": added, "agentfsm": self._save(ctl), "decisions": records}
                 state = {

@@ -266,7 +266,12 @@ class Session:
         if not asked.tool_calls and message:
             self._flush()
             self.messages.append({"role": "user", "content": message})
-        return self._settle(self.controller.on_human_reply(approved, message))
+        decision = self.controller.on_human_reply(approved, message)
+        if decision.note:
+            # A note given with an approval reaches the model after the approved calls'
+            # results, as a user message: the calls' turn must be answered first.
+            self._users.append(decision.note)
+        return self._settle(decision)
 
     def fail(self, exc: BaseException) -> None:
         """End the run on a provider failure that retries did not fix; the trace records it.

@@ -215,6 +215,17 @@ class TestApproval:
         assert any("not that one" in str(m.content) for m in out["messages"])
         assert answered(out["messages"])
 
+    def test_a_note_with_the_approval_follows_the_results(self) -> None:
+        """The human's note given with an approval reaches the model after the call's result."""
+        tools = Tools()
+        graph, _ = governed(self.script(), tools, self.POLICY)
+        out = graph.invoke(Command(resume={"approved": True, "message": "only /tmp"}), CONFIG)
+        assert tools.ran == [("delete_file", {"path": "/tmp/x"})]
+        kinds = [(type(m).__name__, str(m.content)) for m in out["messages"]]
+        result = next(i for i, (kind, _) in enumerate(kinds) if kind == "ToolMessage")
+        assert kinds[result + 1] == ("HumanMessage", "only /tmp")
+        assert actions(out) == [A.ASK_HUMAN, A.EXECUTE_TOOLS, A.CONTINUE, A.FINAL]
+
     @pytest.mark.parametrize(
         ("answer", "expected"),
         [(True, (True, None)), ("why?", (False, "why?")), ({"approved": "yes"}, (False, None))],
