@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar, cast
 
 from agentfsm.engine.events import Emitter, Observer, as_observers
@@ -504,10 +504,7 @@ class Controller:
         # Calls awaiting results, or a human with the allowed calls of the same turn: none
         # will run now, and each answers the turn the host holds.
         pending = list(run.pending.values()) or [*run.pending_approval, *run.pending_allowed]
-        results = [
-            ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {why}")
-            for c in pending
-        ]
+        results = _not_executed(pending, [], why)
         answered = {r.call_id for r in results}
         results += [r for r in _refused(run, self._last_output) if r.call_id not in answered]
         source = run.state
@@ -739,9 +736,16 @@ def _not_run(snap: RunSnapshot, answered: list[ToolResult], reason: str) -> list
         calls = (*snap.executable, *snap.handoffs)
     else:  # tool results: every pending call has its result, given or synthesized
         return []
+    return _not_executed(calls, answered, reason)
+
+
+def _not_executed(
+    calls: Sequence[ToolCall], answered: Sequence[ToolResult], why: str
+) -> list[ToolResult]:
+    """An error result saying why for each call that has none in `answered`."""
     given = {r.call_id for r in answered}
     return [
-        ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {reason}")
+        ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"not executed: {why}")
         for c in calls
         if c.id not in given
     ]

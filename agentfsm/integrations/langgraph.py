@@ -440,22 +440,8 @@ class Decide:
         return model if limit is None else model.bind(max_tokens=limit)
 
     def _after_output(self, ctl: Controller, decision: Decision) -> list[Any]:
-        out: list[Any] = [_tool_message(r) for r in decision.results]
-        if decision.action is Action.STOP:
-            issued = [c.id for c in ctl.last_output.tool_calls] if ctl.last_output else []
-            out += self._unanswered(issued, decision)
-        return out
-
-    @staticmethod
-    def _unanswered(issued: list[str], decision: Decision) -> list[ToolMessage]:
-        """Error results for the calls a stop leaves without one, so the history stays valid."""
-        answered = {r.call_id for r in decision.results}
-        why = f"not executed: the run stopped ({decision.exit_reason}): {decision.reason}"
-        return [
-            ToolMessage(content=why, tool_call_id=i, status="error")
-            for i in issued
-            if i not in answered
-        ]
+        # A decision that ends the run answers every call of the output itself.
+        return [_tool_message(r) for r in decision.results]
 
     def human(self, state: AgentState) -> dict[str, Any]:
         """Ask a human through `interrupt()`; the resume value approves or declines."""
