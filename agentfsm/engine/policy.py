@@ -440,7 +440,10 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.RECOVER, Otherwise("retry the model call", "P0"), S.AWAIT_MODEL),
     ]
     if policy.final_tools:
-        rows.append((S.EXECUTE, FinalTool(*sorted(policy.final_tools)), S.END))
+        # A final tool that is also a handoff (LangGraph's return_direct on a delegate): the
+        # delegate's answer ends the run as the tool's result would.
+        final = FinalTool(*sorted(policy.final_tools))
+        rows += [(S.EXECUTE, final, S.END), (S.HANDOFF, final, S.END)]
     rows += [
         (S.EXECUTE, Otherwise("the tool results arrived", "P1"), S.BUDGET_CHECK),
         (S.HANDOFF, Otherwise("the delegate answered", "P2"), S.BUDGET_CHECK),

@@ -152,6 +152,19 @@ class TestFinalTools:
         d = ctl.on_tool_results([af.ToolResult(call_id="s", content="tests fail", is_error=True)])
         assert d.action is A.CONTINUE
 
+    def test_a_final_tool_that_is_a_handoff_ends_the_run_with_the_delegates_answer(
+        self,
+    ) -> None:
+        """A handoff that is also a final tool (LangGraph's return_direct delegate): the
+        delegate's answer ends the run; the model is not called again. It used to go back to
+        the model, whose next call then ran."""
+        ctl = af.Controller(af.Policy(handoffs=["research"], final_tools=["research"]))
+        d = ctl.on_model_output(calls_turn(call("research", "h", task="find it")))
+        assert d.action is A.HANDOFF
+        d = ctl.on_tool_results([af.ToolResult(call_id="h", content="found it")])
+        assert (d.action, d.exit_reason, d.answer) == (A.FINAL, X.COMPLETED, "found it")
+        assert d.guard == "FinalTool('research')"
+
     def test_an_answer_carries_its_text(self) -> None:
         """A FINAL from a model answer has the text as its answer."""
         assert af.Controller().on_model_output(answer("42")).answer == "42"

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -144,14 +143,6 @@ class TestOwnFeaturesBesidePolicy:
         _KINDS,
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
         st.lists(st.booleans(), min_size=4, max_size=4),
-    )
-    @pytest.mark.xfail(
-        strict=False,
-        reason=(
-            "known open bug (issue 30, item 5): with a handoff beside a return_direct tool, a "
-            "later output's call can still run after the return_direct tool answered; found by "
-            "this property after the merge of the engine and LangGraph changes"
-        ),
     )
     def test_no_stopped_call_runs_and_every_story_is_true(
         self,
