@@ -505,8 +505,8 @@ class Reader:
             unwrap = WRAPPERS.get(base)
             if unwrap is None:
                 break
-            current = self.unwrapped(unwrap, current)
-            plain = plain and base in PLAIN
+            written, current = current, self.unwrapped(unwrap, current)
+            plain = plain and base in PLAIN and not (current and unwrap.writes(written))
         if views:
             self.commands.append(tuple(views))
             self._special_words(words, depth)

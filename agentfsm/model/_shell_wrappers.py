@@ -192,6 +192,8 @@ class Wrapper:
     """Options with which the wrapper runs nothing (`command -v`, `sudo -l`, `--help`)."""
     command: Inner = field(default_factory=_operands)
     """The command it runs, from its parsed words."""
+    outputs: frozenset[str] = frozenset()
+    """Options whose value is a file the wrapper writes (`time -o FILE`), as `>` would."""
 
     def inner(self, words: list[Word]) -> list[Word] | None:
         """The command this wrapper runs, or None when it runs none."""
@@ -199,6 +201,18 @@ class Wrapper:
         if any(o.name in self.queries for o in parsed.options):
             return None
         return self.command(parsed)
+
+    def writes(self, words: list[Word]) -> bool:
+        """Whether the wrapper writes a file (other than `/dev/null`) named by an option.
+
+        Only asked once `inner` read the words, so the options parse.
+        """
+        if not self.outputs:
+            return False
+        return any(
+            o.name in self.outputs and o.value != "/dev/null"
+            for o in self.options.parse(words).options
+        )
 
 
 _HELP = frozenset({"--help", "--version"})
@@ -276,14 +290,6 @@ def _flock(parsed: Parsed) -> list[Word] | None:
     if rest[:1] in (["-c"], ["--command"]):
         return ["sh", "-c", rest[1]] if len(rest) == 2 else None  # else flock refuses
     return rest or None
-
-
-def _time(parsed: Parsed) -> list[Word] | None:
-    """GNU time: `-o FILE` writes FILE, as `>` would; not followed here, so unsure."""
-    output = parsed.last("-o")
-    if output is not None and output.value != "/dev/null":
-        raise UnreadableError("time -o writes a file")
-    return list(parsed.operands) or None
 
 
 def _su(parsed: Parsed) -> list[Word] | None:
@@ -421,7 +427,7 @@ WRAPPERS: dict[str, Wrapper] = {
             },
         ),
         queries=frozenset({"-V", "--help"}),
-        command=_time,
+        outputs=frozenset({"-o"}),  # `-o FILE` writes FILE: the command is not plain
     ),
     "nice": Wrapper(
         Getopt("+n:", {"adjustment": "n", "help": "", "version": ""}, numeric=True),

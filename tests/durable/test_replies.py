@@ -27,6 +27,7 @@ from agentfsm.durable._registry import register
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.testing import ScriptedServer
 from agentfsm.testing.scripted import Reply, call, say, tool_calls
+from tests.conftest import LITELLM_CLIENT
 from tests.durable.conftest import database
 from tests.strategies import hostile_values
 
@@ -35,7 +36,8 @@ WAIT = 60.0
 
 # Both modules launch DBOS in this process (one per process at a time): one worker runs them,
 # one module after the other.
-pytestmark = pytest.mark.xdist_group("dbos-in-process")
+# The runs call litellm's real client: its warnings about its own types are not errors.
+pytestmark = [pytest.mark.xdist_group("dbos-in-process"), *LITELLM_CLIENT]
 
 
 def deploys(body: Mapping[str, Any]) -> Reply:
@@ -97,8 +99,18 @@ class Deployer:
             asked = durable.asked(self.run_id) or {}
             if [c["arguments"] for c in asked.get("tool_calls", [])] == [{"env": env}]:
                 return asked
+            if durable.status(self.run_id) in ("done", "failed", "cancelled"):
+                pytest.fail(f"the run ended before it asked to deploy to {env}: {self.ended()}")
             assert time.monotonic() < deadline, f"the run never asked to deploy to {env}"
             time.sleep(0.02)
+
+    def ended(self) -> str:
+        """How the run ended, for a failure message."""
+        try:
+            done = durable.result(self.run_id, timeout=1.0)
+        except af.AgentFSMError as error:
+            return f"{type(error).__name__}: {error}"
+        return f"{done.exit_reason.value} ({done.error or done.decisions[-1].reason})"
 
     def result(self) -> durable.DurableResult:
         return durable.result(self.run_id, timeout=WAIT)

@@ -25,6 +25,7 @@ from agentfsm import durable
 from agentfsm.durable._registry import register
 from agentfsm.runner.executor import ToolOptions
 from agentfsm.testing import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
 from tests.seam_strategies import (
     TOOLS,
     SideEffects,
@@ -44,7 +45,8 @@ WAIT = 120.0
 
 # Both modules launch DBOS in this process (one per process at a time): one worker runs them,
 # one module after the other.
-pytestmark = pytest.mark.xdist_group("dbos-in-process")
+# The runs call litellm's real client: its warnings about its own types are not errors.
+pytestmark = [pytest.mark.xdist_group("dbos-in-process"), *LITELLM_CLIENT]
 
 
 @pytest.fixture(scope="module")

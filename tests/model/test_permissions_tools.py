@@ -191,4 +191,5 @@ class TestShadowed:
             for call in calls:
                 verdict = decide(call, whole, table, None)
                 assert verdict[0] == decide(call, without, table, None)[0]
-                assert not verdict[1].startswith(f"rule {str(whole[index])!r}")
+                if str(whole[index]) not in map(str, without):  # a twin is named the same
+                    assert not verdict[1].startswith(f"rule {str(whole[index])!r}")

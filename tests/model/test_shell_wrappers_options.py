@@ -60,6 +60,7 @@ PRECISE = [
     "eval -x rm -rf DIR",
     "flock lk -- rm -rf DIR",
     "printf 'a\\n' | xargs -I X echo rm -rf X",
+    "command time -o notes ls",  # read (a write, as `ls > notes`), not unsure
 ]
 """Spellings that name rm -rf without running it."""
 
