@@ -191,6 +191,12 @@ class TestAReplyNamesItsQuestion:
         assert run.result().exit_reason is af.ExitReason.COMPLETED
         assert run.deployed == ["staging"]
 
+    # The waiting run's threads (DBOS's pollers, litellm's workers) use the `random` module
+    # while hypothesis draws an example; hypothesis then warns that the strategy did.
+    @pytest.mark.filterwarnings(
+        "ignore:Do not use the `random` module inside strategies"
+        ":hypothesis.errors.HypothesisDeprecationWarning"
+    )
     @given(question=st.one_of(st.text(), hostile_values()))
     def test_any_other_question_is_refused_and_changes_nothing(
         self, db: str, waiting: tuple[Deployer, dict[str, Any]], question: Any
