@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from agentfsm.model import shell
+from agentfsm import _shell as shell
 
 SHAPES: dict[str, Callable[[int], str]] = {
     "pipeline `a=1 ls -la |`": lambda n: " | ".join(["a=1 ls -la"] * n),

@@ -23,8 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentfsm"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentfsm._version", "agentfsm.exceptions"),
-    ("agentfsm.model",),
-    ("agentfsm.guards", "agentfsm.providers"),
+    ("agentfsm._shell", "agentfsm.model"),
+    ("agentfsm._permissions", "agentfsm.guards", "agentfsm.providers"),
     ("agentfsm.states",),
     ("agentfsm.engine",),
     ("agentfsm.diagrams", "agentfsm.replay", "agentfsm.testing"),
@@ -39,7 +39,9 @@ machine, checkpoint) on all of those; then what drives or shows a run; the facad
 CORE = (
     "agentfsm._version",
     "agentfsm.exceptions",
+    "agentfsm._shell",
     "agentfsm.model",
+    "agentfsm._permissions",
     "agentfsm.guards",
     "agentfsm.providers",
     "agentfsm.states",

@@ -28,17 +28,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm.engine.policy import Policy
-from agentfsm.exceptions import AgentFSMError, PolicyError, ToolDefinitionError
-from agentfsm.guards import REGISTRY, parse_guard
-from agentfsm.model import limits
-from agentfsm.model._files import open_regular
-from agentfsm.model.permissions import (
+from agentfsm._permissions import (
     Rule,
     did_you_mean,
     never_applies,
     shadowed,
 )
+from agentfsm.engine.policy import Policy
+from agentfsm.exceptions import AgentFSMError, PolicyError, ToolDefinitionError
+from agentfsm.guards import REGISTRY, parse_guard
+from agentfsm.model import limits
+from agentfsm.model._files import open_regular
 from agentfsm.model.tools import tool_specs
 
 __all__ = ["EXIT_FINDINGS", "Finding", "Lines", "add_parser", "lint", "main"]

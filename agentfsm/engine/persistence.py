@@ -45,11 +45,11 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticSerializationError
 
+from agentfsm._permissions import Rule
 from agentfsm.engine.policy import Policy
 from agentfsm.engine.routes import WAITING
 from agentfsm.exceptions import AgentFSMError, CheckpointError, ToolDefinitionError
 from agentfsm.guards import Guard, parse_guard
-from agentfsm.model.permissions import Rule
 from agentfsm.model.run_state import RECENT_ROUNDS, Run
 from agentfsm.model.tools import ToolSpec, tool_specs
 from agentfsm.model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult

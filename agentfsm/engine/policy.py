@@ -19,6 +19,14 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from agentfsm._permissions import (
+    Permission,
+    PermissionHook,
+    Rule,
+    Verdict,
+    decide,
+    never_applies,
+)
 from agentfsm.engine.routes import Route, RouteTable
 from agentfsm.exceptions import DataError, PolicyError
 from agentfsm.guards import Guard, Verifier, as_guard, parse_guard
@@ -51,14 +59,6 @@ from agentfsm.guards.structure import (
 from agentfsm.model import limits
 from agentfsm.model._checked import Checked, listed, read
 from agentfsm.model._files import open_regular
-from agentfsm.model.permissions import (
-    Permission,
-    PermissionHook,
-    Rule,
-    Verdict,
-    decide,
-    never_applies,
-)
 from agentfsm.model.tools import ToolSpec
 from agentfsm.model.types import State, ToolCall
 

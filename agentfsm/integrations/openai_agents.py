@@ -67,12 +67,12 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from agentfsm._permissions import Permission
 from agentfsm.engine.controller import Controller
 from agentfsm.engine.events import Observer, as_observers
 from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
 from agentfsm.integrations import _decline
-from agentfsm.model.permissions import Permission
 from agentfsm.model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm.providers import normalize
 

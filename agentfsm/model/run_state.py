@@ -11,9 +11,8 @@ from collections.abc import Callable, Hashable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentfsm.model.permissions import Verdict
 from agentfsm.model.snapshot import Phase, RunSnapshot, unchecked_snapshot
-from agentfsm.model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
+from agentfsm.model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult, Verdict
 
 if TYPE_CHECKING:
     from agentfsm.model.tools import ToolSpec

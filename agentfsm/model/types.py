@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import EnumType, StrEnum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,17 +17,27 @@ from agentfsm.model._checked import Checked
 
 _M = TypeVar("_M", bound=BaseModel)
 
+Permission = Literal["allow", "ask", "deny"]
+"""Whether a call may run: `allow`, `ask` a human first, or `deny`."""
+PERMISSIONS: tuple[Permission, ...] = ("allow", "ask", "deny")
+"""The only permission values, weakest first."""
+Verdict = tuple[Permission, str]
+"""A permission and why, e.g. `("deny", "rule 'deny bash(command=rm -rf *)'")`."""
+
 __all__ = [
+    "PERMISSIONS",
     "Action",
     "Decision",
     "ExitReason",
     "FinishReason",
     "ModelTurn",
+    "Permission",
     "Priority",
     "State",
     "ToolCall",
     "ToolResult",
     "Usage",
+    "Verdict",
     "Vocabulary",
     "unchecked",
     "unchecked_maker",

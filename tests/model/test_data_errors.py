@@ -28,7 +28,7 @@ MODULES = [
     "agentfsm.model.types",
     "agentfsm.model.snapshot",
     "agentfsm.model.tools",
-    "agentfsm.model.permissions",
+    "agentfsm._permissions",
     "agentfsm.engine.policy",
     "agentfsm.testing.scripted",
     "agentfsm.runner.session",

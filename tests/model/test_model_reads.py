@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 import agentfsm as af
+from agentfsm._permissions import Rule
 from agentfsm.exceptions import DataError
-from agentfsm.model.permissions import Rule
 from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.tools import ToolSpec
 from agentfsm.model.types import unchecked, unchecked_maker

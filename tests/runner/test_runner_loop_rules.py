@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm import Policy
-from agentfsm.model.permissions import Permission, Rule
+from agentfsm._permissions import Permission, Rule
 from agentfsm.model.snapshot import RunSnapshot
 from agentfsm.model.types import Action, Decision, ExitReason, ToolCall
 from agentfsm.replay.engine import replay_run

@@ -29,8 +29,8 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from agentfsm.model import shell
-from agentfsm.model._shell_wrappers import Word, base_name
+from agentfsm import _shell as shell
+from agentfsm._shell.wrappers import Word, base_name
 
 TRACED = ("rm", "git", "touch", "mv")
 """Programs replaced by stand-ins that log their arguments (all exist in /bin too: a wrapper

@@ -17,16 +17,16 @@ import fnmatch
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, model_validator
 
 from agentfsm.exceptions import DataError, PolicyError
 from agentfsm.model._checked import Checked
-from agentfsm.model.types import ToolCall
+from agentfsm.model.types import PERMISSIONS, Permission, ToolCall, Verdict
 
 if TYPE_CHECKING:
-    from agentfsm.model.shell import Script
+    from agentfsm._shell import Script
 
 __all__ = [
     "PERMISSIONS",
@@ -43,10 +43,7 @@ __all__ = [
     "shadowed",
 ]
 
-Permission = Literal["allow", "ask", "deny"]
 PermissionHook = Callable[[ToolCall], Permission]
-PERMISSIONS: tuple[Permission, ...] = ("allow", "ask", "deny")
-"""The only permission values, weakest first."""
 
 _STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 _RULE = re.compile(
@@ -55,9 +52,6 @@ _RULE = re.compile(
 _ARG_HEAD = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*([=~])")
 _ARG_SPLIT = re.compile(r",\s*(?=[A-Za-z_][\w.-]*\s*[=~])")
 _JSON = json.JSONDecoder()
-
-Verdict = tuple[Permission, str]
-"""A permission and why, e.g. `("deny", "rule 'deny bash(command=rm -rf *)'")`."""
 
 
 class Rule(Checked):
@@ -70,7 +64,7 @@ class Rule(Checked):
 
     `shell` is at most one shell pattern, `(argument, pattern)`: the argument is
     read as a shell command and the pattern is matched against each simple
-    command in it (`agentfsm.model.shell`, `docs/shell-rules.md`). A deny or ask
+    command in it (`agentfsm._shell`, `docs/shell-rules.md`). A deny or ask
     shell rule applies when any simple command is, or may be, what it names, and
     to any command it cannot read with confidence. Allow shell rules let a call
     through only together: when every simple command of the argument surely
@@ -95,7 +89,7 @@ class Rule(Checked):
     @model_validator(mode="after")
     def _check_shell(self) -> Rule:
         if self.shell is not None:
-            from agentfsm.model import shell  # a policy without shell rules never loads it
+            from agentfsm import _shell as shell  # a policy without shell rules never loads it
 
             shell.pattern(self.shell[1])
         return self
@@ -287,7 +281,7 @@ def _compact(value: Any) -> str:
 
 def _script(call: ToolCall, argument: str) -> Script:
     """The shell script in `call`'s argument: a string is parsed, a list of strings is an argv."""
-    from agentfsm.model import shell
+    from agentfsm import _shell as shell
 
     value = (call.arguments or {}).get(argument)
     if isinstance(value, str):
@@ -299,7 +293,7 @@ def _script(call: ToolCall, argument: str) -> Script:
 
 def _flagged(rule: Rule, script: Script) -> str | None:
     """Why a deny or ask shell `rule` applies to `script`, or None when it does not."""
-    from agentfsm.model import shell
+    from agentfsm import _shell as shell
 
     assert rule.shell is not None
     pattern = shell.pattern(rule.shell[1])
@@ -322,7 +316,7 @@ def _covered(call: ToolCall, rules: Sequence[Rule], scripts: dict[str, Script]) 
     Allow when every simple command surely matches one of them; ask when the
     command cannot be read with confidence; nothing when a command is not covered.
     """
-    from agentfsm.model import shell
+    from agentfsm import _shell as shell
 
     by_argument: dict[str, list[shell.Pattern]] = {}
     for rule in rules:

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm import _shell as shell
+from agentfsm._permissions import Rule
 from agentfsm.exceptions import AgentFSMError, PolicyError
-from agentfsm.model import shell
-from agentfsm.model.permissions import Rule
 
 DENY = "deny bash(command~rm -rf *)"
 GLOB = "deny bash(command=rm -rf *)"
@@ -494,7 +494,7 @@ class TestLoading:
             "c = af.ToolCall(id='c', name='bash', arguments={'command': 'rm x'})\n"
             "assert p.permission_for(c) == 'deny'\n"
             "assert 'tree_sitter' not in sys.modules, 'tree_sitter loaded'\n"
-            "assert 'agentfsm.model.shell' not in sys.modules, 'shell loaded'\n"
+            "assert 'agentfsm._shell' not in sys.modules, 'shell loaded'\n"
         )
         root = Path(__file__).resolve().parents[2]
         done = subprocess.run(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import agentfsm as af
-from agentfsm.model import shell
+from agentfsm import _shell as shell
 
 DENY = "deny bash(command~rm -rf *)"
 ALLOW = ["allow bash(command~ls:*)", "allow bash(command~echo:*)", "allow bash(command~cat:*)"]

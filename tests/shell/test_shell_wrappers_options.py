@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import agentfsm as af
-from tests.model.test_shell_differential import Tracer, tracer, unseen
+from tests.shell.test_shell_differential import Tracer, tracer, unseen
 
 __all__ = ["tracer"]  # the fixture, shared with the differential test
 

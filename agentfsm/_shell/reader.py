@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
-from agentfsm.model._shell_script import MAX_DEPTH, MAX_LENGTH, Command, Script
-from agentfsm.model._shell_text import (
+from agentfsm._shell.script import MAX_DEPTH, MAX_LENGTH, Command, Script
+from agentfsm._shell.text import (
     INTEGER_SPECIALS,
     Variables,
     backquoted,
@@ -16,7 +16,7 @@ from agentfsm.model._shell_text import (
     joins_word,
     runs_substitution,
 )
-from agentfsm.model._shell_wrappers import (
+from agentfsm._shell.wrappers import (
     PLAIN,
     SU,
     WATCH,
@@ -25,7 +25,7 @@ from agentfsm.model._shell_wrappers import (
     Word,
     Wrapper,
 )
-from agentfsm.model._shell_wrappers import base_name as _base
+from agentfsm._shell.wrappers import base_name as _base
 
 __all__ = ["Reader"]
 

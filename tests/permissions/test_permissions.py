@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._permissions import Rule
 from agentfsm.exceptions import AgentFSMError, PolicyError
-from agentfsm.model.permissions import Rule
 
 RULES = [
     "deny bash(command=rm -rf *)",

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._permissions import Permission, Rule, decide, declared_arguments, shadowed
 from agentfsm.exceptions import PolicyError
-from agentfsm.model.permissions import Permission, Rule, decide, declared_arguments, shadowed
 from agentfsm.model.types import ToolCall
 
 BASH = {

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.model import shell
+from agentfsm import _shell as shell
 
 DENY = "deny bash(command~rm -rf *)"
 ALLOW = [

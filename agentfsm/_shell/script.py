@@ -9,7 +9,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from agentfsm.model._shell_wrappers import Word
+from agentfsm._shell.wrappers import Word
 
 __all__ = ["MAX_DEPTH", "MAX_LENGTH", "Command", "Script"]
 

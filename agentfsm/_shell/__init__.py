@@ -60,10 +60,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from agentfsm._shell.reader import Reader
+from agentfsm._shell.script import MAX_DEPTH, MAX_LENGTH, Command, Script
+from agentfsm._shell.wrappers import Word, base_name
 from agentfsm.exceptions import PolicyError
-from agentfsm.model._shell_reader import Reader
-from agentfsm.model._shell_script import MAX_DEPTH, MAX_LENGTH, Command, Script
-from agentfsm.model._shell_wrappers import Word, base_name
 
 __all__ = [
     "MAX_DEPTH",
