@@ -1,0 +1,55 @@
+"""The public API is what docs/api.md lists; a new public name cannot appear unlisted."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_api", DOCS / "gen_api.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
+
+
+def test_the_api_page_is_current() -> None:
+    """docs/api.md is what docs/gen_api.py renders: a name added to (or dropped from) a
+    public module's `__all__`, or a new public module, fails here until the page says so."""
+    committed = (DOCS / "api.md").read_text(encoding="utf-8")
+    assert committed == GEN.render(), "docs/api.md is stale: run `make docs` and review the diff"
+
+
+@pytest.mark.parametrize("name", GEN.public_modules())
+def test_a_public_module_lists_every_public_name_it_defines(name: str) -> None:
+    """A class or function a public module defines without an underscore is in its
+    `__all__` (then on the page) or renamed with an underscore: nothing public by accident."""
+    module = importlib.import_module(name)
+    assert GEN.unlisted(module) == []
+    assert all(hasattr(module, n) for n in module.__all__)
+
+
+def test_the_check_sees_an_unlisted_name() -> None:
+    """The check is not vacuous: a module defining a public name outside `__all__` fails it."""
+    module = ModuleType("agentfsm.fake")
+    module.__all__ = ["listed"]  # type: ignore[attr-defined]
+
+    def listed() -> None: ...
+
+    def leaked() -> None: ...
+
+    for function in (listed, leaked):
+        function.__module__ = module.__name__
+        setattr(module, function.__name__, function)
+    assert GEN.unlisted(module) == ["leaked"]
