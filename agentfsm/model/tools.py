@@ -18,6 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm.exceptions import ToolDefinitionError
 from agentfsm.model._checked import Checked, read
+from agentfsm.model._plain_schema import Check, fits
 
 __all__ = ["ToolSpec", "tool_specs"]
 
@@ -142,7 +143,7 @@ class ToolSpec(Checked):
 _KINDS = {"array": "a list", "object": "an object", "string": "a string", "boolean": "a boolean"}
 """How a schema keyword's expected JSON type reads in a declaration error."""
 _TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
-_VALIDATORS: dict[int, tuple[dict[str, Any], Any]] = {}
+_VALIDATORS: dict[int, tuple[dict[str, Any], tuple[Check | None, Any]]] = {}
 """Each schema's compiled `jsonschema` validator, by the schema's id."""
 
 
@@ -178,8 +179,9 @@ def _checked_schema(schema: dict[str, Any], where: str) -> str | None:
     return None
 
 
-def _validator(schema: dict[str, Any]) -> Any:
-    """The schema's compiled validator, made once per schema content.
+def _validator(schema: dict[str, Any]) -> tuple[Check | None, Any]:
+    """The schema's quick check (see `_plain_schema`) and compiled validator, made once per
+    schema content.
 
     Every Controller builds its own `ToolSpec`s and pydantic copies the schema into each, so a
     cache by object alone compiled the same schema again for every run (milliseconds each).
@@ -193,7 +195,7 @@ def _validator(schema: dict[str, Any]) -> Any:
     key = _content_key(schema)
     validator = _BY_CONTENT.get(key) if key is not None else None
     if validator is None:
-        validator = _validator_class(schema)(schema)
+        validator = (fits(schema), _validator_class(schema)(schema))
         if key is not None:
             _remember(_BY_CONTENT, key, validator)
     _remember(_VALIDATORS, id(schema), (schema, validator))
@@ -202,7 +204,7 @@ def _validator(schema: dict[str, Any]) -> Any:
 
 _CACHE_SIZE = 1024
 """How many schemas each cache keeps, for programs that make schemas freely."""
-_BY_CONTENT: dict[str, Any] = {}
+_BY_CONTENT: dict[str, tuple[Check | None, Any]] = {}
 """Each schema's compiled validator, by the schema's canonical JSON text."""
 _USABLE: set[str] = set()
 """The canonical JSON texts of schemas already checked usable."""
@@ -246,10 +248,13 @@ def _is_integer(_checker: object, value: object) -> bool:
     return type(value) is int
 
 
-def _check(validator: Any, arguments: Mapping[str, Any]) -> str | None:
+def _check(checkers: tuple[Check | None, Any], arguments: Mapping[str, Any]) -> str | None:
+    quick, validator = checkers
+    instance = dict(arguments)
+    if quick is not None and quick(instance):
+        return None  # a plain schema the arguments fit: jsonschema would say the same
     from jsonschema.exceptions import best_match
 
-    instance = dict(arguments)
     try:
         # Most calls fit: `is_valid` stops at nothing to rank, where `best_match` sorts every
         # error the schema yields; the errors are collected only when there are some.
