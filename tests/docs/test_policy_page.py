@@ -159,5 +159,5 @@ class TestPage:
         assert found
         for code in found:
             namespace: dict[str, Any] = {}
-            exec(compile(code, str(PAGE), "exec"), namespace)  # noqa: S102 - the page's own code
+            exec(compile(code, str(PAGE), "exec"), namespace)
             assert isinstance(namespace["policy"], af.Policy)
