@@ -63,7 +63,8 @@ diagrams: install ## Regenerate the committed diagrams/ from the route table
 	@if command -v dot >/dev/null; then $(PY) -m agentfsm diagram --format svg -o diagrams/machine.svg; \
 	else echo "Graphviz 'dot' not installed: skipped diagrams/machine.svg (apt-get install graphviz)"; fi
 
-docs: install ## Regenerate docs/reference.md, docs/api.md and docs/checkpoint.schema.json from the models
+docs: install ## Regenerate docs/reference.md, docs/api.md and the checkpoint and policy schemas
 	$(PY) docs/gen_reference.py
 	$(PY) docs/gen_api.py
 	$(PY) docs/gen_checkpoint_schema.py
+	$(PY) docs/gen_policy_schema.py

@@ -23,7 +23,7 @@ def get_weather(city: str) -> dict[str, Any]:
     return {"city": city, "high_c": 24, "sky": "light rain"}
 
 
-# --- the agent (this part is the README's "Embed it" excerpt) -----------------------------
+# --- the agent (docs/embedding.md shows this part; the README, its agent function) ---------
 def agent(client: OpenAI, model: str, question: str) -> af.Decision:
     ctl = af.Controller(af.Policy(max_turns=8), tools=[get_weather])
     tools: list[Any] = [

@@ -2,7 +2,7 @@
 
 Every `import` and `from ... import` in the package counts, at module level or inside a
 function (a lazy import is still a dependency), including those under `TYPE_CHECKING`.
-The rules are the ones the README's "Architecture" section states and draws: the packages
+The rules are the ones docs/architecture.md states and draws: the packages
 form layers, read bottom-up, and a package imports only from the layers below its own.
 """
 
@@ -266,7 +266,7 @@ class TestImportRules:
         assert cycle == [], "a cycle: " + "; ".join(map(str, cycle))
 
     def test_every_package_has_a_layer(self) -> None:
-        """A new package is placed in LAYERS (and in the README's drawing) when it is added."""
+        """A new package is placed in LAYERS (and drawn in docs/architecture.md) when added."""
         packages = {package_of(module_name(p, PACKAGE)) for p in PACKAGE.rglob("*.py")}
         assert {p for p in packages if p is not None and layer_of(p) is None} == set()
 

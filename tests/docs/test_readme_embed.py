@@ -1,4 +1,4 @@
-"""The README's "Embed it" snippet is a faithful excerpt of a runnable example."""
+"""The README's Controller loop, and docs/embedding.md's whole excerpt, are a runnable example's."""
 
 from __future__ import annotations
 
@@ -14,19 +14,32 @@ def _example_excerpt() -> str:
     return text[start : text.index("# -----", start)].strip()
 
 
-def _readme_snippet() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Embed it as the controller") :]
+def _example_loop() -> str:
+    """The example's `agent` function alone, without the helpers after it."""
+    excerpt = _example_excerpt()
+    return excerpt[: excerpt.index("\n\n\ndef run_tool")].strip()
+
+
+def _snippet(path: Path, heading: str) -> str:
+    """The first Python block after `heading`, from `def agent(` to the block's end."""
+    text = path.read_text(encoding="utf-8")
+    section = text[text.index(heading) :]
     block = section[section.index("```python\n") + len("```python\n") :]
     block = block[: block.index("```\n")]
     return block[block.index("def agent(") :].strip()
 
 
 class TestReadmeEmbedSnippet:
-    def test_snippet_equals_the_example(self) -> None:
+    def test_readme_loop_equals_the_example(self) -> None:
         """Every line of the README's agent loop is the example's, which runs as a test."""
-        assert _readme_snippet() == _example_excerpt()
+        snippet = _snippet(ROOT / "README.md", "## Embed it as the controller")
+        assert snippet == _example_loop()
+
+    def test_embedding_page_equals_the_example(self) -> None:
+        """docs/embedding.md shows the whole excerpt: the loop and its two helpers."""
+        snippet = _snippet(ROOT / "docs" / "embedding.md", "## The loop")
+        assert snippet == _example_excerpt()
 
     def test_example_calls_the_one_permission_check(self) -> None:
         """The example asks may_run before running each call, as every executing path must."""
-        assert "ctl.may_run(call.id)" in _example_excerpt()
+        assert "ctl.may_run(call.id)" in _example_loop()
