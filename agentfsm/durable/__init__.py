@@ -303,11 +303,34 @@ def recover(executor_id: str) -> list[str]:
 def shutdown() -> None:
     """Stop DBOS in this process; pending runs stay in the database for the next `launch`."""
     global _LOOP
-    DBOS.destroy()
     with _LOOP_LOCK:
         loop, _LOOP = _LOOP, None
-    if loop is not None:
+    if loop is not None and loop.is_running():
+        # The runs still on the loop (waiting for a human or a model) are cancelled and
+        # awaited while DBOS is up: DBOS lets a cancelled run pass without recording it, so
+        # it stays pending for the next launch. Left to the garbage collector instead, each
+        # run's coroutine would be closed later on some other thread, with no DBOS context
+        # and no loop, and fail there.
+        stopping = asyncio.run_coroutine_threadsafe(_cancel_runs(), loop)
+        try:
+            stopping.result(timeout=_SHUTDOWN_WAIT)
+        except TimeoutError:
+            stopping.cancel()
         loop.call_soon_threadsafe(loop.stop)
+    DBOS.destroy()
+
+
+# How long shutdown waits for the cancelled runs to unwind (a tool running in a thread is
+# not waited for: its run is cancelled where it awaits the thread).
+_SHUTDOWN_WAIT = 10.0
+
+
+async def _cancel_runs() -> None:
+    """Cancel every run on this loop and wait until each has unwound."""
+    runs = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in runs:
+        task.cancel()
+    await asyncio.gather(*runs, return_exceptions=True)
 
 
 def start(
@@ -348,8 +371,18 @@ def _runs_loop() -> asyncio.AbstractEventLoop:
     with _LOOP_LOCK:
         if _LOOP is None or _LOOP.is_closed():
             _LOOP = asyncio.new_event_loop()
-            threading.Thread(target=_LOOP.run_forever, name="agentfsm-durable", daemon=True).start()
+            threading.Thread(
+                target=_serve, args=(_LOOP,), name="agentfsm-durable", daemon=True
+            ).start()
         return _LOOP
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop thread: run until `shutdown` stops the loop, then close it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 class _InProcess:
