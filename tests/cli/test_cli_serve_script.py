@@ -233,3 +233,66 @@ class TestReadScript:
         path.write_text(text, "utf-8")
         with pytest.raises(AgentFSMError, match=message):
             read_script(str(path))
+
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = [
+    # (example, its script, how it finds the server, modules it needs, its last line ends with)
+    ("openai_agent.py", "weather.jsonl", "env", ("openai",), "It is sunny in Paris."),
+    ("weather_litellm.py", "weather_litellm.jsonl", "env", ("litellm",), "(60 tokens)"),
+    ("integrations/langgraph_example.py", "weather.jsonl", "arg", ("langgraph",), "completed"),
+    ("integrations/openai_agents_example.py", "weather.jsonl", "arg", ("agents",), "completed"),
+    ("integrations/pydantic_ai_example.py", "weather.jsonl", "arg", ("pydantic_ai",), "completed"),
+    (
+        "integrations/mini_swe_agent_example.py",
+        "mini_swe_agent.jsonl",
+        "arg",
+        ("minisweagent", "litellm"),
+        "completed",
+    ),
+]
+"""The docs' examples, each run as its docs say against `serve-script` of its script."""
+
+
+class TestExamplesAgainstServeScript:
+    """Every example runs as written against `agentfsm serve-script examples/scripts/...`."""
+
+    @pytest.mark.parametrize(
+        ("example", "script", "how", "ends"),
+        [
+            pytest.param(e, s, h, end, marks=pytest.mark.needs(*needs), id=e)
+            for e, s, h, needs, end in EXAMPLES
+        ],
+    )
+    def test_example_runs(
+        self, example: str, script: str, how: str, ends: str, tmp_path: Path
+    ) -> None:
+        """The example, pointed at the server by OPENAI_BASE_URL or its argument, completes
+        and uses every scripted reply."""
+        server = _start(str(ROOT / "examples" / "scripts" / script))
+        try:
+            assert server.stdout is not None
+            base = server.stdout.readline().strip()
+            env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+            env.pop("OPENAI_API_KEY", None)
+            env.pop("MODEL", None)
+            if how == "env":
+                env["OPENAI_BASE_URL"] = base
+            else:
+                env.pop("OPENAI_BASE_URL", None)
+            args = [base] if how == "arg" else []
+            done = subprocess.run(
+                [sys.executable, str(ROOT / "examples" / example), *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tmp_path,
+                timeout=300,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.splitlines()[-1].endswith(ends), done.stdout
+        finally:
+            code, err = _stop(server)
+        assert code == 0
+        assert "served 2 of 2" in err
