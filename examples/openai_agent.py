@@ -3,12 +3,16 @@
 Your code calls the model and runs the tools; the controller says what happens next.
 `python examples/openai_agent.py` serves a scripted conversation on 127.0.0.1
 (`agentfsm.testing.ScriptedServer`), so no key is needed. With a key:
-`OPENAI_API_KEY=... python examples/openai_agent.py gpt-4o-mini`.
+`OPENAI_API_KEY=... python examples/openai_agent.py gpt-4o-mini`. With `OPENAI_BASE_URL`
+set it asks that server (model `scripted` unless one is given), for example one started
+with `agentfsm serve-script examples/scripts/weather.jsonl --port 8000`:
+`OPENAI_BASE_URL=http://127.0.0.1:8000/v1 python examples/openai_agent.py`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -74,8 +78,12 @@ def tool_message(result: af.ToolResult) -> dict[str, Any]:
 def main() -> af.Decision:
     """Run the agent against a real provider (a model name given) or the scripted server."""
     question = "What is the weather in Shanghai tomorrow?"
-    if len(sys.argv) > 1:
-        decision = agent(OpenAI(), sys.argv[1], question)
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if len(sys.argv) > 1 or base_url:
+        model = sys.argv[1] if len(sys.argv) > 1 else "scripted"
+        # a local server needs no key; OpenAI's own (no base URL) still asks for one
+        key = os.environ.get("OPENAI_API_KEY") or ("sk-local" if base_url else None)
+        decision = agent(OpenAI(base_url=base_url, api_key=key), model, question)
     else:
         script = [
             tool_calls(scripted_call("get_weather", {"city": "Shanghai"})),

@@ -5,6 +5,12 @@ HTTP server on 127.0.0.1) through litellm's own client. Set MODEL (for example
 `openai/gpt-4o-mini`) and that provider's key to ask a real model instead:
 
     MODEL=openai/gpt-4o-mini OPENAI_API_KEY=... python examples/weather_litellm.py
+
+With `OPENAI_BASE_URL` set it asks that OpenAI-compatible server instead (model
+`openai/scripted` unless MODEL says otherwise), for example one started with
+`agentfsm serve-script examples/scripts/weather_litellm.jsonl --port 8000`:
+
+    OPENAI_BASE_URL=http://127.0.0.1:8000/v1 python examples/weather_litellm.py
 """
 
 from __future__ import annotations
@@ -45,7 +51,11 @@ def ask(model: str, **options: Any) -> af.RunResult:
 def main() -> int:
     """Run the agent, print each decision and how the run ended."""
     model = os.environ.get("MODEL")
-    if model:
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    if base_url:
+        key = os.environ.get("OPENAI_API_KEY") or "sk-local"
+        result = ask(model or "openai/scripted", api_base=base_url, api_key=key)
+    elif model:
         result = ask(model)
     else:
         shanghai = ScriptedCall(

@@ -11,10 +11,12 @@ import gc
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm.cli._divergence import Verdict, verdict_of
 from agentfsm.cli._text import one_line
 from agentfsm.engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError, TraceError
@@ -55,6 +57,8 @@ class Job:
     against: str | Policy | None
     as_json: bool
     keep_going: bool
+    only_diff: bool = False
+    """Print only the runs that differ (every run still gets a verdict)."""
 
 
 @dataclass(slots=True)
@@ -67,6 +71,8 @@ class Outcome:
     runs: int = 0
     differs: bool = False
     skipped: bool = False
+    verdicts: list[Verdict] = field(default_factory=list)
+    """One per run replayed, in file order."""
 
 
 def load_policy(path: str | Policy | None) -> Any:
@@ -94,13 +100,18 @@ def load_policy(path: str | Policy | None) -> Any:
 _POLICIES: dict[tuple[str, int, int], Policy] = {}
 
 
-def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
-    """Replay every run of one file; print through `emit`, or keep the lines in the outcome."""
+def replay_file(
+    job: Job, emit: Emit | None = None, on_run: Callable[[], None] | None = None
+) -> Outcome:
+    """Replay every run of one file; print through `emit`, or keep the lines in the outcome.
+
+    `on_run` is called after each run (the progress of a file replayed in this process).
+    """
     outcome = Outcome(job.path)
     write = emit or outcome.lines.append
     errors: list[TraceError] | None = [] if job.keep_going else None
     try:
-        _replay_runs(job, outcome, write, errors)
+        _replay_runs(job, outcome, write, errors, on_run)
     except TraceError as exc:
         if not job.explicit and "unknown trajectory format" in exc.message:
             outcome.skipped = True
@@ -114,7 +125,13 @@ def replay_file(job: Job, emit: Emit | None = None) -> Outcome:
     return outcome
 
 
-def _replay_runs(job: Job, outcome: Outcome, write: Emit, errors: list[TraceError] | None) -> None:
+def _replay_runs(
+    job: Job,
+    outcome: Outcome,
+    write: Emit,
+    errors: list[TraceError] | None,
+    on_run: Callable[[], None] | None,
+) -> None:
     policy = load_policy(job.policy)
     other = load_policy(job.against) if job.against else None
     for run in read_runs(job.path, errors):
@@ -125,7 +142,13 @@ def _replay_runs(job: Job, outcome: Outcome, write: Emit, errors: list[TraceErro
         outcome.runs += 1
         # Replayed with the policy it recorded, an agentfsm trace must decide as it did live.
         diverged = divergence(run, result) if policy is None else None
-        outcome.differs |= _report(result, against, job.as_json, write, diverged)
+        verdict = verdict_of(result, against, diverged)
+        outcome.verdicts.append(verdict)
+        outcome.differs |= verdict.differs
+        if verdict.differs or not job.only_diff:
+            _report(result, against, job.as_json, write, verdict, diverged)
+        if on_run is not None:
+            on_run()
 
 
 def _report(
@@ -133,12 +156,15 @@ def _report(
     against: ReplayResult | None,
     as_json: bool,
     write: Emit,
-    diverged: str | None = None,
-) -> bool:
-    comparison = compare(result, against) if against is not None else None
-    marks = comparison.against if comparison is not None else {}
+    verdict: Verdict,
+    diverged: str | None,
+) -> None:
+    marks = compare(result, against).against if against is not None else {}
     if as_json:
         data = _json_of(result, against, marks)
+        data["differs"] = verdict.differs
+        if verdict.differs:
+            data["first_difference"] = verdict.first_difference()
         if diverged is not None:
             data["diverges"] = diverged
         write(json.dumps(data, ensure_ascii=False))
@@ -147,7 +173,6 @@ def _report(
             write(line)
         if diverged is not None:
             write(f"  DIVERGES from the recording: {diverged}")
-    return diverged is not None or (comparison is not None and comparison.differs)
 
 
 def _json_of(
@@ -193,29 +218,81 @@ def _summary_line(result: ReplayResult) -> str:
 
 
 class Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+    """A progress line on stderr: runs replayed and files done, redrawn at most every
+    `interval` seconds.
 
-    def __init__(self, total: int, stream: Any = None) -> None:
+    It draws on a terminal (one line, rewritten in place, erased at the end) unless `quiet`,
+    and anywhere when `forced` (`--progress`): off a terminal, one plain line per update
+    and a last one at the end. Never on stdout.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        stream: Any = None,
+        *,
+        forced: bool = False,
+        quiet: bool = False,
+        interval: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.total = total
         self.done = 0
-        self.enabled = total > 1 and bool(getattr(self.stream, "isatty", lambda: False)())
+        self.runs = 0
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled = forced or (self.tty and not quiet)
+        self.interval = interval if self.tty else max(interval, 1.0)
+        self.clock = clock
+        self.last = -float("inf")
+        self.shown = 0
+        """Characters of the line now on the terminal (0: none)."""
+        self.closed = False
 
-    def advance(self) -> None:
-        """Count one finished file and redraw."""
+    def run_done(self) -> None:
+        """Count one replayed run (a file replayed here reports each run as it goes)."""
+        self.runs += 1
+        self._draw()
+
+    def advance(self, runs: int = 0) -> None:
+        """Count one finished file, and `runs` runs it held that were not counted yet."""
         self.done += 1
-        if self.enabled:
-            width = 30
-            filled = width * self.done // self.total
-            bar = "#" * filled + "." * (width - filled)
-            self.stream.write(f"\r[{bar}] {self.done}/{self.total} files")
+        self.runs += runs
+        self._draw(force=self.done == self.total)
+
+    def line(self) -> str:
+        """What the progress line says now."""
+        return f"replayed {self.runs} run(s), {self.done}/{self.total} files"
+
+    def _draw(self, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = self.clock()
+        if not force and now - self.last < self.interval:
+            return
+        self.last = now
+        if self.tty:
+            text = self.line()
+            self.stream.write("\r" + text.ljust(self.shown))
+            self.shown = len(text)
+        else:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        """Erase the line on a terminal before other output is written there."""
+        if self.shown:
+            self.stream.write("\r" + " " * self.shown + "\r")
             self.stream.flush()
+            self.shown = 0
 
     def close(self) -> None:
-        """Erase the bar."""
-        if self.enabled:
-            self.stream.write("\r" + " " * 60 + "\r")
+        """Erase the line (a terminal), or write the final count once (elsewhere, when forced)."""
+        if self.enabled and not self.tty and not self.closed:
+            self.stream.write(self.line() + "\n")
             self.stream.flush()
+        self.closed = True
+        self.clear()
 
 
 CHUNK_BYTES = 1 << 20

@@ -12,6 +12,15 @@ Ray attaches to a running cluster (`--address`, else `RAY_ADDRESS`, else the one
 `ray start --head` started on this machine) and starts one only with `--address local`;
 stdout holds only the replay's lines (Ray's own notices go to stderr).
 
+With `--against`, a divergence summary ends the output: runs compared, runs that
+differ, the first differing step of each (file, run, turn, the decision under each
+policy), and the runs counted by exit reason under each policy; with `--json` it is one
+last line `{"totals": {...}}`, and every run's line carries `differs` (and
+`first_difference` when true). `--only-diff` prints only the runs that differ;
+`--junit FILE` writes a JUnit XML report, one testcase per run, failed where it differs.
+Progress goes to stderr (runs replayed, files done) when stderr is a terminal, or
+anywhere with `--progress`; `--json` turns it off unless `--progress` is given.
+
 Exit status: 0 the same decisions, 1 they differ (or a self-replay diverges), 2 bad
 input, 3 the engine failed (a Ray task that died for good, or the cluster's GCS not
 answering for `GCS_TIMEOUT` seconds), with one line on stderr saying what.
@@ -27,8 +36,10 @@ import sys
 from collections import deque
 from collections.abc import Generator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
+from agentfsm.cli._divergence import Totals, Verdict, junit_xml
 from agentfsm.cli._replay_jobs import (
     AHEAD,
     EngineError,
@@ -54,8 +65,13 @@ EXIT_ENGINE = 3
 
 def _serial(jobs: list[Job], progress: Progress, workers: int) -> Generator[Outcome, None, None]:
     del workers
+
+    def emit(line: str) -> None:
+        progress.clear()
+        print(line)
+
     for job in jobs:
-        outcome = replay_file(job, emit=print)
+        outcome = replay_file(job, emit=emit, on_run=progress.run_done)
         progress.advance()
         yield outcome
 
@@ -77,7 +93,7 @@ def _pool(jobs: list[Job], progress: Progress, workers: int) -> Generator[Outcom
                 outcomes = queued.popleft().result()
                 queued.extend(pool.submit(replay_files, c) for c in itertools.islice(tasks, 1))
                 for outcome in outcomes:
-                    progress.advance()
+                    progress.advance(outcome.runs)
                     yield outcome
         finally:  # stopped early (a bad file): what has not started never runs
             for future in queued:
@@ -105,6 +121,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--against", metavar="FILE", help="second policy; exit 1 if it differs")
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
+    parser.add_argument(
+        "--only-diff", action="store_true", help="print only the runs whose decisions differ"
+    )
+    parser.add_argument(
+        "--junit", metavar="FILE", help="write a JUnit XML report: one testcase per run"
+    )
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress on stderr even when it is not a terminal, or with --json",
+    )
     parser.add_argument("--engine", choices=[*sorted(ENGINES), "ray"], default="process")
     parser.add_argument("--workers", type=_positive, default=None, help="parallel workers (>= 1)")
     parser.add_argument(
@@ -146,15 +173,37 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
     try:  # once here, not in every worker: a bad policy file is one error, not one per trace
         load_policy(args.policy)
         load_policy(args.against)
+        _check_junit(getattr(args, "junit", None))
     except AgentFSMError as exc:
         print(f"agentfsm replay: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    only_diff = bool(getattr(args, "only_diff", False))
     jobs = [
-        Job(path, explicit, args.policy, args.against, args.json, args.keep_going)
+        Job(path, explicit, args.policy, args.against, args.json, args.keep_going, only_diff)
         for path, explicit in files
     ]
     with fewer_collections():
         return _run_jobs(jobs, args)
+
+
+def _check_junit(path: str | None) -> None:
+    """Refuse a `--junit` file that could never be written, before replaying anything."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise AgentFSMError(f"--junit {path}: is a directory")
+    if not target.parent.is_dir():
+        raise AgentFSMError(f"--junit {path}: folder {target.parent} does not exist")
+
+
+def _write_junit(path: str, verdicts: list[Verdict], errors: list[str], skipped: list[str]) -> str:
+    """Write the JUnit report; return an error message, or "" when written."""
+    try:
+        Path(path).write_bytes(junit_xml(verdicts, errors, skipped))
+    except OSError as exc:
+        return f"--junit {path}: cannot write: {exc.strerror or exc}"
+    return ""
 
 
 def _engine(
@@ -172,16 +221,21 @@ def _engine(
 
 
 def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
-    progress = Progress(len(jobs))
+    forced = bool(getattr(args, "progress", False))
+    progress = Progress(len(jobs), forced=forced, quiet=args.json)
     errors: list[str] = []
     skipped: list[str] = []
-    differs = False
+    totals = Totals()
+    junit = getattr(args, "junit", None)
+    verdicts: list[Verdict] = []
     out = sys.stdout  # the replay's lines go here even while Ray's notices are sent to stderr
     try:
         with contextlib.closing(_engine(jobs, args, progress)) as outcomes:
             for outcome in outcomes:
                 _print_lines(outcome, progress, out)
-                differs |= outcome.differs
+                totals.add(outcome.verdicts)
+                if junit:
+                    verdicts.extend(outcome.verdicts)
                 errors.extend(outcome.errors)
                 skipped.extend([outcome.path] if outcome.skipped else [])
                 if outcome.errors and not args.keep_going:
@@ -194,12 +248,27 @@ def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
         errors.append(str(exc))
     finally:
         progress.close()
-    return _finish(errors, skipped, differs, args.keep_going)
+    _print_totals(totals, args, out)
+    if junit and (failed := _write_junit(junit, verdicts, errors, skipped)):
+        print(f"agentfsm replay: {one_line(failed)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return _finish(errors, skipped, bool(totals.differing), args.keep_going)
+
+
+def _print_totals(totals: Totals, args: argparse.Namespace, out: Any) -> None:
+    """The divergence summary: always with --against, and when a self-replay diverged."""
+    if args.json:
+        lines = [totals.as_json()] if args.against else []
+    else:
+        lines = list(totals.summary()) if args.against or totals.differing else []
+    if lines:
+        out.write("\n".join(lines) + "\n")
+        out.flush()
 
 
 def _print_lines(outcome: Outcome, progress: Progress, out: Any) -> None:
     if outcome.lines:
-        progress.close()
+        progress.clear()
         out.write("\n".join(outcome.lines) + "\n")
         out.flush()
 

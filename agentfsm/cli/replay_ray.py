@@ -99,7 +99,7 @@ def replay_on_ray(
         )
         for outcomes in window.results(chunks(shipped(jobs))):
             for outcome in outcomes:
-                progress.advance()
+                progress.advance(outcome.runs)
                 yield outcome
 
 

@@ -8,7 +8,7 @@ decision and results, the budgets used, and with `against` where two policies di
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from agentfsm.engine.policy import Policy
@@ -41,11 +41,15 @@ def build(
     *,
     against: Policy | None = None,
     title: str = "agentfsm run report",
+    only_diff: bool = False,
+    on_run: Callable[[RunView], None] | None = None,
 ) -> Report:
     """Replay the runs in `paths` (files, directories, globs) and render the page.
 
     Without `policy`, an agentfsm trace replays under the policy and tools it recorded (so
     the page shows what the live run decided) and other formats under the defaults.
+    With `only_diff` the page shows only the runs where `against` decided otherwise
+    (`Report.runs` still holds every run); `on_run` is called with each run replayed.
 
     Raises:
         TraceError: a file named explicitly is unreadable or malformed (the message names
@@ -54,12 +58,19 @@ def build(
         PolicyError: `policy` or `against` is not a Policy.
     """
     _check_arguments(paths, policy, against, title)
+    if on_run is not None and not callable(on_run):
+        raise InvalidInputError(f"on_run must be callable, not {type(on_run).__name__}")
     views: list[RunView] = []
     skipped: list[str] = []
     files = expand_paths([paths] if isinstance(paths, str) else paths)
+    if only_diff and against is None:
+        raise PolicyError("only_diff needs a second policy (against) to compare with")
     for path, explicit in files:
         try:
-            views.extend(collect_run(run, policy, against) for run in read_runs(path))
+            for run in read_runs(path):
+                views.append(collect_run(run, policy, against))
+                if on_run is not None:
+                    on_run(views[-1])
         except TraceError as exc:
             if explicit or "unknown trajectory format" not in exc.message:
                 raise
@@ -67,7 +78,9 @@ def build(
     if not files:
         raise TraceError("no trace files given or found", path=None, line=None)
     shown = Policy() if policy is None else policy
-    html = page(views, shown, title=title, against=against, skipped=skipped)
+    listed = [view for view in views if view.differs] if only_diff else views
+    of = len(views) if only_diff else None
+    html = page(listed, shown, title=title, against=against, skipped=skipped, of=of)
     return Report(html, views, skipped)
 
 

@@ -273,8 +273,12 @@ def page(
     title: str = "agentfsm run report",
     against: Policy | None = None,
     skipped: Iterable[str] = (),
+    of: int | None = None,
 ) -> str:
-    """The whole report: the machine, an index of the runs, and every run step by step."""
+    """The whole report: the machine, an index of the runs, and every run step by step.
+
+    `of` is how many runs were replayed when `views` holds only those that differ.
+    """
     svg = machine_svg(policy)
     machine = (
         svg
@@ -300,8 +304,12 @@ def page(
     other = (
         "" if against is None else f"<p>Compared with a second policy: {_e(against.to_json())}</p>"
     )
+    if of is not None:
+        other += f"<p>Only the runs whose decisions differ: {len(views)} of {of}.</p>"
     runs = "".join(_run(i, v) for i, v in enumerate(views)) or (
-        "<p>No recorded run was found in the files given: nothing was routed.</p>"
+        "<p>No run differs.</p>"
+        if of
+        else "<p>No recorded run was found in the files given: nothing was routed.</p>"
     )
     index = _index(views) if len(views) > 1 else ""
     return (

@@ -52,9 +52,21 @@ class ScriptedServer:
         script: Replies (or callables building one from the request body), one per request.
             A request after the last one gets HTTP 400 `script exhausted`.
         model: The model name written into responses.
+        port: The port to listen on; 0 (the default) takes a free one.
+        host: The address to listen on.
+
+    Raises:
+        OSError: the port cannot be listened on (taken, or not allowed).
     """
 
-    def __init__(self, script: Iterable[Reply | Responder], *, model: str = "scripted") -> None:
+    def __init__(
+        self,
+        script: Iterable[Reply | Responder],
+        *,
+        model: str = "scripted",
+        port: int = 0,
+        host: str = "127.0.0.1",
+    ) -> None:
         if isinstance(script, str | bytes | Mapping) or not isinstance(script, Iterable):
             raise DataError(
                 f"ScriptedServer: script must be a list of replies, not {type(script).__name__}"
@@ -64,7 +76,7 @@ class ScriptedServer:
         self._script = list(script)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd = _HTTPServer((host, port), _Handler)
         self._httpd.scripted = self  # type: ignore[attr-defined]
         self._thread: threading.Thread | None = None
 
