@@ -43,6 +43,7 @@ import json
 import math
 import threading
 from concurrent.futures import Future
+from contextlib import AsyncExitStack
 from typing import Any, Self
 
 from agentfsm.engine.policy import Policy
@@ -68,7 +69,7 @@ class MCPToolError(Exception):
     """The MCP server answered the call with `isError: true`."""
 
 
-class MCPServerFailure(Exception):
+class MCPServerError(Exception):
     """The MCP server failed the call: a protocol error, a timeout, or it is gone."""
 
 
@@ -277,17 +278,17 @@ class MCPServerTools:
         try:
             result = await asyncio.wait_for(link.session.call_tool(name, arguments), self.timeout)
         except TimeoutError as exc:
-            raise MCPServerFailure(
+            raise MCPServerError(
                 f"tool {name!r}: the MCP server did not answer within {self.timeout:g}s"
             ) from exc
         except Exception as exc:
-            raise MCPServerFailure(f"tool {name!r}: the MCP call failed: {_describe(exc)}") from exc
+            raise MCPServerError(f"tool {name!r}: the MCP call failed: {_describe(exc)}") from exc
         return self._result_of(name, result)
 
     def _result_of(self, name: str, result: Any) -> Any:
         content = getattr(result, "content", None)
         if not isinstance(content, list):
-            raise MCPServerFailure(
+            raise MCPServerError(
                 f"tool {name!r}: the MCP server answered with a {type(result).__name__}, "
                 "not a tool result"
             )
@@ -299,10 +300,7 @@ class MCPServerTools:
             value = structured
             text = json.dumps(structured, ensure_ascii=False, default=str)
         if len(text) > self.max_result_chars:
-            value = (
-                f"{text[: self.max_result_chars]}\n[... cut: the MCP tool {name!r} returned "
-                f"{len(text):,} characters; the first {self.max_result_chars:,} are shown]"
-            )
+            value = _cut(name, text, self.max_result_chars)
         if getattr(result, "is_error", False) is True:
             raise MCPToolError(f"tool {name!r} reported an error: {value or '(no message)'}")
         return value
@@ -349,13 +347,16 @@ class _Link:
         from mcp import ClientSession
 
         try:
-            async with self._transport() as (read, write):
-                async with ClientSession(read, write, message_handler=self._heard) as session:
-                    await session.initialize()
-                    self.session = session
-                    self.owner._absorb(await self.list_all(), first=True)
-                    ready.set_result(None)
-                    await self._closing.wait()
+            async with AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport())
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, message_handler=self._heard)
+                )
+                await session.initialize()
+                self.session = session
+                self.owner._absorb(await self.list_all(), first=True)
+                ready.set_result(None)
+                await self._closing.wait()
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc)
@@ -390,7 +391,7 @@ class _Link:
             cursor = page.next_cursor
             if not cursor:
                 return tools
-        raise MCPServerFailure("the MCP server's tool listing did not end after 1000 pages")
+        raise MCPServerError("the MCP server's tool listing did not end after 1000 pages")
 
     def submit_future(self, work: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(work, self.loop)
@@ -458,6 +459,17 @@ def _digest(tool: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()
 
 
+def _cut(name: str, text: str, limit: int) -> str:
+    """`text` cut so that it and the note saying so fit in `limit` characters (an
+    executor's own cap of the same size then leaves the note in place)."""
+    note = (
+        f"[... cut: the MCP tool {name!r} returned {len(text):,} characters; "
+        "the first {} are shown]"
+    )
+    keep = max(0, limit - len(note) - 12)
+    return f"{text[:keep]}\n{note.format(f'{keep:,}')}"
+
+
 def _described(block: Any) -> str:
     """One content block as the model reads it: text as it is, anything else described."""
     kind = getattr(block, "type", None)
@@ -483,4 +495,3 @@ def _described(block: Any) -> str:
 def _describe(exc: BaseException) -> str:
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-
