@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -317,3 +320,28 @@ class TestAsync:
         result = asyncio.run(main())
         assert tool_messages(result)["c1"] == "note q: buy milk"
         assert Notes(log, None).received() == [("read_note", {"key": "q"})]  # type: ignore[arg-type]
+
+
+class TestDocs:
+    def test_the_pages_example_runs_as_printed(self, tmp_path: Path) -> None:
+        """docs/integrations/mcp.md's example runs: the read is sent, the declined delete not."""
+        root = Path(__file__).resolve().parents[2]
+        page = (root / "docs" / "integrations" / "mcp.md").read_text(encoding="utf-8")
+        found = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+        assert found, "docs/integrations/mcp.md has no python example"
+        (tmp_path / "tests").symlink_to(root / "tests")  # the example runs from the root
+        env = {**os.environ, "PYTHONPATH": str(root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        done = subprocess.run(
+            [sys.executable, "-c", found.group(1)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.splitlines()[:2] == [
+            "completed Read it; deleting was declined.",
+            'read_note {"key": "a"}',
+        ]
