@@ -82,6 +82,9 @@ class MCPServerTools:
         timeout: Seconds one `tools/call` may take before it is an error result.
         connect_timeout: Seconds to start the server, initialize and list its tools.
         max_result_chars: Results longer than this (as text) are cut, with a note.
+        relist_each_call: List the tools again before every call, not only after the
+            server's `notifications/tools/list_changed` (a server that does not send it,
+            or a 2026-07-28 session, where it is sent only to a `subscriptions/listen`).
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class MCPServerTools:
         timeout: float = 60.0,
         connect_timeout: float = 30.0,
         max_result_chars: int = 50_000,
+        relist_each_call: bool = False,
     ) -> None:
         self._server = _checked_server(server)
         self.timeout = _seconds("timeout", timeout)
@@ -100,6 +104,12 @@ class MCPServerTools:
         if max_result_chars < 1:
             raise DefinitionError(f"MCPServerTools(max_result_chars={max_result_chars!r}): >= 1")
         self.max_result_chars = max_result_chars
+        if not isinstance(relist_each_call, bool):
+            raise DefinitionError(
+                f"MCPServerTools(relist_each_call={relist_each_call!r}): True or False"
+            )
+        self.relist_each_call = relist_each_call
+        self._opened = False
         self._pins: dict[str, str] = {}
         self._listed: dict[str, Any] = {}
         self._specs: dict[str, ToolSpec] = {}
@@ -121,6 +131,7 @@ class MCPServerTools:
             link.stop(self.connect_timeout)
             raise
         self._link = link
+        self._opened = True
         return self
 
     def close(self) -> None:
@@ -146,6 +157,7 @@ class MCPServerTools:
     @property
     def tools(self) -> list[ToolSpec]:
         """The approved tools (their listing matches their pin), for `tools=` of a run."""
+        self._listed_once()
         with self._lock:
             return [
                 spec
@@ -160,6 +172,7 @@ class MCPServerTools:
             policy = Policy()
         if not isinstance(policy, Policy):
             raise PolicyError(f"policy must be an agentfsm Policy, not {type(policy).__name__}")
+        self._listed_once()
         with self._lock:
             hints = {name: tool.annotations for name, tool in self._listed.items()}
         return with_hints(policy, hints)
@@ -256,7 +269,8 @@ class MCPServerTools:
         return send
 
     async def _call(self, link: _Link, name: str, arguments: dict[str, Any]) -> Any:
-        if link.stale:
+        if link.stale or self.relist_each_call:
+            link.stale = True
             try:
                 async with link.relisting:
                     if link.stale:
@@ -304,6 +318,10 @@ class MCPServerTools:
         if getattr(result, "is_error", False) is True:
             raise MCPToolError(f"tool {name!r} reported an error: {value or '(no message)'}")
         return value
+
+    def _listed_once(self) -> None:
+        if not self._opened:
+            raise InvalidInputError("MCPServerTools has not listed the tools yet: open it first")
 
     def _require(self) -> _Link:
         link = self._link

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -263,6 +264,20 @@ class TestPinning:
         with pytest.raises(InvalidInputError):
             notes.tools.approve("no_such_tool")
 
+    def test_a_change_without_notice_is_caught_when_listing_before_each_call(
+        self, tmp_path: Path
+    ) -> None:
+        """A server that changes a tool without saying so: the default client sends the next
+        call (it lists again only on notice); with `relist_each_call=True` it is refused."""
+        for relist, sent in ((False, 2), (True, 1)):
+            log = tmp_path / f"calls-{relist}.log"
+            with MCPServerTools(params(log), relist_each_call=relist) as tools:
+                quiet = Notes(log, tools)
+                executed(quiet, tool_call("shifty", {"key": "a", "quiet": True}, id="s1"))
+                second = executed(quiet, tool_call("shifty", {"key": "b"}, id="s2"))
+                assert len(quiet.received()) == sent
+                assert second["s2"].is_error is relist
+
 
 class TestFailures:
     def test_a_crashed_server_is_an_error_result_and_no_hang(self, notes: Notes) -> None:
@@ -284,6 +299,21 @@ class TestFailures:
         assert notes.received() == [("crash", {"code": 3})]
         assert any(d.priority == "P5" for d in result.decisions)
 
+    def test_a_call_past_its_timeout_is_an_error_result(self, tmp_path: Path) -> None:
+        """A server that does not answer within `timeout` gives an error result naming the
+        tool and the limit; the next call is served."""
+        log = tmp_path / "calls.log"
+        with MCPServerTools(params(log), timeout=1) as tools:
+            late = Notes(log, tools)
+            started = time.monotonic()
+            results = executed(late, tool_call("slow", {"seconds": 20}, id="w1"))
+            assert time.monotonic() - started < 10
+            assert results["w1"].is_error
+            assert "'slow'" in results["w1"].content
+            assert "within 1s" in results["w1"].content
+            after = executed(late, tool_call("read_note", {"key": "n"}, id="r1"))
+            assert after["r1"].content == "note n: buy milk"
+
     def test_bad_arguments_raise_where_they_are_given(self, tmp_path: Path) -> None:
         """Every bad argument raises an AgentFSMError subclass naming it."""
         with pytest.raises(DefinitionError, match="StdioServerParameters"):
@@ -292,8 +322,12 @@ class TestFailures:
             MCPServerTools(params(tmp_path / "log"), timeout=0)
         with pytest.raises(DefinitionError, match="max_result_chars"):
             MCPServerTools(params(tmp_path / "log"), max_result_chars=True)
+        with pytest.raises(DefinitionError, match="relist_each_call"):
+            MCPServerTools(params(tmp_path / "log"), relist_each_call="yes")  # type: ignore[arg-type]
         with pytest.raises(InvalidInputError, match="not open"):
             MCPServerTools(params(tmp_path / "log")).refresh()
+        with pytest.raises(InvalidInputError, match="open it first"):
+            _ = MCPServerTools(params(tmp_path / "log")).tools
         missing = StdioServerParameters(command=str(tmp_path / "no-such-server"))
         with pytest.raises(RunError, match="could not be started"):
             MCPServerTools(missing, connect_timeout=20).open()
@@ -320,6 +354,46 @@ class TestAsync:
         result = asyncio.run(main())
         assert tool_messages(result)["c1"] == "note q: buy milk"
         assert Notes(log, None).received() == [("read_note", {"key": "q"})]  # type: ignore[arg-type]
+
+
+class TestStreamableHTTP:
+    def test_a_streamable_http_server_is_governed_the_same(self, tmp_path: Path) -> None:
+        """Given the server's URL, the tools come over streamable HTTP; a denied call is not
+        sent, an allowed one is."""
+        log = tmp_path / "calls.log"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        process = subprocess.Popen(
+            [sys.executable, str(SERVER), str(log), str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "the HTTP MCP server did not start"
+                    time.sleep(0.2)
+            with MCPServerTools(f"http://127.0.0.1:{port}/mcp") as tools:
+                http = Notes(log, tools)
+                assert "read_note" in [s.name for s in tools.tools]
+                policy = af.Policy(permissions={"delete_note": "deny"})
+                ctl = af.Controller(tools.policy(policy), tools=tools.tools)
+                calls = [
+                    tool_call("delete_note", {"key": "a"}, id="d1"),
+                    tool_call("read_note", {"key": "h"}, id="r1"),
+                ]
+                decision = ctl.on_model_output(turn(calls=calls))
+                results = af.Executor(tools.tools).run(decision, controller=ctl)
+                assert [(r.call_id, r.content) for r in results] == [("r1", "note h: buy milk")]
+                assert http.received() == [("read_note", {"key": "h"})]
+        finally:
+            process.terminate()
+            process.wait(30)
 
 
 class TestDocs:
