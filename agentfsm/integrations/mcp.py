@@ -32,7 +32,10 @@ so the tools serve sync and async runs alike. Rules, in the order a reviewer ask
   matches its pin, or that was not in the first listing, is refused with an error result and
   sends nothing, until `approve(name)` pins the tool as it is now (`changed` names them).
   Approve only after reading the new description and schema (`listed(name)`); the next run
-  built from `tools` offers the new declaration.
+  built from `tools` offers the new declaration. `relist_each_call=True` lists before every
+  call, for servers that change tools without notice.
+- A host's own loop: `call(ctl, call)` / `acall` send one call its Controller clears (claimed
+  by id), through the same executor path.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ from agentfsm.exceptions import (
 )
 from agentfsm.integrations._mcp_hints import with_hints
 from agentfsm.model.tools import ToolSpec
-from agentfsm.runner.executor import running_call
+from agentfsm.model.types import ToolCall, ToolResult
+from agentfsm.runner.executor import Executor, running_call
 
 __all__ = ["MCPServerTools"]
 
@@ -209,6 +213,22 @@ class MCPServerTools:
         link = self._require()
         link.submit(self._relisted(link), self.connect_timeout)
         return self.changed
+
+    def call(self, controller: Any, call: ToolCall) -> ToolResult | None:
+        """Send one call of a host's loop when `controller` clears it (`claim` by its id);
+        its result, or None when not cleared (the controller answers that call).
+
+        For hosts that hold the Controller and run calls one by one; a whole decision goes
+        to `af.Executor(tools).run(decision, controller=ctl)`, which does the same.
+        """
+        results = Executor(self.tools, max_result_chars=None).run([call], controller=controller)
+        return results[0] if results else None
+
+    async def acall(self, controller: Any, call: ToolCall) -> ToolResult | None:
+        """`call`, awaited."""
+        executor = Executor(self.tools, max_result_chars=None)
+        results = await executor.arun([call], controller=controller)
+        return results[0] if results else None
 
     # -- inside the connection's loop ----------------------------------------------------
 

@@ -198,6 +198,21 @@ class TestPermissions:
         assert decision.action is not af.Action.EXECUTE_TOOLS
         assert notes.received() == []
 
+    def test_a_host_loop_sends_only_what_its_controller_clears(self, notes: Notes) -> None:
+        """`call(ctl, call)` sends a cleared call once and returns None for a refused one."""
+        tools = notes.tools.tools
+        ctl = af.Controller(af.Policy(permissions={"delete_note": "deny"}), tools=tools)
+        read = tool_call("read_note", {"key": "a"}, id="r1")
+        delete = tool_call("delete_note", {"key": "a"}, id="d1")
+        ctl.on_model_output(turn(calls=[read, delete]))
+        assert notes.tools.call(ctl, delete) is None
+        result = notes.tools.call(ctl, read)
+        assert result is not None
+        assert result.content == "note a: buy milk"
+        assert notes.tools.call(ctl, read) is None  # claimed once: never sent twice
+        assert asyncio.run(notes.tools.acall(ctl, read)) is None
+        assert notes.received() == [("read_note", {"key": "a"})]
+
 
 class TestResults:
     def test_an_error_reported_by_the_tool_is_an_error_result(self, notes: Notes) -> None:
