@@ -41,10 +41,12 @@ so the tools serve sync and async runs alike. Rules, in the order a reviewer ask
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import math
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from typing import Any, Self
@@ -235,6 +237,7 @@ class MCPServerTools:
     def _absorb(self, tools: list[Any], *, first: bool) -> None:
         """Take a complete listing: pin it when it is the first, build the declarations."""
         specs: dict[str, ToolSpec] = {}
+        skipped: dict[str, str] = {}
         for tool in tools:
             try:
                 specs[tool.name] = ToolSpec(
@@ -244,8 +247,9 @@ class MCPServerTools:
                     fn=self._sender(tool.name),
                 )
             except AgentFSMError as exc:
-                self.skipped[tool.name] = str(exc)
+                skipped[tool.name] = str(exc)
         with self._lock:
+            self.skipped = skipped
             self._listed = {tool.name: tool for tool in tools}
             self._specs = specs
             if first:
@@ -275,10 +279,11 @@ class MCPServerTools:
                     "or an Executor given the run's Controller (controller=)"
                 )
             controller, call = running
-            if call.name != name or controller.may_run(call.id, name, arguments) is not True:
-                raise MCPNotSentError(f"tool {name!r} not sent: the controller did not clear it")
+            if call.name != name:
+                raise MCPNotSentError(f"tool {name!r} not sent: the running call is {call.name!r}")
             link = self._require()
-            future = link.submit_future(self._call(link, name, arguments))
+            cleared = functools.partial(controller.may_run, call.id, name, arguments)
+            future = link.submit_future(self._call(link, name, arguments, cleared))
             try:
                 return await asyncio.wrap_future(future)
             except asyncio.CancelledError:
@@ -288,7 +293,9 @@ class MCPServerTools:
         send.__name__ = name
         return send
 
-    async def _call(self, link: _Link, name: str, arguments: dict[str, Any]) -> Any:
+    async def _call(
+        self, link: _Link, name: str, arguments: dict[str, Any], cleared: Callable[[], bool]
+    ) -> Any:
         if link.stale or self.relist_each_call:
             link.stale = True
             try:
@@ -309,6 +316,9 @@ class MCPServerTools:
                 "since they were approved; a person must review it "
                 f"(MCPServerTools.listed({name!r})) and approve it (approve({name!r}))"
             )
+        # Asked last, right before sending: a run stopped meanwhile sends nothing.
+        if cleared() is not True:
+            raise MCPNotSentError(f"tool {name!r} not sent: the controller did not clear it")
         try:
             result = await asyncio.wait_for(link.session.call_tool(name, arguments), self.timeout)
         except TimeoutError as exc:
