@@ -55,6 +55,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, overload
 
@@ -83,7 +84,7 @@ from agentfsm.runner._batch import (
 )
 from agentfsm.states.execute import EMPTY_RESULT, SKIPPED, is_empty
 
-__all__ = ["SKIPPED", "Executor", "ToolOptions", "tool"]
+__all__ = ["SKIPPED", "Executor", "ToolOptions", "running_call", "tool"]
 
 _OPTIONS_ATTR = "__agentfsm_tool__"
 
@@ -465,6 +466,21 @@ class _Gate:
         raise NotClearedError(f"not executed: the controller no longer clears call {call.id}")
 
 
+_RUNNING: ContextVar[tuple[Clearing, ToolCall] | None] = ContextVar(
+    "agentfsm_running_call", default=None
+)
+
+
+def running_call() -> tuple[Clearing, ToolCall] | None:
+    """The controller and the call whose tool runs in this context, once the controller
+    cleared and claimed it; None outside a tool run by an executor given `controller=`.
+
+    A tool that forwards the call elsewhere (an MCP server) asks the controller again by
+    this call's id right before it sends, and sends nothing without it.
+    """
+    return _RUNNING.get()
+
+
 def _asking(controller: Clearing, call: ToolCall, fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` claiming the call from the controller right before it runs: a run stopped
     meanwhile starts nothing more, and a call another attempt started does not run again."""
@@ -474,13 +490,21 @@ def _asking(controller: Clearing, call: ToolCall, fn: Callable[..., Any]) -> Cal
 
         async def checked_async(**arguments: Any) -> Any:
             gate()
-            return await fn(**arguments)
+            token = _RUNNING.set((controller, call))
+            try:
+                return await fn(**arguments)
+            finally:
+                _RUNNING.reset(token)
 
         return checked_async
 
     def checked(**arguments: Any) -> Any:
         gate()
-        return fn(**arguments)
+        token = _RUNNING.set((controller, call))
+        try:
+            return fn(**arguments)
+        finally:
+            _RUNNING.reset(token)
 
     return checked
 
