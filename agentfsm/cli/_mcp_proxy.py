@@ -1,0 +1,584 @@
+"""The MCP proxy behind `agentfsm mcp-proxy`: a policy between an MCP host and a server.
+
+It relays JSON-RPC lines between the host (this process's stdin/stdout) and the server (a
+child process's stdin/stdout) and takes over three kinds of message:
+
+- `tools/call`: each call is one turn of a session-long Controller (a model turn holding
+  that one call; its result the tool result), so permissions, shell-aware rules, budgets
+  and the doom-loop guard apply as they do to an agent. A call the Controller does not
+  clear never reaches the server: the host gets a tool error result saying why. `ask`
+  becomes an `elicitation/create` to the host when it declared the capability; anything
+  but an explicit accept with a yes denies. Calls are taken one at a time.
+- `tools/list` (the host's, and the proxy's own after `notifications/tools/list_changed`):
+  each tool's description and input schema are pinned at first sight; a tool that later
+  changes is flagged in the listing and every call to it is asked again (denied without
+  elicitation). Tool annotations are `ask` defaults through `_mcp_hints.with_hints`.
+- the server's answers to calls: cut to a size, checked for shape; a malformed line or a
+  server that exits answers every call in flight with an error result.
+
+Everything else passes through unchanged. stdout carries only MCP messages; what the
+proxy has to say goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm.engine.controller import Controller
+from agentfsm.engine.policy import Policy
+from agentfsm.integrations._mcp_hints import changes_things, with_hints
+from agentfsm.model.types import Action, Decision, FinishReason, ModelTurn, ToolCall, ToolResult
+
+__all__ = ["DEFAULT_MAX_RESULT_BYTES", "Pins", "Proxy", "cap_result", "serve"]
+
+DEFAULT_MAX_RESULT_BYTES = 200_000
+"""A tool result larger than this (as JSON) reaches the host cut, with a note saying so."""
+_LINE_LIMIT = 64 * 1024 * 1024
+"""The longest line read from either side; a longer one is a malformed message."""
+_ELICIT_SECONDS = 600.0
+"""How long a question to the host may wait for its answer before it counts as a no."""
+_OUR_IDS = "agentfsm-proxy-"
+"""The prefix of the ids of the proxy's own requests; replies to them never pass through."""
+_CHANGED_FLAG = "[agentfsm: this tool changed since it was first listed; calls are asked again]"
+
+
+class ProxyError(Exception):
+    """The server did not answer a request: it exited, or wrote something that is not MCP."""
+
+
+def digest(tool: Mapping[str, Any]) -> str:
+    """The pin of a listed tool: a hash of its description and input schema."""
+    pinned = {"description": tool.get("description"), "inputSchema": tool.get("inputSchema")}
+    text = json.dumps(pinned, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Pins:
+    """Each tool's pin from its first listing, the tools that changed since, their hints."""
+
+    first: dict[str, str] = field(default_factory=dict)
+    changed: set[str] = field(default_factory=set)
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+    def see(self, tools: Sequence[Any]) -> list[str]:
+        """Record a listing; return the names of the tools that differ from their pin."""
+        found = []
+        for tool in tools:
+            if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+                continue
+            name = tool["name"]
+            pin = digest(tool)
+            self.annotations.setdefault(name, tool.get("annotations"))
+            if self.first.setdefault(name, pin) != pin:
+                self.changed.add(name)
+            if name in self.changed:
+                found.append(name)
+        return found
+
+
+def flag_changed(tools: Sequence[Any], changed: set[str]) -> list[Any]:
+    """The listing with each changed tool's description prefixed by a warning."""
+    flagged = []
+    for tool in tools:
+        if isinstance(tool, Mapping) and tool.get("name") in changed:
+            said = tool.get("description")
+            text = f"{_CHANGED_FLAG} {said}" if isinstance(said, str) else _CHANGED_FLAG
+            tool = {**tool, "description": text}
+        flagged.append(tool)
+    return flagged
+
+
+def error_result(text: str) -> dict[str, Any]:
+    """A `tools/call` result that tells the host the call failed, and why."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def result_text(result: Mapping[str, Any]) -> str:
+    """The text blocks of a `tools/call` result, joined: what the trace records."""
+    blocks = result.get("content")
+    if not isinstance(blocks, list):
+        return ""
+    return "\n".join(
+        b["text"] for b in blocks if isinstance(b, Mapping) and isinstance(b.get("text"), str)
+    )
+
+
+def cap_result(result: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """`result` when its JSON fits `max_bytes`, else its text cut to fit with a note."""
+    size = len(json.dumps(result, ensure_ascii=False, default=str).encode("utf-8"))
+    if size <= max_bytes:
+        return result
+    text = result_text(result)
+    keep = text.encode("utf-8")[: max(max_bytes - 200, 0)].decode("utf-8", "ignore")
+    note = f"\n[agentfsm: result cut from {size} to about {max_bytes} bytes]"
+    return {
+        "content": [{"type": "text", "text": keep + note}],
+        "isError": bool(result.get("isError")),
+    }
+
+
+def malformed_result(result: object) -> str | None:
+    """Why a server's `tools/call` result is not one, or None when it is."""
+    if not isinstance(result, Mapping):
+        return f"the result is a {type(result).__name__}, not an object"
+    blocks = result.get("content")
+    if not isinstance(blocks, list) or not all(isinstance(b, Mapping) for b in blocks):
+        return "the result's content is not a list of content blocks"
+    if "isError" in result and not isinstance(result["isError"], bool):
+        return "the result's isError is not a boolean"
+    return None
+
+
+class Proxy:
+    """One session between a host and a server, under a policy.
+
+    Args:
+        policy: The policy every call is checked against.
+        command: The server's command line.
+        trace: The Controller's observers (a TraceWriter), if any.
+        max_result_bytes: The largest tool result passed on whole.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        command: Sequence[str],
+        observers: Sequence[Any] = (),
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    ) -> None:
+        self.policy = policy
+        self.command = list(command)
+        self.observers = list(observers)
+        self.max_result_bytes = max_result_bytes
+        self.pins = Pins()
+        self.controller: Controller | None = None
+        self.hinted: frozenset[str] = frozenset()
+        self.can_elicit = False
+        self._ids = itertools.count(1)
+        self._to_server: dict[Any, asyncio.Future[Any]] = {}
+        self._to_host: dict[Any, asyncio.Future[Any]] = {}
+        self._in_flight: dict[Any, Any] = {}  # the host's request id -> the proxy's id
+        self._one_call = asyncio.Lock()
+        self._host_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server_gone: str | None = None
+        self._process: asyncio.subprocess.Process | None = None
+
+    # -- the two sides ------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Relay until the host closes the session (0) or the server goes away (1)."""
+        loop = asyncio.get_running_loop()
+        stdin = asyncio.StreamReader(limit=_LINE_LIMIT)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin.buffer)
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=_LINE_LIMIT,
+            )
+        except OSError as exc:
+            _say(f"cannot start the server {self.command[0]!r}: {exc.strerror or exc}")
+            return 2
+        server = asyncio.create_task(self._read_server())
+        host = asyncio.create_task(self._read_host(stdin))
+        done, _ = await asyncio.wait({server, host}, return_when=asyncio.FIRST_COMPLETED)
+        status = 0 if host in done else 1
+        if status:
+            await self._drain()
+        for task in (server, host, *self._tasks):
+            task.cancel()
+        await self._stop_server()
+        return status
+
+    async def _drain(self) -> None:
+        """Let the calls in flight write their error results before the proxy exits."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=5)
+
+    async def _stop_server(self) -> None:
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 5)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+    async def _read_host(self, stdin: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stdin.readline()
+            except ValueError:
+                _say("a message from the host is longer than the proxy reads; dropped")
+                continue
+            if not line:
+                return
+            message = _decoded(line)
+            if message is None:
+                _say("the host sent a line that is not a JSON-RPC message; dropped")
+                continue
+            await self._from_host(message)
+
+    async def _read_server(self) -> None:
+        process = self._process
+        assert process is not None
+        assert process.stdout is not None
+        while True:
+            try:
+                line = await process.stdout.readline()
+            except ValueError:
+                self._malformed("a line longer than the proxy reads")
+                continue
+            if not line:
+                break
+            if not line.strip():
+                continue
+            message = _decoded(line)
+            if message is None:
+                self._malformed(f"a line that is not a JSON-RPC message: {line[:120]!r}")
+                continue
+            await self._from_server(message)
+        code = await process.wait()
+        self._server_gone = f"the MCP server exited (status {code})"
+        _say(f"{self._server_gone}; answering the calls in flight with errors and exiting")
+        self._fail_all(self._server_gone)
+
+    def _malformed(self, what: str) -> None:
+        why = f"the MCP server sent {what}"
+        _say(why)
+        self._fail_all(why)
+
+    def _fail_all(self, why: str) -> None:
+        for future in self._to_server.values():
+            if not future.done():
+                future.set_exception(ProxyError(why))
+        self._to_server.clear()
+
+    async def send_host(self, message: Mapping[str, Any]) -> None:
+        """Write one message to the host, whole, on its own line."""
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        async with self._host_lock:
+            sys.stdout.buffer.write(data.encode("utf-8"))
+            sys.stdout.buffer.flush()
+
+    async def send_server(self, message: Mapping[str, Any]) -> None:
+        """Write one message to the server; ProxyError when it is gone."""
+        process = self._process
+        if self._server_gone or process is None or process.stdin is None:
+            raise ProxyError(self._server_gone or "the MCP server is not running")
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            process.stdin.write(data.encode("utf-8"))
+            await process.stdin.drain()
+        except (OSError, RuntimeError) as exc:
+            raise ProxyError(f"the MCP server's input is closed: {exc}") from exc
+
+    async def ask_server(self, method: str, params: Any, host_id: Any = None) -> Any:
+        """Send a request to the server under the proxy's own id; its result, or ProxyError.
+
+        `host_id` is the id of the host's request it carries, so the host's cancellation
+        of that request reaches the server under the proxy's id.
+        """
+        ident = f"{_OUR_IDS}{next(self._ids)}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._to_server[ident] = future
+        if host_id is not None:
+            self._in_flight[host_id] = ident
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            await self.send_server(message)
+            return await future
+        finally:
+            self._to_server.pop(ident, None)
+            if host_id is not None:
+                self._in_flight.pop(host_id, None)
+
+    async def ask_host(self, method: str, params: Any, timeout: float) -> Any:
+        """Send a request of the proxy's own to the host; its reply message, None on timeout."""
+        ident = f"{_OUR_IDS}{next(self._ids)}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._to_host[ident] = future
+        try:
+            await self.send_host(
+                {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+            )
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            self._to_host.pop(ident, None)
+
+    # -- routing ------------------------------------------------------------------
+
+    async def _from_host(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        if method is None:  # a reply: to the proxy's question, else to the server's
+            future = self._to_host.pop(message.get("id"), None)
+            if future is not None:
+                if not future.done():
+                    future.set_result(message)
+                return
+            await self._forward(message)
+            return
+        if method == "initialize":
+            self.can_elicit = _elicits(message.get("params"))
+        if method == "notifications/cancelled":
+            message = self._cancelled(message)
+        if method in ("tools/call", "tools/list") and "id" in message:
+            self._spawn(self._handle(message))
+            return
+        await self._forward(message)
+
+    def _cancelled(self, message: dict[str, Any]) -> dict[str, Any]:
+        params = message.get("params")
+        if isinstance(params, Mapping) and params.get("requestId") in self._in_flight:
+            ours = self._in_flight[params["requestId"]]
+            return {**message, "params": {**params, "requestId": ours}}
+        return message
+
+    async def _forward(self, message: Mapping[str, Any]) -> None:
+        try:
+            await self.send_server(message)
+        except ProxyError as exc:
+            if "id" in message and "method" in message:
+                await self.reply_error(message["id"], str(exc))
+
+    async def _from_server(self, message: dict[str, Any]) -> None:
+        if "method" not in message:
+            ident = message.get("id")
+            future = self._to_server.pop(ident, None)
+            if future is not None and not future.done():
+                if "error" in message or "result" not in message:
+                    future.set_exception(ProxyError(_server_error(message)))
+                else:
+                    future.set_result(message["result"])
+            # A late reply to a request already answered (the proxy's own) is dropped.
+            if future is None and not (isinstance(ident, str) and ident.startswith(_OUR_IDS)):
+                await self.send_host(message)
+            return
+        if message["method"] == "notifications/tools/list_changed":
+            self._spawn(self._relist())
+        await self.send_host(message)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, message: dict[str, Any]) -> None:
+        ident = message["id"]
+        try:
+            if message["method"] == "tools/list":
+                result = await self._list(message.get("params"), ident)
+            else:
+                result = await self._call(message.get("params"), ident)
+        except Exception as exc:  # the host gets an answer whatever failed here
+            why = str(exc) if isinstance(exc, ProxyError) else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, ProxyError):
+                _say(f"{message['method']} failed: {why}")
+            if message["method"] == "tools/call":
+                await self.reply(ident, error_result(f"agentfsm mcp-proxy: {why}"))
+            else:
+                await self.reply_error(ident, why)
+            return
+        await self.reply(ident, result)
+
+    async def reply(self, ident: Any, result: Any) -> None:
+        """Answer the host's request `ident` with `result`."""
+        await self.send_host({"jsonrpc": "2.0", "id": ident, "result": result})
+
+    async def reply_error(self, ident: Any, why: str) -> None:
+        """Answer the host's request `ident` with a JSON-RPC error."""
+        error = {"code": -32603, "message": f"agentfsm mcp-proxy: {why}"}
+        await self.send_host({"jsonrpc": "2.0", "id": ident, "error": error})
+
+    async def _list(self, params: Any, ident: Any) -> Any:
+        result = await self.ask_server("tools/list", params, ident)
+        tools = result.get("tools") if isinstance(result, Mapping) else None
+        if not isinstance(tools, list):
+            return result
+        self.pins.see(tools)
+        return {**result, "tools": flag_changed(tools, self.pins.changed)}
+
+    async def _relist(self) -> None:
+        """List the server's tools again after it said they changed, following pages."""
+        cursor = None
+        with contextlib.suppress(ProxyError):
+            for _ in range(100):
+                params = {"cursor": cursor} if cursor else None
+                result = await self.ask_server("tools/list", params)
+                if not isinstance(result, Mapping) or not isinstance(result.get("tools"), list):
+                    return
+                changed = self.pins.see(result["tools"])
+                if changed:
+                    _say(f"tools changed since first listed: {', '.join(sorted(changed))}")
+                cursor = result.get("nextCursor")
+                if not isinstance(cursor, str) or not cursor:
+                    return
+
+    # -- one tool call, one turn of the session -----------------------------------
+
+    async def _call(self, params: Any, ident: Any) -> dict[str, Any]:
+        if not isinstance(params, Mapping) or not isinstance(params.get("name"), str):
+            return error_result("agentfsm mcp-proxy: tools/call without a tool name")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, Mapping):
+            return error_result("agentfsm mcp-proxy: the call's arguments are not an object")
+        async with self._one_call:
+            return await self._decide(params, ident, dict(arguments))
+
+    def _session(self) -> Controller:
+        """The session's Controller, made at its first call with the hints seen by then."""
+        if self.controller is None:
+            hinted = with_hints(self.policy, self.pins.annotations)
+            self.hinted = frozenset(self.pins.annotations)
+            self.controller = Controller(hinted, observers=self.observers)
+        return self.controller
+
+    def _extra_care(self, name: str) -> str | None:
+        """Why a call the policy clears must still be asked: a changed or late-hinted tool."""
+        if name in self.pins.changed:
+            return f"tool {name!r} changed since it was first listed"
+        if name not in self.hinted and name in self.pins.annotations:
+            late = with_hints(self.policy, {name: self.pins.annotations[name]})
+            if late is not self.policy and changes_things(self.pins.annotations[name]):
+                return f"tool {name!r} was listed after the session began and may change things"
+        return None
+
+    async def _decide(
+        self, params: Mapping[str, Any], ident: Any, args: dict[str, Any]
+    ) -> dict[str, Any]:
+        ctl = self._session()
+        name = params["name"]
+        if ctl.done:
+            why = ctl.exit_reason.value if ctl.exit_reason else "ended"
+            return error_result(f"agentfsm: the session has stopped ({why}); nothing runs")
+        call = ToolCall(id=f"call-{next(self._ids)}", name=name, arguments=args)
+        turn = ModelTurn(tool_calls=[call], finish_reason=FinishReason.TOOL_CALLS)
+        decision = ctl.on_model_output(turn)
+        care = self._extra_care(name)
+        if decision.action is Action.ASK_HUMAN:
+            yes = await self._elicit(call, "; ".join(filter(None, [decision.reason, care])))
+            no = None if yes else "not approved through MCP elicitation"
+            decision = ctl.on_human_reply(yes, no)
+            care = None
+        if decision.action is not Action.EXECUTE_TOOLS or not ctl.claim(call.id, name, args):
+            return _refusal(decision, call.id)
+        if care is not None and not await self._elicit(call, care):
+            why = f"not executed: {care}, and it was not approved"
+            ctl.on_tool_results(
+                [ToolResult(call_id=call.id, name=name, content=why, is_error=True)]
+            )
+            return error_result(f"agentfsm: {why}")
+        return await self._execute(ctl, call, params, ident)
+
+    async def _execute(
+        self, ctl: Controller, call: ToolCall, params: Mapping[str, Any], ident: Any
+    ) -> dict[str, Any]:
+        try:
+            result = await self.ask_server("tools/call", dict(params), ident)
+            why = malformed_result(result)
+            if why is not None:
+                raise ProxyError(f"the MCP server answered with a malformed result: {why}")
+        except ProxyError as exc:
+            result = error_result(f"agentfsm mcp-proxy: {exc}")
+        result = cap_result(dict(result), self.max_result_bytes)
+        text = result_text(result)
+        is_error = bool(result.get("isError"))
+        ctl.on_tool_results(
+            [ToolResult(call_id=call.id, name=call.name, content=text, is_error=is_error)]
+        )
+        return result
+
+    async def _elicit(self, call: ToolCall, why: str) -> bool:
+        """Ask the host's user whether `call` may run; True only for an accept with a yes."""
+        if not self.can_elicit:
+            return False
+        shown = json.dumps(call.arguments, ensure_ascii=False)[:2000]
+        params = {
+            "mode": "form",
+            "message": f"Run tool {call.name} with {shown}? ({why})",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"approve": {"type": "boolean", "title": f"Run {call.name}?"}},
+                "required": ["approve"],
+            },
+        }
+        reply = await self.ask_host("elicitation/create", params, _ELICIT_SECONDS)
+        result = reply.get("result") if isinstance(reply, Mapping) else None
+        if not isinstance(result, Mapping) or result.get("action") != "accept":
+            return False
+        content = result.get("content")
+        return isinstance(content, Mapping) and content.get("approve") is True
+
+
+def _refusal(decision: Decision, call_id: str) -> dict[str, Any]:
+    """The error result the host gets for a call the Controller did not clear."""
+    said = next((r.content for r in decision.results if r.call_id == call_id), None)
+    text = said if isinstance(said, str) and said else decision.reason
+    head = "agentfsm: "
+    if decision.action is Action.STOP and decision.exit_reason is not None:
+        head = f"agentfsm stopped the session ({decision.exit_reason.value}): "
+    return error_result(f"{head}{text}")
+
+
+def _elicits(params: object) -> bool:
+    """Whether the host's `initialize` declared form elicitation."""
+    if not isinstance(params, Mapping):
+        return False
+    caps = params.get("capabilities")
+    found = caps.get("elicitation") if isinstance(caps, Mapping) else None
+    if not isinstance(found, Mapping):
+        return False
+    return "form" in found or "url" not in found
+
+
+def _decoded(line: bytes) -> dict[str, Any] | None:
+    """A JSON-RPC message from a line, or None when it is not one."""
+    try:
+        message = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return None
+    if "method" not in message and "id" not in message:
+        return None
+    return message
+
+
+def _server_error(message: Mapping[str, Any]) -> str:
+    error = message.get("error")
+    if isinstance(error, Mapping):
+        return f"the MCP server answered with an error: {error.get('message', error)}"
+    return "the MCP server answered with neither a result nor an error"
+
+
+def _say(text: str) -> None:
+    print(f"agentfsm mcp-proxy: {text}", file=sys.stderr, flush=True)
+
+
+def serve(
+    policy: Policy,
+    command: Sequence[str],
+    observers: Sequence[Any] = (),
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+) -> int:
+    """Run the proxy until the host closes the session; its exit status."""
+    return asyncio.run(Proxy(policy, command, observers, max_result_bytes).run())
