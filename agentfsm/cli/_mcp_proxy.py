@@ -35,7 +35,14 @@ from typing import Any
 from agentfsm.engine.controller import Controller
 from agentfsm.engine.policy import Policy
 from agentfsm.integrations._mcp_hints import changes_things, with_hints
-from agentfsm.model.types import Action, Decision, FinishReason, ModelTurn, ToolCall, ToolResult
+from agentfsm.model.types import (
+    Action,
+    Decision,
+    FinishReason,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+)
 
 __all__ = ["DEFAULT_MAX_RESULT_BYTES", "Pins", "Proxy", "cap_result", "serve"]
 
@@ -196,6 +203,9 @@ class Proxy:
         status = 0 if host in done else 1
         if status:
             await self._drain()
+        else:  # the host's input ended: let the server finish what it was asked, then go
+            await self._close_server_input()
+            await asyncio.wait({server}, timeout=5)
         for task in (server, host, *self._tasks):
             task.cancel()
         await self._stop_server()
@@ -206,13 +216,17 @@ class Proxy:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5)
 
+    async def _close_server_input(self) -> None:
+        process = self._process
+        if process is not None and process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+
     async def _stop_server(self) -> None:
         process = self._process
         if process is None or process.returncode is not None:
             return
-        if process.stdin is not None:
-            with contextlib.suppress(OSError):
-                process.stdin.close()
+        await self._close_server_input()
         try:
             await asyncio.wait_for(process.wait(), 5)
         except TimeoutError:
