@@ -101,7 +101,7 @@ def answer(message: dict[str, Any]) -> None:
     elif method == "tools/list":
         result = {"tools": list(TOOLS.values())}
     elif method == "tools/call":
-        result = call(params.get("name"), params.get("arguments") or {})
+        result = call(str(params.get("name")), params.get("arguments") or {})
         if result is None:
             return
     elif method == "ping":

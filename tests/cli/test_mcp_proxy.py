@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import mcp.types as mt
 import pytest
@@ -23,6 +23,7 @@ ROOT = str(Path(__file__).resolve().parents[2])
 ENV = {**os.environ, "PYTHONPATH": ROOT, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 T = TypeVar("T")
 Elicit = Callable[[Any, Any], Awaitable[mt.ElicitResult]]
+"""An elicitation callback, as ClientSession takes it (its protocol types the context)."""
 
 
 class Proxy:
@@ -52,7 +53,7 @@ class Proxy:
         with self.stderr.open("w", encoding="utf-8") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write, elicitation_callback=elicit) as session,
+                ClientSession(read, write, elicitation_callback=cast(Any, elicit)) as session,
             ):
                 await session.initialize()
                 await session.list_tools()
@@ -77,7 +78,7 @@ def answering(action: str, approve: object = True, asked: list[str] | None = Non
         if asked is not None:
             asked.append(params.message)
         content = {"approve": approve} if action == "accept" else None
-        return mt.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+        return mt.ElicitResult(action=action, content=content)
 
     return elicit
 
