@@ -27,7 +27,9 @@ import contextlib
 import hashlib
 import itertools
 import json
+import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,6 +176,7 @@ class Proxy:
         self._to_server: dict[Any, asyncio.Future[Any]] = {}
         self._to_host: dict[Any, asyncio.Future[Any]] = {}
         self._in_flight: dict[Any, Any] = {}  # the host's request id -> the proxy's id
+        self._cancelled_ids: set[Any] = set()  # the host's requests cancelled before sent
         self._one_call = asyncio.Lock()
         self._host_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -186,7 +189,12 @@ class Proxy:
         """Relay until the host closes the session (0) or the server goes away (1)."""
         loop = asyncio.get_running_loop()
         stdin = asyncio.StreamReader(limit=_LINE_LIMIT)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin.buffer)
+        try:
+            await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin.buffer
+            )
+        except ValueError:  # a regular file, not a pipe: read it in a thread
+            threading.Thread(target=_feed, args=(loop, stdin), daemon=True).start()
         try:
             self._process = await asyncio.create_subprocess_exec(
                 *self.command,
@@ -203,7 +211,8 @@ class Proxy:
         status = 0 if host in done else 1
         if status:
             await self._drain()
-        else:  # the host's input ended: let the server finish what it was asked, then go
+        else:  # the host's input ended: finish what it asked, then let the server go
+            await self._drain()
             await self._close_server_input()
             await asyncio.wait({server}, timeout=5)
         for task in (server, host, *self._tasks):
@@ -361,10 +370,20 @@ class Proxy:
         await self._forward(message)
 
     def _cancelled(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The host's cancellation, under the proxy's id when it carried the request.
+
+        The request's wait ends here: a server told to cancel need not answer, and a call
+        left waiting would hold every later call behind it.
+        """
         params = message.get("params")
         if isinstance(params, Mapping) and params.get("requestId") in self._in_flight:
             ours = self._in_flight[params["requestId"]]
+            future = self._to_server.pop(ours, None)
+            if future is not None and not future.done():
+                future.set_exception(ProxyError("the host cancelled the request"))
             return {**message, "params": {**params, "requestId": ours}}
+        if isinstance(params, Mapping) and len(self._cancelled_ids) < 10_000:
+            self._cancelled_ids.add(params.get("requestId"))  # a call still waiting its turn
         return message
 
     async def _forward(self, message: Mapping[str, Any]) -> None:
@@ -456,6 +475,9 @@ class Proxy:
         if not isinstance(arguments, Mapping):
             return error_result("agentfsm mcp-proxy: the call's arguments are not an object")
         async with self._one_call:
+            if ident in self._cancelled_ids:
+                self._cancelled_ids.discard(ident)
+                return error_result("agentfsm mcp-proxy: the host cancelled the call")
             return await self._decide(params, ident, dict(arguments))
 
     def _session(self) -> Controller:
@@ -582,6 +604,15 @@ def _server_error(message: Mapping[str, Any]) -> str:
     if isinstance(error, Mapping):
         return f"the MCP server answered with an error: {error.get('message', error)}"
     return "the MCP server answered with neither a result nor an error"
+
+
+def _feed(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
+    """Copy this process's stdin into `reader` (for a stdin that is not a pipe)."""
+    try:
+        while data := os.read(sys.stdin.fileno(), 65536):
+            loop.call_soon_threadsafe(reader.feed_data, data)
+    finally:
+        loop.call_soon_threadsafe(reader.feed_eof)
 
 
 def _say(text: str) -> None:

@@ -10,6 +10,7 @@ the server from another process. Tools:
 - `big(size)`: a text result of `size` characters;
 - `garbage()`: writes a line that is not JSON, and never answers;
 - `bad_shape()`: answers with a result whose content is not a list;
+- `hang()`: never answers;
 - `crash()`: exits at once with status 3, never answering;
 - `mutate()`: changes `read_row`'s description and schema, answers, then sends
   `notifications/tools/list_changed`.
@@ -44,6 +45,7 @@ TOOLS = {
     "big": _tool("big", "A large result.", {"size": {"type": "integer"}}, READ_ONLY),
     "garbage": _tool("garbage", "Writes a malformed line.", {}, READ_ONLY),
     "bad_shape": _tool("bad_shape", "Answers with a malformed result.", {}, READ_ONLY),
+    "hang": _tool("hang", "Never answers.", {}, READ_ONLY),
     "crash": _tool("crash", "Exits mid-call.", {}, READ_ONLY),
     "mutate": _tool("mutate", "Changes read_row.", {}, READ_ONLY),
 }
@@ -65,6 +67,8 @@ def call(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
     if name == "garbage":
         sys.stdout.write("this line is not JSON-RPC {\n")
         sys.stdout.flush()
+        return None
+    if name == "hang":
         return None
     if name == "crash":
         sys.exit(3)

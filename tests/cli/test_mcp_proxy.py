@@ -389,6 +389,66 @@ class TestProcess:
         assert answers[2]["result"]["isError"] is True
         assert "exited" in err
 
+    def test_cancelled_call_frees_the_session(self, tmp_path: Path) -> None:
+        """A call the host cancels while the server never answers does not hold up the next
+        call; stdin from a regular file (not a pipe) works too."""
+        proxy = Proxy(tmp_path, {})
+        messages = [
+            INIT,
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hang"}},
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}},
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "read_row", "arguments": {"key": "a"}},
+            },
+        ]
+        given = tmp_path / "host.jsonl"
+        given.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
+        with given.open("rb") as stdin:
+            done = subprocess.run(
+                [sys.executable, *proxy.args],
+                stdin=stdin,
+                capture_output=True,
+                text=True,
+                env=ENV,
+                check=False,
+                timeout=60,
+            )
+        assert done.returncode == 0, done.stderr
+        answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+        assert answers[3]["result"]["content"][0]["text"] == "row a"
+        # The cancel may come before the hanging call was sent (then it is never sent) or after.
+        assert proxy.calls()[-1] == 'read_row:{"key": "a"}'
+        assert set(proxy.calls()) <= {"hang:{}", 'read_row:{"key": "a"}'}
+
+    def test_server_that_cannot_start_exits_2(self, tmp_path: Path) -> None:
+        """A server command that does not exist: exit 2 with a message, nothing on stdout."""
+        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "agentfsm",
+                "mcp-proxy",
+                "--policy",
+                "policy.json",
+                "--",
+                str(tmp_path / "no-such-server"),
+            ],
+            input="",
+            capture_output=True,
+            text=True,
+            env=ENV,
+            cwd=tmp_path,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert "cannot start the server" in done.stderr
+        assert done.stdout == ""
+
     @pytest.mark.parametrize(
         "args",
         [
