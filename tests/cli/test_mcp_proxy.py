@@ -208,14 +208,15 @@ class TestSessionGuards:
         assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
 
     def test_trace_replays_and_reports(self, tmp_path: Path) -> None:
-        """The session's trace replays with `agentfsm replay` to the same decisions."""
-        proxy = Proxy(tmp_path, {"permissions": {"drop_table": "deny"}})
+        """The session's trace (an allowed, a denied and an approved call) replays with
+        `agentfsm replay` to the same decisions, and `agentfsm report` reads it."""
+        proxy = Proxy(tmp_path, {"permissions": {"drop_table": "deny", "bash": "ask"}})
 
         async def go() -> None:
-            async with proxy.session() as host:
+            async with proxy.session(answering("accept", True)) as host:
                 await host.call_tool("read_row", {"key": "a"})
                 await host.call_tool("drop_table", {"table": "users"})
-                await host.call_tool("read_row", {"key": "b"})
+                await host.call_tool("bash", {"command": "ls"})
 
         run(go)
         replay = subprocess.run(
@@ -231,6 +232,7 @@ class TestSessionGuards:
         assert record["steps"] == 3
         actions = [d["action"] for d in record["decisions"]]
         assert actions.count("execute_tools") == 2
+        assert "ask_human" in actions
         assert any("denied" in d["reason"] for d in record["decisions"])
         report = subprocess.run(
             [sys.executable, "-m", "agentfsm", "report", str(proxy.trace), "-o", "r.html"],
