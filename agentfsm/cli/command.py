@@ -1,5 +1,5 @@
 """The `agentfsm` command: one module per subcommand (diagram, replay, report, run, demo,
-lint, explain, serve-script).
+lint, explain, serve-script, mcp-proxy).
 
 Subcommands import what they need when they run, so `agentfsm diagram` never
 loads litellm.
@@ -19,7 +19,17 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agentfsm.cli import demo, diagram, explain, lint, replay, report, run, serve_script
+    from agentfsm.cli import (
+        demo,
+        diagram,
+        explain,
+        lint,
+        mcp_proxy,
+        replay,
+        report,
+        run,
+        serve_script,
+    )
 
     parser = argparse.ArgumentParser(
         prog="agentfsm", description="Decide, after every LLM turn, what an agent does next."
@@ -34,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_parser(sub)
     explain.add_parser(sub)
     serve_script.add_parser(sub)
+    mcp_proxy.add_parser(sub)
     return parser
 
 

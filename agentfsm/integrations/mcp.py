@@ -64,7 +64,7 @@ from agentfsm.model.tools import ToolSpec
 from agentfsm.model.types import ToolCall, ToolResult
 from agentfsm.runner.executor import Executor, running_call
 
-__all__ = ["MCPServerTools"]
+__all__ = ["MCPNotSentError", "MCPServerError", "MCPServerTools", "MCPToolError"]
 
 
 class MCPNotSentError(Exception):
