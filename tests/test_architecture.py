@@ -28,13 +28,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentfsm.states",),
     ("agentfsm.engine",),
     ("agentfsm.diagrams", "agentfsm.replay", "agentfsm.testing"),
-    ("agentfsm.integrations", "agentfsm.report", "agentfsm.runner"),
+    ("agentfsm.runner",),
+    ("agentfsm.integrations", "agentfsm.report"),
     ("agentfsm.cli", "agentfsm.durable"),
     ("agentfsm", "agentfsm.__main__"),
 )
 """The packages from the bottom up: the vocabulary (`model`) on the errors; guards and
 normalizers on the vocabulary; the states on both; the engine (routes, policy, Controller,
-machine, checkpoint) on all of those; then what drives or shows a run; the facade on top."""
+machine, checkpoint) on all of those; then what drives or shows a run (the integrations
+forward calls through the runner's executor); the facade on top."""
 
 CORE = (
     "agentfsm._version",
