@@ -22,6 +22,7 @@ from agentfsm.model.limits import MAX_JSON_INDENT
 __all__ = [
     "Checked",
     "check_number",
+    "constructed",
     "data_error",
     "error_kind",
     "listed",
@@ -163,16 +164,31 @@ def _validated_copy(model: _M, update: object, deep: object) -> _M:
     values = {name: copied.__dict__[name] for name in fields if name in copied.__dict__}
     values.update(update)
     made = cls.model_validate(values)
-    _set_fields_set(made, model.__pydantic_fields_set__ | set(update))
+    return _with_fields_set(made, model.model_fields_set | set(update))
+
+
+def _with_fields_set(model: _M, fields: set[str]) -> _M:
+    """`model` again, with `fields` as the names it reports as explicitly set.
+
+    Pydantic's own `model_construct` (not the validating override below) takes its values
+    from `model`, which is validated already; a frozen model cannot be changed in place.
+    """
+    cls = type(model)
+    values = {name: model.__dict__[name] for name in cls.model_fields if name in model.__dict__}
+    return constructed(cls, values, fields)
+
+
+def constructed(cls: type[_M], values: Mapping[str, Any], fields: set[str] | None = None) -> _M:
+    """Pydantic's own `model_construct(fields, **values)`, unvalidated, for any model class.
+
+    `Checked` overrides `model_construct` to validate; this is pydantic's, for values
+    agentfsm validated already or produced itself.
+    """
+    made: _M = _PYDANTIC_CONSTRUCT(cls, fields, **values)
     return made
 
 
-def _set_fields_set(model: BaseModel, fields: set[str]) -> None:
-    """Say which fields of `model` count as explicitly set (its `model_fields_set`).
-
-    Set as pydantic's own `model_construct` sets it: a frozen model's `__setattr__` refuses.
-    """
-    object.__setattr__(model, "__pydantic_fields_set__", fields)
+_PYDANTIC_CONSTRUCT = BaseModel.__dict__["model_construct"].__func__
 
 
 class Checked(BaseModel):
@@ -240,7 +256,7 @@ class Checked(BaseModel):
                     f"{cls.__name__}.model_construct: _fields_set must be a set of its field "
                     f"names, not {_fields_set!r:.60}"
                 )
-            _set_fields_set(made, set(_fields_set))
+            return _with_fields_set(made, set(_fields_set))
         return made
 
 

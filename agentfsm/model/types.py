@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentfsm.exceptions import DataError
-from agentfsm.model._checked import Checked
+from agentfsm.model._checked import Checked, constructed
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -186,25 +186,19 @@ def unchecked_maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
 
 
 def _maker(cls: type[_M]) -> Callable[[dict[str, Any]], _M]:
-    fields = set(cls.model_fields)  # shared by every instance: pydantic copies it before a change
+    # Pydantic's own unvalidated copy (its documented path for trusted data: `update` is
+    # stored as given) of a template holding the defaults. `values` replaces every field,
+    # so every field counts as set, as after the constructor.
+    template = constructed(cls, {})
+    copy = BaseModel.model_copy
 
     def make(values: dict[str, Any]) -> _M:
-        obj = _new(cls)
-        _set_dict(obj, values)
-        _set_fields(obj, fields)
-        _set_extra(obj, None)
-        _set_private(obj, None)
-        return obj
+        made: _M = copy(template, update=values)
+        return made
 
     return make
 
 
-# BaseModel keeps these in slots; a frozen model's own __setattr__ would refuse them.
-_new = object.__new__
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 _MAKERS: dict[type[BaseModel], Callable[[dict[str, Any]], Any]] = {}
 """`unchecked_maker(cls)` of each class `unchecked` was asked for."""
 
