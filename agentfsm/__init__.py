@@ -64,7 +64,9 @@ __all__ = [
     "read_trace",
     "replay_run",
     "run",
+    "running_call",
     "states",
+    "tool",
 ]
 
 _LAZY = {
@@ -83,6 +85,8 @@ _LAZY = {
     "read_trace": "agentfsm.replay.trace",
     "replay_run": "agentfsm.replay.engine",
     "run": "agentfsm.runner.loop",
+    "running_call": "agentfsm.runner.executor",
+    "tool": "agentfsm.runner.executor",
 }
 """Names imported on first use: the runner (litellm), replay and the normalizers stay out of
 `import agentfsm`, which the per-step path and short-lived hosts pay for."""
