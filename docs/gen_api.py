@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -93,11 +92,8 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    OUT.write_text(render(), encoding="utf-8")
-    print(f"wrote {OUT.relative_to(ROOT)}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # Here, not at the top: only a run as a script has docs/ on sys.path (tests load by path).
+    from _generated import main
+
+    raise SystemExit(main(OUT, render, announce=True))

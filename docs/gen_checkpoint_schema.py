@@ -8,7 +8,6 @@ script writes. `--check` only says whether it is up to date (exit 1 when stale).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from agentfsm.engine.persistence import dump_schema
@@ -21,14 +20,8 @@ def render() -> str:
     return json.dumps(dump_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
-def main() -> int:
-    """Write the file; `--check` only says whether it is up to date (exit 1 when stale)."""
-    text = render()
-    if "--check" in sys.argv[1:]:
-        return 0 if OUT.read_text(encoding="utf-8") == text else 1
-    OUT.write_text(text, encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Here, not at the top: only a run as a script has docs/ on sys.path (tests load by path).
+    from _generated import main
+
+    raise SystemExit(main(OUT, render))

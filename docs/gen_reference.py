@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import sys
 import textwrap
 from enum import Enum
 from pathlib import Path
@@ -131,14 +130,8 @@ def render() -> str:
     return "\n".join(sections)
 
 
-def main() -> int:
-    """Write the page; `--check` only says whether it is up to date (exit 1 when stale)."""
-    text = render()
-    if "--check" in sys.argv[1:]:
-        return 0 if OUT.read_text(encoding="utf-8") == text else 1
-    OUT.write_text(text, encoding="utf-8")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Here, not at the top: only a run as a script has docs/ on sys.path (tests load by path).
+    from _generated import main
+
+    raise SystemExit(main(OUT, render))

@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+from tests.docs.scripts import DOCS, load
 
-
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_api", DOCS / "gen_api.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _generator()
+GEN = load("gen_api")
 
 
 def test_the_api_page_is_current() -> None:

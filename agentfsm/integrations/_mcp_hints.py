@@ -49,9 +49,8 @@ def with_hints(policy: Policy, annotations: Mapping[str, Any]) -> Policy:
     }
     if not added:
         return policy
-    # A new policy, not `model_copy`: a copy would keep the route table the original built.
-    fields = {name: getattr(policy, name) for name in type(policy).model_fields}
-    return type(policy)(**{**fields, "permissions": {**policy.permissions, **added}})
+    # agentfsm's `model_copy` validates and builds a new route table (pydantic's kept the old).
+    return policy.model_copy(update={"permissions": {**policy.permissions, **added}})
 
 
 def _hint(annotations: Any, name: str) -> bool | None:

@@ -530,9 +530,8 @@ def _returning_direct(policy: Policy, tools: object) -> Policy:
     direct = frozenset(t.name for t in tools if isinstance(t, BaseTool) and t.return_direct is True)
     if direct <= policy.final_tools:
         return policy
-    # A new policy, not `model_copy`: a copy would keep the route table the original built.
-    fields = {name: getattr(policy, name) for name in type(policy).model_fields}
-    return type(policy)(**{**fields, "final_tools": policy.final_tools | direct})
+    # agentfsm's `model_copy` validates and builds a new route table (pydantic's kept the old).
+    return policy.model_copy(update={"final_tools": policy.final_tools | direct})
 
 
 def _bind(model: BaseChatModel | Runnable[Any, Any], tools: Sequence[Any]) -> Runnable[Any, Any]:

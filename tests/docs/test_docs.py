@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -11,8 +10,8 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs"
+from tests.docs.scripts import DOCS, load
+
 PAGES = {
     "langgraph": "completed",
     "openai_agents": "completed",
@@ -32,12 +31,7 @@ GLUE_LIMIT = 10
 
 def generator() -> ModuleType:
     """docs/gen_reference.py, loaded as a module."""
-    spec = importlib.util.spec_from_file_location("gen_reference", DOCS / "gen_reference.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("gen_reference")
 
 
 def example(page: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import tomllib
@@ -16,20 +15,15 @@ from jsonschema import Draft202012Validator
 import agentfsm as af
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards import CostBudget, TokenBudget
+from tests.docs.scripts import DOCS, load
 
-ROOT = Path(__file__).resolve().parents[2]
-DOCS = ROOT / "docs"
+ROOT = DOCS.parent
 PAGE = DOCS / "policy.md"
 
 
 def generator() -> ModuleType:
     """docs/gen_policy_schema.py, loaded as a module."""
-    spec = importlib.util.spec_from_file_location("gen_policy", DOCS / "gen_policy_schema.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("gen_policy_schema")
 
 
 def validator() -> Draft202012Validator:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +24,8 @@ import agentfsm as af
 from agentfsm._permissions import decide
 from agentfsm.engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError, DataError, PolicyError
+from agentfsm.guards import TokenBudget
+from agentfsm.guards.results import FinalTool
 from agentfsm.model.limits import MAX_JSON_INDENT
 from agentfsm.testing import call, turn
 from tests.model.test_data_errors import MODELS
@@ -213,6 +215,65 @@ class TestCopiedPolicies:
         """`model_copy` used to store permissions={"bash": "DENY"} and the call ran."""
         with pytest.raises(PolicyError, match="permissions"):
             Policy().model_copy(update={"permissions": {"bash": verdict}})
+
+    def test_a_refused_change_names_its_field_and_leaves_the_original(self) -> None:
+        """The integrations change a policy by `model_copy` (MCP hints add permissions,
+        LangGraph adds final tools): a bad value fails as the constructor's would, and the
+        policy asked for the copy keeps what it had, the good values beside it included."""
+        original = Policy(max_turns=7, permissions={"read": "allow"}, final_tools=["submit"])
+        before = original.to_json()
+        update = {"final_tools": original.final_tools | {"done"}, "permissions": {"rm": "DENY"}}
+        with pytest.raises(PolicyError, match="permissions") as caught:
+            original.model_copy(update=update)
+        assert [field for field, _ in caught.value.details["problems"]] == ["permissions.rm"]
+        assert original.to_json() == before
+        assert original.final_tools == {"submit"}
+
+    def test_a_change_keeps_every_other_field(self) -> None:
+        """Each field but the changed one is the original's, code (hook, verifiers) included;
+        every field of the original differs from its default, so a field the copy dropped
+        back to its default would show."""
+
+        def hook(_: af.ToolCall) -> Literal["allow"]:
+            return "allow"
+
+        def verifier(_: Any) -> None:
+            return None
+
+        original = Policy(
+            max_turns=9,
+            max_tool_calls=4,
+            max_retries=1,
+            max_consecutive_tool_errors=2,
+            repeat_threshold=4,
+            on_repeat="stop",
+            no_progress_threshold=None,
+            max_tokens=1000,
+            max_cost=0.5,
+            on_unknown_price="stop",
+            max_seconds=60,
+            max_context_tokens=8000,
+            on_incomplete="ask",
+            on_deny="stop",
+            permissions={"*": "ask"},
+            permission_rules=["deny rm"],
+            permission=hook,
+            handoffs=["research"],
+            final_tools=["submit"],
+            verifiers=[verifier],
+            guards=[TokenBudget(10)],
+        )
+        default = Policy()
+        assert [n for n in Policy.model_fields if getattr(original, n) == getattr(default, n)] == []
+        copied = original.model_copy(update={"final_tools": original.final_tools | {"done"}})
+        assert copied.final_tools == {"submit", "done"}
+        for name in Policy.model_fields:
+            if name != "final_tools":
+                assert getattr(copied, name) == getattr(original, name), name
+        assert copied.permission is hook
+        assert copied.verifiers == (verifier,)
+        finals = {r.guard.names for r in copied.routes.routes if isinstance(r.guard, FinalTool)}
+        assert finals == {frozenset({"submit", "done"})}
 
     def test_a_policy_has_a_json_schema_for_its_files(self) -> None:
         """It used to raise: hooks and verifiers are code (left out), guards are strings."""

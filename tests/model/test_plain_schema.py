@@ -107,8 +107,6 @@ def test_a_declared_tool_still_words_its_errors_and_reads_integers_strictly() ->
     assert spec.validate_arguments({"i": 3}) is None
     assert spec.validate_arguments({"i": 1.0}) is not None
     assert spec.validate_arguments({"i": True}) is not None
-    assert "minimum" in (spec.validate_arguments({"i": -1}) or "") or "-1" in (
-        spec.validate_arguments({"i": -1}) or ""
-    )
+    assert spec.validate_arguments({"i": -1}) == "i: -1 is less than the minimum of 0"
     assert "missing required argument 'i'" in (spec.validate_arguments({}) or "")
     assert spec.validate_arguments({"i": 1, "j": 2}) is not None

@@ -6,7 +6,6 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -16,8 +15,8 @@ import agentfsm as af
 from agentfsm import _shell as shell
 from agentfsm._permissions import Rule
 from agentfsm.exceptions import AgentFSMError, PolicyError
+from tests.shell.rm_scripts import DENY, verdict
 
-DENY = "deny bash(command~rm -rf *)"
 GLOB = "deny bash(command=rm -rf *)"
 
 SPELLINGS = [
@@ -120,10 +119,6 @@ INNOCENT = [
 
 def bash(command: object, cid: str = "c1") -> af.ToolCall:
     return af.ToolCall(id=cid, name="bash", arguments={"command": command})
-
-
-def verdict(rules: list[Any], command: object, **policy: Any) -> str:
-    return af.Policy(permission_rules=rules, **policy).permission_for(bash(command))
 
 
 class TestOneRuleDeniesEverySpelling:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import agentfsm as af
 from agentfsm import _shell as shell
+from tests.shell.rm_scripts import DENY, ScriptsRunningRm, rm_runs, verdict
 
-DENY = "deny bash(command~rm -rf *)"
 ALLOW = [
     "allow bash(command~ls:*)",
     "allow bash(command~echo:*)",
@@ -31,11 +28,6 @@ ALLOW = [
     "allow bash(command~eval:*)",
 ]
 """An allow-list that covers every command in the table below except `rm`."""
-
-
-def verdict(rules: list[Any], command: object, **policy: Any) -> str:
-    call = af.ToolCall(id="c1", name="bash", arguments={"command": command})
-    return af.Policy(permission_rules=rules, **policy).permission_for(call)
 
 
 X = "x='a[$(rm -rf /)]'; "
@@ -84,18 +76,12 @@ KNOWN = [
 """Arithmetic on integers the script set, and scripts that run nothing: read with confidence."""
 
 
-class TestEvaluatedText:
+class TestEvaluatedText(ScriptsRunningRm):
     """Text bash evaluates is read as command text, or the script is unsure."""
 
-    @pytest.mark.parametrize("command", EVALUATED)
-    def test_a_deny_rule_denies_it(self, command: str) -> None:
-        """A deny shell rule denies it."""
-        assert verdict([DENY], command) == "deny"
-
-    @pytest.mark.parametrize("command", EVALUATED)
-    def test_an_allow_list_does_not_allow_it(self, command: str) -> None:
-        """Allow rules that cover every command in it do not allow it: `rm` runs unseen."""
-        assert verdict(ALLOW, command, permissions={"*": "deny"}) == "deny"
+    scripts = EVALUATED
+    allow = ALLOW
+    alone = EVALUATED[:-2]
 
     @pytest.mark.parametrize("command", KNOWN)
     def test_known_integers_are_read(self, command: str) -> None:
@@ -117,38 +103,13 @@ class TestEvaluatedText:
 
 
 class TestWhatBashRuns:
-    """Real bash runs `rm -rf /` for each script of the table (a traced `rm` stands in)."""
+    """The table's last two scripts run `rm -rf /` given a variable from outside them."""
 
-    @pytest.mark.parametrize("command", EVALUATED[:-2])
-    def test_bash_runs_rm(self, command: str, tmp_path: Path) -> None:
-        """Real bash runs `rm` for the script."""
-        assert ["-rf", "/"] in _rm_runs(command, tmp_path)
-
-    @pytest.mark.parametrize("command", ["(( y ))", "for ((i = 0; i < n; i++)); do true; done"])
+    @pytest.mark.parametrize("command", EVALUATED[-2:])
     def test_a_variable_from_outside_runs_rm(self, command: str, tmp_path: Path) -> None:
         """With the variable set before the script, as a persistent session may, bash runs `rm`."""
         before = "y='a[$(rm -rf /)]'; n=$y\n"
-        assert ["-rf", "/"] in _rm_runs(before + command, tmp_path)
-
-
-def _rm_runs(command: str, scratch: Path) -> list[list[str]]:
-    """The arguments of each `rm` that bash runs for `command` (a tracer stands in for rm)."""
-    bin_dir = scratch / "bin"
-    bin_dir.mkdir()
-    log = scratch / "rm.log"
-    tracer = bin_dir / "rm"
-    tracer.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    tracer.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(scratch)}
-    subprocess.run(
-        ["bash", "-c", command],
-        cwd=scratch,
-        env=env,
-        capture_output=True,
-        timeout=10,
-        check=False,
-    )
-    return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        assert ["-rf", "/"] in rm_runs(before + command, tmp_path)
 
 
 CONTEXTS = [

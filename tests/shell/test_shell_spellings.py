@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import agentfsm as af
 from agentfsm import _shell as shell
+from tests.shell.rm_scripts import DENY, ScriptsRunningRm, rm_runs, verdict
 
-DENY = "deny bash(command~rm -rf *)"
 ALLOW = ["allow bash(command~ls:*)", "allow bash(command~echo:*)", "allow bash(command~cat:*)"]
-
-
-def verdict(rules: list[Any], command: object, **policy: Any) -> str:
-    call = af.ToolCall(id="c1", name="bash", arguments={"command": command})
-    return af.Policy(permission_rules=rules, **policy).permission_for(call)
 
 
 MISREAD = [
@@ -63,18 +55,11 @@ DATA = [
 """Text that looks like the spellings above but runs no `rm -rf` in bash."""
 
 
-class TestSpellingsBashRuns:
+class TestSpellingsBashRuns(ScriptsRunningRm):
     """Reserved words, backquotes and line continuations are read as bash reads them."""
 
-    @pytest.mark.parametrize("command", MISREAD)
-    def test_the_deny_rule_denies_it(self, command: str) -> None:
-        """A deny shell rule denies the spelling: the command is seen, or the script is unsure."""
-        assert verdict([DENY], command) == "deny"
-
-    @pytest.mark.parametrize("command", MISREAD)
-    def test_an_allow_list_does_not_allow_it(self, command: str) -> None:
-        """Under an allow-list and a deny default the spelling is denied."""
-        assert verdict(ALLOW, command, permissions={"*": "deny"}) == "deny"
+    scripts = MISREAD
+    allow = ALLOW
 
     @pytest.mark.parametrize("command", DATA)
     def test_data_is_not_a_command(self, command: str) -> None:
@@ -93,37 +78,12 @@ class TestSpellingsBashRuns:
 
 
 class TestWhatBashRuns:
-    """The spellings above are what real bash does, checked with a traced `rm` on PATH."""
-
-    @pytest.mark.parametrize("command", MISREAD)
-    def test_bash_runs_rm_rf(self, command: str, tmp_path: Path) -> None:
-        """Real bash runs `rm -rf /` for each spelling."""
-        assert ["-rf", "/"] in _rm_runs(command, tmp_path)
+    """The data spellings are what real bash does too, checked with a traced `rm` on PATH."""
 
     @pytest.mark.parametrize("command", DATA)
     def test_bash_runs_no_rm_rf(self, command: str, tmp_path: Path) -> None:
         """Real bash runs no `rm -rf` for the data spellings."""
-        assert not [args for args in _rm_runs(command, tmp_path) if "-rf" in args]
-
-
-def _rm_runs(command: str, scratch: Path) -> list[list[str]]:
-    """The arguments of each `rm` that bash runs for `command` (a tracer stands in for rm)."""
-    bin_dir = scratch / "bin"
-    bin_dir.mkdir()
-    log = scratch / "rm.log"
-    tracer = bin_dir / "rm"
-    tracer.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    tracer.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(scratch)}
-    subprocess.run(
-        ["bash", "-c", command + "\nwait"],
-        cwd=scratch,
-        env=env,
-        capture_output=True,
-        timeout=10,
-        check=False,
-    )
-    return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        assert not [args for args in rm_runs(command, tmp_path) if "-rf" in args]
 
 
 class TestLengthLimit:

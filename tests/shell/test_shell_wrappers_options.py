@@ -6,16 +6,13 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import agentfsm as af
+from tests.shell.rm_scripts import DENY, verdict
 from tests.shell.test_shell_differential import Tracer, tracer, unseen
 
 __all__ = ["tracer"]  # the fixture, shared with the differential test
-
-DENY = "deny bash(command~rm -rf *)"
 
 REAL = [
     "env 'a b=1' rm -rf DIR",
@@ -63,11 +60,6 @@ PRECISE = [
     "command time -o notes ls",  # read (a write, as `ls > notes`), not unsure
 ]
 """Spellings that name rm -rf without running it."""
-
-
-def verdict(rules: list[str], command: str, **policy: Any) -> str:
-    call = af.ToolCall(id="c", name="bash", arguments={"command": command})
-    return af.Policy(permission_rules=rules, **policy).permission_for(call)
 
 
 @pytest.mark.parametrize("command", REAL + DOCUMENTED)
