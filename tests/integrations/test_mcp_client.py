@@ -50,8 +50,11 @@ class Notes:
         """Every call the server process received, in order: (tool, arguments)."""
         if not self.log.exists():
             return []
-        lines = self.log.read_text(encoding="utf-8").splitlines()
-        return [(line.split(" ", 1)[0], json.loads(line.split(" ", 1)[1])) for line in lines]
+        received = []
+        for line in self.log.read_text(encoding="utf-8").splitlines():
+            tool, _, arguments = line.partition(" {")  # a tool's name may hold spaces
+            received.append((tool, json.loads("{" + arguments)))
+        return received
 
 
 def params(log: Path) -> StdioServerParameters:
