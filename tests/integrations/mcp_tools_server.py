@@ -1,25 +1,11 @@
 """A small MCP server over stdio for the client tests: every call it receives is logged.
 
 Run as `python mcp_tools_server.py LOG` (stdio), or `python mcp_tools_server.py LOG PORT` to
-serve streamable HTTP on 127.0.0.1:PORT/mcp; `--collide` adds `notes_search` beside
-`notes.search`. Each tool appends `<tool> <arguments as JSON>` to LOG as the first thing it
-does, so a test reads what really reached the server process.
-
-- `read_note`: read-only (`readOnlyHint`).
-- `delete_note`: destructive (`destructiveHint`).
-- `explode`: reports an error (`isError: true`).
-- `huge`: returns `size` characters.
-- `picture`: an image and a text resource beside a line of text.
-- `measure`: structured content (an output schema).
-- `shifty`: read-only; once called, its description and schema change on every later listing,
-  and the server says so (`notifications/tools/list_changed`) unless called with `quiet`.
-- `slow`: sleeps `seconds` before answering.
-- `crash`: the server process exits without answering.
-
-Names providers refuse (`^[a-zA-Z0-9_-]{1,64}$`), each logging under its own name:
-
-- `notes.search`: read-only. `files/remove`: destructive. `say hello`: read-only.
-  `café`: read-only. `LONG` (72 characters): destructive.
+serve streamable HTTP on 127.0.0.1:PORT/mcp. `--collide` adds `notes_search` beside
+`notes.search`; with `--hints=FILE`, each listing gives the tools named in FILE (JSON: tool ->
+annotations, or null for none) those annotations instead of their own. Each tool appends
+`<tool> <arguments as JSON>` to LOG as the first thing it does, so a test reads what really
+reached the server process.
 """
 
 from __future__ import annotations
@@ -48,6 +34,7 @@ ARGS = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
 LOG = Path(ARGS[0]) if ARGS else Path("mcp-calls.log")
 # The names providers refuse are the point here: no warning about each on every start.
 logging.getLogger("mcp.shared.tool_name_validation").setLevel(logging.ERROR)
+HINTS = next((Path(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--hints=")), None)
 LONG = "archive_every_note_older_than_the_given_number_of_days_into_cold_storage"
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
@@ -60,6 +47,12 @@ class Server(MCPServer):
 
     async def list_tools(self) -> Any:
         tools = await super().list_tools()
+        if HINTS is not None and HINTS.exists():
+            hints = json.loads(HINTS.read_text(encoding="utf-8"))
+            for tool in tools:
+                if tool.name in hints:
+                    given = hints[tool.name]
+                    tool.annotations = None if given is None else ToolAnnotations(**given)
         if not self.shifted:
             return tools
         for tool in tools:
