@@ -119,10 +119,15 @@ class Scenario:
         names = {name, SERVER_NAME[name]}
         spoken: list[str] = []
         for action, tool, arg, glob in self.rules:
-            if tool in names or tool == "*":
-                value = arguments.get(arg) if arg is not None else None
-                if arg is None or (isinstance(value, str) and fnmatch.fnmatchcase(value, glob)):
-                    spoken.append(action)
+            if tool not in names and tool != "*":
+                continue
+            # A call lacking the rule's argument does not match it.
+            if (
+                arg is None
+                or glob is None
+                or (arg in arguments and fnmatch.fnmatchcase(arguments[arg], glob))
+            ):
+                spoken.append(action)
         spoken += [self.table[n] for n in names if n in self.table]
         policy = max(spoken, key=STRENGTH.__getitem__) if spoken else self.table.get("*", "allow")
         named = any(n in self.table for n in names) or any(r[1] in names for r in self.rules)
