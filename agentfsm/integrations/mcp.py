@@ -13,6 +13,14 @@ so the tools serve sync and async runs alike. Rules, in the order a reviewer ask
 
 - Declarations: each tool of `tools/list` is a `ToolSpec` (its name, description and
   `inputSchema`): the controller checks arguments against that schema before anything runs.
+- Names: the model is offered a name providers accept (`^[a-zA-Z0-9_-]{1,64}$`): the server's
+  name when it fits, else that name with every other character replaced by `_`, and, when
+  that is over 64 characters, its first 55 and `_` and 8 hex digits of the name's SHA-256;
+  `names={server_name: offered}` chooses one. `tools/call` sends the server's exact name.
+  Two tools offered under one name raise `DefinitionError` from `open()` (a tool listed
+  later that would take a name already offered is left out, in `skipped`). A policy given
+  to `policy(p)` may name a tool either way (both become the offered name); the hook, the
+  Controller and the model see the offered name.
 - The one permission check: a tool sends `tools/call` only from inside an executor given the
   run's Controller (`af.run`/`af.arun` always give it; `Executor.run(d, controller=ctl)`), and
   only when `ctl.may_run(call_id, name, arguments)` says yes right before the request is sent.
@@ -41,12 +49,14 @@ so the tools serve sync and async runs alike. Rules, in the order a reviewer ask
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import functools
 import hashlib
 import json
 import math
+import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from typing import Any, Self
@@ -91,6 +101,9 @@ class MCPServerTools:
         relist_each_call: List the tools again before every call, not only after the
             server's `notifications/tools/list_changed` (a server that does not send it,
             or a 2026-07-28 session, where it is sent only to a `subscriptions/listen`).
+        names: The name offered to the model for some of the server's tools (server name ->
+            a name matching `^[a-zA-Z0-9_-]{1,64}$`): to part two tools, or two servers'
+            tools, that would be offered under one name.
     """
 
     def __init__(
@@ -101,6 +114,7 @@ class MCPServerTools:
         connect_timeout: float = 30.0,
         max_result_chars: int = 50_000,
         relist_each_call: bool = False,
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self._server = _checked_server(server)
         self.timeout = _seconds("timeout", timeout)
@@ -115,12 +129,14 @@ class MCPServerTools:
                 f"MCPServerTools(relist_each_call={relist_each_call!r}): True or False"
             )
         self.relist_each_call = relist_each_call
+        self._renamed = _checked_names(names)
         self._opened = False
         self._pins: dict[str, str] = {}
         self._listed: dict[str, Any] = {}
         self._specs: dict[str, ToolSpec] = {}
+        self._offered: dict[str, str] = {}  # the server's name -> the name the model sees
         self.skipped: dict[str, str] = {}
-        """Tools left out, by name: why their declaration could not be used."""
+        """Tools left out, by the server's name: why their declaration could not be used."""
         self._lock = threading.Lock()
         self._link: _Link | None = None
 
@@ -180,29 +196,40 @@ class MCPServerTools:
             raise PolicyError(f"policy must be an agentfsm Policy, not {type(policy).__name__}")
         self._listed_once()
         with self._lock:
-            hints = {name: tool.annotations for name, tool in self._listed.items()}
-        return with_hints(policy, hints)
+            offered = dict(self._offered)
+            hints = {offered[name]: self._listed[name].annotations for name in offered}
+        return with_hints(_renamed_policy(policy, offered), hints)
+
+    @property
+    def names(self) -> dict[str, str]:
+        """The tools offered, by the name the model sees: the server's name of each."""
+        with self._lock:
+            return {offered: name for name, offered in self._offered.items()}
 
     @property
     def changed(self) -> list[str]:
-        """Tools whose listing differs from their pin, or that were not listed at first:
-        their calls are refused until approved."""
+        """Tools (the server's names) whose listing differs from their pin, or that were not
+        listed at first: their calls are refused until approved."""
         with self._lock:
             return sorted(n for n, t in self._listed.items() if _digest(t) != self._pins.get(n))
 
     def listed(self, name: str) -> dict[str, Any]:
-        """The tool as the server lists it now: name, description, inputSchema, annotations."""
+        """The tool as the server lists it now: name, description, inputSchema, annotations
+        (`name` is the server's name or the one offered to the model)."""
         with self._lock:
-            tool = self._listed.get(name) if isinstance(name, str) else None
+            name = self._server_name(name)
+            tool = self._listed.get(name)
             if tool is None:
                 raise InvalidInputError(f"the MCP server lists no tool {name!r}")
             return dict(_pinned(tool), name=name)
 
     def approve(self, name: str) -> None:
-        """Pin the tool `name` as the server lists it now: its calls are sent again."""
+        """Pin the tool `name` (the server's name or the one offered to the model) as the
+        server lists it now: its calls are sent again."""
         if not isinstance(name, str):
             raise InvalidInputError(f"approve: a tool name, not {type(name).__name__}")
         with self._lock:
+            name = self._server_name(name)
             tool = self._listed.get(name)
             if tool is None:
                 raise InvalidInputError(f"approve: the MCP server lists no tool {name!r}")
@@ -236,21 +263,26 @@ class MCPServerTools:
 
     def _absorb(self, tools: list[Any], *, first: bool) -> None:
         """Take a complete listing: pin it when it is the first, build the declarations."""
+        listed = {tool.name: tool for tool in tools}
+        with self._lock:
+            before = dict(self._offered)
+        offered, skipped = _offered_names(list(listed), self._renamed, before, first=first)
         specs: dict[str, ToolSpec] = {}
-        skipped: dict[str, str] = {}
-        for tool in tools:
+        for name, model_name in offered.items():
+            tool = listed[name]
             try:
-                specs[tool.name] = ToolSpec(
-                    name=tool.name,
+                specs[name] = ToolSpec(
+                    name=model_name,
                     description=tool.description or "",
                     parameters=dict(tool.input_schema),
-                    fn=self._sender(tool.name),
+                    fn=self._sender(name, model_name),
                 )
             except AgentFSMError as exc:
-                skipped[tool.name] = str(exc)
+                skipped[name] = str(exc)
         with self._lock:
             self.skipped = skipped
-            self._listed = {tool.name: tool for tool in tools}
+            self._listed = listed
+            self._offered = {name: offered[name] for name in specs}
             self._specs = specs
             if first:
                 self._pins = {name: _digest(self._listed[name]) for name in specs}
@@ -268,21 +300,24 @@ class MCPServerTools:
             link.stale = True  # fail closed: the next call lists again, or is refused
             raise
 
-    def _sender(self, name: str) -> Any:
-        """The tool's function: asks the run's Controller, then sends `tools/call`."""
+    def _sender(self, name: str, model_name: str) -> Any:
+        """The tool's function: asks the run's Controller (by the name the model called),
+        then sends `tools/call` (by the server's name)."""
 
         async def send(**arguments: Any) -> Any:
             running = running_call()
             if running is None:
                 raise MCPNotSentError(
-                    f"tool {name!r} not sent: MCP tools run only through an agentfsm run "
+                    f"tool {model_name!r} not sent: MCP tools run only through an agentfsm run "
                     "or an Executor given the run's Controller (controller=)"
                 )
             controller, call = running
-            if call.name != name:
-                raise MCPNotSentError(f"tool {name!r} not sent: the running call is {call.name!r}")
+            if call.name != model_name:
+                raise MCPNotSentError(
+                    f"tool {model_name!r} not sent: the running call is {call.name!r}"
+                )
             link = self._require()
-            cleared = functools.partial(controller.may_run, call.id, name, arguments)
+            cleared = functools.partial(controller.may_run, call.id, model_name, arguments)
             future = link.submit_future(self._call(link, name, arguments, cleared))
             try:
                 return await asyncio.wrap_future(future)
@@ -290,12 +325,13 @@ class MCPServerTools:
                 future.cancel()
                 raise
 
-        send.__name__ = name
+        send.__name__ = model_name
         return send
 
     async def _call(
-        self, link: _Link, name: str, arguments: dict[str, Any], cleared: Callable[[], bool]
+        self, link: _Link, server_name: str, arguments: dict[str, Any], cleared: Callable[[], bool]
     ) -> Any:
+        name = self._label(server_name)
         if link.stale or self.relist_each_call:
             link.stale = True
             try:
@@ -308,32 +344,35 @@ class MCPServerTools:
                     f"listed again ({_describe(exc)})"
                 ) from exc
         with self._lock:
-            tool = self._listed.get(name)
-            pinned = tool is not None and _digest(tool) == self._pins.get(name)
+            tool = self._listed.get(server_name)
+            pinned = tool is not None and _digest(tool) == self._pins.get(server_name)
         if tool is not None and not pinned:
             raise MCPNotSentError(
-                f"tool {name!r} not sent: its description, schema or annotations changed "
+                f"tool {name} not sent: its description, schema or annotations changed "
                 "since they were approved; a person must review it "
-                f"(MCPServerTools.listed({name!r})) and approve it (approve({name!r}))"
+                f"(MCPServerTools.listed({server_name!r})) and approve it "
+                f"(approve({server_name!r}))"
             )
         # Asked last, right before sending: a run stopped meanwhile sends nothing.
         if cleared() is not True:
-            raise MCPNotSentError(f"tool {name!r} not sent: the controller did not clear it")
+            raise MCPNotSentError(f"tool {name} not sent: the controller did not clear it")
         try:
-            result = await asyncio.wait_for(link.session.call_tool(name, arguments), self.timeout)
+            result = await asyncio.wait_for(
+                link.session.call_tool(server_name, arguments), self.timeout
+            )
         except TimeoutError as exc:
             raise MCPServerError(
-                f"tool {name!r}: the MCP server did not answer within {self.timeout:g}s"
+                f"tool {name}: the MCP server did not answer within {self.timeout:g}s"
             ) from exc
         except Exception as exc:
-            raise MCPServerError(f"tool {name!r}: the MCP call failed: {_describe(exc)}") from exc
+            raise MCPServerError(f"tool {name}: the MCP call failed: {_describe(exc)}") from exc
         return self._result_of(name, result)
 
     def _result_of(self, name: str, result: Any) -> Any:
         content = getattr(result, "content", None)
         if not isinstance(content, list):
             raise MCPServerError(
-                f"tool {name!r}: the MCP server answered with a {type(result).__name__}, "
+                f"tool {name}: the MCP server answered with a {type(result).__name__}, "
                 "not a tool result"
             )
         structured = getattr(result, "structured_content", None)
@@ -346,8 +385,27 @@ class MCPServerTools:
         if len(text) > self.max_result_chars:
             value = _cut(name, text, self.max_result_chars)
         if getattr(result, "is_error", False) is True:
-            raise MCPToolError(f"tool {name!r} reported an error: {value or '(no message)'}")
+            raise MCPToolError(f"tool {name} reported an error: {value or '(no message)'}")
         return value
+
+    def _label(self, server_name: str) -> str:
+        """The tool as messages name it: the name the model sees, and the server's if other."""
+        with self._lock:
+            offered = self._offered.get(server_name, server_name)
+        if offered == server_name:
+            return repr(server_name)
+        return f"{offered!r} (the server's {server_name!r})"
+
+    def _server_name(self, name: object) -> str:
+        """The server's name of a tool named by it or by the name offered to the model."""
+        if not isinstance(name, str):
+            raise InvalidInputError(f"a tool name is a str, not {type(name).__name__}")
+        if name in self._listed:
+            return name
+        for server_name, offered in self._offered.items():
+            if offered == name:
+                return server_name
+        return name
 
     def _listed_once(self) -> None:
         if not self._opened:
@@ -402,7 +460,13 @@ class _Link:
                 )
                 await session.initialize()
                 self.session = session
-                self.owner._absorb(await self.list_all(), first=True)
+                try:
+                    self.owner._absorb(await self.list_all(), first=True)
+                except AgentFSMError as exc:
+                    # Raised as it is (inside the transport's task group it would come out
+                    # wrapped in an ExceptionGroup); the session closes on the way out.
+                    ready.set_exception(exc)
+                    return
                 ready.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:
@@ -490,6 +554,120 @@ def _seconds(name: str, value: object) -> float:
     return float(value)
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _checked_names(names: object) -> dict[str, str]:
+    if names is None:
+        return {}
+    if not isinstance(names, Mapping):
+        raise DefinitionError(
+            f"MCPServerTools(names=...): a mapping of the server's tool names to the names "
+            f"offered to the model, not {type(names).__name__}"
+        )
+    checked: dict[str, str] = {}
+    for name, offered in names.items():
+        if not isinstance(name, str) or not isinstance(offered, str):
+            raise DefinitionError(f"MCPServerTools(names=...): {name!r}: {offered!r}: two strs")
+        if _SAFE_NAME.fullmatch(offered) is None:
+            raise DefinitionError(
+                f"MCPServerTools(names=...): {offered!r}, offered for {name!r}, must match "
+                "^[a-zA-Z0-9_-]{1,64}$"
+            )
+        checked[name] = offered
+    return checked
+
+
+def _offered_name(name: str) -> str:
+    """The name a tool called `name` by its server is offered to the model under (no
+    `names=` given): `name` when providers accept it (`^[a-zA-Z0-9_-]{1,64}$`), else `name`
+    with every other character replaced by `_`, and, over 64 characters, its first 55, `_`
+    and the first 8 hex digits of the SHA-256 of `name` (UTF-8). "" for an empty name."""
+    if _SAFE_NAME.fullmatch(name):
+        return name
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+    if len(safe) <= 64:
+        return safe
+    tag = hashlib.sha256(name.encode("utf-8", "backslashreplace")).hexdigest()[:8]
+    return f"{safe[:55]}_{tag}"
+
+
+def _offered_names(
+    listed: list[str], renamed: Mapping[str, str], before: Mapping[str, str], *, first: bool
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The name offered for each listed tool, and the tools left out (with why).
+
+    Each tool takes its offered name and its server name (a policy may use either): a
+    name two tools would take raises DefinitionError in the first listing. Later, a tool
+    keeps the name it had, and one new to the listing that would take a taken name (or
+    one another new tool would take) is left out.
+    """
+    skipped: dict[str, str] = {}
+    wanted: dict[str, str] = {}
+    for name in listed:
+        if name:
+            wanted[name] = renamed.get(name) or _offered_name(name)
+        else:
+            skipped[name] = "an empty tool name cannot be offered to a model"
+    takers: dict[str, set[str]] = {}
+    for name, model_name in wanted.items():
+        takers.setdefault(model_name, set()).add(name)
+        takers.setdefault(name, set()).add(name)
+    clashes = sorted((word, sorted(names)) for word, names in takers.items() if len(names) > 1)
+    if first and clashes:
+        word, names = clashes[0]
+        # A tool keeps its own server name (a policy may use it): the other one must move.
+        movable = next(name for name in names if name != word)
+        raise DefinitionError(
+            f"MCP tools {' and '.join(repr(n) for n in names)} would both be called {word!r} "
+            "(the name offered to the model, or the server's own name a policy may use); "
+            f"offer one under another name: MCPServerTools(..., names={{{movable!r}: "
+            "'other_name'})"
+        )
+    clashing = {name: word for word, names in clashes for name in names}
+    offered: dict[str, str] = {}
+    for name, offered_as in wanted.items():
+        if name in clashing and before.get(name) != offered_as:
+            skipped[name] = (
+                f"listed after the first listing, it would be called {clashing[name]!r} "
+                "as another tool is; offer it under another name (names=)"
+            )
+        else:
+            offered[name] = offered_as
+    return offered, skipped
+
+
+def _renamed_policy(policy: Policy, offered: Mapping[str, str]) -> Policy:
+    """`policy` naming each tool as the model sees it: a server's name in the permission
+    table or as a rule's tool becomes the offered name (two entries for one tool: the
+    stronger holds). A rule whose tool glob matches a server's name but not the name the
+    model sees would never apply: PolicyError."""
+    renamed = {name: to for name, to in offered.items() if name != to}
+    if not renamed:
+        return policy
+    strength = {"allow": 0, "ask": 1, "deny": 2}
+    table: dict[str, Any] = {}
+    for key, verdict in policy.permissions.items():
+        key = renamed.get(key, key)
+        held = table.get(key)
+        if held is None or strength.get(verdict, 3) > strength.get(held, 3):
+            table[key] = verdict
+    rules = []
+    for rule in policy.permission_rules:
+        if rule.tool in renamed:
+            rule = rule.model_copy(update={"tool": renamed[rule.tool]})
+        else:
+            for name, to in renamed.items():
+                if fnmatch.fnmatchcase(name, rule.tool) and not fnmatch.fnmatchcase(to, rule.tool):
+                    raise PolicyError(
+                        f"permission rule {str(rule)!r} matches the MCP tool {name!r}, which "
+                        f"the model calls {to!r}: the rule would never apply; write it for {to!r}"
+                    )
+        rules.append(rule)
+    fields = {name: getattr(policy, name) for name in type(policy).model_fields}
+    return type(policy)(**{**fields, "permissions": table, "permission_rules": tuple(rules)})
+
+
 def _pinned(tool: Any) -> dict[str, Any]:
     """What a pin covers: the tool's description, input schema and annotations."""
     annotations = getattr(tool, "annotations", None)
@@ -511,7 +689,7 @@ def _cut(name: str, text: str, limit: int) -> str:
     """`text` cut so that it and the note saying so fit in `limit` characters (an
     executor's own cap of the same size then leaves the note in place)."""
     note = (
-        f"[... cut: the MCP tool {name!r} returned {len(text):,} characters; "
+        f"[... cut: the MCP tool {name} returned {len(text):,} characters; "
         "the first {} are shown]"
     )
     keep = max(0, limit - len(note) - 12)

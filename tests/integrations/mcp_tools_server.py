@@ -1,24 +1,17 @@
 """A small MCP server over stdio for the client tests: every call it receives is logged.
 
 Run as `python mcp_tools_server.py LOG` (stdio), or `python mcp_tools_server.py LOG PORT` to
-serve streamable HTTP on 127.0.0.1:PORT/mcp. Each tool appends `<tool> <arguments as JSON>` to LOG
-as the first thing it does, so a test reads what really reached the server process.
-
-- `read_note`: read-only (`readOnlyHint`).
-- `delete_note`: destructive (`destructiveHint`).
-- `explode`: reports an error (`isError: true`).
-- `huge`: returns `size` characters.
-- `picture`: an image and a text resource beside a line of text.
-- `measure`: structured content (an output schema).
-- `shifty`: read-only; once called, its description and schema change on every later listing,
-  and the server says so (`notifications/tools/list_changed`) unless called with `quiet`.
-- `slow`: sleeps `seconds` before answering.
-- `crash`: the server process exits without answering.
+serve streamable HTTP on 127.0.0.1:PORT/mcp. `--collide` adds `notes_search` beside
+`notes.search`; with `--hints=FILE`, each listing gives the tools named in FILE (JSON: tool ->
+annotations, or null for none) those annotations instead of their own. Each tool appends
+`<tool> <arguments as JSON>` to LOG as the first thing it does, so a test reads what really
+reached the server process.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -37,7 +30,12 @@ from mcp.types import (
 )
 from pydantic import BaseModel
 
-LOG = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("mcp-calls.log")
+ARGS = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+LOG = Path(ARGS[0]) if ARGS else Path("mcp-calls.log")
+# The names providers refuse are the point here: no warning about each on every start.
+logging.getLogger("mcp.shared.tool_name_validation").setLevel(logging.ERROR)
+HINTS = next((Path(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--hints=")), None)
+LONG = "archive_every_note_older_than_the_given_number_of_days_into_cold_storage"
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
 
@@ -49,6 +47,12 @@ class Server(MCPServer):
 
     async def list_tools(self) -> Any:
         tools = await super().list_tools()
+        if HINTS is not None and HINTS.exists():
+            hints = json.loads(HINTS.read_text(encoding="utf-8"))
+            for tool in tools:
+                if tool.name in hints:
+                    given = hints[tool.name]
+                    tool.annotations = None if given is None else ToolAnnotations(**given)
         if not self.shifted:
             return tools
         for tool in tools:
@@ -151,8 +155,52 @@ def crash(code: int) -> str:
     os._exit(code)
 
 
+@server.tool(name="notes.search", annotations=READ_ONLY)
+def notes_search(query: str) -> str:
+    """Search the notes."""
+    _ran("notes.search", query=query)
+    return f"found {query}"
+
+
+@server.tool(name="files/remove", annotations=DESTRUCTIVE)
+def files_remove(path: str) -> str:
+    """Remove a file."""
+    _ran("files/remove", path=path)
+    return f"removed {path}"
+
+
+@server.tool(name="say hello", annotations=READ_ONLY)
+def say_hello(to: str) -> str:
+    """Greet someone."""
+    _ran("say hello", to=to)
+    return f"hello {to}"
+
+
+@server.tool(name="café", annotations=READ_ONLY)
+def cafe(size: str) -> str:
+    """Order a coffee."""
+    _ran("café", size=size)
+    return f"a {size} coffee"
+
+
+@server.tool(name=LONG, annotations=DESTRUCTIVE)
+def archive(days: int) -> str:
+    """Archive old notes."""
+    _ran(LONG, days=days)
+    return f"archived notes older than {days} days"
+
+
+if "--collide" in sys.argv:
+
+    @server.tool(name="notes_search", annotations=READ_ONLY)
+    def notes_search_too(query: str) -> str:
+        """Search the notes too."""
+        _ran("notes_search", query=query)
+        return f"also found {query}"
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 2:
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    if len(ARGS) > 1:
+        server.run("streamable-http", host="127.0.0.1", port=int(ARGS[1]))
     else:
         server.run("stdio")

@@ -8,6 +8,7 @@ calls, so `af.run` drives the whole loop. What reached the server is read from i
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -23,7 +24,13 @@ import pytest
 from mcp import StdioServerParameters
 
 import agentfsm as af
-from agentfsm.exceptions import DefinitionError, InvalidInputError, PolicyError, RunError
+from agentfsm.exceptions import (
+    DefinitionError,
+    InvalidInputError,
+    PolicyError,
+    RunError,
+    ToolDefinitionError,
+)
 from agentfsm.integrations.mcp import MCPServerTools
 from agentfsm.testing import call as tool_call
 from agentfsm.testing import turn
@@ -37,6 +44,16 @@ _ = close_litellm_event_loop  # the runner's fixture, used here too
 
 SERVER = Path(__file__).with_name("mcp_tools_server.py")
 TASK = [{"role": "user", "content": "Tidy my notes."}]
+LONG = "archive_every_note_older_than_the_given_number_of_days_into_cold_storage"
+LONG_OFFERED = f"{LONG[:55]}_{hashlib.sha256(LONG.encode()).hexdigest()[:8]}"
+OFFERED = {  # the server's names providers refuse, and the names the model is offered
+    "notes.search": "notes_search",
+    "files/remove": "files_remove",
+    "say hello": "say_hello",
+    "café": "caf_",
+    LONG: LONG_OFFERED,
+}
+PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class Notes:
@@ -50,12 +67,15 @@ class Notes:
         """Every call the server process received, in order: (tool, arguments)."""
         if not self.log.exists():
             return []
-        lines = self.log.read_text(encoding="utf-8").splitlines()
-        return [(line.split(" ", 1)[0], json.loads(line.split(" ", 1)[1])) for line in lines]
+        received = []
+        for line in self.log.read_text(encoding="utf-8").splitlines():
+            tool, _, arguments = line.partition(" {")  # a tool's name may hold spaces
+            received.append((tool, json.loads("{" + arguments)))
+        return received
 
 
-def params(log: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=[str(SERVER), str(log)])
+def params(log: Path, *flags: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=[str(SERVER), str(log), *flags])
 
 
 @pytest.fixture
@@ -111,6 +131,140 @@ class TestDeclarations:
         result, _ = drive(notes, script)
         assert notes.received() == []
         assert "key" in tool_messages(result)["c1"]
+
+
+class TestNames:
+    def test_names_providers_refuse_are_offered_safely_and_sent_exactly(self, notes: Notes) -> None:
+        """Dots, slashes, spaces, unicode and a name over 64 characters: the model is offered
+        a name providers accept, and the server receives its own exact name. A policy naming
+        a destructive tool by the server's name allows it (no question asked)."""
+        assert {notes.tools.names[o]: o for o in OFFERED.values()} == OFFERED
+        script = [
+            tool_calls(
+                call("notes_search", {"query": "milk"}, id="c1"),
+                call("files_remove", {"path": "/tmp/x"}, id="c2"),
+                call("say_hello", {"to": "Ann"}, id="c3"),
+                call("caf_", {"size": "large"}, id="c4"),
+                call(LONG_OFFERED, {"days": 30}, id="c5"),
+            ),
+            say("done"),
+        ]
+        asked: list[af.Decision] = []
+
+        def on_ask(decision: af.Decision) -> tuple[bool, str | None]:
+            asked.append(decision)
+            return False, None
+
+        policy = af.Policy(permissions={"files/remove": "allow", LONG: "allow"})
+        result, model = drive(notes, script, policy, on_ask=on_ask)
+        offered = [t["function"]["name"] for t in model.requests[0].body["tools"]]
+        assert all(PROVIDER_NAME.match(name) for name in offered), offered
+        assert set(OFFERED.values()) <= set(offered)
+        assert asked == []
+        assert notes.received() == [
+            ("notes.search", {"query": "milk"}),
+            ("files/remove", {"path": "/tmp/x"}),
+            ("say hello", {"to": "Ann"}),
+            ("café", {"size": "large"}),
+            (LONG, {"days": 30}),
+        ]
+        assert tool_messages(result) == {
+            "c1": "found milk",
+            "c2": "removed /tmp/x",
+            "c3": "hello Ann",
+            "c4": "a large coffee",
+            "c5": "archived notes older than 30 days",
+        }
+
+    def test_a_policy_names_a_tool_either_way(self, notes: Notes) -> None:
+        """Rules by the server's name or the offered one both apply; a destructive tool named
+        by neither still asks; a glob that matches only the server's name is refused."""
+        script = [
+            tool_calls(
+                call("files_remove", {"path": "/etc/passwd"}, id="c1"),
+                call("notes_search", {"query": "secret-1"}, id="c2"),
+                call("notes_search", {"query": "public"}, id="c3"),
+                call("say_hello", {"to": "Bob"}, id="c4"),
+            ),
+            say("ok"),
+        ]
+        policy = af.Policy(
+            permission_rules=[
+                "deny files/remove(path=/etc/*)",  # the server's name
+                "deny notes_search(query=secret*)",  # the offered name
+                'deny "say hello"',  # the server's name, quoted for its space
+            ]
+        )
+        result, _ = drive(notes, script, policy)
+        assert notes.received() == [("notes.search", {"query": "public"})]
+        messages = tool_messages(result)
+        assert all("deny" in messages[i].lower() for i in ("c1", "c2", "c4")), messages
+        assert messages["c3"] == "found public"
+
+        asked: list[af.Decision] = []
+
+        def on_ask(decision: af.Decision) -> tuple[bool, str | None]:
+            asked.append(decision)
+            return False, None
+
+        remove = [tool_calls(call("files_remove", {"path": "/tmp/y"}, id="r1")), say("ok")]
+        drive(notes, remove, af.Policy(permissions={"read_note": "allow"}), on_ask=on_ask)
+        assert [[c.name for c in d.tool_calls] for d in asked] == [["files_remove"]]
+        assert len(notes.received()) == 1  # declined: not sent
+        with pytest.raises(PolicyError, match="files_remove"):
+            notes.tools.policy(af.Policy(permission_rules=["deny files/*"]))
+        notes.tools.policy(af.Policy(permission_rules=["deny files_*"]))  # the model's names
+
+    def test_two_tools_offered_under_one_name_are_refused(self, tmp_path: Path) -> None:
+        """`notes.search` and `notes_search` would both be `notes_search`: `open()` raises
+        DefinitionError naming both; `names=` gives one another name, and each call reaches
+        its own tool."""
+        log = tmp_path / "calls.log"
+        with pytest.raises(DefinitionError, match=re.escape("'notes.search' and 'notes_search'")):
+            MCPServerTools(params(log, "--collide")).open()
+        with pytest.raises(DefinitionError, match="names"):
+            MCPServerTools(params(log), names={"notes.search": "notes.search"})
+        renamed = {"notes.search": "search_notes"}
+        with MCPServerTools(params(log, "--collide"), names=renamed) as tools:
+            both = Notes(log, tools)
+            results = executed(
+                both,
+                tool_call("search_notes", {"query": "a"}, id="s1"),
+                tool_call("notes_search", {"query": "b"}, id="s2"),
+            )
+            assert [results["s1"].content, results["s2"].content] == ["found a", "also found b"]
+            assert both.received() == [
+                ("notes.search", {"query": "a"}),
+                ("notes_search", {"query": "b"}),
+            ]
+
+    def test_two_servers_with_one_tool_name_do_not_share_a_run(self, tmp_path: Path) -> None:
+        """Two servers' tools under one name: the run refuses them (ToolDefinitionError naming
+        the tool) before the model is called; `names=` on one server parts them."""
+        first, second = tmp_path / "first.log", tmp_path / "second.log"
+        with (
+            MCPServerTools(params(first)) as one,
+            MCPServerTools(params(second)) as two,
+            ScriptedServer([say("unused")]) as model,
+        ):
+            with pytest.raises(ToolDefinitionError, match="read_note"):
+                scripted_run(model, TASK, tools=[*one.tools, *two.tools])
+            assert model.requests == []
+        renamed = {name: f"b_{name}" for name in ("read_note", "delete_note")}
+        with (
+            MCPServerTools(params(first)) as one,
+            MCPServerTools(params(second), names=renamed) as two,
+        ):
+            tools = [one.tools[0], *(s for s in two.tools if s.name in renamed.values())]
+            ctl = af.Controller(af.Policy(), tools=tools)
+            calls = [
+                tool_call("read_note", {"key": "1"}, id="a"),
+                tool_call("b_read_note", {"key": "2"}, id="b"),
+            ]
+            decision = ctl.on_model_output(turn(calls=calls))
+            af.Executor(tools).run(decision, controller=ctl)
+        assert Notes(first, None).received() == [("read_note", {"key": "1"})]  # type: ignore[arg-type]
+        assert Notes(second, None).received() == [("read_note", {"key": "2"})]  # type: ignore[arg-type]
 
 
 class TestPermissions:
@@ -270,6 +424,45 @@ class TestPinning:
         # The server's function takes only `key` (the new listing is the rug pull's story).
         assert notes.received() == [("shifty", {"key": "k1"}), ("shifty", {"key": "k3"})]
         assert tool_messages(result)["s3"] == "note k3"
+
+    @pytest.mark.parametrize(
+        "policy",
+        [
+            None,
+            af.Policy(permissions={"*": "allow"}),
+            af.Policy(permissions={"shifty": "allow"}),
+            af.Policy(permission_rules=["ask shifty"]),
+        ],
+    )
+    def test_a_changed_tool_never_runs_without_approve(
+        self, notes: Notes, policy: af.Policy | None
+    ) -> None:
+        """Whatever the policy says and however the human in the run answers (yes to every
+        question), a call of a tool whose listing changed is not sent until `approve(name)`:
+        the human in the run is asked about a call, not shown the change, so only
+        `approve` (after reading `listed(name)`) lets it through; a host's own loop too."""
+        script = [
+            tool_calls(call("shifty", {"key": "k1"}, id="s1")),
+            tool_calls(call("shifty", {"key": "k2"}, id="s2")),
+            tool_calls(call("shifty", {"key": "k3"}, id="s3")),
+            say("ok"),
+        ]
+        pinned = next(s for s in notes.tools.tools if s.name == "shifty")
+        result, _ = drive(notes, script, policy, on_ask=lambda d: (True, None))
+        assert notes.received() == [("shifty", {"key": "k1"})]
+        messages = tool_messages(result)
+        assert "changed" in messages["s2"]
+        assert "changed" in messages["s3"]
+        assert "shifty" not in [s.name for s in notes.tools.tools]
+        # A host holding the declaration from before the change, its controller allowing all.
+        ctl = af.Controller(af.Policy(permissions={"*": "allow"}), tools=[pinned])
+        host = tool_call("shifty", {"key": "k4"}, id="h1")
+        decision = ctl.on_model_output(turn(calls=[host]))
+        assert ctl.may_run("h1", "shifty", {"key": "k4"})
+        [refused] = af.Executor([pinned]).run(decision, controller=ctl)
+        assert refused.is_error
+        assert "changed" in refused.content
+        assert notes.received() == [("shifty", {"key": "k1"})]
 
     def test_refresh_lists_again_at_once(self, notes: Notes) -> None:
         """`refresh()` re-lists and names the tools refused until approved."""
