@@ -229,7 +229,10 @@ class TestSessionGuards:
         )
         assert replay.returncode == 0, replay.stderr
         (record,) = [json.loads(line) for line in replay.stdout.splitlines()]
-        assert record["steps"] == 3
+        assert record["steps"] == 4  # three calls, then the host closing the session
+        assert record["recorded_end"] == "completed"
+        assert record["exit_reason"] == "completed"
+        assert record["decisions"][-1]["action"] == "final"
         actions = [d["action"] for d in record["decisions"]]
         assert actions.count("execute_tools") == 2
         assert "ask_human" in actions
