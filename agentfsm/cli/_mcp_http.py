@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -80,6 +81,7 @@ class HttpHost:
         self._read = read
         self._write = write
         self.ending = "the host ended the session"
+        self.by_host = True
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -104,8 +106,8 @@ class HttpHost:
         with contextlib.suppress(*_CLOSED):
             await self._write.send(SessionMessage(parsed, metadata=metadata))
 
-    def closed(self) -> str:
-        return self.ending
+    def closed(self) -> tuple[str, bool]:
+        return self.ending, self.by_host
 
 
 class HttpFront:
@@ -202,7 +204,7 @@ class HttpFront:
         """End every session as if its host had ended it: calls answered, servers stopped."""
         for transport, host in list(self.sessions.values()):
             if host is not None:
-                host.ending = "the proxy shut down"
+                host.ending, host.by_host = "the proxy shut down", False
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
 
@@ -286,11 +288,20 @@ def serve_http(run_session: RunSession, host: str, port: int) -> int:
                 await front.close_all()
                 group.cancel_scope.deadline = anyio.current_time() + _SHUTDOWN_SECONDS
 
+    # uvicorn takes SIGINT and SIGTERM while it serves, then raises the signal again for
+    # the handlers it found: those must let the sessions end (traces, server processes).
+    previous = {sig: signal.signal(sig, _noted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         asyncio.run(main())
     finally:
         sock.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
+
+
+def _noted(sig: int, frame: object) -> None:
+    """The handler uvicorn's second raise of a signal reaches: the shutdown is under way."""
 
 
 # -- the server over HTTP -------------------------------------------------------------

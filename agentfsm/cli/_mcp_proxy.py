@@ -109,8 +109,9 @@ class HostSide(Protocol):
         """
         ...
 
-    def closed(self) -> str:
-        """How the session ended after `receive` returned None, for the trace."""
+    def closed(self) -> tuple[str, bool]:
+        """How the session ended after `receive` returned None, for the trace, and whether
+        the host itself ended it (not the proxy shutting down)."""
         ...
 
 
@@ -209,18 +210,18 @@ class Proxy:
                 status = await self._relay(link)
         except StartError as exc:
             say(str(exc))
-            status, why = 2, str(exc)
+            status, why, by_host = 2, str(exc), False
         except Exception as exc:  # the server's transport failed under the session
             why = f"the connection to the MCP server failed: {_describe(exc)}"
             say(why)
             self._gone(why)
-            status = 1
+            status, by_host = 1, False
         else:
-            why = host.closed() if status == 0 else self._server_gone or ""
+            why, by_host = host.closed() if status == 0 else (self._server_gone or "", False)
         await self._drain()
         for task in list(self._tasks):
             task.cancel()
-        self._end(status, why)
+        self._end(why, by_host, started=status != 2)
         return status
 
     async def _relay(self, link: ServerLink) -> int:
@@ -240,21 +241,21 @@ class Proxy:
             server.cancel()
             host.cancel()
 
-    def _end(self, status: int, why: str) -> None:
+    def _end(self, why: str, by_host: bool, started: bool) -> None:
         """End the session's run, so the trace says how the session ended.
 
         A host that closed the session is the session's model giving its final answer:
         an input replay feeds again, so `agentfsm replay` ends the run where it ended. A
         server that went away, or a proxy that shut down, stops the run from outside.
         """
-        if status == 2 and self.controller is None:
+        if not started and self.controller is None:
             return  # nothing ran: no run to end
         ctl = self._session()
         try:
-            if status == 0 and not ctl.done:
+            if by_host and not ctl.done:
                 ctl.on_model_output(ModelTurn(text=why, finish_reason=FinishReason.STOP))
             if not ctl.done:  # a guard ended it already, and said why
-                reason = ExitReason.COMPLETED if status == 0 else ExitReason.INTERRUPTED
+                reason = ExitReason.COMPLETED if by_host else ExitReason.INTERRUPTED
                 ctl.stop(reason, why or None)
         except AgentFSMError as exc:  # a call left half-done: stop it from outside
             if not ctl.done:
@@ -621,8 +622,8 @@ class StdioHost:
                 sys.stdout.buffer.write(data.encode("utf-8"))
                 sys.stdout.buffer.flush()
 
-    def closed(self) -> str:
-        return "the host closed the session"
+    def closed(self) -> tuple[str, bool]:
+        return "the host closed the session", True
 
 
 class _ChildLink:
