@@ -176,6 +176,34 @@ class TestHttpHost:
             f'read_row:{{"key": "{k}"}}' for k in ("1a", "2a", "1b", "2b")
         )
 
+    def test_server_crash_ends_only_its_session(self, tmp_path: Path) -> None:
+        """A session's server child that exits mid-call: that call gets an error result and
+        the session is gone (its next request fails); a new session gets a new server."""
+        proxy = HttpProxy(tmp_path, {})
+
+        async def crashed() -> tuple[mt.CallToolResult, BaseException | None]:
+            failed: BaseException | None = None
+            async with proxy.session() as host:
+                result = await host.call_tool("crash", {})
+                try:
+                    await host.call_tool("read_row", {"key": "lost"})
+                except Exception as exc:
+                    failed = exc
+            return result, failed
+
+        async def fresh() -> mt.CallToolResult:
+            async with proxy.session() as host:
+                return await host.call_tool("read_row", {"key": "new"})
+
+        with proxy.running():
+            result, failed = run(crashed)
+            after = run(fresh)
+        assert result.is_error
+        assert "exited (status 3)" in text(result)
+        assert failed is not None
+        assert text(after) == "row new"
+        assert proxy.calls() == ["crash:{}", 'read_row:{"key": "new"}']
+
     def test_each_session_writes_its_own_trace_that_ends(self, tmp_path: Path) -> None:
         """A session's trace is a file of its own, named by the session id; a session the
         host ended replays with `agentfsm replay` to a completed end."""
@@ -249,8 +277,8 @@ def _open_session(url: str) -> None:
 
 class TestHttpServer:
     @pytest.fixture
-    def server(self, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-        """A streamable HTTP MCP server on 127.0.0.1: its URL and its call log."""
+    def server(self, tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+        """A streamable HTTP MCP server on 127.0.0.1: its URL, its call log, its process."""
         log = tmp_path / "http-calls.log"
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -271,7 +299,7 @@ class TestHttpServer:
                         assert process.poll() is None, "the HTTP MCP server exited"
                         assert time.monotonic() < deadline, "the HTTP MCP server did not start"
                         time.sleep(0.1)
-                yield f"http://127.0.0.1:{port}/mcp", log
+                yield f"http://127.0.0.1:{port}/mcp", log, process
             finally:
                 process.kill()
 
@@ -283,10 +311,12 @@ class TestHttpServer:
         ]
         return proxy
 
-    def test_stdio_host_to_http_server(self, tmp_path: Path, server: tuple[str, Path]) -> None:
+    def test_stdio_host_to_http_server(
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
         """Through --url: a denied call and an unapproved `ask` never reach the server; an
         allowed call does, and its answer comes back."""
-        url, log = server
+        url, log, _ = server
         proxy = self._proxy(tmp_path, url, {"permissions": {"bash": "deny"}})
 
         async def go() -> list[mt.CallToolResult]:
@@ -309,10 +339,10 @@ class TestHttpServer:
         assert record["recorded_end"] == "completed"
 
     def test_elicitation_through_to_http_server(
-        self, tmp_path: Path, server: tuple[str, Path]
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
     ) -> None:
         """An `ask` the host's user approves runs at the HTTP server."""
-        url, log = server
+        url, log, _ = server
         proxy = self._proxy(tmp_path, url, {})
 
         async def go() -> mt.CallToolResult:
@@ -321,6 +351,30 @@ class TestHttpServer:
 
         assert text(run(go)) == "dropped users"
         assert log.read_text(encoding="utf-8").splitlines() == ['drop_table:{"table": "users"}']
+
+    def test_http_server_gone_mid_session(
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
+        """A server that goes away: the next call is an error result saying the connection
+        failed, and the session's trace ends interrupted with that reason."""
+        url, log, process = server
+        proxy = self._proxy(tmp_path, url, {})
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with proxy.session() as host:
+                before = await host.call_tool("read_row", {"key": "a"})
+                process.kill()
+                process.wait()
+                return before, await host.call_tool("read_row", {"key": "b"})
+
+        before, after = run(go)
+        assert text(before) == "row a"
+        assert after.is_error
+        assert "the connection to the MCP server failed" in text(after)
+        assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
+        events = [json.loads(line) for line in proxy.trace.read_text(encoding="utf-8").splitlines()]
+        last = [e for e in events if e.get("event") == "decision"][-1]
+        assert last["exit_reason"] == "interrupted"
 
 
 class TestArguments:
