@@ -32,12 +32,13 @@ from mcp.server.streamable_http import (
     MCP_SESSION_ID_HEADER,
     StreamableHTTPServerTransport,
 )
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
 from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
@@ -156,6 +157,14 @@ class HttpFront:
     async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A request without a session id: an `initialize` that opens a session, or a 4xx."""
         assert self.task_group is not None
+        # The transport checks Host and Origin too, but only once its session (and its
+        # server process) exists: a request from elsewhere starts nothing.
+        refused = await TransportSecurityMiddleware(self.security).validate_request(
+            Request(scope, receive), is_post=True
+        )
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
         transport = StreamableHTTPServerTransport(uuid4().hex, security_settings=self.security)
         session_id = transport.mcp_session_id
         assert session_id is not None
@@ -189,7 +198,10 @@ class HttpFront:
                 if session_id in self.sessions:
                     self.sessions[session_id] = (transport, host)
                 task_status.started()
-                await self.run_session(session_id, host)
+                try:
+                    await self.run_session(session_id, host)
+                except Exception as exc:  # one session's failure must not end the others
+                    say(f"session {session_id} failed: {type(exc).__name__}: {exc}")
                 await _answered(transport)
         finally:
             await self._discard(session_id, transport)

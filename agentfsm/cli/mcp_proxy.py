@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -74,15 +75,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     """Serve until the host closes the session (stdio) or a signal (--http); the status."""
-    command = list(args.server)
-    if command[:1] == ["--"]:
-        command = command[1:]
-    if command and args.url is not None:
-        raise AgentFSMError("give either --url or the server's command after --, not both")
-    if not command and args.url is None:
-        raise AgentFSMError(
-            "give the MCP server's command after --, e.g. -- python server.py, or --url URL"
-        )
+    command = _command(args)
     if args.http is None and args.url is None:
         policy = Policy.from_file(args.policy)
         return _serve_stdio(args, policy, _mcp_proxy.child_server(command))
@@ -99,16 +92,36 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise AgentFSMError(f"--http takes [HOST:]PORT: {exc}") from None
     policy = Policy.from_file(args.policy)
-    connect = _mcp_proxy.child_server(command)
-    if args.url is not None:
-        connect = _reached(args.url)
+    connect = _server(args.url, command, per_session=listen is not None)
     if listen is None:
         return _serve_stdio(args, policy, connect)
     return _mcp_http.serve_http(_sessions(args, policy, connect), *listen)
 
 
-def _reached(url: str) -> _mcp_proxy.ServerConnect:
-    """The server at `url`, once it accepts a connection (AgentFSMError when it does not)."""
+def _command(args: argparse.Namespace) -> list[str]:
+    """The server's command line after `--`: given, or empty with --url (not both)."""
+    command = list(args.server)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if command and args.url is not None:
+        raise AgentFSMError("give either --url or the server's command after --, not both")
+    if not command and args.url is None:
+        raise AgentFSMError(
+            "give the MCP server's command after --, e.g. -- python server.py, or --url URL"
+        )
+    return command
+
+
+def _server(url: str | None, command: list[str], per_session: bool) -> _mcp_proxy.ServerConnect:
+    """The server's end: the server at `url` once it accepts a connection, else the command.
+
+    AgentFSMError when the URL is not reached, or when a command that each HTTP session
+    would start is not found (found out once here, not at each session).
+    """
+    if url is None:
+        if per_session and shutil.which(command[0]) is None:
+            raise AgentFSMError(f"cannot start the server {command[0]!r}: no such program")
+        return _mcp_proxy.child_server(command)
     from agentfsm.cli import _mcp_http
 
     try:

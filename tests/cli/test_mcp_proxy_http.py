@@ -28,13 +28,15 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.cli.test_mcp_proxy import ENV, SERVER, Elicit, Proxy, answering, run, text
+from tests.cli.test_mcp_proxy import ENV, INIT, SERVER, Elicit, Proxy, answering, run, text
 
 
 class HttpProxy:
     """A proxy process serving hosts over streamable HTTP, its server the stdio test server."""
 
-    def __init__(self, tmp_path: Path, policy: dict[str, Any]) -> None:
+    def __init__(
+        self, tmp_path: Path, policy: dict[str, Any], server: list[str] | None = None
+    ) -> None:
         self.tmp_path = tmp_path
         self.policy = tmp_path / "policy.json"
         self.policy.write_text(json.dumps(policy), encoding="utf-8")
@@ -45,7 +47,7 @@ class HttpProxy:
         self.args = [
             *(sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", str(self.policy)),
             *("--http", "0", "--trace", str(self.trace)),
-            *("--", sys.executable, SERVER, str(self.log)),
+            *(server or ["--", sys.executable, SERVER, str(self.log)]),
         ]
         self.status: int | None = None
 
@@ -204,6 +206,24 @@ class TestHttpHost:
         assert text(after) == "row new"
         assert proxy.calls() == ["crash:{}", 'read_row:{"key": "new"}']
 
+    def test_request_from_elsewhere_starts_nothing(self, tmp_path: Path) -> None:
+        """A request whose Host is not the proxy's (DNS rebinding) is refused before a
+        session, its server or its trace exists."""
+        import httpx2
+
+        proxy = HttpProxy(tmp_path, {})
+        with proxy.running():
+            port = proxy.url.rsplit(":", 1)[1].removesuffix("/mcp")
+            headers = {
+                "accept": "application/json, text/event-stream",
+                "content-type": "application/json",
+                "host": f"attacker.example:{port}",
+            }
+            with httpx2.Client(timeout=30) as client:
+                refused = client.post(proxy.url, json=INIT, headers=headers)
+        assert 400 <= refused.status_code < 500
+        assert list(tmp_path.glob("trace.*.jsonl")) == []
+
     def test_each_session_writes_its_own_trace_that_ends(self, tmp_path: Path) -> None:
         """A session's trace is a file of its own, named by the session id; a session the
         host ended replays with `agentfsm replay` to a completed end."""
@@ -251,18 +271,8 @@ def _open_session(url: str) -> None:
     import httpx2
 
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
     with httpx2.Client(timeout=30) as client:
-        opened = client.post(url, json=init, headers=headers)
+        opened = client.post(url, json=INIT, headers=headers)
         assert opened.status_code == 200, opened.text
         session = opened.headers["mcp-session-id"]
         call = {
@@ -352,6 +362,25 @@ class TestHttpServer:
         assert text(run(go)) == "dropped users"
         assert log.read_text(encoding="utf-8").splitlines() == ['drop_table:{"table": "users"}']
 
+    def test_http_host_to_http_server(
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
+        """Streamable HTTP on both sides: a host by URL, a server by URL; the policy holds."""
+        url, log, _ = server
+        proxy = HttpProxy(tmp_path, {"permissions": {"bash": "deny"}}, ["--url", url])
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with proxy.session() as host:
+                denied = await host.call_tool("bash", {"command": "ls"})
+                return denied, await host.call_tool("read_row", {"key": "a"})
+
+        with proxy.running():
+            denied, allowed = run(go)
+        assert denied.is_error
+        assert text(allowed) == "row a"
+        assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
+        assert proxy.status == 0
+
     def test_http_server_gone_mid_session(
         self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
     ) -> None:
@@ -387,6 +416,7 @@ class TestArguments:
             (["--http", "no-port", "--", "true"], "--http"),
             (["--http", "127.0.0.1:99999", "--", "true"], "--http"),
             (["--http", "[::1]:x", "--", "true"], "--http"),
+            (["--http", "0", "--", "no-such-program-here"], "cannot start the server"),
         ],
     )
     def test_bad_http_arguments_exit_2(self, tmp_path: Path, args: list[str], said: str) -> None:
