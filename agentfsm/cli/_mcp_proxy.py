@@ -245,8 +245,9 @@ class Proxy:
         """End the session's run, so the trace says how the session ended.
 
         A host that closed the session is the session's model giving its final answer:
-        an input replay feeds again, so `agentfsm replay` ends the run where it ended. A
-        server that went away, or a proxy that shut down, stops the run from outside.
+        that is an input the trace records, so `agentfsm replay` feeds it again and ends
+        the run where it ended. A server that went away, or a proxy that shut down, stops
+        the run from outside.
         """
         if not started and self.controller is None:
             return  # nothing ran: no run to end
