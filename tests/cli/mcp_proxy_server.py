@@ -1,9 +1,11 @@
 """A small MCP server over stdio that can misbehave, for the `agentfsm mcp-proxy` tests.
 
 Run as `python mcp_proxy_server.py LOG`. It speaks JSON-RPC by hand so it can break the
-protocol on purpose. Every `tools/call` it receives is appended to LOG as
-`<tool>:<arguments as JSON>` before anything else happens, so a test reads what reached
-the server from another process. Tools:
+protocol on purpose. `python mcp_proxy_server.py LOG PORT` serves the well-behaved tools
+(`read_row`, `drop_table`, `bash`) over streamable HTTP on 127.0.0.1:PORT/mcp instead, with
+the `mcp` package's own server, logging the same way. Every `tools/call` it receives is
+appended to LOG as `<tool>:<arguments as JSON>` before anything else happens, so a test
+reads what reached the server from another process. Tools:
 
 - `read_row(key)` (read-only), `drop_table(table)` (no hints: may change things),
   `bash(command)` (read-only hint, so the policy's shell rules decide);
@@ -124,5 +126,41 @@ def main() -> None:
             answer(json.loads(line))
 
 
+def said(name: str, args: dict[str, Any]) -> str:
+    """A well-behaved tool's text, logged as the stdio server logs it."""
+    result = call(name, args)
+    assert result is not None
+    return str(result["content"][0]["text"])
+
+
+def serve_http(port: int) -> None:
+    """The tools that behave, over streamable HTTP, through the mcp package's server."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer("hostile-http")
+    read_only = ToolAnnotations(read_only_hint=True)
+
+    @server.tool(annotations=read_only)
+    def read_row(key: str) -> str:
+        """Read a row by key."""
+        return said("read_row", {"key": key})
+
+    @server.tool()
+    def drop_table(table: str) -> str:
+        """Drop a table."""
+        return said("drop_table", {"table": table})
+
+    @server.tool(annotations=read_only)
+    def bash(command: str) -> str:
+        """Run a shell command."""
+        return said("bash", {"command": command})
+
+    server.run("streamable-http", host="127.0.0.1", port=port)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2:
+        serve_http(int(sys.argv[2]))
+    else:
+        main()

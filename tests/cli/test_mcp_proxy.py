@@ -207,6 +207,51 @@ class TestSessionGuards:
         assert "max_tool_calls" in text(results[2])
         assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
 
+    def test_long_session_outlives_the_default_max_turns(self, tmp_path: Path) -> None:
+        """Every call is a turn: a policy that does not set max_turns does not stop an
+        editor's session at the Policy's default of 50."""
+        proxy = Proxy(tmp_path, {})
+
+        async def go() -> list[mt.CallToolResult]:
+            async with proxy.session() as host:
+                return [await host.call_tool("read_row", {"key": f"k{i}"}) for i in range(60)]
+
+        results = run(go)
+        assert not any(r.is_error for r in results)
+        assert text(results[-1]) == "row k59"
+        assert len(proxy.calls()) == 60
+
+    def test_explicit_max_turns_stops_the_session(self, tmp_path: Path) -> None:
+        """A policy that sets max_turns gets it, as an agent's run does: the last turn is
+        kept for reading the last result, so with 3 the third call is refused."""
+        proxy = Proxy(tmp_path, {"max_turns": 3})
+
+        async def go() -> list[mt.CallToolResult]:
+            async with proxy.session() as host:
+                return [await host.call_tool("read_row", {"key": k}) for k in "abcd"]
+
+        results = run(go)
+        assert [r.is_error for r in results] == [False, False, True, True]
+        assert "max_turns" in text(results[2])
+        assert "stopped" in text(results[3])
+        assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
+
+    def test_trace_ends_when_the_server_exits(self, tmp_path: Path) -> None:
+        """A server that exits mid-session: the trace's run ends, stopped from outside with
+        the server's exit, so replay reads how it ended."""
+        proxy = Proxy(tmp_path, {})
+
+        async def go() -> None:
+            async with proxy.session() as host:
+                await host.call_tool("read_row", {"key": "a"})
+                await host.call_tool("crash", {})
+
+        run(go)
+        events = [json.loads(line) for line in proxy.trace.read_text(encoding="utf-8").splitlines()]
+        last = [e for e in events if e.get("event") == "decision"][-1]
+        assert last["exit_reason"] == "interrupted"
+        assert "exited (status 3)" in last["reason"]
+
     def test_trace_replays_and_reports(self, tmp_path: Path) -> None:
         """The session's trace (an allowed, a denied and an approved call) replays with
         `agentfsm replay` to the same decisions, and `agentfsm report` reads it."""
@@ -229,7 +274,10 @@ class TestSessionGuards:
         )
         assert replay.returncode == 0, replay.stderr
         (record,) = [json.loads(line) for line in replay.stdout.splitlines()]
-        assert record["steps"] == 3
+        assert record["steps"] == 4  # three calls, then the host closing the session
+        assert record["recorded_end"] == "completed"
+        assert record["exit_reason"] == "completed"
+        assert record["decisions"][-1]["action"] == "final"
         actions = [d["action"] for d in record["decisions"]]
         assert actions.count("execute_tools") == 2
         assert "ask_human" in actions

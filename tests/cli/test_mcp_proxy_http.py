@@ -1,0 +1,466 @@
+"""`agentfsm mcp-proxy` over streamable HTTP, end to end with real processes.
+
+- `--http`: the proxy serves hosts by URL; a host is the `mcp` package's streamable HTTP
+  client with its ClientSession, and the server is the stdio test server, one child each
+  session.
+- `--url`: a stdio host (ClientSession over the proxy's stdin/stdout) and a real
+  streamable HTTP MCP server in a subprocess on 127.0.0.1.
+
+Every server logs each call it gets, so what reached it is read from its own log.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import mcp.types as mt
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.cli.test_mcp_proxy import ENV, INIT, SERVER, Elicit, Proxy, answering, run, text
+
+
+class HttpProxy:
+    """A proxy process serving hosts over streamable HTTP, its server the stdio test server."""
+
+    def __init__(
+        self, tmp_path: Path, policy: dict[str, Any], server: list[str] | None = None
+    ) -> None:
+        self.tmp_path = tmp_path
+        self.policy = tmp_path / "policy.json"
+        self.policy.write_text(json.dumps(policy), encoding="utf-8")
+        self.trace = tmp_path / "trace.jsonl"
+        self.log = tmp_path / "calls.log"
+        self.stderr = tmp_path / "stderr.txt"
+        self.url = ""
+        self.args = [
+            *(sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", str(self.policy)),
+            *("--http", "0", "--trace", str(self.trace)),
+            *(server or ["--", sys.executable, SERVER, str(self.log)]),
+        ]
+        self.status: int | None = None
+
+    def calls(self) -> list[str]:
+        if not self.log.exists():
+            return []
+        return self.log.read_text(encoding="utf-8").splitlines()
+
+    @contextmanager
+    def running(self) -> Iterator[HttpProxy]:
+        """The proxy, up until the block ends; then SIGTERM, and its exit status kept."""
+        with (
+            self.stderr.open("w", encoding="utf-8") as errlog,
+            subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=errlog, env=ENV) as proc,
+        ):
+            try:
+                self.url = _first_line(proc)
+                yield self
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    self.status = proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    raise
+
+    @asynccontextmanager
+    async def session(self, elicit: Elicit | None = None) -> AsyncIterator[ClientSession]:
+        """An initialized host session by URL; elicitation only with `elicit`."""
+        async with (
+            streamable_http_client(self.url) as (read, write),
+            ClientSession(read, write, elicitation_callback=cast(Any, elicit)) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            yield session
+
+
+def _first_line(proc: subprocess.Popen[bytes]) -> str:
+    """The proxy's first line on stdout (its URL), waiting at most a minute for it."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    assert ready, "the proxy printed no URL"
+    line = proc.stdout.readline().decode("utf-8").strip()
+    assert line.startswith("http://127.0.0.1:"), line
+    assert line.endswith("/mcp"), line
+    return line
+
+
+def _replay(trace: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentfsm", "replay", str(trace), "--json"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = [json.loads(line) for line in done.stdout.splitlines()]
+    return cast(dict[str, Any], record)
+
+
+class TestHttpHost:
+    def test_denied_call_never_reaches_the_server(self, tmp_path: Path) -> None:
+        """A host by URL: a denied call is an error result the server never sees; an allowed
+        one runs; the proxy exits 0 on SIGTERM."""
+        proxy = HttpProxy(tmp_path, {"permissions": {"drop_table": "deny"}})
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with proxy.session() as host:
+                denied = await host.call_tool("drop_table", {"table": "users"})
+                allowed = await host.call_tool("read_row", {"key": "a"})
+                return denied, allowed
+
+        with proxy.running():
+            denied, allowed = run(go)
+        assert denied.is_error
+        assert "denied" in text(denied)
+        assert text(allowed) == "row a"
+        assert proxy.calls() == ['read_row:{"key": "a"}']
+        assert proxy.status == 0
+
+    def test_each_session_has_its_own_elicitation(self, tmp_path: Path) -> None:
+        """Two sessions at once: the one that declared elicitation is asked and runs the
+        call; the one that did not gets a denial for the same `ask`."""
+        proxy = HttpProxy(tmp_path, {"permissions": {"drop_table": "ask"}})
+        asked: list[str] = []
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with (
+                proxy.session(answering("accept", True, asked)) as can_ask,
+                proxy.session() as cannot_ask,
+            ):
+                yes = await can_ask.call_tool("drop_table", {"table": "asked"})
+                no = await cannot_ask.call_tool("drop_table", {"table": "not_asked"})
+                return yes, no
+
+        with proxy.running():
+            yes, no = run(go)
+        assert text(yes) == "dropped asked"
+        assert no.is_error
+        assert "approv" in text(no)
+        assert len(asked) == 1
+        assert "asked" in asked[0]
+        assert proxy.calls() == ['drop_table:{"table": "asked"}']
+
+    def test_two_sessions_keep_separate_budgets(self, tmp_path: Path) -> None:
+        """max_tool_calls 2 is each session's own: both sessions run two calls, and the
+        first session's third call is refused by its budget."""
+        proxy = HttpProxy(tmp_path, {"max_tool_calls": 2})
+
+        async def go() -> list[mt.CallToolResult]:
+            async with proxy.session() as one, proxy.session() as two:
+                return [
+                    await one.call_tool("read_row", {"key": "1a"}),
+                    await two.call_tool("read_row", {"key": "2a"}),
+                    await one.call_tool("read_row", {"key": "1b"}),
+                    await two.call_tool("read_row", {"key": "2b"}),
+                    await one.call_tool("read_row", {"key": "1c"}),
+                ]
+
+        with proxy.running():
+            results = run(go)
+        assert [r.is_error for r in results] == [False, False, False, False, True]
+        assert "max_tool_calls" in text(results[4])
+        assert sorted(proxy.calls()) == sorted(
+            f'read_row:{{"key": "{k}"}}' for k in ("1a", "2a", "1b", "2b")
+        )
+
+    def test_server_crash_ends_only_its_session(self, tmp_path: Path) -> None:
+        """A session's server child that exits mid-call: that call gets an error result and
+        the session is gone (its next request fails); a new session gets a new server."""
+        proxy = HttpProxy(tmp_path, {})
+
+        async def crashed() -> tuple[mt.CallToolResult, BaseException | None]:
+            failed: BaseException | None = None
+            async with proxy.session() as host:
+                result = await host.call_tool("crash", {})
+                try:
+                    await host.call_tool("read_row", {"key": "lost"})
+                except Exception as exc:
+                    failed = exc
+            return result, failed
+
+        async def fresh() -> mt.CallToolResult:
+            async with proxy.session() as host:
+                return await host.call_tool("read_row", {"key": "new"})
+
+        with proxy.running():
+            result, failed = run(crashed)
+            after = run(fresh)
+        assert result.is_error
+        assert "exited (status 3)" in text(result)
+        assert failed is not None
+        assert text(after) == "row new"
+        assert proxy.calls() == ["crash:{}", 'read_row:{"key": "new"}']
+
+    def test_request_from_elsewhere_starts_nothing(self, tmp_path: Path) -> None:
+        """A request whose Host is not the proxy's (DNS rebinding) is refused before a
+        session, its server or its trace exists."""
+        import httpx2
+
+        proxy = HttpProxy(tmp_path, {})
+        with proxy.running():
+            port = proxy.url.rsplit(":", 1)[1].removesuffix("/mcp")
+            headers = {
+                "accept": "application/json, text/event-stream",
+                "content-type": "application/json",
+                "host": f"attacker.example:{port}",
+            }
+            with httpx2.Client(timeout=30) as client:
+                refused = client.post(proxy.url, json=INIT, headers=headers)
+        assert 400 <= refused.status_code < 500
+        assert list(tmp_path.glob("trace.*.jsonl")) == []
+
+    def test_each_session_writes_its_own_trace_that_ends(self, tmp_path: Path) -> None:
+        """A session's trace is a file of its own, named by the session id; a session the
+        host ended replays with `agentfsm replay` to a completed end."""
+        proxy = HttpProxy(tmp_path, {})
+
+        async def closed() -> None:
+            async with proxy.session() as host:
+                await host.call_tool("read_row", {"key": "a"})
+                await host.call_tool("bash", {"command": "ls"})
+
+        with proxy.running():
+            run(closed)
+            deadline = time.monotonic() + 30
+            while not _finished_traces(tmp_path) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        (trace,) = tmp_path.glob("trace.*.jsonl")
+        record = _replay(trace)
+        assert record["steps"] == 3  # two calls, then the host ending the session
+        assert record["recorded_end"] == "completed"
+        assert record["exit_reason"] == "completed"
+        assert proxy.status == 0
+
+    def test_session_open_at_shutdown_ends_interrupted(self, tmp_path: Path) -> None:
+        """A session the host never ended is ended by the proxy's exit: its trace's last
+        decision says the proxy shut down."""
+        proxy = HttpProxy(tmp_path, {})
+        with proxy.running():
+            _open_session(proxy.url)
+        assert proxy.status == 0
+        (trace,) = tmp_path.glob("trace.*.jsonl")
+        events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+        last = [e for e in events if e.get("event") == "decision"][-1]
+        assert last["exit_reason"] == "interrupted"
+        assert "the proxy shut down" in last["reason"]
+
+
+def _finished_traces(tmp_path: Path) -> bool:
+    """Whether every session trace so far has its end decision."""
+    traces = list(tmp_path.glob("trace.*.jsonl"))
+    return bool(traces) and all('"exit_reason": "completed"' in t.read_text() for t in traces)
+
+
+def _open_session(url: str) -> None:
+    """Open a session with a raw `initialize` and one call, and leave it open."""
+    import httpx2
+
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    with httpx2.Client(timeout=30) as client:
+        opened = client.post(url, json=INIT, headers=headers)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "read_row", "arguments": {"key": "a"}},
+        }
+        ran = client.post(url, json=call, headers={**headers, "mcp-session-id": session})
+        assert "row a" in ran.text
+
+
+class TestHttpServer:
+    @pytest.fixture
+    def server(self, tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+        """A streamable HTTP MCP server on 127.0.0.1: its URL, its call log, its process."""
+        log = tmp_path / "http-calls.log"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with subprocess.Popen(
+            [sys.executable, SERVER, str(log), str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=ENV,
+        ) as process:
+            try:
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                        break
+                    except OSError:
+                        assert process.poll() is None, "the HTTP MCP server exited"
+                        assert time.monotonic() < deadline, "the HTTP MCP server did not start"
+                        time.sleep(0.1)
+                yield f"http://127.0.0.1:{port}/mcp", log, process
+            finally:
+                process.kill()
+
+    def _proxy(self, tmp_path: Path, url: str, policy: dict[str, Any]) -> Proxy:
+        proxy = Proxy(tmp_path, policy)
+        proxy.args = [
+            *("-m", "agentfsm", "mcp-proxy", "--policy", str(proxy.policy)),
+            *("--trace", str(proxy.trace), "--url", url),
+        ]
+        return proxy
+
+    def test_stdio_host_to_http_server(
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
+        """Through --url: a denied call and an unapproved `ask` never reach the server; an
+        allowed call does, and its answer comes back."""
+        url, log, _ = server
+        proxy = self._proxy(tmp_path, url, {"permissions": {"bash": "deny"}})
+
+        async def go() -> list[mt.CallToolResult]:
+            async with proxy.session() as host:
+                return [
+                    await host.call_tool("bash", {"command": "ls"}),
+                    await host.call_tool("drop_table", {"table": "users"}),
+                    await host.call_tool("read_row", {"key": "a"}),
+                ]
+
+        denied, unasked, allowed = run(go)
+        assert denied.is_error
+        assert "denied" in text(denied)
+        assert unasked.is_error
+        assert "approv" in text(unasked)
+        assert not allowed.is_error
+        assert text(allowed) == "row a"
+        assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
+        record = _replay(proxy.trace)
+        assert record["recorded_end"] == "completed"
+
+    def test_elicitation_through_to_http_server(
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
+        """An `ask` the host's user approves runs at the HTTP server."""
+        url, log, _ = server
+        proxy = self._proxy(tmp_path, url, {})
+
+        async def go() -> mt.CallToolResult:
+            async with proxy.session(answering("accept", True)) as host:
+                return await host.call_tool("drop_table", {"table": "users"})
+
+        assert text(run(go)) == "dropped users"
+        assert log.read_text(encoding="utf-8").splitlines() == ['drop_table:{"table": "users"}']
+
+    def test_http_host_to_http_server(
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
+        """Streamable HTTP on both sides: a host by URL, a server by URL; the policy holds."""
+        url, log, _ = server
+        proxy = HttpProxy(tmp_path, {"permissions": {"bash": "deny"}}, ["--url", url])
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with proxy.session() as host:
+                denied = await host.call_tool("bash", {"command": "ls"})
+                return denied, await host.call_tool("read_row", {"key": "a"})
+
+        with proxy.running():
+            denied, allowed = run(go)
+        assert denied.is_error
+        assert text(allowed) == "row a"
+        assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
+        assert proxy.status == 0
+
+    def test_http_server_gone_mid_session(
+        self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
+        """A server that goes away: the next call is an error result saying the connection
+        failed, and the session's trace ends interrupted with that reason."""
+        url, log, process = server
+        proxy = self._proxy(tmp_path, url, {})
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with proxy.session() as host:
+                before = await host.call_tool("read_row", {"key": "a"})
+                process.kill()
+                process.wait()
+                return before, await host.call_tool("read_row", {"key": "b"})
+
+        before, after = run(go)
+        assert text(before) == "row a"
+        assert after.is_error
+        assert "the connection to the MCP server failed" in text(after)
+        assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
+        events = [json.loads(line) for line in proxy.trace.read_text(encoding="utf-8").splitlines()]
+        last = [e for e in events if e.get("event") == "decision"][-1]
+        assert last["exit_reason"] == "interrupted"
+
+
+class TestArguments:
+    @pytest.mark.parametrize(
+        ("args", "said"),
+        [
+            (["--url", "http://127.0.0.1:9/mcp", "--", "true"], "not both"),
+            (["--url", "ftp://example.com/mcp"], "http:// or https://"),
+            (["--url", "http://127.0.0.1:{free}/mcp"], "cannot reach"),
+            (["--http", "no-port", "--", "true"], "--http"),
+            (["--http", "127.0.0.1:99999", "--", "true"], "--http"),
+            (["--http", "[::1]:x", "--", "true"], "--http"),
+            (["--http", "0", "--", "no-such-program-here"], "cannot start the server"),
+        ],
+    )
+    def test_bad_http_arguments_exit_2(self, tmp_path: Path, args: list[str], said: str) -> None:
+        """Both a URL and a command, a URL that is not http(s) or not listening, a --http
+        that is not [HOST:]PORT: exit 2, a message naming it, nothing on stdout."""
+        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free = probe.getsockname()[1]
+        args = [a.replace("{free}", str(free)) for a in args]
+        done = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json", *args],
+            input="",
+            capture_output=True,
+            text=True,
+            env=ENV,
+            cwd=tmp_path,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("agentfsm mcp-proxy: ")
+        assert said in done.stderr
+        assert done.stdout == ""
+
+    def test_port_in_use_exits_2(self, tmp_path: Path) -> None:
+        """--http on a port something else holds: exit 2 saying it cannot listen."""
+        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
+        with socket.socket() as holder:
+            holder.bind(("127.0.0.1", 0))
+            holder.listen()
+            port = holder.getsockname()[1]
+            done = subprocess.run(
+                [
+                    *(sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json"),
+                    *("--http", f"127.0.0.1:{port}", "--", "true"),
+                ],
+                capture_output=True,
+                text=True,
+                env=ENV,
+                cwd=tmp_path,
+                check=False,
+                timeout=60,
+            )
+        assert done.returncode == 2
+        assert "cannot listen" in done.stderr
+        assert done.stdout == ""
