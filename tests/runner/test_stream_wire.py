@@ -170,10 +170,16 @@ class TestEndedWithoutReason:
         assert result.text == "Sunny."
 
     def test_data_after_done_is_no_proper_end(self) -> None:
-        """A stream whose `[DONE]` is followed by more data did not end there: retried."""
+        """A stream whose `[DONE]` is followed by more data did not end there: retried.
+
+        The data after `[DONE]` is written in the same write as `[DONE]`, so it arrives in
+        the bytes the client reads with it: the SDK stops reading at `[DONE]`, and data
+        written later may never be read (the end is judged on what was read).
+        """
         head = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
         chunk = {**head, "choices": [{"index": 0, "delta": {"content": "Sunny"}}]}
-        events: list[dict[str, Any] | str] = [chunk, "data: [DONE]\n\n", chunk]
+        trailing = f"data: [DONE]\n\ndata: {json.dumps(chunk)}\n\n"
+        events: list[dict[str, Any] | str] = [chunk, trailing]
         with ScriptedServer([Reply(events=events), say("Sunny.")]) as server:
             result = scripted_run(server, "Weather?", stream=True)
         assert result.decisions[0].action is Action.RETRY
