@@ -11,13 +11,11 @@ import importlib
 from typing import Any
 
 from agentfsm import exceptions, guards, states
-from agentfsm._version import __version__ as __version__
-from agentfsm.engine.controller import Controller
-from agentfsm.engine.policy import Policy
-from agentfsm.exceptions import AgentFSMError
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.tools import ToolSpec
-from agentfsm.model.types import (
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.policy import Policy
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.tools import ToolSpec
+from agentfsm._model.types import (
     Action,
     Decision,
     ExitReason,
@@ -29,6 +27,8 @@ from agentfsm.model.types import (
     ToolResult,
     Usage,
 )
+from agentfsm._version import __version__ as __version__
+from agentfsm.exceptions import AgentFSMError
 
 __all__ = [
     "Action",
@@ -70,23 +70,23 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Agent": "agentfsm.runner.agents",
-    "Executor": "agentfsm.runner.executor",
-    "Inbox": "agentfsm.runner.session",
-    "ProviderRetry": "agentfsm.runner.retry",
-    "ReplayResult": "agentfsm.replay.engine",
-    "RunResult": "agentfsm.runner.loop",
+    "Agent": "agentfsm._runner.agents",
+    "Executor": "agentfsm._runner.executor",
+    "Inbox": "agentfsm._runner.session",
+    "ProviderRetry": "agentfsm._runner.retry",
+    "ReplayResult": "agentfsm._replay.engine",
+    "RunResult": "agentfsm._runner.loop",
     "StreamAccumulator": "agentfsm.providers",
-    "ToolOptions": "agentfsm.runner.executor",
-    "TraceWriter": "agentfsm.replay.trace",
-    "arun": "agentfsm.runner.loop",
-    "compare": "agentfsm.replay.engine",
+    "ToolOptions": "agentfsm._runner.executor",
+    "TraceWriter": "agentfsm._replay.trace",
+    "arun": "agentfsm._runner.loop",
+    "compare": "agentfsm._replay.engine",
     "detect_provider": "agentfsm.providers",
-    "read_trace": "agentfsm.replay.trace",
-    "replay_run": "agentfsm.replay.engine",
-    "run": "agentfsm.runner.loop",
-    "running_call": "agentfsm.runner.executor",
-    "tool": "agentfsm.runner.executor",
+    "read_trace": "agentfsm._replay.trace",
+    "replay_run": "agentfsm._replay.engine",
+    "run": "agentfsm._runner.loop",
+    "running_call": "agentfsm._runner.executor",
+    "tool": "agentfsm._runner.executor",
 }
 """Names imported on first use: the runner (litellm), replay and the normalizers stay out of
 `import agentfsm`, which the per-step path and short-lived hosts pay for."""

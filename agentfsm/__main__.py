@@ -2,6 +2,6 @@
 
 import sys
 
-from agentfsm.cli.command import main
+from agentfsm._cli.command import main
 
 sys.exit(main())

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, model_validator
 
+from agentfsm._model._checked import Checked
+from agentfsm._model.types import PERMISSIONS, Permission, ToolCall, Verdict
 from agentfsm.exceptions import DataError, PolicyError
-from agentfsm.model._checked import Checked
-from agentfsm.model.types import PERMISSIONS, Permission, ToolCall, Verdict
 
 if TYPE_CHECKING:
     from agentfsm._shell import Script

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_replay import corpus_files
 from impl_agentfsm_controller import _openai_bodies, builders
 
-from agentfsm.replay.trajectories import ModelOutput, read_runs
+from agentfsm._replay.trajectories import ModelOutput, read_runs
 
 COPIES = 20
 TARGET_STEPS_PER_S = 20_000

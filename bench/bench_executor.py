@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentfsm.model.types import ToolCall  # noqa: E402  (needs the repo on sys.path)
-from agentfsm.runner.executor import Executor, tool  # noqa: E402
+from agentfsm._model.types import ToolCall  # noqa: E402  (needs the repo on sys.path)
+from agentfsm._runner.executor import Executor, tool  # noqa: E402
 
 BATCH = 10
 

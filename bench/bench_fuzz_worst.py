@@ -243,7 +243,7 @@ def _cli(args: list[str]) -> dict[str, Any]:
     """Run the command line in a fresh process; its time, exit status and peak RSS."""
     code = (
         "import resource, sys\n"
-        "from agentfsm.cli import main\n"
+        "from agentfsm._cli import main\n"
         f"sys.argv = ['agentfsm', *{args!r}]\n"
         "try:\n    status = main()\nexcept SystemExit as exc:\n    status = exc.code\n"
         "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 
 import agentfsm as af  # noqa: E402  (needs the repo on sys.path)
-from agentfsm.engine.controller import Controller  # noqa: E402
+from agentfsm._engine.controller import Controller  # noqa: E402
 from bench.results import write_section  # noqa: E402
 
 N = 20

@@ -23,10 +23,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from agentfsm.cli._replay_jobs import Job, replay_file
-from agentfsm.replay.engine import replay_run
-from agentfsm.replay.trace import TraceWriter
-from agentfsm.replay.trajectories import ModelOutput, RecordedRun, expand_paths, read_runs
+from agentfsm._cli._replay_jobs import Job, replay_file
+from agentfsm._replay.engine import replay_run
+from agentfsm._replay.trace import TraceWriter
+from agentfsm._replay.trajectories import ModelOutput, RecordedRun, expand_paths, read_runs
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "trajectories"
@@ -134,7 +134,7 @@ def _synthetic_run(run_id: str, payload: str) -> list[dict[str, Any]]:
 
 def peak_rss(path: Path) -> dict[str, Any]:
     """Replay a trace with the CLI in a child process (JSON to /dev/null); report its peak RSS."""
-    code = "import sys; from agentfsm.cli.replay import cli; sys.exit(cli())"
+    code = "import sys; from agentfsm._cli.replay import cli; sys.exit(cli())"
     start = time.perf_counter()
     with open(os.devnull, "w") as sink:
         status = subprocess.run(

@@ -32,7 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agentfsm.replay.trajectories import expand_paths, read_runs  # noqa: E402
+from agentfsm._replay.trajectories import expand_paths, read_runs  # noqa: E402
 from tests.replay.ray_cluster import ray_cluster  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus" / "trajectories"

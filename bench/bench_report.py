@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agentfsm import Action, Controller, Policy, ToolResult  # noqa: E402
-from agentfsm.replay.trace import TraceWriter  # noqa: E402
-from agentfsm.report import build  # noqa: E402
+from agentfsm._replay.trace import TraceWriter  # noqa: E402
+from agentfsm._report import build  # noqa: E402
 from agentfsm.testing import call, turn  # noqa: E402
 
 CORPUS = ROOT / ".." / "shared" / "corpus" / "trajectories"

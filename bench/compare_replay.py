@@ -57,7 +57,7 @@ def record_trace(folder: Path) -> Path:
     path = folder / "trace.jsonl"
     code = (
         "import sys; from agentfsm import Controller, ModelTurn, ToolCall, ToolResult; "
-        "from agentfsm.replay.trace import TraceWriter\n"
+        "from agentfsm._replay.trace import TraceWriter\n"
         "w = TraceWriter(sys.argv[1])\n"
         "for n in range(3):\n"
         "    c = Controller({'max_turns': 4}, ['get_time'], run_id=f'r{n}', observers=[w])\n"

@@ -1,7 +1,7 @@
 """Write docs/checkpoint.schema.json, the JSON Schema of `Controller.dump()`'s data.
 
 Run `python docs/gen_checkpoint_schema.py` after changing the format's models in
-`agentfsm/engine/persistence.py`; a test fails while the committed file differs from what this
+`agentfsm/_engine/persistence.py`; a test fails while the committed file differs from what this
 script writes. `--check` only says whether it is up to date (exit 1 when stale).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentfsm.engine.persistence import dump_schema
+from agentfsm._engine.persistence import dump_schema
 
 OUT = Path(__file__).resolve().parent / "checkpoint.schema.json"
 

@@ -78,7 +78,7 @@ def _field_docs(model: type[BaseModel]) -> dict[str, str]:
 def _type(info: FieldInfo) -> str:
     annotation: Any = info.annotation
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    return text or str(annotation).replace("typing.", "").replace("agentfsm.model.types.", "")
+    return text or str(annotation).replace("typing.", "").replace("agentfsm._model.types.", "")
 
 
 def _default(info: FieldInfo) -> str:

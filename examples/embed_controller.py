@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import agentfsm as af
-from agentfsm.cli.demo import get_weather
+from agentfsm._cli.demo import get_weather
 
 
 def completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:

@@ -23,14 +23,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentfsm"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentfsm._version", "agentfsm.exceptions"),
-    ("agentfsm._shell", "agentfsm.model"),
+    ("agentfsm._shell", "agentfsm._model"),
     ("agentfsm._permissions", "agentfsm.guards", "agentfsm.providers"),
     ("agentfsm.states",),
-    ("agentfsm.engine",),
-    ("agentfsm.diagrams", "agentfsm.replay", "agentfsm.testing"),
-    ("agentfsm.runner",),
-    ("agentfsm.integrations", "agentfsm.report"),
-    ("agentfsm.cli", "agentfsm.durable"),
+    ("agentfsm._engine",),
+    ("agentfsm._diagrams", "agentfsm._replay", "agentfsm.testing"),
+    ("agentfsm._runner",),
+    ("agentfsm.integrations", "agentfsm._report"),
+    ("agentfsm._cli", "agentfsm.durable"),
     ("agentfsm", "agentfsm.__main__"),
 )
 """The packages from the bottom up: the vocabulary (`model`) on the errors; guards and
@@ -42,12 +42,12 @@ CORE = (
     "agentfsm._version",
     "agentfsm.exceptions",
     "agentfsm._shell",
-    "agentfsm.model",
+    "agentfsm._model",
     "agentfsm._permissions",
     "agentfsm.guards",
     "agentfsm.providers",
     "agentfsm.states",
-    "agentfsm.engine",
+    "agentfsm._engine",
 )
 """What an embedding host loads on the per-step path (the first five layers)."""
 
@@ -69,14 +69,14 @@ RULES = (
     Rule(("agentfsm.guards",), ("agentfsm.providers", "agentfsm.states"), "guards read snapshots"),
     Rule(
         ("agentfsm.providers",),
-        ("agentfsm.guards", "agentfsm.states", "agentfsm.engine"),
+        ("agentfsm.guards", "agentfsm.states", "agentfsm._engine"),
         "normalizers only produce ModelTurns",
     ),
 )
 
 ONLY_IMPORTER = {
-    "transitions": ("agentfsm.engine.machine",),
-    "litellm": ("agentfsm.runner", "agentfsm.durable"),
+    "transitions": ("agentfsm._engine.machine",),
+    "litellm": ("agentfsm._runner", "agentfsm.durable"),
 }
 """A third-party package and the only modules allowed to import it."""
 
@@ -170,7 +170,7 @@ def package_graph(root: Path) -> dict[str, dict[str, Edge]]:
 def module_graph(root: Path) -> dict[str, dict[str, Edge]]:
     """Module -> the package's modules it imports, each with one import that makes the edge.
 
-    A name imported from a module (`from agentfsm.model.types import ToolCall`) is an edge
+    A name imported from a module (`from agentfsm._model.types import ToolCall`) is an edge
     to that module; importing a package is an edge to its `__init__`.
     """
     modules = {module_name(path, root.resolve()) for path in root.rglob("*.py")}
@@ -275,34 +275,34 @@ class TestImportRules:
     def test_the_graph_sees_the_packages_real_imports(self) -> None:
         """The reader finds known edges, so an empty violation list means something."""
         found = {(e.importer, e.imported) for e in edges(PACKAGE)}
-        assert ("agentfsm.engine.machine", "transitions") in found
-        assert ("agentfsm.engine.controller", "agentfsm.guards") in found
-        assert ("agentfsm.engine.policy", "agentfsm.model.limits") in found
-        assert any(i == "agentfsm.runner.loop" and m == "litellm" for i, m in found)
+        assert ("agentfsm._engine.machine", "transitions") in found
+        assert ("agentfsm._engine.controller", "agentfsm.guards") in found
+        assert ("agentfsm._engine.policy", "agentfsm._model.limits") in found
+        assert any(i == "agentfsm._runner.loop" and m == "litellm" for i, m in found)
         graph = package_graph(PACKAGE)
-        assert "agentfsm.model" in graph["agentfsm.guards"]
-        assert "agentfsm.engine" in graph["agentfsm.runner"]
+        assert "agentfsm._model" in graph["agentfsm.guards"]
+        assert "agentfsm._engine" in graph["agentfsm._runner"]
         assert "agentfsm.providers" in graph["agentfsm.states"]
 
     @pytest.mark.parametrize(
         ("module", "source", "expected"),
         [
-            ("engine/policy.py", "from agentfsm.runner import loop\n", "may only import lower"),
-            ("engine/policy.py", "def f():\n    import agentfsm.replay.engine\n", "lower layers"),
+            ("_engine/policy.py", "from agentfsm._runner import loop\n", "may only import lower"),
+            ("_engine/policy.py", "def f():\n    import agentfsm._replay.engine\n", "lower layers"),
             ("guards/extra.py", "from agentfsm.providers import normalize\n", "guards read"),
-            ("states/extra.py", "import transitions\n", "only agentfsm.engine.machine"),
-            ("model/types.py", "from ..cli import command\n", "may only import lower"),
+            ("states/extra.py", "import transitions\n", "only agentfsm._engine.machine"),
+            ("_model/types.py", "from .._cli import command\n", "may only import lower"),
             ("providers/x.py", "import litellm\n", "core never imports litellm"),
-            ("runner/x.py", "from agentfsm import __version__\n", "may only import lower"),
+            ("_runner/x.py", "from agentfsm import __version__\n", "may only import lower"),
             (
-                "model/run_state.py",
+                "_model/run_state.py",
                 (
                     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                    "    from agentfsm.engine.policy import Policy\n"
+                    "    from agentfsm._engine.policy import Policy\n"
                 ),
-                "agentfsm.model (layer 1) may only import lower layers",
+                "agentfsm._model (layer 1) may only import lower layers",
             ),
-            ("newpart/x.py", "from agentfsm.model import types\n", "is in no layer"),
+            ("newpart/x.py", "from agentfsm._model import types\n", "is in no layer"),
         ],
     )
     def test_a_forbidden_import_is_reported(
@@ -319,14 +319,14 @@ class TestImportRules:
         root = _tree(
             tmp_path,
             {
-                "engine/policy.py": "from agentfsm.guards import Guard\n",
-                "guards/_routes.py": "def f():\n    from agentfsm.engine.policy import Policy\n",
+                "_engine/policy.py": "from agentfsm.guards import Guard\n",
+                "guards/_routes.py": "def f():\n    from agentfsm._engine.policy import Policy\n",
             },
         )
         cycle = find_cycle(package_graph(root))
         assert [str(e) for e in cycle] == [
-            "agentfsm.engine.policy imports agentfsm.guards (line 1)",
-            "agentfsm.guards._routes imports agentfsm.engine.policy (line 2)",
+            "agentfsm._engine.policy imports agentfsm.guards (line 1)",
+            "agentfsm.guards._routes imports agentfsm._engine.policy (line 2)",
         ]
 
     def test_a_cycle_under_type_checking_is_found(self, tmp_path: Path) -> None:
@@ -334,29 +334,29 @@ class TestImportRules:
         root = _tree(
             tmp_path,
             {
-                "model/run_state.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "_model/run_state.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                 "    from agentfsm.guards import Hit\n",
-                "guards/_base.py": "from agentfsm.model.snapshot import RunSnapshot\n",
-                "model/snapshot.py": "",
+                "guards/_base.py": "from agentfsm._model.snapshot import RunSnapshot\n",
+                "_model/snapshot.py": "",
             },
         )
         cycle = find_cycle(package_graph(root))
-        assert {e.importer for e in cycle} == {"agentfsm.guards._base", "agentfsm.model.run_state"}
+        assert {e.importer for e in cycle} == {"agentfsm.guards._base", "agentfsm._model.run_state"}
 
     def test_a_cycle_between_two_modules_of_one_package_is_found(self, tmp_path: Path) -> None:
         """A module cycle inside one package, closed lazily, is reported; the packages' is not."""
         root = _tree(
             tmp_path,
             {
-                "cli/replay.py": "def f():\n    from agentfsm.cli.replay_ray import g\n",
-                "cli/replay_ray.py": "from agentfsm.cli.replay import Job\n",
+                "_cli/replay.py": "def f():\n    from agentfsm._cli.replay_ray import g\n",
+                "_cli/replay_ray.py": "from agentfsm._cli.replay import Job\n",
             },
         )
         assert find_cycle(package_graph(root)) == []
         cycle = find_cycle(module_graph(root))
         assert [str(e) for e in cycle] == [
-            "agentfsm.cli.replay imports agentfsm.cli.replay_ray (line 2)",
-            "agentfsm.cli.replay_ray imports agentfsm.cli.replay (line 1)",
+            "agentfsm._cli.replay imports agentfsm._cli.replay_ray (line 2)",
+            "agentfsm._cli.replay_ray imports agentfsm._cli.replay (line 1)",
         ]
 
     def test_the_core_loads_no_outer_part(self) -> None:

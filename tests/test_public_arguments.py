@@ -17,6 +17,7 @@ from hypothesis import given, settings
 
 import agentfsm as af
 from agentfsm import testing
+from agentfsm._replay.trajectories import ModelOutput, RecordedRun, read_runs
 from agentfsm.exceptions import (
     AgentFSMError,
     DataError,
@@ -27,7 +28,6 @@ from agentfsm.exceptions import (
     TraceError,
 )
 from agentfsm.providers import Provider
-from agentfsm.replay.trajectories import ModelOutput, RecordedRun, read_runs
 from agentfsm.testing import ScriptedModel, ScriptedServer
 from tests.strategies import odd_values
 
@@ -163,7 +163,7 @@ class TestNamedErrors:
 class TestGuardsAndTestingHelpers:
     def test_guards_name_their_bad_arguments(self) -> None:
         """Guards and route tables built by hand raise PolicyError/MachineDefinitionError."""
-        from agentfsm.engine import RouteTable, build_routes
+        from agentfsm._engine import RouteTable, build_routes
 
         with pytest.raises(PolicyError, match="on_unknown must be 'warn' or 'stop'"):
             af.guards.CostBudget(1.0, on_unknown="ignore")  # type: ignore[arg-type]
@@ -212,7 +212,7 @@ class TestHelpersExportedByModules:
 
     def test_expand_paths_takes_one_path_as_one(self, tmp_path: Path) -> None:
         """A single path used to be read as a list of one-letter patterns."""
-        from agentfsm.replay.trajectories import expand_paths
+        from agentfsm._replay.trajectories import expand_paths
 
         file = tmp_path / "run.jsonl"
         file.write_text("{}\n")
@@ -228,7 +228,7 @@ class TestHelpersExportedByModules:
             expand_paths(["a\0b"])
 
     def test_handoff_helpers_name_their_arguments(self) -> None:
-        from agentfsm.runner.agents import Agent, child_messages, child_result
+        from agentfsm._runner.agents import Agent, child_messages, child_result
 
         with pytest.raises(af.exceptions.InvalidInputError, match="agent must be an agentfsm"):
             child_messages(None, testing.call("child"))  # type: ignore[arg-type]

@@ -41,3 +41,17 @@ def test_the_check_sees_an_unlisted_name() -> None:
         function.__module__ = module.__name__
         setattr(module, function.__name__, function)
     assert GEN.unlisted(module) == ["leaked"]
+
+
+def test_every_top_level_module_is_public_or_underscored() -> None:
+    """A module or package directly under agentfsm/ is on the API page or named with an
+    underscore: an internal part cannot pass for public by its name."""
+    package = DOCS.parent / "agentfsm"
+    tops = {
+        p.stem if p.suffix == ".py" else p.name
+        for p in package.iterdir()
+        if (p.suffix == ".py" or (p / "__init__.py").is_file()) and not p.name.startswith("_")
+    }
+    documented = {name.split(".")[1] for name in GEN.public_modules() if "." in name}
+    assert sorted(tops - documented) == []
+    assert {"guards", "durable", "integrations", "testing"} <= tops

@@ -19,7 +19,7 @@ for a human holds no thread: it is a coroutine waiting on `DBOS.recv_async`.
 
 A tool call killed while it ran (its side effect done, its result not yet
 recorded) is where "never twice" needs the tool's help, so each tool declares it:
-- idempotent (`@tool(idempotent=True)` from agentfsm.runner.executor, or
+- idempotent (`@tool(idempotent=True)` from agentfsm._runner.executor, or
   `DurableAgent(options={name: ToolOptions(idempotent=True)})`): a recovered
   run may run it again; `idempotency_key()` inside the tool gives the same key
   (`<run id>:<turn>:<call id>`) on every run of the call, for the API behind it;
@@ -69,6 +69,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "agentfsm.durable needs DBOS Transact: pip install 'agentfsm[durable]'"
     ) from exc
 
+from agentfsm._model._checked import read
 from agentfsm.durable import _runs
 from agentfsm.durable._client import Client, history_of
 from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
@@ -89,7 +90,6 @@ from agentfsm.exceptions import (
     InvalidInputError,
     RunError,
 )
-from agentfsm.model._checked import read
 
 __all__ = [
     "HUMAN_TOPIC",

@@ -15,12 +15,12 @@ from typing import Any
 
 from dbos import DBOSClient, EnqueueOptions
 
+from agentfsm._model._checked import read
 from agentfsm.durable import _runs
 from agentfsm.durable._runs import DurableResult, RunStatus
 from agentfsm.durable._serializer import JsonSerializer, refuse_pickles
 from agentfsm.durable._workflow import RUNS_QUEUE, WORKFLOW_NAME
 from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError
-from agentfsm.model._checked import read
 
 __all__ = ["Client", "history_of"]
 

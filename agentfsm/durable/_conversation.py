@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentfsm.model.types import ModelTurn, ToolCall, ToolResult
+from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
 
 __all__ = ["Conversation"]
 

@@ -13,13 +13,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentfsm.engine.events import SCHEMA
-from agentfsm.engine.persistence import STATE_VERSION, policy_code
-from agentfsm.engine.policy import Policy, as_policy
+from agentfsm._engine.events import SCHEMA
+from agentfsm._engine.persistence import STATE_VERSION, policy_code
+from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._model._checked import check_number
+from agentfsm._model.tools import ToolSpec, tool_specs
+from agentfsm._runner.executor import ToolOptions, options_of
 from agentfsm.exceptions import DefinitionError, InvalidInputError
-from agentfsm.model._checked import check_number
-from agentfsm.model.tools import ToolSpec, tool_specs
-from agentfsm.runner.executor import ToolOptions, options_of
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DurableAgent", "Progress", "agent_named", "app_version"]
 
@@ -41,7 +41,7 @@ class DurableAgent:
         name: The agent's name; runs record it, and recovery finds the agent by it.
         model: The litellm model name (e.g. `"openai/gpt-4o-mini"`).
         tools: Python callables (run as steps), names or function specs. A tool marked
-            `@tool(idempotent=True)` (agentfsm.runner.executor) may run again when a run is
+            `@tool(idempotent=True)` (agentfsm._runner.executor) may run again when a run is
             recovered; any other tool runs at most once (see `agentfsm.durable`).
         policy: The policy every run of this agent follows.
         api_base: The provider's base URL, when not the default.

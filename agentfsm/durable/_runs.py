@@ -16,11 +16,11 @@ from dbos._error import DBOSException
 from pydantic import ConfigDict
 from sqlalchemy.exc import SQLAlchemyError
 
+from agentfsm._model._checked import Checked, check_number
+from agentfsm._model.types import Decision, ExitReason
 from agentfsm.durable._serializer import RecordedError, failure_text
 from agentfsm.durable._workflow import HUMAN_TOPIC, WAITING_KEY
 from agentfsm.exceptions import AgentFSMError, CheckpointError, InvalidInputError, RunError
-from agentfsm.model._checked import Checked, check_number
-from agentfsm.model.types import Decision, ExitReason
 
 __all__ = ["Backend", "DurableResult", "RunStatus"]
 

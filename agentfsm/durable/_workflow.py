@@ -22,14 +22,14 @@ from typing import Any
 
 from dbos import DBOS
 
+from agentfsm._engine.controller import Controller
+from agentfsm._model.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
+from agentfsm._runner.executor import _cut, describe, result_of
+from agentfsm._runner.retry import is_transient
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
 from agentfsm.durable._serializer import failure_text
-from agentfsm.engine.controller import Controller
 from agentfsm.exceptions import CheckpointError, RunError
-from agentfsm.model.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
-from agentfsm.runner.executor import _cut, describe, result_of
-from agentfsm.runner.retry import is_transient
 
 __all__ = [
     "HUMAN_TOPIC",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from agentfsm._model._checked import check_number
+from agentfsm._model.snapshot import Phase, RunSnapshot
+from agentfsm._model.types import ExitReason, Priority
 from agentfsm.exceptions import PolicyError
-from agentfsm.model._checked import check_number
-from agentfsm.model.snapshot import Phase, RunSnapshot
-from agentfsm.model.types import ExitReason, Priority
 
 __all__ = [
     "ALL_PHASES",

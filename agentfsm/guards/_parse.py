@@ -2,7 +2,7 @@
 
 Only guard class names, literals, `|`, `&`, `~` and parentheses are allowed,
 so a policy file can name guards without running arbitrary code. The text is
-bounded before Python parses it (`agentfsm.model.limits`: its length, its
+bounded before Python parses it (`agentfsm._model.limits`: its length, its
 operators, its nesting), so a hostile policy file is a PolicyError naming the
 limit, not a RecursionError or MemoryError from the parser.
 """
@@ -14,9 +14,9 @@ import io
 import tokenize
 from typing import Any
 
+from agentfsm._model import limits
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import AllOf, AnyOf, Guard, Not
-from agentfsm.model import limits
 
 __all__ = ["parse_guard"]
 
@@ -41,13 +41,13 @@ def _check_bounds(text: str) -> None:
     if len(text) > limits.MAX_GUARD_CHARS:
         raise PolicyError(
             f"guard text of {len(text):,} characters {_shown(text)}: the limit is "
-            f"{limits.MAX_GUARD_CHARS:,} (agentfsm.model.limits.MAX_GUARD_CHARS)"
+            f"{limits.MAX_GUARD_CHARS:,} (agentfsm._model.limits.MAX_GUARD_CHARS)"
         )
     operators, nesting = _shape(text)
     if operators > limits.MAX_GUARD_OPERATORS:
         raise PolicyError(
             f"guard text {_shown(text)} has {operators:,} |, & and ~ operators: the limit is "
-            f"{limits.MAX_GUARD_OPERATORS:,} (agentfsm.model.limits.MAX_GUARD_OPERATORS)"
+            f"{limits.MAX_GUARD_OPERATORS:,} (agentfsm._model.limits.MAX_GUARD_OPERATORS)"
         )
     _check_nesting(text, nesting)
 
@@ -56,7 +56,7 @@ def _check_nesting(text: str, nesting: int) -> None:
     if nesting > limits.MAX_GUARD_NESTING:
         raise PolicyError(
             f"guard text {_shown(text)} nests {nesting:,} levels deep: the limit is "
-            f"{limits.MAX_GUARD_NESTING:,} (agentfsm.model.limits.MAX_GUARD_NESTING)"
+            f"{limits.MAX_GUARD_NESTING:,} (agentfsm._model.limits.MAX_GUARD_NESTING)"
         )
 
 

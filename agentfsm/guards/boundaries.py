@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.types import ExitReason, FinishReason, Priority
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, check_number, runs_any
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.types import ExitReason, FinishReason, Priority
 
 __all__ = [
     "ContentFiltered",

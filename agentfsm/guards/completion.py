@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.types import ExitReason, FinishReason, Priority
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.types import ExitReason, FinishReason, Priority
 
 __all__ = ["AnswerComplete", "AnswerIncomplete", "Paused", "Verifier", "non_empty_answer"]
 

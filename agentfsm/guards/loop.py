@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from agentfsm._model.call_identity import describe
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.types import ExitReason, Priority
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit, check_number, runs_any
-from agentfsm.model.call_identity import describe
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.types import ExitReason, Priority
 
 __all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.types import ExitReason, Priority
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import ON_RESULTS, Guard, Hit, cached, check_number
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.types import ExitReason, Priority
 
 __all__ = ["FinalTool", "ResultsReady", "ToolErrorLimit", "ToolFailed"]
 

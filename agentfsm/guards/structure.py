@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.types import ExitReason, FinishReason, ModelTurn, Priority, ToolCall
 from agentfsm.guards._base import ON_OUTPUT, ON_REPLY, Guard, Hit, cached
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.types import ExitReason, FinishReason, ModelTurn, Priority, ToolCall
 
 __all__ = [
     "HandoffRequested",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm.engine.policy import Policy
+from agentfsm._engine.policy import Policy
 
 __all__ = ["changes_things", "with_hints"]
 

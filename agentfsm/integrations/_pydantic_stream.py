@@ -23,7 +23,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RequestUsage
 
-from agentfsm.engine.controller import Controller
+from agentfsm._engine.controller import Controller
 
 __all__ = ["Attempt", "Judge", "TextFirstStream"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer
-from agentfsm.engine.policy import Policy
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.events import Observer
+from agentfsm._engine.policy import Policy
 
 __all__ = ["restore", "save"]
 

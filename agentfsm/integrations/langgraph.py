@@ -51,15 +51,15 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, Send, interrupt
 from typing_extensions import is_typeddict
 
-from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer, as_observers
-from agentfsm.engine.policy import Policy, as_policy
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.events import Observer, as_observers
+from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._model._checked import read
+from agentfsm._model.tools import ToolSpec
+from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._state import restore, save
-from agentfsm.model._checked import read
-from agentfsm.model.tools import ToolSpec
-from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
 __all__ = ["AgentState", "Decide", "create_agent", "human_reply"]
 

@@ -61,7 +61,10 @@ from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from typing import Any, Self
 
-from agentfsm.engine.policy import Policy
+from agentfsm._engine.policy import Policy
+from agentfsm._model.tools import ToolSpec
+from agentfsm._model.types import ToolCall, ToolResult
+from agentfsm._runner.executor import Executor, running_call
 from agentfsm.exceptions import (
     AgentFSMError,
     DefinitionError,
@@ -70,9 +73,6 @@ from agentfsm.exceptions import (
     RunError,
 )
 from agentfsm.integrations._mcp_hints import with_hints
-from agentfsm.model.tools import ToolSpec
-from agentfsm.model.types import ToolCall, ToolResult
-from agentfsm.runner.executor import Executor, running_call
 
 __all__ = ["MCPNotSentError", "MCPServerError", "MCPServerTools", "MCPToolError"]
 

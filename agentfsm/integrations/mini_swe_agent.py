@@ -41,13 +41,11 @@ from minisweagent.exceptions import FormatError, Submitted
 from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 from pydantic import ValidationError
 
-from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer, as_observers
-from agentfsm.engine.policy import Policy, as_policy
-from agentfsm.exceptions import DefinitionError
-from agentfsm.integrations import _decline
-from agentfsm.model._checked import listed, problems_of
-from agentfsm.model.types import (
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.events import Observer, as_observers
+from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._model._checked import listed, problems_of
+from agentfsm._model.types import (
     Action,
     Decision,
     ExitReason,
@@ -56,6 +54,8 @@ from agentfsm.model.types import (
     ToolCall,
     ToolResult,
 )
+from agentfsm.exceptions import DefinitionError
+from agentfsm.integrations import _decline
 from agentfsm.providers import normalize
 
 __all__ = ["Approver", "GovernedAgent"]

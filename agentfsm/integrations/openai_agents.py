@@ -67,13 +67,13 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.events import Observer, as_observers
+from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm._permissions import Permission
-from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer, as_observers
-from agentfsm.engine.policy import Policy, as_policy
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
 from agentfsm.integrations import _decline
-from agentfsm.model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm.providers import normalize
 
 __all__ = ["GovernedModel", "decisions", "governed"]

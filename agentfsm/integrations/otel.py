@@ -52,8 +52,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from agentfsm._model._checked import read
 from agentfsm.exceptions import DefinitionError, InvalidInputError
-from agentfsm.model._checked import read
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",

@@ -66,13 +66,13 @@ from pydantic_ai.tools import RunContext, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from agentfsm.engine.controller import Controller
-from agentfsm.engine.events import Observer, as_observers
-from agentfsm.engine.policy import Policy, as_policy
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.events import Observer, as_observers
+from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
-from agentfsm.model.types import Action, Decision, ToolCall, ToolResult
 
 __all__ = ["GovernTools", "GovernedModel", "GovernedToolset"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.model.types import FinishReason, ModelTurn
+from agentfsm._model.types import FinishReason, ModelTurn
 from agentfsm.providers._common import (
     Draft,
     as_dict,

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm._model.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.exceptions import DataError
-from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.model.types import FinishReason, ModelTurn, ToolCall, Usage
 
 __all__ = [
     "Draft",

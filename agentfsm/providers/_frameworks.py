@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentfsm._model.types import FinishReason, ModelTurn, ToolResult
 from agentfsm.exceptions import PayloadError
-from agentfsm.model.types import FinishReason, ModelTurn, ToolResult
 from agentfsm.providers import _anthropic, _gemini, _openai_chat, _openai_responses
 from agentfsm.providers._common import (
     Draft,

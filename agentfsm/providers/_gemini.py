@@ -16,8 +16,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from agentfsm.model.limits import MAX_JSON_PATH_STEPS
-from agentfsm.model.types import FinishReason, ModelTurn, ToolCall
+from agentfsm._model.limits import MAX_JSON_PATH_STEPS
+from agentfsm._model.types import FinishReason, ModelTurn, ToolCall
 from agentfsm.providers._common import (
     Draft,
     as_dict,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.model.types import FinishReason
+from agentfsm._model.types import FinishReason
 from agentfsm.providers import _anthropic, _bedrock, _cohere, _gemini, _ollama, _openai_chat
 from agentfsm.providers._common import Draft, as_dict, as_list
 

@@ -15,8 +15,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from agentfsm._model.types import ModelTurn
 from agentfsm.exceptions import PayloadError
-from agentfsm.model.types import ModelTurn
 from agentfsm.providers import _openai_chat
 from agentfsm.providers._frameworks import read_object, unknown_object
 from agentfsm.providers._litellm import is_litellm_dict, is_litellm_object

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentfsm.model.types import FinishReason, ModelTurn, ToolCall
+from agentfsm._model.types import FinishReason, ModelTurn, ToolCall
 from agentfsm.providers._common import (
     Draft,
     as_dict,

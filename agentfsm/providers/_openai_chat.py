@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agentfsm.model.types import FinishReason, ModelTurn, ToolCall, Usage
+from agentfsm._model.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.providers._common import (
     _EMPTY,
     Draft,

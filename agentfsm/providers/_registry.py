@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentfsm.model.types import ModelTurn, Vocabulary
+from agentfsm._model.types import ModelTurn, Vocabulary
 from agentfsm.providers import (
     _anthropic,
     _bedrock,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentfsm.model.run_state import Run, Step
-from agentfsm.model.types import State
+from agentfsm._model.run_state import Run, Step
+from agentfsm._model.types import State
 from agentfsm.states import (
     await_human,
     await_model,

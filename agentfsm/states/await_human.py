@@ -7,7 +7,7 @@ of the same turn, and the error results made for its refused calls) until
 
 from __future__ import annotations
 
-from agentfsm.model.run_state import Run, Step
+from agentfsm._model.run_state import Run, Step
 
 __all__ = ["enter"]
 

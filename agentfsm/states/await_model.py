@@ -6,7 +6,7 @@ results, incomplete answers; pending calls are cleared.
 
 from __future__ import annotations
 
-from agentfsm.model.run_state import Run, Step
+from agentfsm._model.run_state import Run, Step
 
 __all__ = ["enter"]
 

@@ -7,7 +7,7 @@ of this state is its guards. Nothing is recorded on entry.
 
 from __future__ import annotations
 
-from agentfsm.model.run_state import Run, Step
+from agentfsm._model.run_state import Run, Step
 
 __all__ = ["enter"]
 

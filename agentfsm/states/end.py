@@ -6,8 +6,8 @@ the limit, refusal or failure that ended the run.
 
 from __future__ import annotations
 
-from agentfsm.model.run_state import Run, Step
-from agentfsm.model.types import ExitReason
+from agentfsm._model.run_state import Run, Step
+from agentfsm._model.types import ExitReason
 
 __all__ = ["enter"]
 

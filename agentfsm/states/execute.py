@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from agentfsm._model._checked import replaced
+from agentfsm._model.call_identity import round_signature, signature
+from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm._model.run_state import RECENT_ROUNDS, Run, Step
+from agentfsm._model.types import ToolResult
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
-from agentfsm.model._checked import replaced
-from agentfsm.model.call_identity import round_signature, signature
-from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.model.run_state import RECENT_ROUNDS, Run, Step
-from agentfsm.model.types import ToolResult
 
 __all__ = ["EMPTY_RESULT", "SKIPPED", "collect", "enter", "is_empty"]
 

@@ -6,8 +6,8 @@ and the run waits for the delegate's result through `on_tool_results`.
 
 from __future__ import annotations
 
-from agentfsm.model.call_identity import signature
-from agentfsm.model.run_state import Run, Step
+from agentfsm._model.call_identity import signature
+from agentfsm._model.run_state import Run, Step
 
 __all__ = ["enter"]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from agentfsm.model._checked import replaced
-from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.model.pricing import turn_cost, unknown_price
-from agentfsm.model.run_state import Run, Step
-from agentfsm.model.types import ModelTurn, ToolCall
+from agentfsm._model._checked import replaced
+from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm._model.pricing import turn_cost, unknown_price
+from agentfsm._model.run_state import Run, Step
+from agentfsm._model.types import ModelTurn, ToolCall
 
 __all__ = ["enter"]
 

@@ -7,7 +7,7 @@ counter moves on; `RetriesExhausted` ends the run when it reaches the policy's
 
 from __future__ import annotations
 
-from agentfsm.model.run_state import Run, Step
+from agentfsm._model.run_state import Run, Step
 
 __all__ = ["enter"]
 

@@ -11,10 +11,10 @@ included: a refused or denied call repeated is a repeat like any other.
 
 from __future__ import annotations
 
-from agentfsm.model.call_identity import CallKey, describe, round_signature, signature
-from agentfsm.model.run_state import Run, Step
-from agentfsm.model.snapshot import unchecked_evolve
-from agentfsm.model.types import State, ToolCall, ToolResult
+from agentfsm._model.call_identity import CallKey, describe, round_signature, signature
+from agentfsm._model.run_state import Run, Step
+from agentfsm._model.snapshot import unchecked_evolve
+from agentfsm._model.types import State, ToolCall, ToolResult
 
 __all__ = ["enter", "recheck", "verdict"]
 

@@ -7,7 +7,7 @@ snapshot. Nothing is recorded on entry.
 
 from __future__ import annotations
 
-from agentfsm.model.run_state import Run, Step
+from agentfsm._model.run_state import Run, Step
 
 __all__ = ["enter"]
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from agentfsm.engine.controller import Controller
-from agentfsm.exceptions import DataError
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.types import (
+from agentfsm._engine.controller import Controller
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.types import (
     Action,
     Decision,
     FinishReason,
@@ -27,6 +26,7 @@ from agentfsm.model.types import (
     ToolResult,
     Usage,
 )
+from agentfsm.exceptions import DataError
 from agentfsm.testing.scripted import (
     Reply,
     Responder,

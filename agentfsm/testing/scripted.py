@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from agentfsm._model._checked import Checked
 from agentfsm.exceptions import DataError
-from agentfsm.model._checked import Checked
 
 __all__ = [
     "Reply",

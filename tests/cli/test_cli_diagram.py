@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Action, Controller, Policy, ToolResult
-from agentfsm.diagrams import dot, mermaid
-from agentfsm.replay.trace import TraceWriter
+from agentfsm._diagrams import dot, mermaid
+from agentfsm._replay.trace import TraceWriter
 from agentfsm.testing import call, turn
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import agentfsm as af
-from agentfsm.replay.trace import TraceWriter
+from agentfsm._replay.trace import TraceWriter
 from agentfsm.testing import call, turn
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.cli._replay_jobs import Progress
-from agentfsm.cli.replay import main
+from agentfsm._cli._replay_jobs import Progress
+from agentfsm._cli.replay import main
 
 CHAT = [
     {"role": "user", "content": "hi"},
@@ -333,7 +333,7 @@ class TestEngines:
 
     def test_subprocess(self, tmp_path: Path) -> None:
         """The entry point runs in a fresh interpreter and exits with the status main returns."""
-        code = "import sys; from agentfsm.cli.replay import cli; sys.exit(cli())"
+        code = "import sys; from agentfsm._cli.replay import cli; sys.exit(cli())"
         path = str(_chat_file(tmp_path / "c.jsonl"))
         done = subprocess.run(
             [sys.executable, "-c", code, path, "--json"],
@@ -449,7 +449,7 @@ class TestCollectorSetting:
         """Inside, the collector runs at `GC_THRESHOLDS`; after, the old thresholds return."""
         import gc
 
-        from agentfsm.cli._replay_jobs import GC_THRESHOLDS, fewer_collections
+        from agentfsm._cli._replay_jobs import GC_THRESHOLDS, fewer_collections
 
         before = gc.get_threshold()
         with fewer_collections():
@@ -460,7 +460,7 @@ class TestCollectorSetting:
         """A host that switched automatic collection off (threshold 0) keeps it off."""
         import gc
 
-        from agentfsm.cli._replay_jobs import fewer_collections
+        from agentfsm._cli._replay_jobs import fewer_collections
 
         before = gc.get_threshold()
         gc.set_threshold(0, *before[1:])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.cli.command import main
+from agentfsm._cli.command import main
+from agentfsm._report import build
 from agentfsm.exceptions import PolicyError
-from agentfsm.report import build
 
 CHAT = [
     {"role": "user", "content": "hi"},

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.cli.command import main
+from agentfsm._cli.command import main
 from agentfsm.testing.scripted import Reply, Responder, call, last_tool_result, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
 from tests.runner.test_runner_litellm import SHANGHAI, pytestmark
@@ -32,7 +32,7 @@ class TestRunCommand:
                     "--model",
                     "openai/scripted",
                     "--tool",
-                    "agentfsm.cli.demo:get_weather",
+                    "agentfsm._cli.demo:get_weather",
                     "--api-base",
                     server.openai_base,
                     "--api-key",
@@ -48,6 +48,6 @@ class TestRunCommand:
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """A --tool that names no callable exits 2 and says which."""
-        status = main(["run", "hi", "--model", "openai/x", "--tool", "agentfsm.cli.demo:nope"])
+        status = main(["run", "hi", "--model", "openai/x", "--tool", "agentfsm._cli.demo:nope"])
         assert status == 2
         assert "'nope' is not a callable" in capsys.readouterr().err

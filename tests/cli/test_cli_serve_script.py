@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.cli.serve_script import read_script
+from agentfsm._cli.serve_script import read_script
 from agentfsm.exceptions import AgentFSMError
 
 SCRIPT = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.cli.demo import add_arguments, get_weather, main, run_demo
+from agentfsm._cli.demo import add_arguments, get_weather, main, run_demo
 from tests.conftest import LITELLM_CLIENT
 
 pytestmark = LITELLM_CLIENT

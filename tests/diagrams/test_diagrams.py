@@ -9,8 +9,8 @@ from typing import ClassVar
 import pytest
 
 from agentfsm import Policy, State
-from agentfsm.diagrams import Overlay, dot, edge_label, mermaid, render
-from agentfsm.engine.routes import Route
+from agentfsm._diagrams import Overlay, dot, edge_label, mermaid, render
+from agentfsm._engine.routes import Route
 from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.guards import MaxTurns, Otherwise, RepeatedCall
 

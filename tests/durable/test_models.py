@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 import agentfsm.durable as durable
+from agentfsm._model._checked import Checked
 from agentfsm.exceptions import DataError
-from agentfsm.model._checked import Checked
 
 MODELS = [
     value

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm import durable
+from agentfsm._runner.executor import ToolOptions, tool
 from agentfsm.durable import DurableAgent, app_version
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import agent_named, register
@@ -35,7 +36,6 @@ from agentfsm.exceptions import (
     RunError,
     ToolDefinitionError,
 )
-from agentfsm.runner.executor import ToolOptions, tool
 from agentfsm.testing import call, turn
 from tests.strategies import Raising, RaisingMapping, hostile_values
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm import durable
+from agentfsm._runner.executor import ToolOptions
 from agentfsm.durable._registry import register
-from agentfsm.runner.executor import ToolOptions
 from agentfsm.testing import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
 from tests.seam_strategies import (

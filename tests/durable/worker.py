@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentfsm import AgentFSMError, Controller, Policy, durable
-from agentfsm.runner.executor import tool
+from agentfsm._runner.executor import tool
 
 AGENT = "killable"
 DEADLINE = 8.0

@@ -7,8 +7,8 @@ from typing import Any
 
 import agentfsm as af
 from agentfsm import Action, ExitReason, Policy, ToolCall
+from agentfsm._model.snapshot import RunSnapshot
 from agentfsm.guards import FunctionGuard, TokenBudget
-from agentfsm.model.snapshot import RunSnapshot
 
 
 def leaks_secret(snap: RunSnapshot) -> str | None:

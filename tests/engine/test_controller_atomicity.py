@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._replay.trace import TraceWriter
 from agentfsm.exceptions import (
     AgentFSMError,
     DefinitionError,
@@ -27,7 +28,6 @@ from agentfsm.exceptions import (
     ToolDefinitionError,
 )
 from agentfsm.guards import Guard, Hit, Otherwise
-from agentfsm.replay.trace import TraceWriter
 from agentfsm.testing import call, turn
 
 A, X = af.Action, af.ExitReason

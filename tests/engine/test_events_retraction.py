@@ -14,7 +14,7 @@ import pytest
 import structlog
 
 import agentfsm as af
-from agentfsm.engine.events import RETRACTED
+from agentfsm._engine.events import RETRACTED
 from agentfsm.testing import EventCapture, call, turn
 
 

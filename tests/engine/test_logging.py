@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import agentfsm as af
-from agentfsm.engine.events import logging_enabled
+from agentfsm._engine.events import logging_enabled
 
 
 def _done() -> af.ModelTurn:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import agentfsm as af
-from agentfsm.model.types import Action, FinishReason, Priority
+from agentfsm._model.types import Action, FinishReason, Priority
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "providers"
 MORE = {"max_tokens_factor": 2}

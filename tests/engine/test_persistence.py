@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.engine.persistence import STATE_VERSION, RunState
+from agentfsm._engine.persistence import STATE_VERSION, RunState
+from agentfsm._model.run_state import Run
 from agentfsm.exceptions import CheckpointError
-from agentfsm.model.run_state import Run
 from agentfsm.testing import EventCapture, call, turn
 from tests.strategies import model_turns, tool_calls
 
@@ -308,7 +308,7 @@ class TestPickle:
 
     def test_a_controller_with_a_trace_writer_refuses_to_pickle(self, tmp_path: Path) -> None:
         """A trace writer holds an open file: pickling says to pickle the dump instead."""
-        from agentfsm.replay.trace import TraceWriter
+        from agentfsm._replay.trace import TraceWriter
 
         with TraceWriter(tmp_path / "t.jsonl") as writer:
             ctl = af.Controller(run_id="r-w", observers=[writer])

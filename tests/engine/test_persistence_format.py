@@ -13,7 +13,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import agentfsm as af
-from agentfsm.engine.persistence import RunDump, dump_schema
+from agentfsm._engine.persistence import RunDump, dump_schema
 from agentfsm.exceptions import CheckpointError
 from agentfsm.testing import call, turn
 

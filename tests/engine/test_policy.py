@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Policy, ToolCall
-from agentfsm.engine.policy import Permission
+from agentfsm._engine.policy import Permission
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards import CostBudget, MaxTurns, RepeatedCall, TokenBudget
 from agentfsm.testing import call

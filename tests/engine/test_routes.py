@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfsm import Controller, Policy, Priority, RunSnapshot, State
-from agentfsm.engine import Route, RouteTable, build_routes
+from agentfsm._engine import Route, RouteTable, build_routes
 from agentfsm.exceptions import MachineDefinitionError
 from agentfsm.guards import (
     AnswerComplete,
@@ -221,7 +221,7 @@ class TestPolicyChoices:
 
     def test_feedback_stops_only_after_two_more_repeats(self) -> None:
         """With on_repeat="feedback" (the default) the stop comes FEEDBACK_GRACE repeats later."""
-        from agentfsm.engine.policy import FEEDBACK_GRACE
+        from agentfsm._engine.policy import FEEDBACK_GRACE
 
         threshold = 3 + FEEDBACK_GRACE
         assert Route(S.VALIDATE, RepeatedCall(threshold), S.END) in Policy().routes

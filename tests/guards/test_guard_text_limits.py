@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import agentfsm as af
+from agentfsm._model import limits
 from agentfsm.exceptions import CheckpointError, PolicyError
 from agentfsm.guards import AnyOf, MaxTurns, Not, parse_guard
-from agentfsm.model import limits
 
 HOSTILE = {
     "50,000 | terms": ("|".join(["MaxTurns(3)"] * 50_000), "MAX_GUARD_CHARS"),

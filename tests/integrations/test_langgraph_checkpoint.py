@@ -56,7 +56,7 @@ class TestResumeInANewProcess:
 
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        from agentfsm.engine.controller import Controller
+        from agentfsm._engine.controller import Controller
 
         db = tmp_path / "checkpoints.sqlite"
         worker("start", db, tmp_path / "log")

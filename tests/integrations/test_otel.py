@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentfsm as af
+from agentfsm._runner.retry import ProviderRetry
 from agentfsm.exceptions import DefinitionError, InvalidInputError
 from agentfsm.integrations.otel import (
     CAPTURE_CONTENT_ENV,
@@ -27,7 +28,6 @@ from agentfsm.integrations.otel import (
     MAX_TOOL_CALL_EVENTS,
     DecisionSpans,
 )
-from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing import ScriptedServer, say, scripted_call, tool_calls
 from tests.strategies import Raising, RaisingMapping, hostile_values
 

@@ -19,19 +19,19 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import agentfsm as af
-from agentfsm.engine.policy import Policy
+from agentfsm._engine.policy import Policy
+from agentfsm._model._checked import Checked
 from agentfsm.exceptions import AgentFSMError, DataError
-from agentfsm.model._checked import Checked
 from tests.strategies import odd_values
 
 MODULES = [
-    "agentfsm.model.types",
-    "agentfsm.model.snapshot",
-    "agentfsm.model.tools",
+    "agentfsm._model.types",
+    "agentfsm._model.snapshot",
+    "agentfsm._model.tools",
     "agentfsm._permissions",
-    "agentfsm.engine.policy",
+    "agentfsm._engine.policy",
     "agentfsm.testing.scripted",
-    "agentfsm.runner.session",
+    "agentfsm._runner.session",
 ]
 """Core modules only: these tests run without the optional extras (durable checks its own)."""
 

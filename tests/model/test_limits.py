@@ -1,6 +1,6 @@
 """Every size and depth an input controls is bounded, with a clear error past the bound.
 
-The limits live in `agentfsm.model.limits`; these tests lower them where a
+The limits live in `agentfsm._model.limits`; these tests lower them where a
 realistic input would be too slow to build, and check that crossing one gives
 a `PayloadError`, a `TraceError`, an `InvalidInputError` or a broken call, never
 a `RecursionError` or gigabytes of memory.
@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 import agentfsm as af
+from agentfsm._model import limits
+from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
+from agentfsm._model.types import Action, ModelTurn, ToolCall
+from agentfsm._replay.trace import read_trace
+from agentfsm._replay.trajectories import read_runs
 from agentfsm.exceptions import InvalidInputError, PayloadError, TraceError
-from agentfsm.model import limits
-from agentfsm.model.limits import MAX_DEPTH, nesting_exceeds
-from agentfsm.model.types import Action, ModelTurn, ToolCall
 from agentfsm.providers import detect_provider, normalize
-from agentfsm.replay.trace import read_trace
-from agentfsm.replay.trajectories import read_runs
 
 HEADER = json.dumps({"event": "trace", "schema": 1, "producer": "agentfsm"}) + "\n"
 

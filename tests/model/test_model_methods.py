@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import agentfsm as af
+from agentfsm._engine.policy import Policy
+from agentfsm._model.limits import MAX_JSON_INDENT
 from agentfsm._permissions import decide
-from agentfsm.engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError, DataError, PolicyError
 from agentfsm.guards import TokenBudget
 from agentfsm.guards.results import FinalTool
-from agentfsm.model.limits import MAX_JSON_INDENT
 from agentfsm.testing import call, turn
 from tests.model.test_data_errors import MODELS
 from tests.strategies import odd_values

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 import agentfsm as af
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.tools import ToolSpec
+from agentfsm._model.types import unchecked, unchecked_maker
 from agentfsm._permissions import Rule
 from agentfsm.exceptions import DataError
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.tools import ToolSpec
-from agentfsm.model.types import unchecked, unchecked_maker
 
 STEP_MODELS: list[type[BaseModel]] = [
     af.ToolCall,

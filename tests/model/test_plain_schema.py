@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.model._plain_schema import fits
-from agentfsm.model.tools import _validator_class
+from agentfsm._model._plain_schema import fits
+from agentfsm._model.tools import _validator_class
 
 _NAMES = st.sampled_from(["a", "b", "c"])
 _SCALARS = st.one_of(

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import agentfsm as af
+from agentfsm._model.pricing import turn_cost
+from agentfsm._model.types import Action, ExitReason, ModelTurn, Usage
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards import CostBudget
-from agentfsm.model.pricing import turn_cost
-from agentfsm.model.types import Action, ExitReason, ModelTurn, Usage
 from agentfsm.providers import normalize
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "providers"

@@ -229,7 +229,7 @@ class TestCompiledOnce:
     """
 
     def test_equal_schemas_of_two_controllers_share_one_validator(self) -> None:
-        from agentfsm.model import tools as tools_module
+        from agentfsm._model import tools as tools_module
 
         schema = {
             "type": "object",
@@ -247,7 +247,7 @@ class TestCompiledOnce:
         assert first.validate_arguments({"n": 1}) is None
 
     def test_a_schema_that_differs_gets_its_own_validator(self) -> None:
-        from agentfsm.model import tools as tools_module
+        from agentfsm._model import tools as tools_module
 
         low = ToolSpec.from_declaration(
             {"name": "t", "parameters": {"type": "object", "properties": {"n": {"minimum": 0}}}}

@@ -7,8 +7,8 @@ from typing import Any, Literal
 import pytest
 
 from agentfsm import ToolSpec
+from agentfsm._model.tools import tool_specs
 from agentfsm.exceptions import ToolDefinitionError
-from agentfsm.model.tools import tool_specs
 
 WEATHER_SCHEMA: dict[str, Any] = {
     "type": "object",

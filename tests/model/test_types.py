@@ -7,8 +7,8 @@ import pickle
 import pytest
 
 import agentfsm as af
+from agentfsm._model.types import unchecked
 from agentfsm.exceptions import DataError
-from agentfsm.model.types import unchecked
 
 
 def decision_values() -> dict[str, object]:

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._model.types import ToolCall
 from agentfsm._permissions import Permission, Rule, decide, declared_arguments, shadowed
 from agentfsm.exceptions import PolicyError
-from agentfsm.model.types import ToolCall
 
 BASH = {
     "type": "function",

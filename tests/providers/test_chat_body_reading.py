@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm.model.types import FinishReason
+from agentfsm._model.types import FinishReason
 from agentfsm.providers import normalize
 from agentfsm.providers._openai_chat import TABLE, read_body, read_turn
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.model.types import FinishReason
+from agentfsm._model.types import FinishReason
 from agentfsm.providers import normalize
 
 

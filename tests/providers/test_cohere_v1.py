@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import agentfsm as af
+from agentfsm._model.types import Action, ExitReason, FinishReason, ModelTurn, Priority
 from agentfsm.exceptions import PayloadError
-from agentfsm.model.types import Action, ExitReason, FinishReason, ModelTurn, Priority
 from agentfsm.providers import detect_provider, normalize
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentfsm.model.types import FinishReason, ModelTurn, ToolCall, Usage
+from agentfsm._model.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.providers._common import (
     Draft,
     broken,

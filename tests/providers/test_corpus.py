@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import pytest
 
 import agentfsm as af
-from agentfsm.model.types import Action, FinishReason, ModelTurn
+from agentfsm._model.types import Action, FinishReason, ModelTurn
 from agentfsm.providers import detect_provider, normalize
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "providers"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentfsm as af
-from agentfsm.model.types import Action, ExitReason, FinishReason
+from agentfsm._model.types import Action, ExitReason, FinishReason
 from agentfsm.providers import (
     _anthropic,
     _bedrock,

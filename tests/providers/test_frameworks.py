@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import agentfsm as af
+from agentfsm._model.types import FinishReason
 from agentfsm.exceptions import AgentFSMError, PayloadError
-from agentfsm.model.types import FinishReason
 from agentfsm.providers import detect_provider, normalize
 
 A = af.Action

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentfsm._model.types import ModelTurn
 from agentfsm.exceptions import PayloadError
-from agentfsm.model.types import ModelTurn
 from agentfsm.providers import StreamAccumulator, normalize
 
 JSON = st.recursive(

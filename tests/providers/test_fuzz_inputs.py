@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._model.types import ModelTurn
 from agentfsm.exceptions import AgentFSMError
-from agentfsm.model.types import ModelTurn
 from agentfsm.providers import StreamAccumulator, detect_provider, normalize
 from tests.providers.test_fuzz import FIELDS, JSON, SHAPED
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.model.types import FinishReason
+from agentfsm._model.types import FinishReason
 from agentfsm.providers import normalize
 
 

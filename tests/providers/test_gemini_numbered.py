@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.model.types import Action, FinishReason, ModelTurn, Priority
+from agentfsm._model.types import Action, FinishReason, ModelTurn, Priority
 from agentfsm.providers import normalize
 from agentfsm.providers._gemini import BROKEN, TABLE
 

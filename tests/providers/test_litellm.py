@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentfsm.model.types import FinishReason
+from agentfsm._model.types import FinishReason
 from agentfsm.providers import StreamAccumulator, detect_provider, normalize
 
 pytestmark = [

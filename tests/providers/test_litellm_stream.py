@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.model.types import Action, FinishReason
+from agentfsm._model.types import Action, FinishReason
 from agentfsm.providers import StreamAccumulator, normalize
 from agentfsm.providers._anthropic import TABLE as ANTHROPIC
 

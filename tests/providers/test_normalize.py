@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from agentfsm._model.types import FinishReason
 from agentfsm.exceptions import PayloadError
-from agentfsm.model.types import FinishReason
 from agentfsm.providers import PROVIDERS, StreamAccumulator, detect_provider, normalize
 
 BODY: dict[str, Any] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentfsm.model.types import FinishReason
+from agentfsm._model.types import FinishReason
 from agentfsm.providers import normalize
 
 

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.model.types import Action, ModelTurn, Priority
+from agentfsm._model.types import Action, ModelTurn, Priority
 from agentfsm.providers import StreamAccumulator, normalize
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "providers"

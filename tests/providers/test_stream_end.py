@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.model.types import Action, FinishReason, ModelTurn, Priority
+from agentfsm._model.types import Action, FinishReason, ModelTurn, Priority
 from agentfsm.providers import StreamAccumulator, normalize
 
 CORPUS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "providers"

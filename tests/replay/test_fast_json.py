@@ -1,6 +1,6 @@
 """The replay's JSON decoder gives exactly `json.loads`'s values and errors, msgspec or not.
 
-`agentfsm.replay._json.loads` tries msgspec first and hands every text it
+`agentfsm._replay._json.loads` tries msgspec first and hands every text it
 refuses to `json.loads`. These properties compare the two on generated JSON
 texts, on the edge cases where the decoders differ (NaN and Infinity, big
 integers, lone surrogates, byte-order marks, UTF-16, duplicate keys, deep
@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentfsm._replay._json import loads
+from agentfsm._replay.trajectories import read_runs
+from agentfsm._replay.trajectories._io import iter_jsonl, load_json
 from agentfsm.exceptions import TraceError
-from agentfsm.replay._json import loads
-from agentfsm.replay.trajectories import read_runs
-from agentfsm.replay.trajectories._io import iter_jsonl, load_json
 
 
 def same(a: Any, b: Any) -> bool:
@@ -257,7 +257,7 @@ class TestImports:
         """A Controller step and a trace written by TraceWriter leave msgspec unimported."""
         code = (
             "import sys, agentfsm as af\n"
-            "from agentfsm.replay.trace import TraceWriter\n"
+            "from agentfsm._replay.trace import TraceWriter\n"
             "from agentfsm.testing import turn\n"
             f"w = TraceWriter({str(tmp_path / 't.jsonl')!r})\n"
             "c = af.Controller(af.Policy(), observers=[w])\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.replay.engine import ReplayResult, replay_run
-from agentfsm.replay.trajectories import (
+from agentfsm._replay.engine import ReplayResult, replay_run
+from agentfsm._replay.trajectories import (
     ModelOutput,
     RecordedRun,
     UserMessage,

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm.cli._replay_jobs import Job, replay_file
-from agentfsm.cli.replay import main
-from agentfsm.cli.replay_ray import Window, replay_chunk, shipped
-from agentfsm.engine.policy import Policy
+from agentfsm._cli._replay_jobs import Job, replay_file
+from agentfsm._cli.replay import main
+from agentfsm._cli.replay_ray import Window, replay_chunk, shipped
+from agentfsm._engine.policy import Policy
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
 
 ray = pytest.importorskip("ray")

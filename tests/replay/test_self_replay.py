@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.replay.engine import divergence, replay_run
-from agentfsm.replay.trace import TraceWriter
-from agentfsm.replay.trajectories import read_runs
+from agentfsm._replay.engine import divergence, replay_run
+from agentfsm._replay.trace import TraceWriter
+from agentfsm._replay.trajectories import read_runs
 from agentfsm.testing import call, turn
 from tests.strategies import model_turns, tool_calls
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import agentfsm as af
+from agentfsm._model._files import open_regular
+from agentfsm._replay.trace import read_trace
+from agentfsm._replay.trajectories import read_runs
 from agentfsm.exceptions import AgentFSMError, PolicyError, TraceError
-from agentfsm.model._files import open_regular
-from agentfsm.replay.trace import read_trace
-from agentfsm.replay.trajectories import read_runs
 
 
 def within(work: Callable[[], Any], seconds: float = 10.0) -> BaseException | None:
@@ -93,7 +93,7 @@ class TestSpecialFilesAreRefused:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A policy file larger than MAX_POLICY_BYTES is refused, naming the limit."""
-        monkeypatch.setattr("agentfsm.model.limits.MAX_POLICY_BYTES", 100)
+        monkeypatch.setattr("agentfsm._model.limits.MAX_POLICY_BYTES", 100)
         path = tmp_path / "p.json"
         path.write_text('{"max_turns": 3, "pad": "' + "x" * 200 + '"}')
         with pytest.raises(PolicyError, match="the limit is 100"):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from agentfsm._replay.trace import TraceWriter, read_trace
 from agentfsm.exceptions import TraceError
-from agentfsm.replay.trace import TraceWriter, read_trace
 
 HEADER = json.dumps({"event": "trace", "schema": 1})
 

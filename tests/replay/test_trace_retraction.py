@@ -25,13 +25,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.engine.events import RETRACTED, Observer
+from agentfsm._engine.events import RETRACTED, Observer
+from agentfsm._model import limits
+from agentfsm._replay.engine import divergence, replay_run
+from agentfsm._replay.trace import TraceWriter, read_trace
+from agentfsm._replay.trajectories import read_runs
+from agentfsm._report import build
 from agentfsm.exceptions import TraceError
-from agentfsm.model import limits
-from agentfsm.replay.engine import divergence, replay_run
-from agentfsm.replay.trace import TraceWriter, read_trace
-from agentfsm.replay.trajectories import read_runs
-from agentfsm.report import build
 from agentfsm.testing import call, turn
 from tests.strategies import model_turns, tool_calls
 
@@ -250,7 +250,7 @@ FULL_DISK = textwrap.dedent(
     """
     import json, resource, signal, sys
     import agentfsm as af
-    from agentfsm.replay.trace import TraceWriter
+    from agentfsm._replay.trace import TraceWriter
     from agentfsm.testing import call, turn
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentfsm.engine.controller import Controller
-from agentfsm.engine.policy import Policy
-from agentfsm.model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
-from agentfsm.replay.engine import replay_run
-from agentfsm.replay.trace import TraceWriter, read_trace
-from agentfsm.replay.trajectories import read_runs
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.policy import Policy
+from agentfsm._model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
+from agentfsm._replay.engine import replay_run
+from agentfsm._replay.trace import TraceWriter, read_trace
+from agentfsm._replay.trajectories import read_runs
 
 
 def _call(call_id: str, city: str, key: str | None) -> ToolCall:

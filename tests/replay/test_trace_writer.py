@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentfsm.replay.trace import (
+from agentfsm._replay.trace import (
     REDACTED,
     TRACE_SCHEMA,
     TraceWriter,

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentfsm.exceptions import TraceError
-from agentfsm.model.types import ToolCall, ToolResult
-from agentfsm.replay.trajectories import (
+from agentfsm._model.types import ToolCall, ToolResult
+from agentfsm._replay.trajectories import (
     FORMATS,
     ModelOutput,
     RecordedRun,
@@ -22,15 +21,16 @@ from agentfsm.replay.trajectories import (
     expand_paths,
     read_runs,
 )
-from agentfsm.replay.trajectories._miniswe import MINISWE
-from agentfsm.replay.trajectories._openai import (
+from agentfsm._replay.trajectories._miniswe import MINISWE
+from agentfsm._replay.trajectories._openai import (
     Conventions,
     message_steps,
     normalized,
     result_of,
 )
-from agentfsm.replay.trajectories._pairing import pair_results, paired_by_rules
-from agentfsm.replay.trajectories._taubench import TAU
+from agentfsm._replay.trajectories._pairing import pair_results, paired_by_rules
+from agentfsm._replay.trajectories._taubench import TAU
+from agentfsm.exceptions import TraceError
 
 
 def _tally(runs: list[RecordedRun]) -> Counter[str]:

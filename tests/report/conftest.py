@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Action, Controller, Policy, ToolResult
-from agentfsm.replay.trace import TraceWriter
+from agentfsm._replay.trace import TraceWriter
 from agentfsm.testing import call, turn
 
 INJECTED = (

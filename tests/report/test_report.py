@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentfsm import Policy
-from agentfsm.report import build
-from agentfsm.report.collect import MAX_TEXT, clip
+from agentfsm._report import build
+from agentfsm._report.collect import MAX_TEXT, clip
 from tests.report.conftest import INJECTED, write_doom_loop, write_final
 
 TAU = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "trajectories"
@@ -169,7 +169,7 @@ class TestRecordedPolicy:
     def test_an_agentfsm_trace_is_shown_as_it_was_decided_live(self, tmp_path: Path) -> None:
         """A run recorded under a loose policy is reported under that policy, not the defaults."""
         from agentfsm import Action, Controller, ToolResult
-        from agentfsm.replay.trace import TraceWriter
+        from agentfsm._replay.trace import TraceWriter
         from agentfsm.testing import call, turn
 
         path = tmp_path / "loose.jsonl"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agentfsm import Policy
-from agentfsm.report import build
+from agentfsm._report import build
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts" / "report"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from tenacity import wait_none
 
-from agentfsm.cli.demo import get_weather as forecast
-from agentfsm.runner.loop import RunResult, arun, run
-from agentfsm.runner.retry import ProviderRetry
+from agentfsm._cli.demo import get_weather as forecast
+from agentfsm._runner.loop import RunResult, arun, run
+from agentfsm._runner.retry import ProviderRetry
 from agentfsm.testing.server import ScriptedServer
 
 WeatherTool = Callable[[float, float], dict[str, Any]]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentfsm import Policy
-from agentfsm.model.types import Action, Decision, ExitReason
+from agentfsm._model.types import Action, Decision, ExitReason
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT

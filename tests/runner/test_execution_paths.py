@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._runner.agents import cleared
+from agentfsm._runner.executor import Executor
+from agentfsm._runner.loop import Agent
+from agentfsm._runner.retry import ProviderRetry
 from agentfsm.exceptions import InvalidInputError
-from agentfsm.runner.agents import cleared
-from agentfsm.runner.executor import Executor
-from agentfsm.runner.loop import Agent
-from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing import call, turn
 from agentfsm.testing.scripted import Reply, ScriptedCall, say
 from agentfsm.testing.server import ScriptedServer

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import agentfsm as af
+from agentfsm._runner.executor import SKIPPED, Executor, ToolOptions, tool
 from agentfsm.exceptions import AgentFSMError, ToolDefinitionError
-from agentfsm.runner.executor import SKIPPED, Executor, ToolOptions, tool
 from tests.strategies import RaisingMapping
 
 

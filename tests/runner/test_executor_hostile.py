@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import agentfsm as af
-from agentfsm.runner.executor import Executor, describe, tool
+from agentfsm._runner.executor import Executor, describe, tool
 
 DIGITS = sys.get_int_max_str_digits()
 """The most digits Python turns an int into (4,300 unless the environment changed it)."""

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import agentfsm as af
-from agentfsm.runner.executor import Executor, ToolOptions
+from agentfsm._runner.executor import Executor, ToolOptions
 from agentfsm.testing import call, turn
 
 _HOLD = 0.15

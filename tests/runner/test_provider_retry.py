@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from tenacity import wait_fixed, wait_none
 
+from agentfsm._runner.retry import ProviderRetry, is_transient, retry_after_seconds
 from agentfsm.exceptions import ProviderError
-from agentfsm.runner.retry import ProviderRetry, is_transient, retry_after_seconds
 
 
 class HTTPStatusError(Exception):

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentfsm import Policy
-from agentfsm.model.types import Action, ExitReason
-from agentfsm.runner.loop import Agent, Inbox, RunResult, arun, run
-from agentfsm.runner.retry import ProviderRetry
+from agentfsm._model.types import Action, ExitReason
+from agentfsm._runner.loop import Agent, Inbox, RunResult, arun, run
+from agentfsm._runner.retry import ProviderRetry
 from agentfsm.testing.scripted import (
     Reply,
     Responder,
@@ -317,7 +317,7 @@ class TestConcurrency:
 
     def test_readers_run_together_in_the_runner(self) -> None:
         """Three read-only calls of one turn overlap in time."""
-        from agentfsm.runner.executor import tool
+        from agentfsm._runner.executor import tool
 
         spans: list[tuple[float, float]] = []
 

@@ -10,12 +10,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentfsm.model.types import ExitReason
-from agentfsm.replay.engine import replay_run
-from agentfsm.replay.trace import read_trace
-from agentfsm.replay.trajectories import read_runs
-from agentfsm.runner.loop import RunResult
-from agentfsm.runner.retry import ProviderRetry
+from agentfsm._model.types import ExitReason
+from agentfsm._replay.engine import replay_run
+from agentfsm._replay.trace import read_trace
+from agentfsm._replay.trajectories import read_runs
+from agentfsm._runner.loop import RunResult
+from agentfsm._runner.retry import ProviderRetry
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentfsm.model.types import ExitReason
+from agentfsm._model.types import ExitReason
 from agentfsm.testing.scripted import call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
 from tests.runner.conftest import scripted_run

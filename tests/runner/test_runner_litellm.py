@@ -14,11 +14,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfsm import Policy
+from agentfsm._model.types import Action, ExitReason
+from agentfsm._runner.executor import Executor
+from agentfsm._runner.loop import RunResult, arun, run
+from agentfsm._runner.retry import ProviderRetry
 from agentfsm.exceptions import AgentFSMError, DefinitionError, ToolDefinitionError
-from agentfsm.model.types import Action, ExitReason
-from agentfsm.runner.executor import Executor
-from agentfsm.runner.loop import RunResult, arun, run
-from agentfsm.runner.retry import ProviderRetry
 from agentfsm.testing.scripted import (
     Reply,
     Responder,

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm import Policy
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.types import Action, Decision, ExitReason, ToolCall
 from agentfsm._permissions import Permission, Rule
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.types import Action, Decision, ExitReason, ToolCall
-from agentfsm.replay.engine import replay_run
-from agentfsm.replay.trajectories import read_runs
-from agentfsm.runner.loop import RunResult, arun
-from agentfsm.runner.retry import ProviderRetry
-from agentfsm.runner.session import denied_by_name
+from agentfsm._replay.engine import replay_run
+from agentfsm._replay.trajectories import read_runs
+from agentfsm._runner.loop import RunResult, arun
+from agentfsm._runner.retry import ProviderRetry
+from agentfsm._runner.session import denied_by_name
 from agentfsm.testing.scripted import (
     Reply,
     Responder,

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from agentfsm.model.types import Action, ExitReason, Priority
+from agentfsm._model.types import Action, ExitReason, Priority
+from agentfsm._runner.loop import RunResult, arun, run
 from agentfsm.providers import normalize
-from agentfsm.runner.loop import RunResult, arun, run
 from agentfsm.testing.scripted import Reply, call, say
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT

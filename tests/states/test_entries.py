@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 import agentfsm as af
+from agentfsm._model.run_state import Run, Step
+from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.tools import tool_specs
 from agentfsm.exceptions import PayloadError, UnknownCallIdError
 from agentfsm.guards import MaxTurns
 from agentfsm.guards._base import Hit
-from agentfsm.model.run_state import Run, Step
-from agentfsm.model.snapshot import RunSnapshot
-from agentfsm.model.tools import tool_specs
 from agentfsm.states import (
     ENTRY,
     NO_WORK,

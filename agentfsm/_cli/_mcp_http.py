@@ -1,0 +1,403 @@
+"""Streamable HTTP for `agentfsm mcp-proxy`: a front for hosts that connect by URL, and a
+link to a server that is reached by URL.
+
+Both use the `mcp` package's own transports, at the level of JSON-RPC messages, so the
+proxy stays a relay (everything it does not take over passes through as it came):
+
+- `serve_http`: each MCP session a host opens is a `StreamableHTTPServerTransport` with
+  its own session id, and its own `Proxy` (its own Controller, its own elicitation
+  capability from its own `initialize`, its own server child process or server session).
+  The package's session manager drives a high-level `Server`; a relay needs the session's
+  raw streams, so the session table is kept here, the way that manager keeps it.
+- `http_server(url)`: the server's end of a session is a `streamable_http_client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+from uuid import uuid4
+
+import anyio
+import anyio.abc
+import uvicorn
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    MCP_SESSION_ID_HEADER,
+    StreamableHTTPServerTransport,
+)
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.message import ClientMessageMetadata, ServerMessageMetadata, SessionMessage
+from mcp.types import JSONRPCMessage, jsonrpc_message_adapter
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import Message, Receive, Scope, Send
+
+from agentfsm._cli._mcp_proxy import (
+    HostSide,
+    ProxyError,
+    ServerConnect,
+    ServerLink,
+    StartError,
+    say,
+)
+
+__all__ = ["HttpFront", "HttpHost", "check_reachable", "http_server", "parse_listen", "serve_http"]
+
+_CLOSED = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
+_SHUTDOWN_SECONDS = 10.0
+"""How long the sessions get to end (their calls answered, their servers stopped) at exit."""
+
+RunSession = Callable[[str, HostSide], Awaitable[int]]
+"""Runs one host session to its end: the session id, the host's end; the exit status."""
+
+
+def _as_message(data: Mapping[str, Any]) -> JSONRPCMessage | None:
+    try:
+        return jsonrpc_message_adapter.validate_python(dict(data), by_name=False)
+    except ValidationError:
+        return None
+
+
+def _as_dict(message: JSONRPCMessage) -> dict[str, Any]:
+    return message.model_dump(by_alias=True, mode="json", exclude_unset=True)
+
+
+# -- the host over HTTP ---------------------------------------------------------------
+
+
+class HttpHost:
+    """One host session's end: the raw streams of its `StreamableHTTPServerTransport`."""
+
+    def __init__(self, read: Any, write: Any) -> None:
+        self._read = read
+        self._write = write
+        self.ending = "the host ended the session"
+        self.by_host = True
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            try:
+                item = await self._read.receive()
+            except _CLOSED:
+                return None
+            if isinstance(item, SessionMessage):
+                return _as_dict(item.message)
+            say(f"the host sent something that is not MCP ({item}); dropped")
+
+    async def send(self, message: Mapping[str, Any], related: Any = None) -> None:
+        parsed = _as_message(message)
+        if parsed is None:
+            say("a message for the host is not JSON-RPC; dropped")
+            return
+        # The transport puts a message on the stream of the request it is related to:
+        # a question about a call reaches the host on that call's own response stream.
+        metadata = None
+        if isinstance(related, int | str) and not isinstance(related, bool):
+            metadata = ServerMessageMetadata(related_request_id=related)
+        with contextlib.suppress(*_CLOSED):
+            await self._write.send(SessionMessage(parsed, metadata=metadata))
+
+    def closed(self) -> tuple[str, bool]:
+        return self.ending, self.by_host
+
+
+class HttpFront:
+    """The ASGI app: MCP sessions over streamable HTTP at `path`, each run by `run_session`.
+
+    A session lives until the host ends it (DELETE), its server goes away, or the proxy
+    exits. A request with an unknown session id gets 404, as the transport answers.
+    """
+
+    def __init__(
+        self, run_session: RunSession, security: TransportSecuritySettings, path: str = "/mcp"
+    ) -> None:
+        self.run_session = run_session
+        self.security = security
+        self.path = path
+        self.sessions: dict[str, tuple[StreamableHTTPServerTransport, HttpHost | None]] = {}
+        self.task_group: anyio.abc.TaskGroup | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"].rstrip("/") != self.path:
+            await PlainTextResponse("Not Found", status_code=404)(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # The stateless protocol revisions carry capabilities per request; the proxy
+            # reads them from `initialize` only, so it does not take those sessions.
+            why = f"unsupported MCP protocol version {version!r}"
+            await _error(why, 400)(scope, receive, send)
+            return
+        session_id = headers.get(MCP_SESSION_ID_HEADER)
+        if session_id is not None:
+            found = self.sessions.get(session_id)
+            if found is None:
+                await _error("Session not found", 404)(scope, receive, send)
+                return
+            await found[0].handle_request(scope, receive, send)
+            return
+        if scope["method"] != "POST":
+            await _error("Bad Request: Missing session ID", 400)(scope, receive, send)
+            return
+        await self._open(scope, receive, send)
+
+    async def _open(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request without a session id: an `initialize` that opens a session, or a 4xx."""
+        assert self.task_group is not None
+        # The transport checks Host and Origin too, but only once its session (and its
+        # server process) exists: a request from elsewhere starts nothing.
+        refused = await TransportSecurityMiddleware(self.security).validate_request(
+            Request(scope, receive), is_post=True
+        )
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        transport = StreamableHTTPServerTransport(uuid4().hex, security_settings=self.security)
+        session_id = transport.mcp_session_id
+        assert session_id is not None
+        self.sessions[session_id] = (transport, None)
+        await self.task_group.start(self._session, transport)
+        status: int | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await transport.handle_request(scope, receive, watch)
+        finally:
+            if status is None or status >= 400:  # no session was opened
+                await self._discard(session_id, transport)
+
+    async def _session(
+        self,
+        transport: StreamableHTTPServerTransport,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        session_id = transport.mcp_session_id
+        assert session_id is not None
+        try:
+            async with transport.connect() as (read, write):
+                host = HttpHost(read, write)
+                if session_id in self.sessions:
+                    self.sessions[session_id] = (transport, host)
+                task_status.started()
+                try:
+                    await self.run_session(session_id, host)
+                except Exception as exc:  # one session's failure must not end the others
+                    say(f"session {session_id} failed: {type(exc).__name__}: {exc}")
+                await _answered(transport)
+        finally:
+            await self._discard(session_id, transport)
+
+    async def _discard(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        self.sessions.pop(session_id, None)
+        if not transport.is_terminated:
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
+
+    async def close_all(self) -> None:
+        """End every session as if its host had ended it: calls answered, servers stopped."""
+        for transport, host in list(self.sessions.values()):
+            if host is not None:
+                host.ending, host.by_host = "the proxy shut down", False
+            with anyio.CancelScope(shield=True):
+                await transport.terminate()
+
+
+async def _answered(transport: StreamableHTTPServerTransport) -> None:
+    """Wait (a little) for the session's last answers to leave before it is terminated.
+
+    Terminating a transport drops what its request streams still hold; a session whose
+    server went away has just answered its calls in flight with errors.
+    """
+    with anyio.move_on_after(5):
+        while any(key != GET_STREAM_KEY for key in transport._request_streams):
+            await anyio.sleep(0.05)
+
+
+def _error(message: str, status: int) -> Response:
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    return JSONResponse(body, status_code=status)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`[HOST:]PORT` as (host, port); ValueError naming what is wrong."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    host = host.removeprefix("[").removesuffix("]")
+    if not host:
+        raise ValueError(f"no host before the ':' in {text!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"the port in {text!r} is not a whole number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"the port in {text!r} is not between 0 and 65535")
+    return host, port
+
+
+def _security(host: str, port: int) -> TransportSecuritySettings:
+    """Only requests addressed to the proxy itself: a web page cannot reach it by a DNS name
+    it controls (DNS rebinding), nor from its own origin."""
+    names = {host, "127.0.0.1", "localhost", "[::1]"}
+    names = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:{port}" for n in sorted(names)],
+        allowed_origins=[f"http://{n}:{port}" for n in sorted(names)],
+    )
+
+
+def serve_http(run_session: RunSession, host: str, port: int) -> int:
+    """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM; the exit status.
+
+    The URL goes to stdout as its one line once the port is open (port 0 picks a free
+    one); everything else goes to stderr. 2 when the port cannot be opened.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        say(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        return 2
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/mcp"
+    front = HttpFront(run_session, _security(host, port))
+    config = uvicorn.Config(front, lifespan="off", log_level="warning", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            front.task_group = group
+            print(url, flush=True)
+            say(f"serving MCP over streamable HTTP at {url}")
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                await front.close_all()
+                group.cancel_scope.deadline = anyio.current_time() + _SHUTDOWN_SECONDS
+
+    # uvicorn takes SIGINT and SIGTERM while it serves, then raises the signal again for
+    # the handlers it found: those must let the sessions end (traces, server processes).
+    previous = {sig: signal.signal(sig, _noted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        asyncio.run(main())
+    finally:
+        sock.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+def _noted(sig: int, frame: object) -> None:
+    """The handler uvicorn's second raise of a signal reaches: the shutdown is under way."""
+
+
+# -- the server over HTTP -------------------------------------------------------------
+
+
+class _HttpLink:
+    """The server's end over a `streamable_http_client`: one MCP session at the server."""
+
+    def __init__(self, read: Any, write: Any) -> None:
+        self._read = read
+        self._write = write
+        self._closing = asyncio.Event()
+        self._why = "the connection to the MCP server closed"
+        self._initialize: Any = None  # the id of the host's initialize, until answered
+        self._version: str | None = None
+
+    async def receive(self) -> dict[str, Any] | str | None:
+        getting = asyncio.ensure_future(self._read.receive())
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({getting, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not getting.done():
+                getting.cancel()
+        if not getting.done() or getting.cancelled():
+            return None
+        try:
+            item = getting.result()
+        except _CLOSED:
+            return None
+        if not isinstance(item, SessionMessage):
+            return f"something that is not MCP ({item})"
+        message = _as_dict(item.message)
+        if self._initialize is not None and message.get("id") == self._initialize:
+            self._initialize = None
+            result = message.get("result")
+            version = result.get("protocolVersion") if isinstance(result, Mapping) else None
+            self._version = version if isinstance(version, str) else None
+        return message
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        parsed = _as_message(message)
+        if parsed is None:
+            raise ProxyError("a message for the MCP server is not JSON-RPC")
+        if message.get("method") == "initialize":
+            self._initialize = message.get("id")
+        # The protocol has each request after `initialize` name the version it agreed.
+        metadata = None
+        if self._version is not None:
+            metadata = ClientMessageMetadata(headers={MCP_PROTOCOL_VERSION_HEADER: self._version})
+        try:
+            await self._write.send(SessionMessage(parsed, metadata=metadata))
+        except _CLOSED as exc:
+            raise ProxyError("the connection to the MCP server is closed") from exc
+
+    async def close_input(self) -> None:
+        self._closing.set()
+
+    def gone(self) -> str:
+        return self._why
+
+
+def http_server(url: str) -> ServerConnect:
+    """Connects to a streamable HTTP MCP server at `url`, one MCP session per host session."""
+
+    @contextlib.asynccontextmanager
+    async def connect() -> AsyncIterator[ServerLink]:
+        async with streamable_http_client(url) as (read, write):
+            yield _HttpLink(read, write)
+
+    return connect
+
+
+def check_reachable(url: str) -> None:
+    """StartError unless `url` is an http(s) URL whose host accepts a connection."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise StartError(f"--url must be an http:// or https:// URL with a host, not {url!r}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise StartError(f"the port in --url {url!r} is not a number") from None
+    try:
+        socket.create_connection((parts.hostname, port), timeout=10).close()
+    except OSError as exc:
+        raise StartError(f"cannot reach the MCP server at {url}: {exc.strerror or exc}") from exc

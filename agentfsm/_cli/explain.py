@@ -1,0 +1,62 @@
+"""`agentfsm explain POLICY CALL`: which permission source decides one tool call, and why.
+
+CALL is a JSON object `{"name": "bash", "arguments": {"command": "rm -rf /"}}` (the
+arguments may also be a JSON string, as OpenAI sends them). It prints the permission
+(`allow`, `ask` or `deny`) and the source that gave it: a rule (with the command that
+matched a shell pattern), the `permissions` table, or the default. Rules, the table and
+the default are what a policy file can hold; run-level guards (budgets, repeats) decide
+on a whole run and are not a single call's. Exit 0; 2 when the policy or CALL is bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from agentfsm._engine.policy import Policy
+from agentfsm._model.types import ToolCall
+from agentfsm.exceptions import AgentFSMError
+
+__all__ = ["add_parser", "main"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `explain` on an argparse subparsers object; `args.handler(args)` runs it."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "explain",
+        help="say which rule decides a tool call under a policy, and why",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
+    parser.add_argument("call", metavar="CALL", help='{"name": ..., "arguments": {...}}')
+    parser.set_defaults(handler=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    """Print `PERMISSION: source` for the call under the policy file."""
+    policy = Policy.from_file(args.policy)
+    permission, source = policy.permission_verdict(_call(args.call))
+    print(f"{permission}: {source}")
+    return 0
+
+
+def _call(text: str) -> ToolCall:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AgentFSMError(f"CALL is not JSON: {exc.msg} (at column {exc.colno})") from exc
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+        raise AgentFSMError('CALL must be a JSON object {"name": "...", "arguments": {...}}')
+    arguments = data.get("arguments", {})
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            raise AgentFSMError(f"CALL's arguments string is not JSON: {exc.msg}") from exc
+    if not isinstance(arguments, Mapping):
+        raise AgentFSMError(f"CALL's arguments must be an object, not {type(arguments).__name__}")
+    return ToolCall(id="explain", name=data["name"], arguments=dict(arguments))

@@ -1,0 +1,297 @@
+"""`agentfsm lint POLICY [--tools FILE]`: what in a policy file can never work as written.
+
+It reports, one finding a line as `FILE:LINE: level: message` (the line where the file
+shows it; `FILE: level: message` where it cannot be placed):
+- errors: a field with a bad value or an unknown name, a guard that does not parse or
+  names no known guard, a permission rule that does not parse; with `--tools`, a rule
+  or `permissions` entry naming a tool that is not declared, or an argument the tool
+  does not take (each with the closest declared name);
+- warnings: a rule that never decides a call (another rule applies to every call it
+  applies to with a stronger action, or the same action written first, or the table's
+  entry for its tool is stronger), and with `--tools` a glob matching no declared tool.
+
+`--tools FILE` is a JSON list of tool declarations as `Controller(tools=...)` takes
+them: OpenAI-style function specs (`{"type": "function", "function": {...}}` or
+`{"name", "description", "parameters"}`), Anthropic's `input_schema`, or plain names.
+Exit 0 when nothing is found, 1 on findings, 2 when the policy or tools file cannot be
+read (not a regular file, not UTF-8, not JSON or TOML).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agentfsm._engine.policy import Policy
+from agentfsm._model import limits
+from agentfsm._model._files import open_regular
+from agentfsm._model.tools import tool_specs
+from agentfsm._permissions import (
+    Rule,
+    did_you_mean,
+    never_applies,
+    shadowed,
+)
+from agentfsm.exceptions import AgentFSMError, PolicyError, ToolDefinitionError
+from agentfsm.guards import REGISTRY, parse_guard
+
+__all__ = ["EXIT_FINDINGS", "Finding", "Lines", "add_parser", "lint", "main"]
+
+EXIT_FINDINGS = 1
+"""Something in the policy can never work as written."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: where the file shows it (1-based line, None when unknown), how bad, what."""
+
+    line: int | None
+    level: str
+    message: str
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `lint` on an argparse subparsers object; `args.handler(args)` runs it."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "lint",
+        help="report what in a policy file can never work as written",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
+    parser.add_argument("--tools", metavar="FILE", help="JSON list of the declared tools")
+    parser.set_defaults(handler=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    """Lint the policy file; print the findings; 0 clean, 1 findings (2 raised as bad input)."""
+    text = _read(args.policy, PolicyError, "policy file")
+    data = _decoded(args.policy, text)
+    tools = _tools(args.tools) if args.tools else None
+    findings = lint(data, Lines(text, toml=args.policy.endswith(".toml")), tools)
+    for finding in findings:
+        where = f"{args.policy}:{finding.line}" if finding.line is not None else args.policy
+        print(f"{where}: {finding.level}: {finding.message}")
+    return EXIT_FINDINGS if findings else 0
+
+
+def _read(path: str, error: type[AgentFSMError], what: str) -> str:
+    try:  # as Policy.from_file reads: a regular file only, bounded, UTF-8
+        with open_regular(
+            path,
+            lambda why: error(f"cannot read {what} {path}: {why}"),
+            max_bytes=limits.MAX_POLICY_BYTES,
+        ) as raw:
+            return str(raw.read().decode("utf-8"))
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text: {exc.reason}") from exc
+
+
+def _decoded(path: str, text: str) -> Any:
+    try:
+        return tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PolicyError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _tools(path: str) -> dict[str, Any]:
+    """The declared tools' schemas by name, from a JSON list of declarations."""
+    try:
+        data = json.loads(_read(path, ToolDefinitionError, "tools file"))
+    except json.JSONDecodeError as exc:
+        raise ToolDefinitionError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    if isinstance(data, Mapping) and "tools" in data:  # a request body's `tools`
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise ToolDefinitionError(f"tools file {path} must hold a JSON list of tool declarations")
+    try:
+        specs = tool_specs(data) or {}
+    except ToolDefinitionError as exc:
+        raise ToolDefinitionError(f"tools file {path}: {exc}") from exc
+    return {name: spec.parameters for name, spec in specs.items()}
+
+
+class Lines:
+    """Where a policy file shows a field or a list item, found in its text (JSON or TOML)."""
+
+    def __init__(self, text: str, *, toml: bool) -> None:
+        self.text = text
+        self.toml = toml
+
+    def line_at(self, position: int) -> int:
+        """The 1-based line of a character position."""
+        return self.text.count("\n", 0, position) + 1
+
+    def key(self, name: str) -> int | None:
+        """The position where field `name` is written, or None."""
+        quoted = re.escape(json.dumps(name))
+        if self.toml:
+            bare = re.escape(name)
+            pattern = rf"(?m)^[ \t]*(?:{quoted}|'{bare}'|{bare})[ \t]*=|\[\[?(?:policy\.)?{bare}\]"
+        else:
+            pattern = rf"{quoted}\s*:"
+        found = re.search(pattern, self.text)
+        return found.start() if found is not None else None
+
+    def items(self, name: str, values: list[Any]) -> list[int | None]:
+        """The line of each item of list field `name`, searched in order after the field."""
+        start = self.key(name)
+        if start is None:
+            return [None] * len(values)
+        cursor = start
+        lines: list[int | None] = []
+        for value in values:
+            found = self._next(value, cursor)
+            if found is None:
+                lines.append(self.line_at(start))
+                continue
+            lines.append(self.line_at(found[0]))
+            cursor = found[1]
+        return lines
+
+    def _next(self, value: Any, cursor: int) -> tuple[int, int] | None:
+        """Where `value` is next written from `cursor` on: (start, end), or None."""
+        if isinstance(value, str):
+            spellings = {json.dumps(value), json.dumps(value, ensure_ascii=False), f"'{value}'"}
+            hits = [(self.text.find(s, cursor), len(s)) for s in spellings]
+            hits = [(at, size) for at, size in hits if at >= 0]
+            if not hits:
+                return None
+            at, size = min(hits)
+            return at, at + size
+        found = re.compile(r"[\"']?action[\"']?\s*[:=]").search(self.text, cursor)
+        return (found.start(), found.end()) if found is not None else None
+
+
+def lint(data: Any, lines: Lines, tools: Mapping[str, Any] | None) -> list[Finding]:
+    """The findings of a policy file's decoded `data`, placed with `lines`, against `tools`."""
+    if not isinstance(data, Mapping):
+        return [Finding(1, "error", f"a policy file holds an object, not {type(data).__name__}")]
+    fields = data.get("policy", data)
+    if not isinstance(fields, Mapping):
+        where = lines.key("policy")
+        line = lines.line_at(where) if where is not None else None
+        return [Finding(line, "error", "'policy' must be a table of the policy's fields")]
+    findings: list[Finding] = []
+    rules: list[tuple[Rule, int | None]] = []
+    for name, value in fields.items():
+        if name == "guards":
+            findings += _guards(value, lines)
+        elif name == "permission_rules":
+            findings += _rules(value, lines, rules)
+        else:
+            findings += _field(name, value, lines)
+    findings += _against(rules, fields.get("permissions"), tools, lines)
+    return sorted(findings, key=lambda f: -1 if f.line is None else f.line)
+
+
+def _field(name: str, value: Any, lines: Lines) -> list[Finding]:
+    where = lines.key(name)
+    line = lines.line_at(where) if where is not None else None
+    if name not in Policy.model_fields:
+        hint = did_you_mean(name, Policy.model_fields)
+        return [Finding(line, "error", f"unknown field {name!r}{hint}")]
+    problem = _problem({name: value})
+    return [] if problem is None else [Finding(line, "error", problem)]
+
+
+def _problem(fields: dict[str, Any]) -> str | None:
+    """What is wrong with a policy of just these fields, in the policy's words, or None."""
+    try:
+        Policy.model_validate(fields)
+    except PolicyError as exc:
+        problems = exc.details.get("problems")
+        said = "; ".join(f"{f}: {m}" for f, m in problems) if problems else exc.message
+        return said.replace("Value error, ", "")
+    return None
+
+
+def _listed(value: Any) -> list[Any] | None:
+    if isinstance(value, str | Mapping):
+        return [value]
+    return list(value) if isinstance(value, list) else None
+
+
+def _guards(value: Any, lines: Lines) -> list[Finding]:
+    items = _listed(value)
+    if items is None:
+        return _field("guards", value, lines)
+    findings = []
+    for text, line in zip(items, lines.items("guards", items), strict=True):
+        try:
+            parse_guard(text)
+        except PolicyError as exc:
+            unknown = re.match(r"unknown guard '([^']+)'", exc.message)
+            message = exc.message.split("; known:")[0] if unknown else exc.message
+            hint = did_you_mean(unknown.group(1), REGISTRY) if unknown else ""
+            findings.append(Finding(line, "error", f"guards: {message}{hint}"))
+    return findings
+
+
+def _rules(value: Any, lines: Lines, rules: list[tuple[Rule, int | None]]) -> list[Finding]:
+    items = _listed(value)
+    if items is None:
+        return _field("permission_rules", value, lines)
+    findings = []
+    for item, line in zip(items, lines.items("permission_rules", items), strict=True):
+        try:
+            (rule,) = Policy.model_validate({"permission_rules": [item]}).permission_rules
+        except PolicyError as exc:
+            findings.append(
+                Finding(line, "error", _problem({"permission_rules": [item]}) or str(exc))
+            )
+            continue
+        rules.append((rule, line))
+    return findings
+
+
+def _against(
+    rules: list[tuple[Rule, int | None]],
+    table: Any,
+    tools: Mapping[str, Any] | None,
+    lines: Lines,
+) -> list[Finding]:
+    """Rules that can never fire: against the declared tools, and shadowed by others."""
+    table = table if isinstance(table, Mapping) else {}
+    findings: list[Finding] = []
+    if tools is not None:
+        findings += _against_tools(rules, table, tools, lines)
+    only = [rule for rule, _ in rules]
+    for index, why in shadowed(only, table):
+        findings.append(Finding(rules[index][1], "warning", why))
+    return findings
+
+
+def _against_tools(
+    rules: list[tuple[Rule, int | None]],
+    table: Mapping[str, Any],
+    tools: Mapping[str, Any],
+    lines: Lines,
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for rule, line in rules:
+        why = never_applies(rule, tools)
+        if why is not None:
+            findings.append(Finding(line, "error", f"{why}; it can never match"))
+        elif not any(fnmatch.fnmatchcase(name, rule.tool) for name in tools):
+            why = f"rule {str(rule)!r} matches no declared tool: it can never match"
+            findings.append(Finding(line, "warning", why))
+    where = lines.key("permissions")
+    line = lines.line_at(where) if where is not None else None
+    for name in table:
+        if name != "*" and name not in tools:
+            hint = did_you_mean(name, tools)
+            why = f"permissions[{name!r}] names a tool that is not declared{hint}"
+            findings.append(Finding(line, "error", why))
+    return findings

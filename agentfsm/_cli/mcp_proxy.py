@@ -1,0 +1,172 @@
+"""`agentfsm mcp-proxy --policy FILE [--http [HOST:]PORT] [--trace FILE] (--url URL | -- CMD...)`:
+an MCP server behind a policy.
+
+The proxy speaks MCP to the host (Claude Code, Cursor, any MCP client) on its own stdin
+and stdout, or with `--http` over streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 unless
+a host is given; port 0 picks a free one; the URL is stdout's one line). The server is the
+command after `--`, started as a child process (one per HTTP session), or with `--url` a
+streamable HTTP MCP server. Every `tools/call` is checked against the policy first, as one
+turn of a session-long Controller (one per HTTP session): a denied call never reaches the
+server, `ask` is put to the host's user through MCP elicitation (denied when the host
+cannot ask), budgets and the doom-loop guard stop a session that runs away. `max_turns`
+applies only when the policy file sets it. A tool whose description or input schema
+changes after its first listing is flagged and asked again. With `--trace`, the session is
+written as an agentfsm trace (with `--http`, one file per session: FILE's name with the
+session id before its suffix) that `agentfsm replay` and `agentfsm report` read.
+
+Exit 0 when the host closes the session (with --http: on SIGINT or SIGTERM), 1 when the
+server exits or breaks, 2 for bad arguments, a policy file that cannot be read, a server
+that cannot be started or reached, or a port that cannot be opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from agentfsm._cli import _mcp_proxy
+from agentfsm._engine.policy import Policy
+from agentfsm.exceptions import AgentFSMError
+
+__all__ = ["add_parser", "main"]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `mcp-proxy` on an argparse subparsers object; `args.handler(args)` runs it."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "mcp-proxy",
+        help="put an MCP server behind a policy (stdio or streamable HTTP proxy)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--policy", required=True, metavar="FILE", help="policy (JSON or TOML)")
+    parser.add_argument("--trace", metavar="FILE", help="write the session as an agentfsm trace")
+    parser.add_argument(
+        "--max-result-bytes",
+        type=_positive,
+        default=_mcp_proxy.DEFAULT_MAX_RESULT_BYTES,
+        metavar="N",
+        help="cut a tool result larger than this (default %(default)s)",
+    )
+    parser.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve hosts over streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1)",
+    )
+    parser.add_argument("--url", metavar="URL", help="the server is a streamable HTTP MCP server")
+    parser.add_argument("server", nargs=argparse.REMAINDER, help="-- the server's command line")
+    parser.set_defaults(handler=main)
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    """Serve until the host closes the session (stdio) or a signal (--http); the status."""
+    command = _command(args)
+    if args.http is None and args.url is None:
+        policy = Policy.from_file(args.policy)
+        return _serve_stdio(args, policy, _mcp_proxy.child_server(command))
+    try:
+        from agentfsm._cli import _mcp_http
+    except ImportError as exc:
+        raise AgentFSMError(
+            f"--http and --url need the mcp package ({exc}): pip install 'agentfsm[mcp]'"
+        ) from None
+    listen = None
+    if args.http is not None:
+        try:
+            listen = _mcp_http.parse_listen(args.http)
+        except ValueError as exc:
+            raise AgentFSMError(f"--http takes [HOST:]PORT: {exc}") from None
+    policy = Policy.from_file(args.policy)
+    connect = _server(args.url, command, per_session=listen is not None)
+    if listen is None:
+        return _serve_stdio(args, policy, connect)
+    return _mcp_http.serve_http(_sessions(args, policy, connect), *listen)
+
+
+def _command(args: argparse.Namespace) -> list[str]:
+    """The server's command line after `--`: given, or empty with --url (not both)."""
+    command = list(args.server)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if command and args.url is not None:
+        raise AgentFSMError("give either --url or the server's command after --, not both")
+    if not command and args.url is None:
+        raise AgentFSMError(
+            "give the MCP server's command after --, e.g. -- python server.py, or --url URL"
+        )
+    return command
+
+
+def _server(url: str | None, command: list[str], per_session: bool) -> _mcp_proxy.ServerConnect:
+    """The server's end: the server at `url` once it accepts a connection, else the command.
+
+    AgentFSMError when the URL is not reached, or when a command that each HTTP session
+    would start is not found (found out once here, not at each session).
+    """
+    if url is None:
+        if per_session and shutil.which(command[0]) is None:
+            raise AgentFSMError(f"cannot start the server {command[0]!r}: no such program")
+        return _mcp_proxy.child_server(command)
+    from agentfsm._cli import _mcp_http
+
+    try:
+        _mcp_http.check_reachable(url)
+    except _mcp_proxy.StartError as exc:
+        raise AgentFSMError(str(exc)) from None
+    return _mcp_http.http_server(url)
+
+
+def _serve_stdio(
+    args: argparse.Namespace, policy: Policy, connect: _mcp_proxy.ServerConnect
+) -> int:
+    if args.trace is None:
+        return _mcp_proxy.serve(policy, connect, (), args.max_result_bytes)
+    from agentfsm._replay.trace import TraceWriter
+
+    with TraceWriter(args.trace) as writer:
+        return _mcp_proxy.serve(policy, connect, (writer,), args.max_result_bytes)
+
+
+def session_trace(path: str, session_id: str) -> Path:
+    """Where an HTTP session's trace goes: `path` with the session id before its suffix."""
+    given = Path(path)
+    return given.with_name(f"{given.stem}.{session_id}{given.suffix}")
+
+
+def _sessions(
+    args: argparse.Namespace, policy: Policy, connect: _mcp_proxy.ServerConnect
+) -> Callable[[str, _mcp_proxy.HostSide], Awaitable[int]]:
+    """Runs one HTTP session: its own Proxy (its own Controller), its own trace file."""
+    from agentfsm._replay.trace import TraceWriter
+
+    async def run_session(session_id: str, host: _mcp_proxy.HostSide) -> int:
+        with contextlib.ExitStack() as stack:
+            observers = []
+            if args.trace is not None:
+                try:
+                    writer = TraceWriter(session_trace(args.trace, session_id))
+                except AgentFSMError as exc:  # the session runs; its trace cannot be kept
+                    _mcp_proxy.say(f"session {session_id}: {exc}")
+                else:
+                    observers.append(stack.enter_context(writer))
+            proxy = _mcp_proxy.Proxy(
+                policy, connect, observers, args.max_result_bytes, run_id=session_id
+            )
+            return await proxy.run(host)
+
+    return run_session

@@ -1,0 +1,458 @@
+"""The policy: limits and choices that become guards in the route table.
+
+Budgets are guards; a policy only names them. `Policy(max_turns=50,
+guards=[TokenBudget(200_000) | CostBudget(0.5)])` and a policy file with
+`guards = ["TokenBudget(200_000) | CostBudget(0.5)"]` build the same objects.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from agentfsm._engine.routes import Route, RouteTable
+from agentfsm._model import limits
+from agentfsm._model._checked import Checked, listed, read
+from agentfsm._model._files import open_regular
+from agentfsm._model.tools import ToolSpec
+from agentfsm._model.types import State, ToolCall
+from agentfsm._permissions import (
+    Permission,
+    PermissionHook,
+    Rule,
+    Verdict,
+    decide,
+    never_applies,
+)
+from agentfsm.exceptions import DataError, PolicyError
+from agentfsm.guards import Guard, Verifier, as_guard, parse_guard
+from agentfsm.guards._base import Otherwise
+from agentfsm.guards.boundaries import (
+    ContentFiltered,
+    ContextLimit,
+    CostBudget,
+    Deadline,
+    HumanApproved,
+    HumanDeclined,
+    MaxToolCalls,
+    MaxTurns,
+    NeedsApproval,
+    PermissionDenied,
+    Refused,
+    TokenBudget,
+)
+from agentfsm.guards.completion import AnswerComplete, AnswerIncomplete, Paused
+from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
+from agentfsm.guards.results import FinalTool, ResultsReady, ToolErrorLimit, ToolFailed
+from agentfsm.guards.structure import (
+    HandoffRequested,
+    HasToolCalls,
+    MalformedToolCall,
+    OutputTruncated,
+    ProviderFailed,
+    SignalConflict,
+)
+
+__all__ = [
+    "FEEDBACK_GRACE",
+    "Permission",
+    "Policy",
+    "as_policy",
+    "boundary_guards",
+    "build_routes",
+    "check_against_tools",
+]
+
+FEEDBACK_GRACE = 2
+"""With `on_repeat="feedback"`, refused repeats the model may still make before DOOM_LOOP."""
+
+_TABLES: dict[tuple[Any, ...], RouteTable] = {}
+"""Route tables by policy content: a policy built per run reuses its table and machine."""
+
+
+_GUARDS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "string", "description": "a guard as code, e.g. 'TokenBudget(200_000)'"},
+}
+"""The guards as a policy file writes them; code (hooks, verifiers) has no JSON form."""
+
+
+class Policy(Checked):
+    """How a run is bounded and routed; every field becomes a guard or a route choice.
+
+    Every way of making one validates, `model_copy(update=...)` and `model_construct`
+    included, and raises `PolicyError` naming each bad field.
+    """
+
+    __agentfsm_error__ = PolicyError
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True
+    )
+
+    max_turns: int = Field(50, ge=1)
+    """Model outputs a run may use, retries included."""
+    max_tool_calls: int | None = Field(None, ge=0)
+    """Tool calls a run may execute."""
+    max_retries: int = Field(2, ge=0)
+    """P0 recoveries in a row before the run ends as UNRECOVERABLE_OUTPUT."""
+    max_consecutive_tool_errors: int = Field(5, ge=1)
+    """Error results in a row before the run ends as TOOL_ERRORS (the P5 bound)."""
+    repeat_threshold: int = Field(3, ge=2)
+    """Identical consecutive calls that trip the doom-loop guard."""
+    on_repeat: Literal["feedback", "ask", "stop"] = "feedback"
+    """What happens at the `repeat_threshold`-th identical call: `"feedback"` (the default,
+    the seeds' rule) does not run it and sends the model an error result saying why; the run
+    goes on, bounded by `max_consecutive_tool_errors` and `no_progress_threshold`, and ends
+    as DOOM_LOOP if the model repeats the call twice more. `"ask"` asks a human; `"stop"`
+    ends the run as DOOM_LOOP at once. A recorded agentfsm trace replays with the policy it
+    recorded, whatever this default."""
+    no_progress_threshold: int | None = Field(6, ge=2)
+    """Rounds in a row without change (repeated calls and results, failed answers) before
+    NO_PROGRESS. 6 by default: at 4 or 5, replaying the tau-bench sample stops task 9 trial 2,
+    which books the same failing reservation five times, and that sample counts as healthy."""
+    max_tokens: int | None = Field(None, ge=0)
+    """Token budget over the run (input plus output)."""
+    max_cost: float | None = Field(None, ge=0)
+    """Cost budget over the run, in US dollars: payload costs, else usage priced by genai-prices."""
+    on_unknown_price: Literal["warn", "stop"] = "warn"
+    """When a cost budget cannot price a turn (model not in genai-prices, no usage): say so
+    once in the decision's reason and count it as $0 ("warn"), or stop with COST_BUDGET."""
+    max_seconds: float | None = Field(None, ge=0)
+    """Wall-time budget of the run."""
+    max_context_tokens: int | None = Field(None, ge=1)
+    """Stop when the context reaches this many tokens."""
+    on_incomplete: Literal["continue", "ask"] = "continue"
+    """What to do with an answer that fails the completion checks."""
+    on_deny: Literal["feedback", "stop"] = "feedback"
+    """Denied calls: send the model an error result, or stop the run."""
+    permissions: dict[str, Permission] = Field(default_factory=dict)
+    """Per-tool permission; the key `"*"` sets the default (allow when absent)."""
+    permission_rules: tuple[Rule, ...] = ()
+    """Rules by tool name and argument pattern, e.g. `"deny bash(command=rm -rf *)"`,
+    `"ask git_*"`, `{"action": "allow", "tool": "read_file"}`. Every rule that matches counts."""
+    permission: SkipJsonSchema[PermissionHook | None] = Field(None, exclude=True)
+    """A hook deciding per call. Its verdict counts beside the rules and `permissions`:
+    the strongest wins (deny, then ask, then allow). Anything it returns that is not exactly
+    `"allow"`, `"ask"` or `"deny"`, and any exception it raises, denies the call."""
+    handoffs: frozenset[str] = frozenset()
+    """Tool names that hand the task to another agent."""
+    final_tools: frozenset[str] = frozenset()
+    """Tool names whose successful result ends the run as COMPLETED, that result being the
+    answer (mini-swe-agent's submit, the OpenAI Agents SDK's `StopAtTools`)."""
+    verifiers: SkipJsonSchema[tuple[Verifier, ...]] = Field((), exclude=True)
+    """Completion checks run on an answer without tool calls."""
+    guards: Annotated[tuple[Guard, ...], WithJsonSchema(_GUARDS_SCHEMA)] = ()
+    """Extra stop conditions, evaluated with the budgets, and on a final answer before it is
+    accepted: a guard of your own that applies to the answer stops the run. Budgets and loop
+    limits given here bind, as the fields do, only when another model call or tool run is
+    needed."""
+
+    @field_validator("guards", mode="before")
+    @classmethod
+    def _parse_guards(cls, value: Any) -> tuple[Guard, ...]:
+        if isinstance(value, str | Guard) or callable(value):
+            value = [value]
+        if not isinstance(value, list | tuple):
+            raise PolicyError(f"guards must be a list of guards, not {type(value).__name__}")
+        return tuple(parse_guard(g) if isinstance(g, str) else as_guard(g) for g in value)
+
+    @field_validator("permission_rules", mode="before")
+    @classmethod
+    def _parse_rules(cls, value: Any) -> tuple[Rule, ...]:
+        if isinstance(value, str | Rule | Mapping):
+            value = [value]
+        if not isinstance(value, list | tuple):
+            raise PolicyError(
+                f"permission_rules must be a list of rules, not {type(value).__name__}"
+            )
+        return tuple(_rule(item) for item in value)
+
+    @field_validator("final_tools", "handoffs", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        names = [value] if isinstance(value, str) else value
+        if isinstance(names, list | tuple | set | frozenset) and "" in names:
+            raise ValueError("a tool name must not be empty")
+        return names
+
+    @cached_property
+    def prices_turns(self) -> bool:
+        """Whether a cost budget (`max_cost`, or a CostBudget among `guards`) needs turn prices."""
+        if self.max_cost is not None:
+            return True
+        todo: list[object] = list(self.guards)
+        while todo:
+            guard = todo.pop()
+            if isinstance(guard, CostBudget):
+                return True
+            todo.extend(getattr(guard, "children", ()))
+            child = getattr(guard, "child", None)
+            if child is not None:
+                todo.append(child)
+        return False
+
+    @cached_property
+    def routes(self) -> RouteTable:
+        """The route table this policy builds, shared by every equal policy."""
+        key = self._routing_key()
+        table = _TABLES.get(key)
+        if table is None:
+            if len(_TABLES) >= 256:  # bound the cache for programs that vary policies freely
+                _TABLES.clear()
+            table = _TABLES[key] = build_routes(self)
+        return table
+
+    def _routing_key(self) -> tuple[Any, ...]:
+        # Hooks, verifiers and guards count by identity or equality; dicts become sorted items.
+        return tuple(
+            tuple(sorted(v.items())) if isinstance(v, dict) else v
+            for v in (getattr(self, name) for name in type(self).model_fields)
+        )
+
+    def permission_for(self, call: ToolCall) -> Permission:
+        """Whether `call` may run, needs a human, or is denied (the strongest verdict wins)."""
+        return self.permission_verdict(call)[0]
+
+    def permission_verdict(self, call: ToolCall) -> Verdict:
+        """The permission of `call` and the source that gave it (a rule, the table, the hook)."""
+        if not self.permission_rules and not self.permissions and self.permission is None:
+            return "allow", "the default"
+        return decide(call, self.permission_rules, self.permissions, self.permission)
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy as JSON-compatible data, guards as their reprs."""
+        data = self.model_dump(
+            mode="python", exclude={"guards", "handoffs", "final_tools", "permission_rules"}
+        )
+        data["guards"] = [repr(g) for g in self.guards]
+        data["handoffs"] = sorted(self.handoffs)
+        data["final_tools"] = sorted(self.final_tools)
+        # Structured, never text: a glob holding ", name=" or edge spaces would not parse back.
+        data["permission_rules"] = [rule.model_dump(mode="json") for rule in self.permission_rules]
+        return data
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str = "policy") -> Policy:
+        """Build a policy from plain data, naming `source` in errors."""
+        if not isinstance(data, Mapping):
+            raise PolicyError(
+                f"{source}: a policy is a mapping of fields, not {type(data).__name__}"
+            )
+        fields = read(source, PolicyError, lambda: dict(data))
+        try:
+            return cls.model_validate(fields)
+        except PolicyError as exc:  # a field, or as-is from the guards validator
+            problems = exc.details.get("problems")
+            where = listed(problems) if problems else f"guards: {exc.message}"
+            raise PolicyError(f"{source}: {where}") from exc
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Policy:
+        """Read a policy from a JSON or TOML file."""
+        if not isinstance(path, str | os.PathLike):
+            raise PolicyError(f"a policy file's path is a str or a path, not {type(path).__name__}")
+        file = Path(path)
+        try:  # a regular file only, bounded: never /dev/zero, never a FIFO that blocks
+            with open_regular(
+                str(file),
+                lambda why: PolicyError(f"cannot read policy file {file}: {why}"),
+                max_bytes=limits.MAX_POLICY_BYTES,
+            ) as raw:
+                text = raw.read().decode("utf-8")
+        except OSError as exc:
+            raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
+        try:
+            data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+            kind = "TOML" if file.suffix == ".toml" else "JSON"
+            raise PolicyError(f"policy file {file} is not valid {kind}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
+        return cls.from_mapping(data.get("policy", data), source=str(file))
+
+
+def _rule(item: Any) -> Rule:
+    """A rule from its text, a mapping a person wrote, or the Rule's own dump (`to_json`).
+
+    The dump form is told apart by its `args`, a list of [name, glob] pairs, and is
+    validated as the model itself, so every field of the rule is kept as it was.
+    """
+    if isinstance(item, Mapping) and isinstance(item.get("args"), list):
+        try:
+            return Rule.model_validate(dict(item))
+        except DataError as exc:
+            raise PolicyError(f"permission rule {dict(item)!r:.200} is invalid: {exc}") from exc
+    return Rule.of(item)
+
+
+def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) -> None:
+    """Raise PolicyError when a permission rule of `policy` can never apply to `tools`.
+
+    With tools declared, a rule naming a tool that is not declared (unless its tool
+    part is a glob), or an argument that no matching tool's schema takes, would never
+    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. Each problem is
+    named, with the closest declared name. `tools=None` (any name accepted) checks
+    nothing; `agentfsm lint` reports these and more without building a Controller.
+    """
+    if tools is None or not policy.permission_rules:
+        return
+    schemas = {name: spec.parameters for name, spec in tools.items()}
+    problems = [
+        ("permission_rules", why)
+        for why in (never_applies(rule, schemas) for rule in policy.permission_rules)
+        if why is not None
+    ]
+    if problems:
+        raise PolicyError(
+            f"the policy does not fit the declared tools: {listed(problems)}", problems=problems
+        )
+
+
+def as_policy(policy: object, where: str = "policy") -> Policy:
+    """The policy given to a Controller or an integration: a Policy, None (the defaults) or a
+    mapping of its fields; anything else raises PolicyError naming `where`."""
+    if policy is None:
+        return Policy()
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, Mapping):
+        return Policy.from_mapping(policy, source=where)
+    raise PolicyError(
+        f"{where} must be an agentfsm.Policy, a mapping of its fields or None, "
+        f"not {type(policy).__name__}"
+    )
+
+
+# -- the route table a policy builds -----------------------------------------------------
+
+
+def _check_policy(policy: object, where: str) -> None:
+    if not isinstance(policy, Policy):
+        raise PolicyError(f"{where} takes an agentfsm.Policy, not {type(policy).__name__}")
+
+
+def boundary_guards(policy: Policy) -> list[Guard]:
+    """The budget guards a policy asks for, plus the guards it was given directly."""
+    _check_policy(policy, "boundary_guards")
+    found: list[Guard] = [MaxTurns(policy.max_turns)]
+    if policy.max_tool_calls is not None:
+        found.append(MaxToolCalls(policy.max_tool_calls))
+    if policy.max_tokens is not None:
+        found.append(TokenBudget(policy.max_tokens))
+    # An infinite budget is no budget: it validates, and builds no guard.
+    if policy.max_cost is not None and math.isfinite(policy.max_cost):
+        found.append(CostBudget(policy.max_cost, on_unknown=policy.on_unknown_price))
+    if policy.max_seconds is not None and math.isfinite(policy.max_seconds):
+        found.append(Deadline(policy.max_seconds))
+    if policy.max_context_tokens is not None:
+        found.append(ContextLimit(policy.max_context_tokens))
+    found.extend(policy.guards)
+    return found
+
+
+def _refusal_guards(policy: Policy) -> list[Guard]:
+    """The guards that refuse calls and let the model try again, in the order they decide.
+
+    With `on_repeat="feedback"` the repeated round was refused by the loop guard (layer 4);
+    with `on_deny="feedback"` a denied call by the permission guard (layer 5). When no call
+    of the turn runs, the decision to go back to the model is theirs, at P6.
+    """
+    found: list[Guard] = []
+    if policy.on_repeat == "feedback":
+        found.append(RepeatedCall(policy.repeat_threshold, feedback=True))
+    if policy.on_deny == "feedback":
+        found.append(PermissionDenied(feedback=True))
+    return found
+
+
+def _answer_guards(policy: Policy) -> list[Guard]:
+    """The parts of the policy's `guards` that may end a run at a final answer."""
+    return [part for part in (g.on_answers() for g in policy.guards) if part is not None]
+
+
+def build_routes(policy: Policy) -> RouteTable:
+    """Build the route table a policy describes."""
+    _check_policy(policy, "build_routes")
+    S = State  # noqa: N806 - the table reads as a table with a one-letter alias
+    bounds = boundary_guards(policy)
+    verifiers = tuple(policy.verifiers)
+    on_repeat = S.AWAIT_HUMAN if policy.on_repeat == "ask" else S.END
+    # "feedback": validate refuses the repeated calls itself; the run stops only when the
+    # model repeats them FEEDBACK_GRACE more times after being told.
+    repeats = policy.repeat_threshold + (FEEDBACK_GRACE if policy.on_repeat == "feedback" else 0)
+    on_incomplete = S.AWAIT_HUMAN if policy.on_incomplete == "ask" else S.AWAIT_MODEL
+    rows: list[tuple[State, Guard, State]] = [
+        (S.AWAIT_MODEL, Otherwise("a model output arrived", "P1"), S.PARSE),
+        (S.PARSE, OutputTruncated(), S.RECOVER),
+        (S.PARSE, MalformedToolCall(), S.RECOVER),
+        (S.PARSE, Refused(), S.END),
+        (S.PARSE, ContentFiltered(), S.END),
+        (S.PARSE, ProviderFailed(), S.END),
+        (S.PARSE, SignalConflict(), S.VALIDATE),
+        (S.PARSE, Otherwise("the output is well formed", "P1"), S.VALIDATE),
+        (S.VALIDATE, RepeatedCall(repeats), on_repeat),
+    ]
+    if policy.on_deny == "stop":
+        rows.append((S.VALIDATE, PermissionDenied(), S.END))
+    # Refusals that nothing else in the turn outranks: the guard that refused decides (P6),
+    # not the P5 feedback of a failed tool (seed 003: repetition and denials are P6).
+    # They apply only when no call of the turn runs, so they come with the other P6 rows.
+    refusals = _refusal_guards(policy)
+    rows += [
+        (S.VALIDATE, NeedsApproval(), S.AWAIT_HUMAN),
+        *((S.VALIDATE, g, S.BUDGET_CHECK) for g in refusals),
+        (S.VALIDATE, HasToolCalls(), S.BUDGET_CHECK),
+        (S.VALIDATE, HandoffRequested(), S.BUDGET_CHECK),
+        (S.VALIDATE, ToolFailed(), S.BUDGET_CHECK),
+        (S.VALIDATE, Otherwise("no tool call: check the answer", "P3"), S.VERIFY),
+        # A guard of your own stops a final answer too; budgets do not (see acts_on_answers).
+        *((S.VERIFY, g, S.END) for g in _answer_guards(policy)),
+        (S.VERIFY, AnswerComplete(*verifiers), S.END),
+        (S.VERIFY, Otherwise("the answer is not final", "P4"), S.BUDGET_CHECK),
+        *((S.BUDGET_CHECK, g, S.END) for g in bounds),
+        (S.BUDGET_CHECK, ToolErrorLimit(policy.max_consecutive_tool_errors), S.END),
+    ]
+    if policy.no_progress_threshold is not None:
+        rows.append((S.BUDGET_CHECK, NoProgress(policy.no_progress_threshold), S.END))
+    rows += [
+        *((S.BUDGET_CHECK, g, S.AWAIT_MODEL) for g in refusals),
+        (S.BUDGET_CHECK, HasToolCalls(), S.EXECUTE),
+        (S.BUDGET_CHECK, HandoffRequested(), S.HANDOFF),
+        (S.BUDGET_CHECK, Paused(), S.AWAIT_MODEL),
+        (S.BUDGET_CHECK, ToolFailed(), S.AWAIT_MODEL),
+        (S.BUDGET_CHECK, ResultsReady(), S.AWAIT_MODEL),
+        (S.BUDGET_CHECK, AnswerIncomplete(*verifiers), on_incomplete),
+        (S.BUDGET_CHECK, Otherwise("call the model again", "P4"), S.AWAIT_MODEL),
+        (S.RECOVER, RetriesExhausted(policy.max_retries), S.END),
+        *((S.RECOVER, g, S.END) for g in bounds),
+        (S.RECOVER, Otherwise("retry the model call", "P0"), S.AWAIT_MODEL),
+    ]
+    if policy.final_tools:
+        # A final tool that is also a handoff (LangGraph's return_direct on a delegate): the
+        # delegate's answer ends the run as the tool's result would.
+        final = FinalTool(*sorted(policy.final_tools))
+        rows += [(S.EXECUTE, final, S.END), (S.HANDOFF, final, S.END)]
+    rows += [
+        (S.EXECUTE, Otherwise("the tool results arrived", "P1"), S.BUDGET_CHECK),
+        (S.HANDOFF, Otherwise("the delegate answered", "P2"), S.BUDGET_CHECK),
+        (S.AWAIT_HUMAN, HumanDeclined(), S.END),
+        # A reply that goes back to the model (a decline with a message, an answer) needs a
+        # model turn: the budgets are checked first, as on every other way to the model (an
+        # approval meets the same ones first in BUDGET_CHECK, so it ends the same).
+        *((S.AWAIT_HUMAN, g, S.END) for g in bounds),
+        (S.AWAIT_HUMAN, HumanApproved(), S.BUDGET_CHECK),
+        (S.AWAIT_HUMAN, Otherwise("the human replied", "P4"), S.AWAIT_MODEL),
+    ]
+    return RouteTable(Route(src, guard, dst) for src, guard, dst in rows)

@@ -1,0 +1,90 @@
+"""The frozen view of a run that every guard reads.
+
+A snapshot is built once per input (model output, tool results, human reply)
+from the controller's counters and the analysis of the parse and validate
+states. Guards are pure functions of it, so they are trivial to test: build
+one with `agentfsm.testing.snapshot(...)` and call the guard.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict
+
+from agentfsm._model._checked import Checked
+from agentfsm._model.types import ModelTurn, ToolCall, ToolResult, unchecked, unchecked_maker
+
+__all__ = ["Phase", "RunSnapshot", "unchecked_evolve"]
+
+Phase = Literal["model_output", "tool_results", "human_reply"]
+
+
+class RunSnapshot(Checked):
+    """What a run looks like at the moment a guard is asked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    run_id: str = "run"
+    """The run's id."""
+    phase: Phase = "model_output"
+    """Which input is being routed."""
+    turn: int = 0
+    """Model outputs seen so far, this one included; retries count."""
+    episode_start: int = 0
+    """The turn before the current episode's first model output (0 in the first episode)."""
+    output: ModelTurn | None = None
+    """The model output being routed (phase `model_output`)."""
+    executable: tuple[ToolCall, ...] = ()
+    """Calls that passed validation and may run (or approved calls, phase `human_reply`)."""
+    rejected: tuple[ToolResult, ...] = ()
+    """Error results the controller made for calls it will not run."""
+    denied: tuple[ToolCall, ...] = ()
+    """Calls the permission hook denied."""
+    needs_approval: tuple[ToolCall, ...] = ()
+    """Calls the permission hook wants a human to approve."""
+    handoffs: tuple[ToolCall, ...] = ()
+    """Calls that hand the task to another agent."""
+    repeat_streak: int = 0
+    """Identical consecutive calls, counting this turn's calls."""
+    repeated: str = ""
+    """The calls that repeat, as `name(args)`, for reasons (set once the streak passes 1)."""
+    notes: tuple[str, ...] = ()
+    """What the controller fixed on its own (issued ids, unwrapped calls)."""
+    results: tuple[ToolResult, ...] = ()
+    """Results received, synthesized ones for missing ids included (phase `tool_results`)."""
+    missing: tuple[str, ...] = ()
+    """Call ids that got no result from the host."""
+    tool_errors_in_a_row: int = 0
+    """Consecutive error results, this input's included."""
+    same_results_in_a_row: int = 0
+    """Tool rounds in a row that repeated a recent round: same calls, same results."""
+    incomplete_in_a_row: int = 0
+    """Consecutive answers that failed verification, this one included."""
+    retries_in_a_row: int = 0
+    """P0 recoveries in a row before this output."""
+    tool_calls_used: int = 0
+    """Tool calls already executed in the run."""
+    tokens_used: int = 0
+    """Input plus output tokens over the run, this output's included."""
+    cost_used: float = 0.0
+    """Cost in US dollars over the run, reported or priced (see `agentfsm._model.pricing`)."""
+    cost_unknown: str = ""
+    """Why this output's cost is unknown, when the run has a cost budget and cannot price it."""
+    context_tokens: int = 0
+    """Input plus output tokens of the latest output: how full the context is."""
+    elapsed: float = 0.0
+    """Seconds since the run started."""
+    human_approved: bool | None = None
+    """The human's answer (phase `human_reply`)."""
+    human_message: str | None = None
+    """What the human said, if anything."""
+
+
+def unchecked_evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
+    """Return a copy of `snap` with `changes`, unvalidated: the routing path's own data."""
+    return unchecked(RunSnapshot, {**snap.__dict__, **changes})
+
+
+unchecked_snapshot = unchecked_maker(RunSnapshot)
+"""`unchecked(RunSnapshot, values)` for the step's own sites (see `unchecked_maker`)."""

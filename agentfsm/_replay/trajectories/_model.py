@@ -1,0 +1,89 @@
+"""The recorded steps a trajectory reader yields, in the order they happened.
+
+A recorded run is a sequence of four kinds of step: a model output, the
+results of the tool calls it made (paired by position, never by id alone:
+tau-bench reuses ids within a run), a user message and a human reply. Steps
+are plain slotted dataclasses because replay builds millions of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm._model.types import ModelTurn, ToolResult
+
+__all__ = ["HumanReply", "ModelOutput", "RecordedRun", "Step", "ToolResults", "UserMessage"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOutput:
+    """One model output, normalized."""
+
+    turn: ModelTurn
+    elapsed: float | None = None
+    """The run's time when the output was routed, where the recording says (agentfsm traces)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResults:
+    """The recorded results of the previous model output's calls, in call order.
+
+    Result `i` answers call `i` of that output; `call_id` is the recorded id,
+    which replay does not trust.
+    """
+
+    results: tuple[ToolResult, ...]
+    elapsed: float | None = None
+    """The run's time when the results were routed, where the recording says."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A message from the user (or a user simulator) to the agent."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class HumanReply:
+    """A human's answer to an ASK_HUMAN decision, as an agentfsm trace records it."""
+
+    approved: bool
+    message: str | None = None
+    elapsed: float | None = None
+    """The run's time when the reply was routed, where the recording says."""
+
+
+Step = ModelOutput | ToolResults | UserMessage | HumanReply
+
+
+@dataclass(slots=True)
+class RecordedRun:
+    """One recorded run: where it came from, its steps, and how the recording ended.
+
+    `end` is how the recording itself says the run ended (`Submitted`,
+    `###STOP###`, `give_up`, ...). Streaming readers learn it only when the
+    steps are exhausted, so read it after iterating `steps`.
+    """
+
+    id: str
+    """The run's id in its source, or its index in the file."""
+    source: str
+    """The file the run was read from."""
+    format: str
+    """The name of the format the file was read as."""
+    steps: Iterable[Step]
+    """The steps, lazily for streaming formats: iterate once."""
+    end: str | None = None
+    """How the recording says the run ended, when it says so."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Small extra facts from the source (reward, model, ...); an agentfsm trace's
+    `policy` and `tools` (None: any tool name) as its `run_started` event recorded them."""
+    recorded: list[tuple[str, str, str, str | None]] | None = None
+    """The decisions an agentfsm trace recorded, as (action, priority, guard, exit reason),
+    filled while `steps` is read; None for formats that do not record decisions."""
+
+    def __iter__(self) -> Iterator[Step]:
+        return iter(self.steps)

@@ -1,0 +1,453 @@
+"""One run of the runner: the Controller, the message list it grows, and the result.
+
+The session is the runner's bookkeeping, free of I/O so `run` and `arun` share
+it: it turns each decision into messages (the assistant turn, the tool results,
+the controller's own results beside them, a failed completion check's reason as
+the user's message) and the next request's arguments (the tools not denied by
+name, `max_tokens` raised after a truncation).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pydantic import ConfigDict, Field
+
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.policy import Policy
+from agentfsm._model._checked import Checked
+from agentfsm._model.tools import ToolSpec, tool_specs
+from agentfsm._model.types import (
+    Action,
+    Decision,
+    ExitReason,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from agentfsm.guards.completion import AnswerIncomplete
+
+__all__ = ["Answer", "Inbox", "RunResult", "Session"]
+
+DEFAULT_MAX_TOKENS = 4096
+"""The output limit assumed when a truncated call set none and reported no usage."""
+_AWAITING_HOST = (Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN)
+_INCOMPLETE = f"{AnswerIncomplete.__name__}("
+"""How a decision's `fired` starts when a completion check failed (CONTINUE at P4)."""
+
+
+class Answer(NamedTuple):
+    """One model call's output: the turn, and what goes back to the provider as it came."""
+
+    turn: ModelTurn
+    message: dict[str, Any] | None = None
+    """litellm's own assistant message of a paused turn (Anthropic `pause_turn`): its
+    provider blocks (server tool uses and their results, signed thinking) must be sent
+    back unchanged for the provider to go on where it paused."""
+
+
+_KEPT = ("provider_specific_fields", "thinking_blocks")
+"""The fields of litellm's assistant message that carry the provider's own blocks."""
+
+
+class RunResult(Checked):
+    """How a run ended, and everything it produced on the way."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exit_reason: ExitReason
+    """Why the run ended; `COMPLETED` is the only normal end."""
+    decisions: list[Decision] = Field(default_factory=list)
+    """Every decision the Controller made, in order."""
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The conversation at the end, in OpenAI chat format, the input messages first."""
+    text: str = ""
+    """The final answer (the last model text when the run did not complete)."""
+    turns: int = 0
+    """Model outputs the Controller saw, retries included."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens (and cost, when known) summed over every model output, sub-agents' included."""
+    error: str | None = None
+    """What failed, when the run ended with `PROVIDER_ERROR` or `CONTEXT_EXHAUSTED` (the
+    provider's error saying the input does not fit)."""
+
+
+class Inbox:
+    """User messages for a run in progress; `send` is safe from any thread.
+
+    A message sent while tools run skips the calls not yet started ("skipped: a
+    user message arrived") and reaches the model next; one sent while the model
+    answers continues the conversation as the next episode.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._texts: list[str] = []
+        self.arrived = threading.Event()
+        """Set while messages wait to be taken."""
+
+    def send(self, text: str) -> None:
+        """Queue a user message."""
+        if not isinstance(text, str):
+            from agentfsm.exceptions import InvalidInputError
+
+            raise InvalidInputError(f"a user message must be a str, not {type(text).__name__}")
+        with self._lock:
+            self._texts.append(text)
+            self.arrived.set()
+
+    def take(self) -> list[str]:
+        """Take every queued message, oldest first."""
+        with self._lock:
+            texts, self._texts = self._texts, []
+            self.arrived.clear()
+        return texts
+
+
+_TOOLS_OF: ContextVar[Session | None] = ContextVar("agentfsm_tools_of", default=None)
+"""The run whose tools are running in this context (None outside a batch of tools).
+
+A run started inside a tool (`af.run` called by the tool's code, in its thread or
+task: contexts travel with both) finds the run that called the tool here, and
+charges its usage to it when it ends, as a handoff's child is charged."""
+
+
+class Session:
+    """Feed one run's model outputs, tool results and human answers to its Controller."""
+
+    def __init__(
+        self, model: str, messages: Sequence[Mapping[str, Any]], controller: Any, specs: Any
+    ) -> None:
+        self.model = model
+        self.messages: list[dict[str, Any]] = [dict(m) for m in messages]
+        self.controller = controller
+        self.specs: dict[str, ToolSpec] | None = specs
+        policy: Policy = controller.policy
+        self.offered: list[ToolSpec] = [
+            spec for name, spec in (specs or {}).items() if not denied_by_name(policy, name)
+        ]
+        """The tools each request offers: those the policy does not deny by name."""
+        self.max_tokens: int | None = None
+        self.decisions: list[Decision] = []
+        self.error: str | None = None
+        self._pending: ModelTurn | None = None
+        self._provided: dict[str, Any] | None = None
+        """The provider's own message of the pending turn, when it must go back as it came."""
+        self._answers: list[ToolResult] = []
+        self._users: list[str] = []
+        self._text = ""
+        self._usage = Usage()
+        self._charging = threading.Lock()  # tools on several threads may charge at once
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Any] | None,
+        policy: Any,
+        observers: Sequence[Callable[[Mapping[str, Any]], Any]],
+        trace: str | os.PathLike[str] | None,
+        *,
+        max_tokens: int | None = None,
+    ) -> Iterator[Session]:
+        """Build the Controller (and the trace writer) for one run; close the trace after.
+
+        A run started inside a tool without tools of its own takes the calling run's.
+        """
+        from agentfsm._replay.trace import TraceWriter
+
+        caller = _TOOLS_OF.get()
+        if tools is None and caller is not None:
+            tools, policy = caller.inherited(policy)
+        specs = tool_specs(tools)
+        writer = None
+        if trace is not None:
+            Path(trace).parent.mkdir(parents=True, exist_ok=True)
+            writer = TraceWriter(trace)
+        try:
+            controller = Controller(
+                policy if policy is not None else Policy(),
+                tools=None if specs is None else list(specs.values()),
+                observers=(*observers, *([writer] if writer else [])),
+            )
+            session = cls(model, messages, controller, specs)
+            session.max_tokens = max_tokens
+            # Inside this run nothing is a tool of the caller's run until a batch says so
+            # (a handoff's child is charged by the handoff, not here).
+            token = _TOOLS_OF.set(None)
+            try:
+                yield session
+            finally:
+                _TOOLS_OF.reset(token)
+                if caller is not None:
+                    caller.charge(session.usage)
+        finally:
+            if writer is not None:
+                writer.close()
+
+    def inherited(self, policy: Any) -> tuple[list[ToolSpec] | None, Any]:
+        """The tools (and policy) of a run started by one of this run's tools without its own.
+
+        It gets the tools this run offers; without a policy of its own, this run's
+        permissions come with them, so no tool runs there that would be refused here.
+        """
+        if self.specs is None:
+            return None, policy
+        if policy is None:
+            own: Policy = self.controller.policy
+            policy = Policy(
+                permissions=own.permissions,
+                permission_rules=own.permission_rules,
+                permission=own.permission,
+            )
+        return list(self.offered), policy
+
+    @contextmanager
+    def running_tools(self) -> Iterator[None]:
+        """Mark this context as running this run's tools: runs started by them charge it."""
+        token = _TOOLS_OF.set(self)
+        try:
+            yield
+        finally:
+            _TOOLS_OF.reset(token)
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and cost so far: the run's model calls and what was charged to it."""
+        return self._usage
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has ended (the Controller ended it, or the provider failed)."""
+        return self.error is not None or bool(self.controller.done)
+
+    def request(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the keyword arguments of the next model call."""
+        request: dict[str, Any] = {"model": self.model, "messages": list(self.messages)}
+        if self.offered:
+            request["tools"] = [spec.to_openai() for spec in self.offered]
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        request.update(options)
+        return request
+
+    def on_turn(self, turn: ModelTurn, message: Mapping[str, Any] | None = None) -> Decision:
+        """Give one model output to the Controller; the history keeps the ids it issued.
+
+        `message`, litellm's own assistant message of the turn, sends the provider's
+        blocks back with it (a paused turn's server tool work).
+        """
+        decision = self.controller.on_model_output(turn)
+        self._pending = self.controller.last_output
+        self._provided = dict(message) if message is not None else None
+        self._text = turn.text or self._text
+        self._usage = _add_usage(self._usage, turn.usage)
+        return self._settle(decision)
+
+    def on_results(self, results: Sequence[ToolResult]) -> Decision:
+        """Send tool results to the model (beside the controller's own) and the Controller."""
+        self._answers.extend(results)
+        self._flush()
+        return self._settle(self.controller.on_tool_results(list(results)))
+
+    def on_human(self, asked: Decision, approved: bool, message: str | None) -> Decision:
+        """Give a human's answer to the Controller; a clarification goes to the model too."""
+        if not asked.tool_calls and message:
+            self._flush()
+            self.messages.append({"role": "user", "content": message})
+        decision = self.controller.on_human_reply(approved, message)
+        if decision.note:
+            # A note given with an approval reaches the model after the approved calls'
+            # results, as a user message: the calls' turn must be answered first.
+            self._users.append(decision.note)
+        return self._settle(decision)
+
+    def fail(self, exc: BaseException) -> None:
+        """End the run on a provider failure that retries did not fix; the trace records it.
+
+        An input the model's context cannot hold ends CONTEXT_EXHAUSTED, the messages kept.
+        """
+        self.error = str(exc)
+        details = getattr(exc, "details", None) or {}
+        reason = (
+            ExitReason.CONTEXT_EXHAUSTED
+            if details.get("context_exhausted")
+            else ExitReason.PROVIDER_ERROR
+        )
+        if not self.controller.done:
+            self._settle(self.controller.stop(reason, message=self.error))
+
+    def interrupt(self) -> None:
+        """End the run as INTERRUPTED, keeping every message and result produced so far."""
+        if not self.controller.done:
+            self._settle(self.controller.stop(ExitReason.INTERRUPTED, message="cancelled"))
+
+    def steer(self, inbox: Inbox | None) -> None:
+        """Give the queued user messages to the Controller; they reach the model next."""
+        if inbox is None or not inbox.arrived.is_set():
+            return
+        for text in inbox.take():
+            self.controller.on_user_message(text)
+            self._users.append(text)
+        if not self.controller.pending_calls:
+            self._flush_users()
+
+    def take(self, inbox: Inbox | None) -> bool:
+        """Before a model call: take queued messages (after FINAL, they open the next episode).
+
+        Returns whether the run goes on.
+        """
+        if inbox is not None and inbox.arrived.is_set():
+            done = self.controller.done
+            if not done or self.controller.exit_reason is ExitReason.COMPLETED:
+                self.steer(inbox)
+        return not self.finished
+
+    def charge(self, usage: Usage) -> None:
+        """Charge a sub-agent's tokens and cost to this run's budgets and usage."""
+        with self._charging:
+            self.controller.charge(usage)
+            self._usage = _add_usage(self._usage, usage)
+
+    def result(self) -> RunResult:
+        """Return the run's result."""
+        exit_reason = self.controller.exit_reason or ExitReason.INTERRUPTED
+        return RunResult(
+            exit_reason=exit_reason,
+            decisions=list(self.decisions),
+            messages=list(self.messages),
+            text=self._text,
+            turns=int(self.controller.turn),
+            usage=self._usage,
+            error=self.error,
+        )
+
+    def _settle(self, decision: Decision) -> Decision:
+        """Record a decision and write what it settles into the messages."""
+        self.decisions.append(decision)
+        self._answers.extend(decision.results)
+        self._adjust(decision)
+        if decision.action in _AWAITING_HOST:
+            return decision
+        if decision.action is Action.RETRY and not self._answers:
+            self._pending = self._provided = None  # a broken output is not in the conversation
+        if decision.action is Action.FINAL and decision.answer is not None:
+            answer = decision.answer
+            self._text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
+        self._flush()
+        self._flush_users()
+        if decision.action is Action.CONTINUE and decision.fired.startswith(_INCOMPLETE):
+            # The model must be told what is missing, or it answers the same way again.
+            self.messages.append({"role": "user", "content": f"Not done yet: {decision.reason}"})
+        return decision
+
+    def _flush_users(self) -> None:
+        self.messages.extend({"role": "user", "content": text} for text in self._users)
+        self._users = []
+
+    def _adjust(self, decision: Decision) -> None:
+        factor = decision.adjust.get("max_tokens_factor")
+        if "max_tokens" in decision.adjust:
+            self.max_tokens = int(decision.adjust["max_tokens"])
+        elif factor:
+            used = self._pending.usage.output_tokens if self._pending and self._pending.usage else 0
+            self.max_tokens = int((self.max_tokens or used or DEFAULT_MAX_TOKENS) * factor)
+
+    def _flush(self) -> None:
+        """Append the pending assistant turn with its answered calls, then their results."""
+        turn, answers = self._pending, {r.call_id: r for r in self._answers}
+        kept = _provider_blocks(self._provided)
+        self._pending, self._provided, self._answers = None, None, []
+        if turn is None:
+            return
+        calls = [c for c in turn.tool_calls if c.id in answers]
+        if turn.text or calls or kept:
+            self.messages.append({**_assistant_message(turn.text, calls), **kept})
+        self.messages.extend(_tool_message(answers[c.id]) for c in calls)
+
+
+def denied_by_name(policy: Policy, name: str) -> bool:
+    """Whether the policy denies every call of the tool `name`, whatever its arguments.
+
+    A `permissions` entry, or a rule without an argument pattern, that denies it; or the
+    table's `"*"` deny when nothing else can speak for the tool (no entry, no rule that
+    names it, no hook). A deny with an argument pattern leaves the tool offered.
+    """
+    rules = [r for r in policy.permission_rules if fnmatch.fnmatchcase(name, r.tool)]
+    if any(r.action == "deny" and r.names_tool_only for r in rules):
+        return True  # a deny is never overridden
+    table = policy.permissions
+    if name in table:
+        return table[name] not in ("allow", "ask")
+    if rules or policy.permission is not None:
+        return False
+    return table.get("*", "allow") not in ("allow", "ask")
+
+
+def _add_usage(total: Usage, usage: Usage | None) -> Usage:
+    if usage is None:
+        return total
+    cost = (
+        None if total.cost is None and usage.cost is None else (total.cost or 0) + (usage.cost or 0)
+    )
+    return Usage(
+        input_tokens=total.input_tokens + usage.input_tokens,
+        output_tokens=total.output_tokens + usage.output_tokens,
+        cost=cost,
+    )
+
+
+def _assistant_message(text: str, calls: Sequence[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": _arguments(c)},
+            }
+            for c in calls
+        ]
+    return message
+
+
+def _provider_blocks(message: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The fields of litellm's assistant message that carry the provider's own blocks."""
+    if message is None:
+        return {}
+    return {key: message[key] for key in _KEPT if message.get(key)}
+
+
+def _call_entry(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": _arguments(call)},
+    }
+
+
+def _arguments(call: ToolCall) -> str:
+    # Unparsed arguments go back as `{}`: providers (and litellm's Anthropic
+    # translation) reject invalid JSON in the history; the error result says what was wrong.
+    return json.dumps(call.arguments or {}, ensure_ascii=False)
+
+
+def _tool_message(result: ToolResult) -> dict[str, Any]:
+    content = result.content
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False, default=str)
+    message = {"role": "tool", "tool_call_id": result.call_id, "content": content}
+    if result.name:
+        message["name"] = result.name
+    return message
