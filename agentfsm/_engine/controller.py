@@ -40,6 +40,7 @@ from agentfsm._model.types import (
     unchecked_decision,
 )
 from agentfsm.exceptions import (
+    AgentFSMError,
     CheckpointError,
     DataError,
     DefinitionError,
@@ -82,9 +83,16 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
             saved = run.save()
             try:
                 return method(*args, **kwargs)
+            except AgentFSMError as exc:
+                ctl._undo(run, saved, last, exc)
+                error = exc
             except BaseException as exc:
                 ctl._undo(run, saved, last, exc)
                 raise
+        # agentfsm's own error says what was wrong with the input; the frames of the
+        # states and guards it passed through are not the user's to read. What caused it
+        # (a hook's or observer's own exception) keeps its whole traceback.
+        raise error.with_traceback(None)
 
     return wrapper
 

@@ -119,7 +119,9 @@ def _calling(model: type[BaseModel], method: Callable[..., _T], /, *args: Any, *
     except AgentFSMError:
         raise
     except ValidationError as exc:
-        raise data_error(model, exc) from exc
+        # The error names every field and problem pydantic found; pydantic's own traceback
+        # would only show its internals to the user.
+        raise data_error(model, exc) from None
     except (TypeError, ValueError, ArithmeticError, AssertionError, PydanticUserError) as exc:
         name = getattr(method, "__name__", "method")
         said = _one_line(" ".join(f"{exc}".split()))
@@ -202,7 +204,7 @@ class Checked(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise data_error(type(self), exc) from exc
+            raise data_error(type(self), exc) from None
 
     # Pydantic calls a custom `__init__` for every nested instance it validates; this one
     # does what pydantic's own does, so nested values keep pydantic's direct path.
