@@ -22,6 +22,7 @@ from agentfsm._engine.persistence import dump_run, load_run
 from agentfsm._engine.policy import Policy, as_policy, check_against_tools
 from agentfsm._engine.routes import WAITING, Route, RouteTable
 from agentfsm._model._checked import listed, read
+from agentfsm._model._errors import at_call
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec, tool_specs
@@ -121,6 +122,7 @@ class Controller:
             again exactly as it did live.
     """
 
+    @at_call
     def __init__(
         self,
         policy: Policy | None = None,
@@ -273,6 +275,7 @@ class Controller:
         return dump_run(self._run, self.policy, self._last_output, engine)
 
     @classmethod
+    @at_call
     def load(
         cls,
         data: Mapping[str, Any],

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm._model._checked import Checked, read
@@ -28,8 +28,8 @@ class ToolSpec(Checked):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
-    name: str
-    """The name the model calls the tool by."""
+    name: str = Field(min_length=1)
+    """The name the model calls the tool by (not empty: no call could name it)."""
     description: str = ""
     """What the tool does, shown to the model."""
     parameters: dict[str, Any] | None = None

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
+from agentfsm._model._errors import at_call
 from agentfsm._model.types import (
     Action,
     Decision,
@@ -206,6 +207,7 @@ class Comparison:
         return bool(self.against) or self.extra > 0 or self.exit_reasons[0] != self.exit_reasons[1]
 
 
+@at_call
 def compare(first: ReplayResult, second: ReplayResult) -> Comparison:
     """Align two replays' decisions by (turn, order within the turn) and list the differences."""
     for name, value in (("first", first), ("second", second)):
@@ -281,6 +283,7 @@ def _brief(decision: tuple[str, str, str, str | None]) -> str:
     return f"{action}{end} {priority} {guard}"
 
 
+@at_call
 def replay_run(
     run: RecordedRun,
     policy: Any = None,

@@ -27,6 +27,7 @@ from typing import IO, Any, BinaryIO
 
 from agentfsm._engine.events import RETRACTED
 from agentfsm._model import limits
+from agentfsm._model._errors import iterated_at_call
 from agentfsm._model._files import open_regular
 from agentfsm.exceptions import TraceError
 
@@ -262,6 +263,7 @@ class TraceWriter:
         self.close()
 
 
+@iterated_at_call
 def read_trace(
     path: str | os.PathLike[str], *, errors: list[TraceError] | None = None
 ) -> Iterator[dict[str, Any]]:

@@ -68,6 +68,7 @@ from tenacity import (
 )
 
 from agentfsm._model._checked import read, replaced
+from agentfsm._model._errors import at_call
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
@@ -196,6 +197,7 @@ class Executor:
         options: ToolOptions by tool name; they override options set with `@tool`.
     """
 
+    @at_call
     def __init__(
         self,
         tools: Iterable[Any] | Mapping[str, Any] | None,
@@ -257,6 +259,7 @@ class Executor:
 
     # -- the sync path ---------------------------------------------------------------
 
+    @at_call
     def run(
         self,
         calls: Decision | Sequence[ToolCall],
@@ -310,6 +313,7 @@ class Executor:
 
     # -- the async path --------------------------------------------------------------
 
+    @at_call
     async def arun(
         self,
         calls: Decision | Sequence[ToolCall],

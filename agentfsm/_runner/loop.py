@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never, cast
 
+from agentfsm._model._errors import at_call
 from agentfsm._model.types import Decision, ToolCall, ToolResult
 from agentfsm._runner._batch import AbandonedError, until_cancelled
 from agentfsm._runner._options import PROVIDER_TIMEOUT, Flag, OnAsk, RunOptions
@@ -45,6 +46,7 @@ from agentfsm.exceptions import DefinitionError, ProviderError
 __all__ = ["Agent", "Executor", "Inbox", "OnAsk", "ProviderRetry", "RunResult", "arun", "run"]
 
 
+@at_call
 def run(
     model: str,
     messages: str | Sequence[Mapping[str, Any]],
@@ -136,6 +138,7 @@ def run(
         return loop.session.result()
 
 
+@at_call
 async def arun(
     model: str,
     messages: str | Sequence[Mapping[str, Any]],

@@ -16,6 +16,7 @@ from typing import Any
 from dbos import DBOSClient, EnqueueOptions
 
 from agentfsm._model._checked import read
+from agentfsm._model._errors import at_call
 from agentfsm.durable import _runs
 from agentfsm.durable._runs import DurableResult, RunStatus
 from agentfsm.durable._serializer import JsonSerializer, refuse_pickles
@@ -58,6 +59,7 @@ class Client:
     no agents, so a run of an agent no worker knows fails there (`result` says so).
     """
 
+    @at_call
     def __init__(self, database_url: str, *, name: str = "agentfsm") -> None:
         for field, value in (("database_url", database_url), ("name", name)):
             if not isinstance(value, str) or not value:
@@ -90,6 +92,7 @@ class Client:
         """Close the client's database connections."""
         self._dbos.destroy()
 
+    @at_call
     def start(
         self,
         agent: str,
@@ -109,14 +112,17 @@ class Client:
         with _runs.reading(run_id or "(new)", "start", self._remote.hint):
             return self._dbos.enqueue(options, agent, history).get_workflow_id()
 
+    @at_call
     def status(self, run_id: str) -> RunStatus:
         """Where a run is: queued, running, waiting for a human, done, failed or cancelled."""
         return _runs.status(self._remote, run_id)
 
+    @at_call
     def asked(self, run_id: str) -> dict[str, Any] | None:
         """What a run waiting for a human asks (question id, turn, reason, tool calls), or None."""
         return _runs.asked(self._remote, run_id)
 
+    @at_call
     def reply(
         self,
         run_id: str,
@@ -131,10 +137,12 @@ class Client:
         """
         _runs.reply(self._remote, run_id, question, approved, message)
 
+    @at_call
     def result(self, run_id: str, *, timeout: float | None = None) -> DurableResult:
         """Wait for a run to end and return its result (RunError if it failed)."""
         return _runs.result(self._remote, run_id, timeout)
 
+    @at_call
     def pending(self) -> dict[str, str]:
         """The runs not ended yet (queued, running or waiting), each with its application version
         (`""` for a run queued and not yet taken: the newest version's workers will take it).

@@ -17,6 +17,7 @@ from agentfsm._engine.events import SCHEMA
 from agentfsm._engine.persistence import STATE_VERSION, policy_code
 from agentfsm._engine.policy import Policy, as_policy
 from agentfsm._model._checked import check_number
+from agentfsm._model._errors import at_call
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._runner.executor import ToolOptions, options_of
 from agentfsm.exceptions import DefinitionError, InvalidInputError
@@ -52,6 +53,7 @@ class DurableAgent:
             they override the mark. Only `idempotent` matters here.
     """
 
+    @at_call
     def __init__(
         self,
         name: str,

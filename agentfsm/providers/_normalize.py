@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from agentfsm._model._errors import at_call
 from agentfsm._model.types import ModelTurn
 from agentfsm.exceptions import PayloadError
 from agentfsm.providers import _openai_chat
@@ -400,6 +401,7 @@ def _read_dict(payload: dict[str, Any], provider: str | None) -> ModelTurn:
     )
 
 
+@at_call
 def normalize(payload: object, provider: str | None = None) -> ModelTurn:
     """Read one model output from any supported wire format into a `ModelTurn`.
 
