@@ -41,13 +41,14 @@ from agentfsm._replay.trajectories import (
     ModelOutput,
     RecordedRun,
     Step,
+    Stopped,
     ToolResults,
     UserMessage,
 )
 from agentfsm._replay.trajectories._pairing import pair_results
 from agentfsm.exceptions import DefinitionError, PolicyError, TraceError
 
-_LATER_STEPS = (ToolResults, UserMessage, HumanReply)
+_LATER_STEPS = (ToolResults, UserMessage, HumanReply, Stopped)
 """The steps other than a model output."""
 
 __all__ = [
@@ -372,7 +373,7 @@ class _Replayer:
         elif not isinstance(step, _LATER_STEPS):
             raise TraceError(
                 f"{self.run.source}: run {self.run.id}: a step is a {type(step).__name__}, not "
-                "a ModelOutput, ToolResults, UserMessage or HumanReply"
+                "a ModelOutput, ToolResults, UserMessage, HumanReply or Stopped"
             )
         elif self.stopped:
             return
@@ -382,6 +383,8 @@ class _Replayer:
             self._user(step.text)
         elif isinstance(step, HumanReply):
             self._human(step)
+        elif isinstance(step, Stopped):
+            self._stop(step)
 
     def _model(self, turn: ModelTurn) -> None:
         if self.stopped or not self._ready_for_model():
@@ -451,6 +454,12 @@ class _Replayer:
             self._record(decision, "human_reply")
         else:
             self.result.notes.append("a recorded human reply came when no human was asked")
+
+    def _stop(self, step: Stopped) -> None:
+        # Under another policy the run may have ended before the host stopped it: then
+        # the host's stop came too late to change anything, as it would have live.
+        if not self.ctl.done:
+            self._record(self.ctl.stop(step.reason, step.message), "stop")
 
     def finish(self) -> ReplayResult:
         exit_reason = self.ctl.exit_reason if self.ctl.done else None

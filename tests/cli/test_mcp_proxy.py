@@ -251,6 +251,16 @@ class TestSessionGuards:
         last = [e for e in events if e.get("event") == "decision"][-1]
         assert last["exit_reason"] == "interrupted"
         assert "exited (status 3)" in last["reason"]
+        replay = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "replay", str(proxy.trace), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert replay.returncode == 0, replay.stdout + replay.stderr  # no divergence
+        (record,) = [json.loads(line) for line in replay.stdout.splitlines()]
+        assert record["exit_reason"] == record["recorded_end"] == "interrupted"
 
     def test_trace_replays_and_reports(self, tmp_path: Path) -> None:
         """The session's trace (an allowed, a denied and an approved call) replays with

@@ -258,6 +258,9 @@ class TestHttpHost:
         last = [e for e in events if e.get("event") == "decision"][-1]
         assert last["exit_reason"] == "interrupted"
         assert "the proxy shut down" in last["reason"]
+        record = _replay(trace)  # the proxy's stop is replayed: no divergence
+        assert record["differs"] is False, record
+        assert record["exit_reason"] == record["recorded_end"] == "interrupted"
 
 
 def _finished_traces(tmp_path: Path) -> bool:

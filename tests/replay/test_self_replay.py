@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ import agentfsm as af
 from agentfsm._replay.engine import divergence, replay_run
 from agentfsm._replay.trace import TraceWriter
 from agentfsm._replay.trajectories import read_runs
+from agentfsm.exceptions import TraceError
 from agentfsm.testing import call, turn
 from tests.strategies import model_turns, tool_calls
 
@@ -57,6 +59,11 @@ def live_run(ctl: af.Controller, data: st.DataObject) -> list[Key]:
     decisions: list[Key] = []
     for _ in range(data.draw(st.integers(1, 6))):
         if ctl.done:
+            break
+        if data.draw(st.integers(0, 7)) == 0:  # the host stops the run from outside
+            reason = data.draw(st.sampled_from([r.value for r in af.ExitReason]))
+            said = data.draw(st.none() | st.sampled_from(["", "bye", "gone (x): y"]))
+            decisions.append(key(ctl.stop(reason, said)))
             break
         if ctl.state == "await_model":
             if data.draw(st.integers(0, 5)) == 0:
@@ -238,3 +245,54 @@ class TestTimeReplays:
         assert done.returncode == 2
         assert f"{path}:{number + 1}" in done.stderr
         assert "elapsed must be a number of seconds" in done.stderr
+
+
+class TestStopsFromOutside:
+    """A host's `Controller.stop` is an input: replay gives it again where it was given."""
+
+    def write(self, path: Path, policy: af.Policy) -> None:
+        with TraceWriter(path) as writer:
+            ctl = af.Controller(policy, observers=[writer])
+            ctl.on_model_output(turn(calls=[call("ls", {}, id="c1")]))
+            ctl.on_tool_results([af.ToolResult(call_id="c1", content="a")])
+            ctl.on_model_output(turn(calls=[call("ls", {"all": True}, id="c2")]))
+            ctl.stop(af.ExitReason.INTERRUPTED, "the server went away: status 3")
+
+    def test_a_stopped_run_replays_stopped_with_its_pending_call_answered(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "trace.jsonl"
+        self.write(path, af.Policy())
+        (run,) = list(read_runs(path))
+        result = replay_run(run)
+        assert divergence(run, result) is None
+        assert result.exit_reason == run.end == "interrupted"
+        last = result.decisions[-1]
+        assert last.guard == "Stop(ExitReason.INTERRUPTED)"
+        assert last.reason.endswith(": the server went away: status 3")
+        done = agentfsm("replay", path, "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["differs"] is False
+
+    def test_a_policy_that_ends_the_run_first_makes_the_stop_too_late(self, tmp_path: Path) -> None:
+        path = tmp_path / "trace.jsonl"
+        self.write(path, af.Policy())
+        (run,) = list(read_runs(path))
+        result = replay_run(run, af.Policy(max_tool_calls=1))
+        assert result.exit_reason == "max_tool_calls"
+        assert all(not r.guard.startswith("Stop(") for r in result.decisions)
+
+    def test_an_unknown_exit_reason_is_reported_with_file_and_line(self, tmp_path: Path) -> None:
+        path = tmp_path / "trace.jsonl"
+        self.write(path, af.Policy())
+        lines = path.read_text(encoding="utf-8").splitlines()
+        number = max(i for i, line in enumerate(lines) if '"event": "decision"' in line)
+        lines[number] = lines[number].replace('"exit_reason": "interrupted"', '"exit_reason": "x"')
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        with pytest.raises(TraceError, match=rf"{path.name}:{number + 1}: .*'x'"):
+            replay_all(path)
+
+
+def replay_all(path: Path) -> None:
+    for run in read_runs(path):
+        replay_run(run)

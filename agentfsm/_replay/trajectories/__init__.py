@@ -29,6 +29,7 @@ from agentfsm._replay.trajectories._model import (
     ModelOutput,
     RecordedRun,
     Step,
+    Stopped,
     ToolResults,
     UserMessage,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "ModelOutput",
     "RecordedRun",
     "Step",
+    "Stopped",
     "ToolResults",
     "UserMessage",
     "expand_paths",

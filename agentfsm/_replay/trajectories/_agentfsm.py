@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from agentfsm._model.types import ModelTurn, ToolResult
+from agentfsm._model.types import ExitReason, ModelTurn, ToolResult
 from agentfsm._replay.trace import HEADER_EVENT, read_numbered
 from agentfsm._replay.trajectories._io import Errors, located, report, wrap_run_error
 from agentfsm._replay.trajectories._model import (
@@ -21,6 +21,7 @@ from agentfsm._replay.trajectories._model import (
     ModelOutput,
     RecordedRun,
     Step,
+    Stopped,
     ToolResults,
     UserMessage,
 )
@@ -165,7 +166,28 @@ def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
             )
         if exit_reason:
             run.end = str(exit_reason)
+            return _stopped(event, str(exit_reason))
     return None
+
+
+_EXIT_REASONS = frozenset(reason.value for reason in ExitReason)
+
+
+def _stopped(decision: dict[str, Any], exit_reason: str) -> Stopped | None:
+    """The host's `Controller.stop` behind an end decision, or None for an end a guard decided.
+
+    A stop from outside is an input like a model output: replay must give it again at the
+    same point, or the run it replays is still waiting where the recording ended.
+    """
+    if exit_reason not in _EXIT_REASONS:
+        raise TypeError(f"exit_reason {exit_reason!r:.60} is not an ExitReason")
+    guard = f"Stop(ExitReason.{ExitReason(exit_reason).name})"
+    said = f"stopped from outside ({exit_reason})"
+    reason = decision.get("reason")
+    if decision.get("guard") != guard or not isinstance(reason, str) or not reason.startswith(said):
+        return None
+    message = reason[len(said) + 2 :] if reason.startswith(f"{said}: ") else None
+    return Stopped(exit_reason, message)
 
 
 def _elapsed(event: dict[str, Any]) -> float | None:

@@ -14,7 +14,15 @@ from typing import Any
 
 from agentfsm._model.types import ModelTurn, ToolResult
 
-__all__ = ["HumanReply", "ModelOutput", "RecordedRun", "Step", "ToolResults", "UserMessage"]
+__all__ = [
+    "HumanReply",
+    "ModelOutput",
+    "RecordedRun",
+    "Step",
+    "Stopped",
+    "ToolResults",
+    "UserMessage",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +64,21 @@ class HumanReply:
     """The run's time when the reply was routed, where the recording says."""
 
 
-Step = ModelOutput | ToolResults | UserMessage | HumanReply
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """The host ended the run from outside (`Controller.stop`), as an agentfsm trace records it.
+
+    Replay stops the run at the same point with the same exit reason, unless the policy
+    it replays under ended the run before then.
+    """
+
+    reason: str
+    """The exit reason's value (`interrupted`, `completed`, ...)."""
+    message: str | None = None
+    """What the host said when it stopped the run, if anything."""
+
+
+Step = ModelOutput | ToolResults | UserMessage | HumanReply | Stopped
 
 
 @dataclass(slots=True)
