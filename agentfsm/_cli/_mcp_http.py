@@ -25,6 +25,7 @@ from uuid import uuid4
 
 import anyio
 import anyio.abc
+import httpx2
 import uvicorn
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.streamable_http import (
@@ -377,12 +378,35 @@ class _HttpLink:
         return self._why
 
 
-def http_server(url: str) -> ServerConnect:
-    """Connects to a streamable HTTP MCP server at `url`, one MCP session per host session."""
+_UPSTREAM_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""Seconds to connect, write and wait for a pooled connection; to read: the mcp package's."""
+
+
+def http_server(url: str, headers: Mapping[str, str] | None = None) -> ServerConnect:
+    """Connects to a streamable HTTP MCP server at `url`, one MCP session per host session,
+    sending `headers` (an API key, say) with every request."""
+    sent = dict(headers or {})
+
+    async def refused(response: httpx2.Response) -> None:
+        # The mcp client tells the host only that the server answered an error; the one
+        # running the proxy learns here which, and what to give.
+        if response.status_code in (401, 403):
+            say(
+                f"the MCP server at {url} answered {response.status_code} "
+                f"{response.reason_phrase}: give what it asks for with --header"
+            )
 
     @contextlib.asynccontextmanager
     async def connect() -> AsyncIterator[ServerLink]:
-        async with streamable_http_client(url) as (read, write):
+        # The client the mcp transport takes (its type names httpx2), with the transport's
+        # own default timeouts: a long read, since the server may hold the event stream
+        # open. A client given to the transport is not closed by it, so it is closed here.
+        async with (
+            httpx2.AsyncClient(
+                headers=sent, timeout=_UPSTREAM_TIMEOUT, event_hooks={"response": [refused]}
+            ) as client,
+            streamable_http_client(url, http_client=client) as (read, write),
+        ):
             yield _HttpLink(read, write)
 
     return connect

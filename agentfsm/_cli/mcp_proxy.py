@@ -1,18 +1,20 @@
-"""`agentfsm mcp-proxy --policy FILE [--http [HOST:]PORT] [--trace FILE] (--url URL | -- CMD...)`:
-an MCP server behind a policy.
+"""`agentfsm mcp-proxy --policy FILE [--http [HOST:]PORT] [--trace FILE]
+(--url URL [--header H]... | -- CMD...)`: an MCP server behind a policy.
 
-The proxy speaks MCP to the host (Claude Code, Cursor, any MCP client) on its own stdin
-and stdout, or with `--http` over streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 unless
-a host is given; port 0 picks a free one; the URL is stdout's one line). The server is the
+The proxy speaks MCP to the host (Claude Code, Cursor, any MCP client) on its own stdin and
+stdout, or with `--http` over streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 unless a
+host is given; port 0 picks a free one; the URL is stdout's one line). The server is the
 command after `--`, started as a child process (one per HTTP session), or with `--url` a
-streamable HTTP MCP server. Every `tools/call` is checked against the policy first, as one
-turn of a session-long Controller (one per HTTP session): a denied call never reaches the
-server, `ask` is put to the host's user through MCP elicitation (denied when the host
-cannot ask), budgets and the doom-loop guard stop a session that runs away. `max_turns`
-applies only when the policy file sets it. A tool whose description or input schema
-changes after its first listing is flagged and asked again. With `--trace`, the session is
-written as an agentfsm trace (with `--http`, one file per session: FILE's name with the
-session id before its suffix) that `agentfsm replay` and `agentfsm report` read.
+streamable HTTP MCP server (`--header 'Authorization: Bearer ${TOKEN}'` sends a header with
+every request to it, the token read from the environment). Every `tools/call` is checked
+against the policy first, as one turn of a session-long Controller (one per HTTP session): a
+denied call never reaches the server, `ask` is put to the host's user through MCP
+elicitation (denied when the host cannot ask), budgets and the doom-loop guard stop a
+session that runs away. `max_turns` applies only when the policy file sets it. A tool whose
+description or input schema changes after its first listing is flagged and asked again. With
+`--trace`, the session is written as an agentfsm trace (with `--http`, one file per session:
+FILE's name with the session id before its suffix) that `agentfsm replay` and `agentfsm
+report` read.
 
 Exit 0 when the host closes the session (with --http: on SIGINT or SIGTERM), 1 when the
 server exits or breaks, 2 for bad arguments, a policy file that cannot be read, a server
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import re
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -68,6 +72,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="serve hosts over streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1)",
     )
     parser.add_argument("--url", metavar="URL", help="the server is a streamable HTTP MCP server")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="send this header to the --url server (repeatable); ${VAR} in VALUE is read from "
+        "the environment, so a token need not be on the command line",
+    )
     parser.add_argument("server", nargs=argparse.REMAINDER, help="-- the server's command line")
     parser.set_defaults(handler=main)
     return parser
@@ -76,6 +88,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Serve until the host closes the session (stdio) or a signal (--http); the status."""
     command = _command(args)
+    if args.header and args.url is None:
+        raise AgentFSMError("--header is sent to the --url server: give --url too")
     if args.http is None and args.url is None:
         policy = Policy.from_file(args.policy)
         return _serve_stdio(args, policy, _mcp_proxy.child_server(command))
@@ -92,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise AgentFSMError(f"--http takes [HOST:]PORT: {exc}") from None
     policy = Policy.from_file(args.policy)
-    connect = _server(args.url, command, per_session=listen is not None)
+    connect = _server(args.url, command, listen is not None, _headers(args.header))
     if listen is None:
         return _serve_stdio(args, policy, connect)
     return _mcp_http.serve_http(_sessions(args, policy, connect), *listen)
@@ -112,7 +126,43 @@ def _command(args: argparse.Namespace) -> list[str]:
     return command
 
 
-def _server(url: str | None, command: list[str], per_session: bool) -> _mcp_proxy.ServerConnect:
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""A header name, as HTTP spells a token."""
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _headers(given: list[str]) -> dict[str, str]:
+    """`--header 'NAME: VALUE'` options as a mapping, with `${VAR}` read from the environment.
+
+    AgentFSMError for a header that is not `NAME: VALUE`, a value holding a line break (it
+    would start another header), or a variable that is not set (sending the header without
+    its token would only fail later, at the server, with less said).
+    """
+    headers: dict[str, str] = {}
+    for text in given:
+        name, colon, value = text.partition(":")
+        name, value = name.strip(), value.strip()
+        if not colon or not _TOKEN.fullmatch(name):
+            raise AgentFSMError(f"--header takes 'NAME: VALUE', not {text!r:.80}")
+
+        def variable(found: re.Match[str], name: str = name) -> str:
+            variable_name = found.group(1)
+            if variable_name not in os.environ:
+                raise AgentFSMError(
+                    f"--header {name}: the environment variable {variable_name} is not set"
+                )
+            return os.environ[variable_name]
+
+        value = _VARIABLE.sub(variable, value)
+        if "\r" in value or "\n" in value:
+            raise AgentFSMError(f"--header {name}: a value must not hold a line break")
+        headers[name] = value
+    return headers
+
+
+def _server(
+    url: str | None, command: list[str], per_session: bool, headers: dict[str, str]
+) -> _mcp_proxy.ServerConnect:
     """The server's end: the server at `url` once it accepts a connection, else the command.
 
     AgentFSMError when the URL is not reached, or when a command that each HTTP session
@@ -128,7 +178,7 @@ def _server(url: str | None, command: list[str], per_session: bool) -> _mcp_prox
         _mcp_http.check_reachable(url)
     except _mcp_proxy.StartError as exc:
         raise AgentFSMError(str(exc)) from None
-    return _mcp_http.http_server(url)
+    return _mcp_http.http_server(url, headers)
 
 
 def _serve_stdio(

@@ -133,8 +133,9 @@ def said(name: str, args: dict[str, Any]) -> str:
     return str(result["content"][0]["text"])
 
 
-def serve_http(port: int) -> None:
-    """The tools that behave, over streamable HTTP, through the mcp package's server."""
+def serve_http(port: int, token: str | None = None) -> None:
+    """The tools that behave, over streamable HTTP, through the mcp package's server; with
+    `token`, a request without `Authorization: Bearer <token>` is refused (401)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
@@ -156,11 +157,36 @@ def serve_http(port: int) -> None:
         """Run a shell command."""
         return said("bash", {"command": command})
 
-    server.run("streamable-http", host="127.0.0.1", port=port)
+    if token is None:
+        server.run("streamable-http", host="127.0.0.1", port=port)
+        return
+    import uvicorn
+
+    uvicorn.run(
+        needs_token(server.streamable_http_app(), token),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+    )
+
+
+def needs_token(app: Any, token: str) -> Any:
+    """`app` behind a bearer token, as a hosted MCP server asks for an API key."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            LOG.open("a", encoding="utf-8").write("refused: no token\n")
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"a bearer token is needed"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 2:
-        serve_http(int(sys.argv[2]))
+        serve_http(int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
     else:
         main()

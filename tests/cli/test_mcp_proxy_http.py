@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, cast
@@ -28,6 +28,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from agentfsm.exceptions import AgentFSMError
 from tests.cli.test_mcp_proxy import ENV, INIT, SERVER, Elicit, Proxy, answering, run, text
 
 
@@ -288,41 +289,73 @@ def _open_session(url: str) -> None:
         assert "row a" in ran.text
 
 
+def _http_server(
+    tmp_path: Path, token: str | None = None
+) -> Generator[tuple[str, Path, subprocess.Popen[bytes]], None, None]:
+    """A streamable HTTP MCP server on 127.0.0.1 (asking for `token`, when given): its URL,
+    its call log, its process."""
+    log = tmp_path / "http-calls.log"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with subprocess.Popen(
+        [sys.executable, SERVER, str(log), str(port), *([token] if token else [])],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    ) as process:
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert process.poll() is None, "the HTTP MCP server exited"
+                    assert time.monotonic() < deadline, "the HTTP MCP server did not start"
+                    time.sleep(0.1)
+            yield f"http://127.0.0.1:{port}/mcp", log, process
+        finally:
+            process.kill()
+
+
 class TestHttpServer:
     @pytest.fixture
     def server(self, tmp_path: Path) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
         """A streamable HTTP MCP server on 127.0.0.1: its URL, its call log, its process."""
-        log = tmp_path / "http-calls.log"
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        with subprocess.Popen(
-            [sys.executable, SERVER, str(log), str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=ENV,
-        ) as process:
-            try:
-                deadline = time.monotonic() + 60
-                while True:
-                    try:
-                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                        break
-                    except OSError:
-                        assert process.poll() is None, "the HTTP MCP server exited"
-                        assert time.monotonic() < deadline, "the HTTP MCP server did not start"
-                        time.sleep(0.1)
-                yield f"http://127.0.0.1:{port}/mcp", log, process
-            finally:
-                process.kill()
+        yield from _http_server(tmp_path)
 
-    def _proxy(self, tmp_path: Path, url: str, policy: dict[str, Any]) -> Proxy:
+    @pytest.fixture
+    def server_with_token(
+        self, tmp_path: Path
+    ) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
+        """The same server, refusing requests without `Authorization: Bearer s3cret`."""
+        yield from _http_server(tmp_path, "s3cret")
+
+    def _proxy(self, tmp_path: Path, url: str, policy: dict[str, Any], *extra: str) -> Proxy:
         proxy = Proxy(tmp_path, policy)
         proxy.args = [
             *("-m", "agentfsm", "mcp-proxy", "--policy", str(proxy.policy)),
-            *("--trace", str(proxy.trace), "--url", url),
+            *("--trace", str(proxy.trace), "--url", url, *extra),
         ]
         return proxy
+
+    def test_headers_reach_a_server_that_asks_for_a_token(
+        self, tmp_path: Path, server_with_token: tuple[str, Path, subprocess.Popen[bytes]]
+    ) -> None:
+        """--header is sent with every request to the --url server: a server that refuses
+        requests without its bearer token runs the allowed call."""
+        url, log, _ = server_with_token
+        proxy = self._proxy(tmp_path, url, {}, "--header", "Authorization: Bearer s3cret")
+
+        async def go() -> mt.CallToolResult:
+            async with proxy.session() as host:
+                return await host.call_tool("read_row", {"key": "a"})
+
+        allowed = run(go)
+        assert not allowed.is_error, text(allowed)
+        assert text(allowed) == "row a"
+        assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
 
     def test_stdio_host_to_http_server(
         self, tmp_path: Path, server: tuple[str, Path, subprocess.Popen[bytes]]
@@ -415,6 +448,12 @@ class TestArguments:
         [
             (["--url", "http://127.0.0.1:9/mcp", "--", "true"], "not both"),
             (["--url", "ftp://example.com/mcp"], "http:// or https://"),
+            (["--header", "X-Key: 1", "--", "true"], "give --url too"),
+            (["--url", "http://127.0.0.1:9/mcp", "--header", "no colon"], "'NAME: VALUE'"),
+            (
+                ["--url", "http://127.0.0.1:9/mcp", "--header", "X-Key: a${NOT_SET_HERE}"],
+                "NOT_SET_HERE is not set",
+            ),
             (["--url", "http://127.0.0.1:{free}/mcp"], "cannot reach"),
             (["--http", "no-port", "--", "true"], "--http"),
             (["--http", "127.0.0.1:99999", "--", "true"], "--http"),
@@ -467,3 +506,59 @@ class TestArguments:
         assert done.returncode == 2
         assert "cannot listen" in done.stderr
         assert done.stdout == ""
+
+
+class TestTokenRefused:
+    def test_a_server_that_refuses_the_proxy_is_named_on_stderr(self, tmp_path: Path) -> None:
+        """Without the header the server asks for, the host's initialize gets an error and
+        the proxy's stderr says which status the server answered, and what to give."""
+        url, log, _ = next(servers := _http_server(tmp_path, "s3cret"))
+        try:
+            (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
+            command = [sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json"]
+            with subprocess.Popen(
+                [*command, "--url", url],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=ENV,
+                cwd=tmp_path,
+            ) as proxy:
+                assert proxy.stdin is not None
+                assert proxy.stdout is not None
+                proxy.stdin.write(json.dumps(INIT) + "\n")
+                proxy.stdin.flush()
+                ready, _, _ = select.select([proxy.stdout], [], [], 60)
+                assert ready, "no answer to initialize"
+                answer = json.loads(proxy.stdout.readline())
+                proxy.stdin.close()
+                proxy.wait(timeout=60)
+                assert proxy.stderr is not None
+                stderr = proxy.stderr.read()
+            assert "error" in answer
+            assert "answered 401 Unauthorized: give what it asks for with --header" in stderr
+            assert log.read_text(encoding="utf-8").startswith("refused: no token")
+        finally:
+            servers.close()
+
+
+class TestHeaders:
+    def test_a_variable_in_a_value_is_read_from_the_environment(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from agentfsm._cli.mcp_proxy import _headers
+
+        monkeypatch.setenv("MCP_TOKEN", "s3cret")
+        given = ["Authorization: Bearer ${MCP_TOKEN}", "X-Team:  a b "]
+        assert _headers(given) == {"Authorization": "Bearer s3cret", "X-Team": "a b"}
+
+    @pytest.mark.parametrize("header", ["Bad Name: 1", ": 1", "X-Key: ${LINE_BREAK}", "X-Key 1"])
+    def test_a_header_that_cannot_be_sent_is_refused(
+        self, monkeypatch: pytest.MonkeyPatch, header: str
+    ) -> None:
+        from agentfsm._cli.mcp_proxy import _headers
+
+        monkeypatch.setenv("LINE_BREAK", "a\r\nX-Injected: 1")
+        with pytest.raises(AgentFSMError, match="--header"):
+            _headers([header])
