@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import signal
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import uuid4
@@ -115,17 +115,27 @@ class HttpHost:
 class HttpFront:
     """The ASGI app: MCP sessions over streamable HTTP at `path`, each run by `run_session`.
 
-    A session lives until the host ends it (DELETE), its server goes away, or the proxy
-    exits. A request with an unknown session id gets 404, as the transport answers.
+    A session lives until the host ends it (DELETE), its server goes away, the proxy exits,
+    or it has been idle for `idle` seconds (None: never): no request of it open, none for
+    that long. A host that is there keeps its event stream (a GET) open, so only a session
+    whose host went away without ending it expires. A request with an unknown session id
+    gets 404, as the transport answers: the host then opens a new session.
     """
 
     def __init__(
-        self, run_session: RunSession, security: TransportSecuritySettings, path: str = "/mcp"
+        self,
+        run_session: RunSession,
+        security: TransportSecuritySettings,
+        path: str = "/mcp",
+        idle: float | None = None,
     ) -> None:
         self.run_session = run_session
         self.security = security
         self.path = path
+        self.idle = idle
         self.sessions: dict[str, tuple[StreamableHTTPServerTransport, HttpHost | None]] = {}
+        self.open_requests: dict[str, int] = {}
+        self.last_request: dict[str, float] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -148,7 +158,8 @@ class HttpFront:
             if found is None:
                 await _error("Session not found", 404)(scope, receive, send)
                 return
-            await found[0].handle_request(scope, receive, send)
+            with self._request(session_id):
+                await found[0].handle_request(scope, receive, send)
             return
         if scope["method"] != "POST":
             await _error("Bad Request: Missing session ID", 400)(scope, receive, send)
@@ -180,10 +191,42 @@ class HttpFront:
             await send(message)
 
         try:
-            await transport.handle_request(scope, receive, watch)
+            with self._request(session_id):
+                await transport.handle_request(scope, receive, watch)
         finally:
             if status is None or status >= 400:  # no session was opened
                 await self._discard(session_id, transport)
+
+    @contextlib.contextmanager
+    def _request(self, session_id: str) -> Iterator[None]:
+        """Count a request of the session as open while it is handled."""
+        self.open_requests[session_id] = self.open_requests.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self.open_requests.pop(session_id, 1) - 1
+            if session_id in self.sessions:
+                self.last_request[session_id] = anyio.current_time()
+                if left:
+                    self.open_requests[session_id] = left
+
+    async def expire_idle(self, scope: anyio.CancelScope) -> None:
+        """End the sessions idle for `self.idle` seconds, as the proxy's exit ends them."""
+        assert self.idle is not None
+        with scope:
+            while True:
+                await anyio.sleep(min(self.idle / 4, 30.0))
+                now = anyio.current_time()
+                for session_id, (transport, host) in list(self.sessions.items()):
+                    if host is None or self.open_requests.get(session_id, 0) > 0:
+                        continue
+                    if now - self.last_request.get(session_id, now) < self.idle:
+                        continue
+                    say(f"session {session_id} was idle for {self.idle:g} s: ended")
+                    host.ending = f"the session was idle for {self.idle:g} s"
+                    host.by_host = False
+                    with anyio.CancelScope(shield=True):
+                        await transport.terminate()
 
     async def _session(
         self,
@@ -209,6 +252,7 @@ class HttpFront:
 
     async def _discard(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self.sessions.pop(session_id, None)
+        self.last_request.pop(session_id, None)
         if not transport.is_terminated:
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
@@ -267,7 +311,7 @@ def _security(host: str, port: int) -> TransportSecuritySettings:
     )
 
 
-def serve_http(run_session: RunSession, host: str, port: int) -> int:
+def serve_http(run_session: RunSession, host: str, port: int, idle: float | None = None) -> int:
     """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM; the exit status.
 
     The URL goes to stdout as its one line once the port is open (port 0 picks a free
@@ -286,18 +330,22 @@ def serve_http(run_session: RunSession, host: str, port: int) -> int:
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/mcp"
-    front = HttpFront(run_session, _security(host, port))
+    front = HttpFront(run_session, _security(host, port), idle=idle)
     config = uvicorn.Config(front, lifespan="off", log_level="warning", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
 
     async def main() -> None:
         async with anyio.create_task_group() as group:
             front.task_group = group
+            expiring = anyio.CancelScope()
+            if idle is not None:
+                group.start_soon(front.expire_idle, expiring)
             print(url, flush=True)
             say(f"serving MCP over streamable HTTP at {url}")
             try:
                 await server.serve(sockets=[sock])
             finally:
+                expiring.cancel()
                 await front.close_all()
                 group.cancel_scope.deadline = anyio.current_time() + _SHUTDOWN_SECONDS
 

@@ -49,6 +49,21 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text!r}")
+    return value
+
+
+DEFAULT_SESSION_IDLE = 1800.0
+"""Seconds an HTTP session may sit with no request open (the mcp package's own servers
+keep an idle session as long) before the proxy ends it and stops its server child."""
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `mcp-proxy` on an argparse subparsers object; `args.handler(args)` runs it."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -71,6 +86,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="[HOST:]PORT",
         help="serve hosts over streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1)",
     )
+    parser.add_argument(
+        "--session-idle",
+        type=_seconds,
+        metavar="SECONDS",
+        help="with --http: end a session whose host has had no request open for this long "
+        f"(default {DEFAULT_SESSION_IDLE:g}; 0: never)",
+    )
     parser.add_argument("--url", metavar="URL", help="the server is a streamable HTTP MCP server")
     parser.add_argument(
         "--header",
@@ -88,6 +110,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Serve until the host closes the session (stdio) or a signal (--http); the status."""
     command = _command(args)
+    if args.session_idle is not None and args.http is None:
+        raise AgentFSMError("--session-idle is for the sessions of --http: give --http too")
     if args.header and args.url is None:
         raise AgentFSMError("--header is sent to the --url server: give --url too")
     if args.http is None and args.url is None:
@@ -109,7 +133,8 @@ def main(args: argparse.Namespace) -> int:
     connect = _server(args.url, command, listen is not None, _headers(args.header))
     if listen is None:
         return _serve_stdio(args, policy, connect)
-    return _mcp_http.serve_http(_sessions(args, policy, connect), *listen)
+    idle = DEFAULT_SESSION_IDLE if args.session_idle is None else args.session_idle
+    return _mcp_http.serve_http(_sessions(args, policy, connect), *listen, idle=idle or None)
 
 
 def _command(args: argparse.Namespace) -> list[str]:

@@ -11,6 +11,7 @@ Every server logs each call it gets, so what reached it is read from its own log
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import signal
@@ -270,8 +271,8 @@ def _finished_traces(tmp_path: Path) -> bool:
     return bool(traces) and all('"exit_reason": "completed"' in t.read_text() for t in traces)
 
 
-def _open_session(url: str) -> None:
-    """Open a session with a raw `initialize` and one call, and leave it open."""
+def _open_session(url: str) -> str:
+    """Open a session with a raw `initialize` and one call, and leave it open; its id."""
     import httpx2
 
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -287,6 +288,80 @@ def _open_session(url: str) -> None:
         }
         ran = client.post(url, json=call, headers={**headers, "mcp-session-id": session})
         assert "row a" in ran.text
+    return str(session)
+
+
+class TestIdleSessions:
+    def proxy(self, tmp_path: Path, idle: str) -> HttpProxy:
+        proxy = HttpProxy(tmp_path, {})
+        at = proxy.args.index("--")
+        proxy.args[at:at] = ["--session-idle", idle]
+        return proxy
+
+    def test_a_session_whose_host_went_away_expires(self, tmp_path: Path) -> None:
+        """A host that opened a session and vanished (no request open, none for the idle
+        time): the proxy ends the session, its trace ends interrupted and replays so, and
+        the session's id is unknown from then on (404: a host would open a new one)."""
+        import httpx2
+
+        proxy = self.proxy(tmp_path, "1")
+        with proxy.running():
+            session = _open_session(proxy.url)
+            (trace,) = tmp_path.glob("trace.*.jsonl")
+            deadline = time.monotonic() + 30
+            while '"exit_reason": "interrupted"' not in trace.read_text(encoding="utf-8"):
+                assert time.monotonic() < deadline, "the idle session did not end"
+                time.sleep(0.2)
+            headers = {
+                "accept": "application/json, text/event-stream",
+                "content-type": "application/json",
+                "mcp-session-id": session,
+            }
+            ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+            gone = httpx2.post(proxy.url, json=ping, headers=headers, timeout=30)
+        assert gone.status_code == 404
+        events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+        last = [e for e in events if e.get("event") == "decision"][-1]
+        assert "idle for 1 s" in last["reason"]
+        record = _replay(trace)
+        assert record["differs"] is False
+        assert "was idle for 1 s: ended" in proxy.stderr.read_text(encoding="utf-8")
+
+    @pytest.mark.parametrize("idle", ["-1", "soon", "inf"])
+    def test_a_bad_idle_time_exits_2(self, tmp_path: Path, idle: str) -> None:
+        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json"),
+                *("--http", "0", "--session-idle", idle, "--", "true"),
+            ],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            cwd=tmp_path,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert "--session-idle" in done.stderr
+        assert done.stdout == ""
+
+    def test_a_connected_host_keeps_its_session(self, tmp_path: Path) -> None:
+        """A host that is there keeps its event stream open: its session outlives the idle
+        time, and its next call runs."""
+        proxy = self.proxy(tmp_path, "1")
+
+        async def go() -> list[mt.CallToolResult]:
+            async with proxy.session() as host:
+                first = await host.call_tool("read_row", {"key": "a"})
+                await asyncio.sleep(3)
+                return [first, await host.call_tool("read_row", {"key": "b"})]
+
+        with proxy.running():
+            first, second = run(go)
+        assert text(first) == "row a"
+        assert text(second) == "row b"
+        assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
 
 
 def _http_server(
@@ -449,6 +524,7 @@ class TestArguments:
             (["--url", "http://127.0.0.1:9/mcp", "--", "true"], "not both"),
             (["--url", "ftp://example.com/mcp"], "http:// or https://"),
             (["--header", "X-Key: 1", "--", "true"], "give --url too"),
+            (["--session-idle", "5", "--", "true"], "give --http too"),
             (["--url", "http://127.0.0.1:9/mcp", "--header", "no colon"], "'NAME: VALUE'"),
             (
                 ["--url", "http://127.0.0.1:9/mcp", "--header", "X-Key: a${NOT_SET_HERE}"],
