@@ -234,7 +234,7 @@ def main() -> None:
     args = parser.parse_args()
     figures: dict[str, Any] = {}
     if args.only in (None, "step"):
-        figures["step"] = [step(v, args.runs) for v in ("turn", "openai")]
+        figures["step"] = [step(v, args.runs) for v in ("turn", "openai", "declared")]
         if args.instructions:
             for entry in figures["step"]:
                 entry["instructions"] = instructions(entry["variant"])

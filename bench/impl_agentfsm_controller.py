@@ -2,7 +2,7 @@
 
 Variants: `turn` feeds prebuilt `ModelTurn`s; `openai` feeds OpenAI chat-completions
 bodies (dicts), so it also pays for normalizing; `declared` is `openai` with `echo` declared
-by a JSON schema that only `jsonschema` checks (`minimum`), so every call is validated, as
+by a JSON schema (an integer `i` with a `minimum`), so every call's arguments are checked, as
 LangGraph's ToolNode validates its tool's arguments; `observed` is `turn` with one observer
 (`deque.append`), so every event is built; `transitions` is `turn` on the reference engine
 where the shared `transitions` machine picks every edge.
