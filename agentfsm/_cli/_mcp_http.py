@@ -29,7 +29,6 @@ import httpx2
 import uvicorn
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.streamable_http import (
-    GET_STREAM_KEY,
     MCP_SESSION_ID_HEADER,
     StreamableHTTPServerTransport,
 )
@@ -135,6 +134,9 @@ class HttpFront:
         self.idle = idle
         self.sessions: dict[str, tuple[StreamableHTTPServerTransport, HttpHost | None]] = {}
         self.open_requests: dict[str, int] = {}
+        """Requests of each session being handled (its host's event stream included)."""
+        self.open_posts: dict[str, int] = {}
+        """Messages of each session whose answer is still being sent."""
         self.last_request: dict[str, float] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
 
@@ -158,7 +160,7 @@ class HttpFront:
             if found is None:
                 await _error("Session not found", 404)(scope, receive, send)
                 return
-            with self._request(session_id):
+            with self._request(session_id, scope["method"]):
                 await found[0].handle_request(scope, receive, send)
             return
         if scope["method"] != "POST":
@@ -191,24 +193,28 @@ class HttpFront:
             await send(message)
 
         try:
-            with self._request(session_id):
+            with self._request(session_id, "POST"):
                 await transport.handle_request(scope, receive, watch)
         finally:
             if status is None or status >= 400:  # no session was opened
                 await self._discard(session_id, transport)
 
     @contextlib.contextmanager
-    def _request(self, session_id: str) -> Iterator[None]:
-        """Count a request of the session as open while it is handled."""
-        self.open_requests[session_id] = self.open_requests.get(session_id, 0) + 1
+    def _request(self, session_id: str, method: str) -> Iterator[None]:
+        """Count a request of the session as open while it is handled (a POST's handling
+        ends once its answers are sent)."""
+        counts = [self.open_requests] + ([self.open_posts] if method == "POST" else [])
+        for count in counts:
+            count[session_id] = count.get(session_id, 0) + 1
         try:
             yield
         finally:
-            left = self.open_requests.pop(session_id, 1) - 1
+            for count in counts:
+                left = count.pop(session_id, 1) - 1
+                if left and session_id in self.sessions:
+                    count[session_id] = left
             if session_id in self.sessions:
                 self.last_request[session_id] = anyio.current_time()
-                if left:
-                    self.open_requests[session_id] = left
 
     async def expire_idle(self, scope: anyio.CancelScope) -> None:
         """End the sessions idle for `self.idle` seconds, as the proxy's exit ends them."""
@@ -246,9 +252,19 @@ class HttpFront:
                     await self.run_session(session_id, host)
                 except Exception as exc:  # one session's failure must not end the others
                     say(f"session {session_id} failed: {type(exc).__name__}: {exc}")
-                await _answered(transport)
+                await self._answered(session_id)
         finally:
             await self._discard(session_id, transport)
+
+    async def _answered(self, session_id: str) -> None:
+        """Wait (a little) for the session's last answers to leave before it is terminated.
+
+        Terminating a transport drops what its open requests still hold; a session whose
+        server went away has just answered its calls in flight with errors.
+        """
+        with anyio.move_on_after(5):
+            while self.open_posts.get(session_id, 0) > 0:
+                await anyio.sleep(0.05)
 
     async def _discard(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self.sessions.pop(session_id, None)
@@ -264,17 +280,6 @@ class HttpFront:
                 host.ending, host.by_host = "the proxy shut down", False
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
-
-
-async def _answered(transport: StreamableHTTPServerTransport) -> None:
-    """Wait (a little) for the session's last answers to leave before it is terminated.
-
-    Terminating a transport drops what its request streams still hold; a session whose
-    server went away has just answered its calls in flight with errors.
-    """
-    with anyio.move_on_after(5):
-        while any(key != GET_STREAM_KEY for key in transport._request_streams):
-            await anyio.sleep(0.05)
 
 
 def _error(message: str, status: int) -> Response:
