@@ -13,7 +13,7 @@ from typing import Any
 from agentfsm import exceptions, guards, states
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
-from agentfsm._model._errors import at_call
+from agentfsm._model._errors import at_call as _at_call
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import (
@@ -106,7 +106,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-@at_call
+@_at_call
 def normalize(payload: Any, provider: str | None = None) -> ModelTurn:
     """Read one model output in any supported wire format into a ModelTurn."""
     from agentfsm.providers import normalize as _normalize

@@ -70,7 +70,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from agentfsm._model._checked import read
-from agentfsm._model._errors import at_call
+from agentfsm._model._errors import at_call as _at_call
 from agentfsm.durable import _runs
 from agentfsm.durable._client import Client, history_of
 from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
@@ -124,7 +124,7 @@ OtherVersions = Literal["refuse", "leave"]
 """What `launch` does about pending runs of other application versions (see `launch`)."""
 
 
-@at_call
+@_at_call
 def launch(
     agents: Iterable[DurableAgent],
     *,
@@ -279,7 +279,7 @@ def _refuse_others(stranded: Mapping[str, str], version: str) -> None:
     )
 
 
-@at_call
+@_at_call
 def recover(executor_id: str) -> list[str]:
     """Take over the pending runs of the worker `executor_id`, which is gone for good.
 
@@ -303,7 +303,7 @@ def recover(executor_id: str) -> list[str]:
     return sorted(h.get_workflow_id() for h in handles)
 
 
-@at_call
+@_at_call
 def shutdown() -> None:
     """Stop DBOS in this process; pending runs stay in the database for the next `launch`."""
     global _LOOP
@@ -337,7 +337,7 @@ async def _cancel_runs() -> None:
     await asyncio.gather(*runs, return_exceptions=True)
 
 
-@at_call
+@_at_call
 def start(
     agent: str | DurableAgent,
     messages: str | Sequence[Mapping[str, Any]],
@@ -412,13 +412,13 @@ class _InProcess:
 _HERE = _InProcess()
 
 
-@at_call
+@_at_call
 def status(run_id: str) -> RunStatus:
     """Where a run is: queued, running, waiting for a human, done, failed or cancelled."""
     return _runs.status(_HERE, run_id)
 
 
-@at_call
+@_at_call
 def asked(run_id: str) -> dict[str, Any] | None:
     """What a run waiting for a human asks, or None.
 
@@ -428,7 +428,7 @@ def asked(run_id: str) -> dict[str, Any] | None:
     return _runs.asked(_HERE, run_id)
 
 
-@at_call
+@_at_call
 def reply(
     run_id: str,
     approved: bool,
@@ -453,7 +453,7 @@ def reply(
     _runs.reply(_HERE, run_id, question, approved, message)
 
 
-@at_call
+@_at_call
 def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
     """Wait for a run to end and return its result.
 

@@ -7,7 +7,7 @@ them with `|`, `&` and `~`; `parse_guard` reads a repr back into a guard.
 
 from __future__ import annotations
 
-from agentfsm._model._errors import at_call
+from agentfsm._model._errors import at_call as _at_call
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import AllOf, AnyOf, FunctionGuard, Guard, Hit, Not, Otherwise, as_guard
 from agentfsm.guards._parse import parse_guard as _parse
@@ -120,7 +120,7 @@ REGISTRY: dict[str, type[Guard]] = {
 """Guard classes a policy file may name."""
 
 
-@at_call
+@_at_call
 def parse_guard(text: str) -> Guard:
     """Build a guard from code such as `"TokenBudget(200_000) | MaxTurns(50)"`."""
     if not isinstance(text, str):
