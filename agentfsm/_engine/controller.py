@@ -125,7 +125,7 @@ class Controller:
     @at_call
     def __init__(
         self,
-        policy: Policy | None = None,
+        policy: Policy | Mapping[str, Any] | None = None,
         tools: Iterable[Any] | None = None,
         *,
         run_id: str | None = None,

@@ -236,7 +236,7 @@ def bad_calls() -> Iterator[tuple[str, Callable[[], Any], type[AgentFSMError], s
     yield "Controller(policy=5)", lambda: af.Controller(5), PolicyError, "policy"  # type: ignore[arg-type]
     yield (
         "Controller(policy={'max_turns': 0})",
-        lambda: af.Controller({"max_turns": 0}),  # type: ignore[arg-type]
+        lambda: af.Controller({"max_turns": 0}),
         PolicyError,
         "max_turns",
     )
@@ -320,7 +320,7 @@ class TestOneExceptionRoot:
 
     def test_a_mapping_is_read_as_a_policy(self) -> None:
         """Controller({'max_turns': 1}) builds the policy from the mapping."""
-        ctl = af.Controller({"max_turns": 1})  # type: ignore[arg-type]
+        ctl = af.Controller({"max_turns": 1})
         assert ctl.policy.max_turns == 1
         assert ctl.on_model_output(weather_turn(1)).exit_reason is X.MAX_TURNS
 
