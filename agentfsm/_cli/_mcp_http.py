@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import signal
 import socket
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -133,10 +134,9 @@ class HttpFront:
         self.path = path
         self.idle = idle
         self.sessions: dict[str, tuple[StreamableHTTPServerTransport, HttpHost | None]] = {}
-        self.open_requests: dict[str, int] = {}
-        """Requests of each session being handled (its host's event stream included)."""
-        self.open_posts: dict[str, int] = {}
-        """Messages of each session whose answer is still being sent."""
+        self.open_requests: dict[str, Counter[str]] = {}
+        """Requests of each session being handled, by HTTP method (a GET is the host's event
+        stream; a POST is open until its answers are sent)."""
         self.last_request: dict[str, float] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
 
@@ -201,18 +201,13 @@ class HttpFront:
 
     @contextlib.contextmanager
     def _request(self, session_id: str, method: str) -> Iterator[None]:
-        """Count a request of the session as open while it is handled (a POST's handling
-        ends once its answers are sent)."""
-        counts = [self.open_requests] + ([self.open_posts] if method == "POST" else [])
-        for count in counts:
-            count[session_id] = count.get(session_id, 0) + 1
+        """Count a request of the session as open while it is handled."""
+        methods = self.open_requests.setdefault(session_id, Counter())
+        methods[method] += 1
         try:
             yield
         finally:
-            for count in counts:
-                left = count.pop(session_id, 1) - 1
-                if left and session_id in self.sessions:
-                    count[session_id] = left
+            methods[method] -= 1
             if session_id in self.sessions:
                 self.last_request[session_id] = anyio.current_time()
 
@@ -224,7 +219,7 @@ class HttpFront:
                 await anyio.sleep(min(self.idle / 4, 30.0))
                 now = anyio.current_time()
                 for session_id, (transport, host) in list(self.sessions.items()):
-                    if host is None or self.open_requests.get(session_id, 0) > 0:
+                    if host is None or any(self.open_requests.get(session_id, {}).values()):
                         continue
                     if now - self.last_request.get(session_id, now) < self.idle:
                         continue
@@ -263,12 +258,13 @@ class HttpFront:
         server went away has just answered its calls in flight with errors.
         """
         with anyio.move_on_after(5):
-            while self.open_posts.get(session_id, 0) > 0:
+            while self.open_requests.get(session_id, Counter())["POST"] > 0:
                 await anyio.sleep(0.05)
 
     async def _discard(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         self.sessions.pop(session_id, None)
         self.last_request.pop(session_id, None)
+        self.open_requests.pop(session_id, None)
         if not transport.is_terminated:
             with anyio.CancelScope(shield=True):
                 await transport.terminate()

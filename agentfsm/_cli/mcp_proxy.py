@@ -169,16 +169,10 @@ def _headers(given: list[str]) -> dict[str, str]:
         name, value = name.strip(), value.strip()
         if not colon or not _TOKEN.fullmatch(name):
             raise AgentFSMError(f"--header takes 'NAME: VALUE', not {text!r:.80}")
-
-        def variable(found: re.Match[str], name: str = name) -> str:
-            variable_name = found.group(1)
-            if variable_name not in os.environ:
-                raise AgentFSMError(
-                    f"--header {name}: the environment variable {variable_name} is not set"
-                )
-            return os.environ[variable_name]
-
-        value = _VARIABLE.sub(variable, value)
+        unset = [v for v in _VARIABLE.findall(value) if v not in os.environ]
+        if unset:
+            raise AgentFSMError(f"--header {name}: the environment variable {unset[0]} is not set")
+        value = _VARIABLE.sub(lambda found: os.environ[found.group(1)], value)
         if "\r" in value or "\n" in value:
             raise AgentFSMError(f"--header {name}: a value must not hold a line break")
         headers[name] = value

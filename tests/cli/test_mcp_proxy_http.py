@@ -329,19 +329,7 @@ class TestIdleSessions:
 
     @pytest.mark.parametrize("idle", ["-1", "soon", "inf"])
     def test_a_bad_idle_time_exits_2(self, tmp_path: Path, idle: str) -> None:
-        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
-        done = subprocess.run(
-            [
-                *(sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json"),
-                *("--http", "0", "--session-idle", idle, "--", "true"),
-            ],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=tmp_path,
-            check=False,
-            timeout=60,
-        )
+        done = _proxy_exits(tmp_path, "--http", "0", "--session-idle", idle, "--", "true")
         assert done.returncode == 2
         assert "--session-idle" in done.stderr
         assert done.stdout == ""
@@ -362,6 +350,21 @@ class TestIdleSessions:
         assert text(first) == "row a"
         assert text(second) == "row b"
         assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
+
+
+def _proxy_exits(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The proxy run with an empty policy and `args`, for arguments it must refuse at once."""
+    (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json", *args],
+        input="",
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=tmp_path,
+        check=False,
+        timeout=60,
+    )
 
 
 def _http_server(
@@ -540,21 +543,10 @@ class TestArguments:
     def test_bad_http_arguments_exit_2(self, tmp_path: Path, args: list[str], said: str) -> None:
         """Both a URL and a command, a URL that is not http(s) or not listening, a --http
         that is not [HOST:]PORT: exit 2, a message naming it, nothing on stdout."""
-        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             free = probe.getsockname()[1]
-        args = [a.replace("{free}", str(free)) for a in args]
-        done = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json", *args],
-            input="",
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=tmp_path,
-            check=False,
-            timeout=60,
-        )
+        done = _proxy_exits(tmp_path, *(a.replace("{free}", str(free)) for a in args))
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("agentfsm mcp-proxy: ")
         assert said in done.stderr
@@ -562,23 +554,11 @@ class TestArguments:
 
     def test_port_in_use_exits_2(self, tmp_path: Path) -> None:
         """--http on a port something else holds: exit 2 saying it cannot listen."""
-        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
         with socket.socket() as holder:
             holder.bind(("127.0.0.1", 0))
             holder.listen()
             port = holder.getsockname()[1]
-            done = subprocess.run(
-                [
-                    *(sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json"),
-                    *("--http", f"127.0.0.1:{port}", "--", "true"),
-                ],
-                capture_output=True,
-                text=True,
-                env=ENV,
-                cwd=tmp_path,
-                check=False,
-                timeout=60,
-            )
+            done = _proxy_exits(tmp_path, "--http", f"127.0.0.1:{port}", "--", "true")
         assert done.returncode == 2
         assert "cannot listen" in done.stderr
         assert done.stdout == ""
