@@ -23,12 +23,11 @@ import argparse
 import fnmatch
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm._engine.policy import Policy
+from agentfsm._engine.policy import Policy, policy_fields
 from agentfsm._model import limits
 from agentfsm._model._files import open_regular
 from agentfsm._model.tools import tool_specs
@@ -73,7 +72,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Lint the policy file; print the findings; 0 clean, 1 findings (2 raised as bad input)."""
     text = _read(args.policy, PolicyError, "policy file")
-    data = _decoded(args.policy, text)
+    # As Policy.from_file reads it: a repeated key, or fields both at the top and under
+    # `policy`, is refused (exit 2) with the file and line, never linted as the last value.
+    data = policy_fields(text, args.policy, toml=args.policy.endswith(".toml"))
     tools = _tools(args.tools) if args.tools else None
     findings = lint(data, Lines(text, toml=args.policy.endswith(".toml")), tools)
     for finding in findings:
@@ -94,15 +95,6 @@ def _read(path: str, error: type[AgentFSMError], what: str) -> str:
         raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise error(f"{what} {path} is not UTF-8 text: {exc.reason}") from exc
-
-
-def _decoded(path: str, text: str) -> Any:
-    try:
-        return tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PolicyError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def _tools(path: str) -> dict[str, Any]:
@@ -174,15 +166,8 @@ class Lines:
         return (found.start(), found.end()) if found is not None else None
 
 
-def lint(data: Any, lines: Lines, tools: Mapping[str, Any] | None) -> list[Finding]:
-    """The findings of a policy file's decoded `data`, placed with `lines`, against `tools`."""
-    if not isinstance(data, Mapping):
-        return [Finding(1, "error", f"a policy file holds an object, not {type(data).__name__}")]
-    fields = data.get("policy", data)
-    if not isinstance(fields, Mapping):
-        where = lines.key("policy")
-        line = lines.line_at(where) if where is not None else None
-        return [Finding(line, "error", "'policy' must be a table of the policy's fields")]
+def lint(fields: Mapping[str, Any], lines: Lines, tools: Mapping[str, Any] | None) -> list[Finding]:
+    """The findings of a policy file's `fields` (`policy_fields`), placed with `lines`."""
     findings: list[Finding] = []
     rules: list[tuple[Rule, int | None]] = []
     for name, value in fields.items():

@@ -7,10 +7,8 @@ guards=[TokenBudget(200_000) | CostBudget(0.5)])` and a policy file with
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import tomllib
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -22,7 +20,7 @@ from pydantic.json_schema import SkipJsonSchema
 from agentfsm._engine.routes import Route, RouteTable
 from agentfsm._model import limits
 from agentfsm._model._checked import Checked, listed, read
-from agentfsm._model._files import open_regular
+from agentfsm._model._files import open_regular, read_document, top_level_line
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import State, ToolCall
 from agentfsm._permissions import (
@@ -70,6 +68,7 @@ __all__ = [
     "boundary_guards",
     "build_routes",
     "check_against_tools",
+    "policy_fields",
 ]
 
 FEEDBACK_GRACE = 2
@@ -273,14 +272,42 @@ class Policy(Checked):
             raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
         except UnicodeDecodeError as exc:
             raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
-        try:
-            data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            kind = "TOML" if file.suffix == ".toml" else "JSON"
-            raise PolicyError(f"policy file {file} is not valid {kind}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
-        return cls.from_mapping(data.get("policy", data), source=str(file))
+        fields = policy_fields(text, str(file), toml=file.suffix == ".toml")
+        return cls.from_mapping(fields, source=str(file))
+
+
+def policy_fields(text: str, source: str, *, toml: bool) -> Mapping[str, Any]:
+    """The policy's fields in a policy file's `text`: at the top, or all under a `policy` key.
+
+    A file that is not valid JSON (or TOML), writes a key twice in one object, holds
+    anything but an object, or has fields both at the top and under `policy` (which
+    would silently drop the top ones, denies included) raises PolicyError naming
+    `source` and the line.
+    """
+    data = read_document(
+        text, source, toml=toml, refuse=lambda why: PolicyError(f"policy file {why}")
+    )
+    if not isinstance(data, dict):
+        raise PolicyError(f"policy file {source} must hold an object, not {type(data).__name__}")
+    if "policy" not in data:
+        return data
+    beside = [key for key in data if key != "policy"]
+    if beside:
+        line = top_level_line(text, beside[0], toml=toml)
+        where = f"{source}:{line}" if line is not None else source
+        raise PolicyError(
+            f"policy file {where}: {beside[0]!r} sits beside the 'policy' key, which holds the "
+            f"policy's fields; put every field under 'policy', or none (beside it: {beside})"
+        )
+    fields = data["policy"]
+    if not isinstance(fields, dict):
+        line = top_level_line(text, "policy", toml=toml)
+        where = f"{source}:{line}" if line is not None else source
+        raise PolicyError(
+            f"policy file {where}: 'policy' must be a table of the policy's fields, "
+            f"not {type(fields).__name__}"
+        )
+    return fields
 
 
 def _rule(item: Any) -> Rule:

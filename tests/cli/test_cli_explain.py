@@ -42,6 +42,17 @@ class TestExplain:
         assert_bad_input(run_agentfsm("explain", _policy(tmp_path), "bash"), "CALL is not JSON")
         assert_bad_input(run_agentfsm("explain", _policy(tmp_path), "[1]"), "JSON object")
 
+    def test_a_policy_with_a_repeated_key_is_refused(self, tmp_path: Path) -> None:
+        """A second `permission_rules` would wipe the deny: exit 2 naming the file and line 2."""
+        path = tmp_path / "policy.json"
+        path.write_text(
+            '{"permission_rules": ["deny bash(command~rm -rf *)"],\n"permission_rules": []}',
+            encoding="utf-8",
+        )
+        call = {"name": "bash", "arguments": {"command": "rm -rf /"}}
+        done = run_agentfsm("explain", path, json.dumps(call))
+        assert_bad_input(done, f"{path}:2: key 'permission_rules' is written twice")
+
 
 class TestVersion:
     """`agentfsm --version` prints the package's version."""

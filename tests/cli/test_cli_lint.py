@@ -122,6 +122,25 @@ class TestUnreadable:
         policy, _ = _files(tmp_path, '{\n  "max_turns": \n')
         assert_bad_input(agentfsm("lint", policy), f"{policy}:3: not valid JSON")
 
+    def test_a_repeated_key_is_refused_not_linted_clean(self, tmp_path: Path) -> None:
+        """`"drop_db": "deny"` then `"drop_db": "allow"`: exit 2 with the file and line 3."""
+        policy, _ = _files(
+            tmp_path, '{"permissions": {\n  "drop_db": "deny",\n  "drop_db": "allow"}}'
+        )
+        assert_bad_input(agentfsm("lint", policy), f"{policy}:3: key 'drop_db' is written twice")
+
+    def test_a_toml_repeat_names_the_line(self, tmp_path: Path) -> None:
+        """A TOML key written twice: exit 2 with `FILE:LINE:`."""
+        policy, _ = _files(tmp_path, "max_turns = 3\nmax_turns = 4\n", suffix=".toml")
+        assert_bad_input(agentfsm("lint", policy), f"{policy}:2: not valid TOML")
+
+    def test_fields_beside_the_policy_key_are_refused(self, tmp_path: Path) -> None:
+        """A top-level deny beside a `[policy]` table would be dropped: exit 2 naming line 1."""
+        policy, _ = _files(
+            tmp_path, '[permissions]\ndrop_db = "deny"\n[policy]\nmax_turns = 3\n', ".toml"
+        )
+        assert_bad_input(agentfsm("lint", policy), f"{policy}:1: 'permissions' sits beside")
+
     def test_a_missing_tools_file(self, tmp_path: Path) -> None:
         """A --tools file that is not there: exit 2 naming it."""
         policy, _ = _files(tmp_path, "{}")
