@@ -237,7 +237,12 @@ class Policy(Checked):
         data["handoffs"] = sorted(self.handoffs)
         data["final_tools"] = sorted(self.final_tools)
         # Structured, never text: a glob holding ", name=" or edge spaces would not parse back.
-        data["permission_rules"] = [rule.model_dump(mode="json") for rule in self.permission_rules]
+        # A rule without path patterns is written as before they existed, so older dumps
+        # of the same policy still compare equal when loaded.
+        data["permission_rules"] = [
+            rule.model_dump(mode="json", exclude=set() if rule.paths else {"paths"})
+            for rule in self.permission_rules
+        ]
         return data
 
     @classmethod
