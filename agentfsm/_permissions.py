@@ -123,22 +123,26 @@ class Rule(Checked):
         found = _RULE.match(text) if isinstance(text, str) else None
         if found is None:
             raise PolicyError(
-                f"permission rule {text!r} does not parse: expected "
-                "'<allow|ask|deny> <tool glob>[(<argument>=<glob>, <argument>~<shell pattern>)]', "
+                f"permission rule {text!r} does not parse: expected '<allow|ask|deny> <tool glob>"
+                "[(<argument>=<glob>, <argument>^=<path glob>, <argument>~<shell pattern>)]', "
                 "e.g. 'deny bash(command~rm -rf *)'"
             )
         action, tool, inner = found.groups()
         if tool.startswith('"'):
             tool = _quoted_tool(tool, text)
-        args: list[tuple[str, str]] = []
-        shells: list[tuple[str, str]] = []
+        parts: dict[str, list[tuple[str, str]]] = {"=": [], "~": [], "^=": []}
         for name, op, value in _arguments(inner, text) if inner is not None else ():
-            (shells if op == "~" else args).append((name, value))
+            parts[op].append((name, value))
+        shells = parts["~"]
         if len(shells) > 1:
             raise PolicyError(f"permission rule {text!r} has more than one shell pattern (~)")
         try:
             return cls(
-                action=action, tool=tool, args=tuple(args), shell=shells[0] if shells else None
+                action=action,
+                tool=tool,
+                args=tuple(parts["="]),
+                shell=shells[0] if shells else None,
+                paths=tuple(parts["^="]),
             )
         except DataError as exc:
             raise PolicyError(f"permission rule {text!r} is invalid: {exc.message}") from exc
@@ -249,8 +253,8 @@ def _arguments(inner: str, text: str) -> list[tuple[str, str, str]]:
         if head is None:
             where = inner[position:].split(",", 1)[0].strip()
             raise PolicyError(
-                f"permission rule {text!r} does not parse: {where!r} "
-                "is not '<argument>=<glob>' or '<argument>~<shell pattern>'"
+                f"permission rule {text!r} does not parse: {where!r} is not "
+                "'<argument>=<glob>', '<argument>^=<path glob>' or '<argument>~<shell pattern>'"
             )
         value, position = _value(inner, head.end())
         items.append((head.group(1), head.group(2), value))
