@@ -663,6 +663,8 @@ def shadowed(rules: Sequence[Rule], table: Mapping[str, object]) -> list[tuple[i
     rule written first, then to the rules over the table): a rule never decides when
     another rule applies to every call it applies to, with a stronger action or the
     same action written earlier, or when the table's entry for its one tool is stronger.
+    A deny or ask rule on a call lacking an argument it names asks (`decide`), so a
+    deny with arguments shadows an ask only when written before it.
     """
     found: list[tuple[int, str]] = []
     for index, rule in enumerate(rules):
@@ -677,6 +679,10 @@ def _decided_before(rule: Rule, index: int, rules: Sequence[Rule]) -> str | None
         if other_index == index or not _covers(other, rule):
             continue
         stronger = _STRENGTH[other.action] > _STRENGTH[rule.action]
+        if stronger and rule.action == "ask" and other_index > index and rule_arguments(other):
+            # On a call lacking one of its arguments the deny only asks too, and the ask
+            # written first speaks: it still decides there.
+            continue
         if stronger or (other.action == rule.action and other_index < index):
             how = "a stronger action" if stronger else "the same action, written first"
             return (

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm._engine.policy import Policy, policy_fields
+from agentfsm._engine.policy import Policy, policy_fields, undeclared_entries
 from agentfsm._model import limits
 from agentfsm._model._files import open_regular
 from agentfsm._model.tools import tool_specs
@@ -274,9 +274,5 @@ def _against_tools(
             findings.append(Finding(line, "warning", why))
     where = lines.key("permissions")
     line = lines.line_at(where) if where is not None else None
-    for name in table:
-        if name != "*" and name not in tools:
-            hint = did_you_mean(name, tools)
-            why = f"permissions[{name!r}] names a tool that is not declared{hint}"
-            findings.append(Finding(line, "error", why))
+    findings += [Finding(line, "error", why) for why in undeclared_entries(table, tools)]
     return findings

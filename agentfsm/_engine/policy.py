@@ -29,6 +29,8 @@ from agentfsm._permissions import (
     Rule,
     Verdict,
     decide,
+    did_you_mean,
+    is_glob,
     never_applies,
 )
 from agentfsm.exceptions import DataError, PolicyError
@@ -69,6 +71,7 @@ __all__ = [
     "build_routes",
     "check_against_tools",
     "policy_fields",
+    "undeclared_entries",
 ]
 
 FEEDBACK_GRACE = 2
@@ -330,15 +333,19 @@ def _rule(item: Any) -> Rule:
 
 
 def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) -> None:
-    """Raise PolicyError when a permission rule of `policy` can never apply to `tools`.
+    """Raise PolicyError when a permission rule or `permissions` entry of `policy` can never
+    apply to `tools`.
 
     With tools declared, a rule naming a tool that is not declared (unless its tool
     part is a glob), or an argument that no matching tool's schema takes, would never
-    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. Each problem is
-    named, with the closest declared name. `tools=None` (any name accepted) checks
-    nothing; `agentfsm lint` reports these and more without building a Controller.
+    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. A `permissions`
+    entry is looked up by the exact tool name, so a key that names no declared tool
+    (a glob such as `"read_*"` included; `"*"` is the default) would never speak
+    either. Each problem is named, with the closest declared name. `tools=None` (any
+    name accepted) checks nothing; `agentfsm lint` reports these and more without
+    building a Controller.
     """
-    if tools is None or not policy.permission_rules:
+    if tools is None or not (policy.permission_rules or policy.permissions):
         return
     schemas = {name: spec.parameters for name, spec in tools.items()}
     problems = [
@@ -346,10 +353,31 @@ def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) ->
         for why in (never_applies(rule, schemas) for rule in policy.permission_rules)
         if why is not None
     ]
+    problems += [("permissions", why) for why in undeclared_entries(policy.permissions, tools)]
     if problems:
         raise PolicyError(
             f"the policy does not fit the declared tools: {listed(problems)}", problems=problems
         )
+
+
+def undeclared_entries(table: Mapping[str, object], tools: Mapping[str, object]) -> list[str]:
+    """Why each `permissions` key other than `"*"` that names no declared tool never speaks.
+
+    The table is read by exact tool name, never as a glob: `"read_*"` speaks only for a
+    tool named `read_*`, so it is named here too, with the rule that says what it means.
+    """
+    found = []
+    for name in table:
+        if name == "*" or name in tools:
+            continue
+        why = f"permissions[{name!r}] names a tool that is not declared{did_you_mean(name, tools)}"
+        if is_glob(name):
+            why += (
+                f"; its keys are exact tool names, not globs (for every tool matching it, "
+                f"write a rule: '{table[name]} {name}')"
+            )
+        found.append(f"{why} (declared: {', '.join(sorted(tools)) or 'none'})")
+    return found
 
 
 def as_policy(policy: object, where: str = "policy") -> Policy:

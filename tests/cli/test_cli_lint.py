@@ -100,7 +100,10 @@ class TestFindings:
             (
                 "2",
                 "error",
-                "permissions['bsh'] names a tool that is not declared; did you mean 'bash'?",
+                (
+                    "permissions['bsh'] names a tool that is not declared; "
+                    "did you mean 'bash'? (declared: bash, read_file)"
+                ),
             )
         ]
 

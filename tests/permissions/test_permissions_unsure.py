@@ -101,7 +101,12 @@ _CALLS = st.builds(
 
 
 def _surely_not(rule: Rule, arguments: dict[str, Any]) -> bool:
-    """An oracle: whether a glob or path pattern of `rule` surely fails on a present argument."""
+    """An oracle: whether a pattern of `rule` surely fails on a present argument (the shell
+    pattern judged alone, by the shell reader that tests/shell covers)."""
+    if rule.shell is not None and rule.shell[0] in arguments:
+        alone = Rule(action="deny", tool="*", shell=rule.shell)
+        if not alone.matches(af.ToolCall(id="c", name="t", arguments=arguments)):
+            return True
     for name, pattern in rule.args:
         if name in arguments:
             value = arguments[name]
