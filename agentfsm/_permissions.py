@@ -683,8 +683,13 @@ def _decided_before(rule: Rule, index: int, rules: Sequence[Rule]) -> str | None
             # On a call lacking one of its arguments the deny only asks too, and the ask
             # written first speaks: it still decides there.
             continue
-        if stronger or (other.action == rule.action and other_index < index):
+        # Allow shell rules speak together, so a wider one makes a narrower one idle
+        # wherever it is written (a twin only after it, or both would be named).
+        together = rule.action == other.action == "allow" and None not in (rule.shell, other.shell)
+        wider = together and not _covers(rule, other)
+        if stronger or (other.action == rule.action and (other_index < index or wider)):
             how = "a stronger action" if stronger else "the same action, written first"
+            how = "the same action" if wider and other_index > index else how
             return (
                 f"rule {str(rule)!r} never decides: rule {str(other)!r} applies to every "
                 f"call it applies to, with {how}"
@@ -707,8 +712,9 @@ def _covers(wide: Rule, narrow: Rule) -> bool:
 
     Read conservatively: a glob includes another only when it is all `*`, equal, or
     matches a plain name; a path pattern only its own twin in a rule of the same kind
-    (allow, or deny and ask); a deny or ask shell pattern only its own twin; an allow
-    shell pattern never (allow shell rules decide together).
+    (allow, or deny and ask); a deny or ask shell pattern one of a deny or ask rule
+    with the same name, fewer flags and operands in order; an allow shell pattern one
+    of an allow rule alike but for the pattern, word by word.
     """
     if not _glob_includes(wide.tool, narrow.tool):
         return False
@@ -717,6 +723,11 @@ def _covers(wide: Rule, narrow: Rule) -> bool:
         or (wide.action == "allow") != (narrow.action == "allow")
     ):
         return False
+    return _args_cover(wide, narrow) and _shell_covers(wide, narrow)
+
+
+def _args_cover(wide: Rule, narrow: Rule) -> bool:
+    """Whether each glob of `wide` matches every value `narrow` lets through."""
     present = set(rule_arguments(narrow))
     narrow_args = dict(narrow.args)
     for name, pattern in wide.args:
@@ -725,11 +736,50 @@ def _covers(wide: Rule, narrow: Rule) -> bool:
         if name in narrow_args:
             if not _glob_includes(pattern, narrow_args[name]):
                 return False
-        elif pattern.strip("*"):  # `narrow` reads it as a command: only `*` surely matches
+        elif pattern.strip("*"):  # `narrow` reads it otherwise: only `*` surely matches
             return False
+    return True
+
+
+def _shell_covers(wide: Rule, narrow: Rule) -> bool:
+    """Whether `wide`'s shell pattern (if any) speaks on every command `narrow`'s does."""
     if wide.shell is None:
         return True
-    return wide.action != "allow" and narrow.shell == wide.shell and narrow.action != "allow"
+    if narrow.shell is None or narrow.shell[0] != wide.shell[0]:
+        return False
+    if wide.action == narrow.action == "allow":
+        same = (wide.tool, wide.args, wide.paths) == (narrow.tool, narrow.args, narrow.paths)
+        return same and _allow_includes(wide.shell[1], narrow.shell[1])
+    if "allow" in (wide.action, narrow.action):
+        return False
+    return _shell_includes(wide.shell[1], narrow.shell[1])
+
+
+def _shell_includes(wide: str, narrow: str) -> bool:
+    """Whether every command deny or ask shell pattern `narrow` is or may be, `wide` is or
+    may be too: the same name (or a wider glob), fewer flags, operands a subsequence."""
+    from agentfsm import _shell as shell
+
+    w, n = shell.pattern(wide), shell.pattern(narrow)
+    if w.name != n.name and ("/" in w.name + n.name or not _glob_includes(w.name, n.name)):
+        return False
+    if not w.flags <= n.flags:
+        return False
+    rest = iter(n.operands)  # the earliest fit leaves the most room for the next operand
+    return all(any(_glob_includes(glob, other) for other in rest) for glob in w.operands)
+
+
+def _allow_includes(wide: str, narrow: str) -> bool:
+    """Whether allow shell pattern `wide` surely matches every command `narrow` surely
+    matches: word by word, each glob of `wide` including its counterpart."""
+    from agentfsm import _shell as shell
+
+    w, n = shell.pattern(wide), shell.pattern(narrow)
+    if not _glob_includes(w.name, n.name) or len(w.words) > len(n.words):
+        return False
+    if not w.open and (n.open or len(w.words) != len(n.words)):
+        return False
+    return all(_glob_includes(a, b) for a, b in zip(w.words, n.words, strict=False))
 
 
 def _glob_includes(wide: str, narrow: str) -> bool:

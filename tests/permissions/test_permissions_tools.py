@@ -175,7 +175,10 @@ _ARGS = st.lists(
     max_size=2,
     unique_by=lambda pair: pair[0],
 )
-_SHELL = st.none() | st.tuples(st.sampled_from(["x", "y"]), st.sampled_from(["rm *", "ls *"]))
+_SHELL = st.none() | st.tuples(
+    st.sampled_from(["x", "y"]),
+    st.sampled_from(["rm *", "ls *", "rm -r *", "rm -rf /x", "rm /x", "rm", "ls -l:*", "ls", "r*"]),
+)
 _PATHS = st.lists(
     st.tuples(st.sampled_from(["x", "z"]), st.sampled_from(["/a/*", "/a/b"])),
     max_size=1,
@@ -194,12 +197,14 @@ def _rules(draw: st.DrawFn) -> Rule:
     return Rule(action=action, tool=draw(_TOOLS), args=tuple(args), shell=shell, paths=tuple(paths))
 
 
+_VALUES: list[object] = ["1", "12", "2", "rm -rf /", "ls -l", "ls; rm x", 1, "/a/b", "/a/../b"]
+_VALUES += ["rm -r /x", "rm /x", "rm $X /x", "ls -l -a", "ls", "rmdir /x", "$(ls)"]
 _CALLS = st.builds(
     lambda name, args: ToolCall(id="c", name=name, arguments=args),
     st.sampled_from(["a", "b", "ab"]),
     st.dictionaries(
         st.sampled_from(["x", "y", "z"]),
-        st.sampled_from(["1", "12", "2", "rm -rf /", "ls -l", "ls; rm x", 1, "/a/b", "/a/../b"]),
+        st.sampled_from(_VALUES),
     ),
 )
 
