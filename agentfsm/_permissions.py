@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from agentfsm._shell import Script
 
 __all__ = [
+    "COMMAND_ARGUMENTS",
+    "PATH_ARGUMENTS",
     "PERMISSIONS",
     "Permission",
     "PermissionHook",
@@ -39,7 +41,9 @@ __all__ = [
     "decide",
     "declared_arguments",
     "did_you_mean",
+    "is_command_like",
     "is_glob",
+    "is_path_like",
     "never_applies",
     "normal_path",
     "rule_arguments",
@@ -559,6 +563,37 @@ def _stronger(current: Verdict | None, new: Verdict) -> Verdict:
 _GLOB = re.compile(r"[*?\[]")
 _MAX_SCHEMA_DEPTH = 8
 """How deep `$ref`, `allOf`, `anyOf` and `oneOf` are followed to read a tool's argument names."""
+
+
+COMMAND_ARGUMENTS = frozenset(
+    {"command", "commands", "cmd", "cmdline", "command_line", "script", "shell", "bash", "sh"}
+    | {"argv"}
+)
+"""Argument names that hold a shell command; also any name ending in `_command`, `_cmd` or
+`_script`. `agentfsm lint` without `--tools` warns on a shell pattern (`~`) on another name:
+a misspelled name (`comand`) is absent from every call, and the rule then only asks."""
+
+PATH_ARGUMENTS = frozenset(
+    {"path", "paths", "file", "files", "filename", "filepath", "file_path", "pathname"}
+    | {"dir", "dirname", "directory", "folder", "dest", "destination", "target", "src"}
+    | {"cwd", "workdir", "working_dir", "root"}
+)
+"""Argument names that hold a file system path; also any name ending in `_path`, `_file`,
+`_dir`, `_directory` or `_folder`. `agentfsm lint` warns on a plain glob (`=`) on one:
+`/srv/out/*` also matches `/srv/out/../x`; the path pattern (`^=`) does not."""
+
+_COMMAND_ENDS = ("_command", "_cmd", "_script")
+_PATH_ENDS = ("_path", "_file", "_dir", "_directory", "_folder")
+
+
+def is_command_like(name: str) -> bool:
+    """Whether an argument name says it holds a shell command (`COMMAND_ARGUMENTS`)."""
+    return name.lower() in COMMAND_ARGUMENTS or name.lower().endswith(_COMMAND_ENDS)
+
+
+def is_path_like(name: str) -> bool:
+    """Whether an argument name says it holds a file system path (`PATH_ARGUMENTS`)."""
+    return name.lower() in PATH_ARGUMENTS or name.lower().endswith(_PATH_ENDS)
 
 
 def is_glob(text: str) -> bool:

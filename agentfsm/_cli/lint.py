@@ -8,13 +8,18 @@ shows it; `FILE: level: message` where it cannot be placed):
   does not take (each with the closest declared name);
 - warnings: a rule that never decides a call (another rule applies to every call it
   applies to with a stronger action, or the same action written first, or the table's
-  entry for its tool is stronger), and with `--tools` a glob matching no declared tool.
+  entry for its tool is stronger: an `ask` under a broader `deny`, a shell pattern
+  another of the same action covers), a plain glob (`=`) on a path-like argument (the
+  path pattern `^=` reads `..`); with `--tools` a glob matching no declared tool, and
+  without it a shell pattern (`~`) on an argument whose name is not a command's
+  (`COMMAND_ARGUMENTS`: a misspelled name makes the rule ask every call, never check it).
 
 `--tools FILE` is a JSON list of tool declarations as `Controller(tools=...)` takes
 them: OpenAI-style function specs (`{"type": "function", "function": {...}}` or
 `{"name", "description", "parameters"}`), Anthropic's `input_schema`, or plain names.
 Exit 0 when nothing is found, 1 on findings, 2 when the policy or tools file cannot be
-read (not a regular file, not UTF-8, not JSON or TOML).
+read (not a regular file, not UTF-8, not JSON or TOML, a key written twice in one object,
+or fields both at the top and under `policy`), as `Policy.from_file` refuses it.
 """
 
 from __future__ import annotations
@@ -32,9 +37,13 @@ from agentfsm._model import limits
 from agentfsm._model._files import open_regular
 from agentfsm._model.tools import tool_specs
 from agentfsm._permissions import (
+    COMMAND_ARGUMENTS,
     Rule,
     did_you_mean,
+    is_command_like,
+    is_path_like,
     never_applies,
+    normal_path,
     shadowed,
 )
 from agentfsm.exceptions import AgentFSMError, PolicyError, ToolDefinitionError
@@ -252,9 +261,56 @@ def _against(
     findings: list[Finding] = []
     if tools is not None:
         findings += _against_tools(rules, table, tools, lines)
+    else:
+        findings += _unsure_shell_arguments(rules)
+    findings += _path_globs(rules)
     only = [rule for rule, _ in rules]
     for index, why in shadowed(only, table):
         findings.append(Finding(rules[index][1], "warning", why))
+    return findings
+
+
+def _unsure_shell_arguments(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
+    """Shell patterns on an argument whose name does not say it holds a command."""
+    findings = []
+    for rule, line in rules:
+        if rule.shell is not None and not is_command_like(rule.shell[0]):
+            findings.append(
+                Finding(
+                    line,
+                    "warning",
+                    f"rule {str(rule)!r} reads argument {rule.shell[0]!r} as a shell command, "
+                    "but the name is not one of a command "
+                    f"({', '.join(sorted(COMMAND_ARGUMENTS))}, *_command, *_cmd, *_script): "
+                    "a call without it is only asked, never checked; pass --tools to check the "
+                    "name against the tool's schema",
+                )
+            )
+    return findings
+
+
+def _path_globs(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
+    """Plain globs on path-like arguments, with the path pattern that reads them safely."""
+    findings = []
+    for rule, line in rules:
+        for name, pattern in rule.args:
+            if not is_path_like(name):
+                continue
+            normal = normal_path(pattern)[0]
+            better = (
+                f"{name}^={pattern}"
+                if normal == pattern and (pattern == "/" or not pattern.endswith("/"))
+                else f"{name}^=<an absolute, normalized path glob>"
+            )
+            findings.append(
+                Finding(
+                    line,
+                    "warning",
+                    f"rule {str(rule)!r} matches path argument {name!r} with a plain glob, "
+                    f"which '..' gets past ('{pattern}' may match '/x/../elsewhere'); "
+                    f"write the path pattern {better}",
+                )
+            )
     return findings
 
 

@@ -109,12 +109,73 @@ class TestFindings:
 
     def test_a_clean_policy_exits_zero_with_nothing_printed(self, tmp_path: Path) -> None:
         """Rules that fit the tools and each other: exit 0, no output."""
-        rules = ["deny bash(command~rm -rf *)", "ask read_file(path=/etc/*)", "allow bash"]
+        rules = ["deny bash(command~rm -rf *)", "ask read_file(path^=/etc/*)", "allow bash"]
         policy, tools = _files(
             tmp_path, json.dumps({"policy": {"permission_rules": rules, "max_turns": 9}})
         )
         done = agentfsm("lint", policy, "--tools", tools)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+class TestUnsureRules:
+    """Rules that cannot be evaluated on some calls, or that `..` gets past: warnings."""
+
+    def test_a_shell_pattern_on_a_name_that_is_not_a_command_warns(self, tmp_path: Path) -> None:
+        """Without --tools, `deny bash(comand~...)` warns naming 'comand'; `command` is clean."""
+        rules = ["deny bash(comand~rm -rf *)", "deny sh(cmd~rm -rf *)", "ask x(run_command~rm *)"]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        ((line, level, message),) = _findings(done.stdout)
+        assert (line, level) == ("3", "warning")
+        assert "argument 'comand' as a shell command" in message
+
+    def test_a_plain_glob_on_a_path_argument_warns_with_the_path_pattern(
+        self, tmp_path: Path
+    ) -> None:
+        """`allow write_file(path=/srv/out/*)` warns and suggests `path^=/srv/out/*`."""
+        rules = ["allow write_file(path=/srv/out/*)", "allow write_file(path^=/srv/out/*)"]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        ((line, level, message),) = _findings(done.stdout)
+        assert (line, level) == ("3", "warning")
+        assert "write the path pattern path^=/srv/out/*" in message
+
+    def test_an_ask_under_a_broader_shell_deny_is_unreachable(self, tmp_path: Path) -> None:
+        """`deny bash(command~rm *)` before `ask bash(command~rm -rf /tmp/*)`: the ask never
+        decides; a broader ask under a narrower deny is not reported."""
+        rules = [
+            "deny bash(command~rm *)",
+            "ask bash(command~rm -rf /tmp/*)",
+            "deny bash(command~git push -f *)",
+            "ask bash(command~git push *)",
+        ]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        ((line, level, message),) = _findings(done.stdout)
+        assert (line, level) == ("4", "warning")
+        assert "'ask bash(command~rm -rf /tmp/*)' never decides" in message
+        assert "stronger action" in message
+
+    def test_same_action_shell_rules_where_one_covers_the_other(self, tmp_path: Path) -> None:
+        """`deny rm -r *` covers `deny rm -rf *` written after it; an allow `git status:*`
+        covers `git status --short` wherever it is written."""
+        rules = [
+            "allow bash(command~git status --short)",
+            "deny bash(command~rm -r *)",
+            "deny bash(command~rm -rf *)",
+            "allow bash(command~git status:*)",
+            "allow bash(command~git log)",
+        ]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        found = _findings(done.stdout)
+        assert [(line, level) for line, level, _ in found] == [("3", "warning"), ("5", "warning")]
+        assert "'allow bash(command~git status --short)' never decides" in found[0][2]
+        assert "'deny bash(command~rm -rf *)' never decides" in found[1][2]
 
 
 class TestUnreadable:
