@@ -156,9 +156,14 @@ def read_document(
         raise refuse(f"{source}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
     except _RepeatedKeyError as exc:
         found = next(_json_repeats(text), None)
-        key, where, first = found if found is not None else (exc.key, None, None)
-        place = f"{source}:{_line(text, where)}" if where is not None else source
-        before = f" (first at line {_line(text, first)})" if first is not None else ""
+        if found is None:  # the decoder saw a repeat the line finder did not place
+            place, key, before = source, exc.key, ""
+        else:
+            key, second, first = found
+            place, before = (
+                f"{source}:{_line(text, second)}",
+                f" (first at line {_line(text, first)})",
+            )
         raise refuse(
             f"{place}: key {key!r} is written twice in one object{before}; "
             "a duplicate would silently keep only its last value"

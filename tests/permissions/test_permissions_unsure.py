@@ -115,8 +115,9 @@ def _surely_not(rule: Rule, arguments: dict[str, Any]) -> bool:
                 return True
     for name, pattern in rule.paths:
         value = arguments.get(name)
-        sure = isinstance(value, str) and value.startswith("/") and "\0" not in value
-        if sure and not fnmatch.fnmatchcase(posixpath.normpath("/" + value.lstrip("/")), pattern):
+        if not isinstance(value, str) or not value.startswith("/") or "\0" in value:
+            continue  # unsure: a deny may apply
+        if not fnmatch.fnmatchcase(posixpath.normpath("/" + value.lstrip("/")), pattern):
             return True
     return False
 
