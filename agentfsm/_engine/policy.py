@@ -230,9 +230,9 @@ class Policy(Checked):
 
     def permission_verdict(self, call: ToolCall) -> Verdict:
         """The permission of `call` and the source that gave it (a rule, the table, the hook)."""
-        if not self.permission_rules and not self.permissions and self.permission is None:
-            if call.name not in self.ask_floor:
-                return "allow", "the default"
+        plain = not self.permission_rules and not self.permissions and self.permission is None
+        if plain and call.name not in self.ask_floor:
+            return "allow", "the default"
         verdict = decide(call, self.permission_rules, self.permissions, self.permission)
         if call.name in self.ask_floor:
             return floored(verdict, call, self.permission_rules, self.permissions)

@@ -13,10 +13,10 @@ that break the schema is denied; otherwise its verdict is the policy's (the stro
 rules and table entries for the tool under either name, else `"*"`, else allow), where an
 allow becomes `ask` for a tool whose annotations say it may change things, unless the tool's
 own table entry is allow or an allow rule written for exactly the tool (either name) matches
-the call (the ask floor: a deny or ask rule naming the tool keeps it). A turn with an `ask` waits for the human:
-approved, its allowed and asked calls run; declined, none does. Checked: the server received
-exactly the calls cleared, each once (nothing denied or declined reaches it); the human was
-asked exactly when a call needed it; every call the model made got exactly one result.
+the call (the ask floor: a deny or ask rule naming the tool keeps it). A turn with an
+`ask` waits for the human: approved, its allowed and asked calls run; declined, none
+does. Checked: the server received exactly the calls cleared, each once (nothing denied
+or declined reaches it); the human was asked exactly when a call needed it; every call the model made got exactly one result.
 """
 
 from __future__ import annotations
