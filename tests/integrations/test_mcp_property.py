@@ -16,7 +16,8 @@ own table entry is allow or an allow rule written for exactly the tool (either n
 the call (the ask floor: a deny or ask rule naming the tool keeps it). A turn with an
 `ask` waits for the human: approved, its allowed and asked calls run; declined, none
 does. Checked: the server received exactly the calls cleared, each once (nothing denied
-or declined reaches it); the human was asked exactly when a call needed it; every call the model made got exactly one result.
+or declined reaches it); the human was asked exactly when a call needed it; every call
+the model made got exactly one result.
 """
 
 from __future__ import annotations
