@@ -27,6 +27,8 @@ from tests.cli.test_mcp_proxy import ENV, SERVER
 
 HOSTILE = str(Path(__file__).with_name("mcp_hostile_server.py"))
 Message = dict[str, Any]
+ASK = {"permissions": {"drop_table": "ask"}}
+"""The policy asks for drop_table by name, whatever the listing."""
 
 
 class RawHost:
@@ -138,7 +140,7 @@ class TestIds:
         """The server asks the host under every id the proxy might use for its own `ask`;
         the user approves those harmless questions and declines the destructive call: the
         call does not run, and each approval reaches the server under the id it asked by."""
-        with proxied(tmp_path, {}, HOSTILE, "collide") as (host, log, process):
+        with proxied(tmp_path, ASK, HOSTILE, "collide") as (host, log, process):
             host.start(elicit=True)
             host.wait_for(lambda m: len([x for x in host.seen if is_question(x)]) >= 80)
             call(host, 7, "drop_table", {"table": "users"})
@@ -163,7 +165,7 @@ class TestIds:
         """The server answers ids it was not asked under and answers twice: the host gets
         exactly one answer per request, its own, and a declined call no result but the
         refusal; each dropped answer is said on stderr and in the trace."""
-        with proxied(tmp_path, {}, HOSTILE, "forge") as (host, log, process):
+        with proxied(tmp_path, ASK, HOSTILE, "forge") as (host, log, process):
             host.start(elicit=True)
             call(host, 5, "drop_table", {"table": "users"})
             ours = host.wait_for(is_question)
