@@ -60,14 +60,14 @@ class RawHost:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
-                message = self._lines.get(timeout=left)
+                arrived = self._lines.get(timeout=left)
             except queue.Empty:
                 break
-            if message is None:
+            if arrived is None:
                 break
-            self.seen.append(message)
-            if wanted(message):
-                return message
+            self.seen.append(arrived)
+            if wanted(arrived):
+                return arrived
         raise AssertionError(f"no such message; seen: {self.seen[-5:]}")
 
     def answers(self, ident: Any) -> list[Message]:
@@ -76,7 +76,7 @@ class RawHost:
 
     def start(self, elicit: bool) -> None:
         """Initialize the session (with or without elicitation) and say initialized."""
-        caps = {"elicitation": {"form": {}}} if elicit else {}
+        caps: dict[str, Any] = {"elicitation": {"form": {}}} if elicit else {}
         params = {
             "protocolVersion": "2025-06-18",
             "capabilities": caps,
@@ -132,7 +132,9 @@ def call(host: RawHost, ident: int, name: str, arguments: dict[str, Any]) -> Non
 
 
 def result_of(host: RawHost, ident: int) -> dict[str, Any]:
-    return host.wait_for(lambda m: same_id(m.get("id"), ident) and "method" not in m)["result"]
+    answer = host.wait_for(lambda m: same_id(m.get("id"), ident) and "method" not in m)
+    result: dict[str, Any] = answer["result"]
+    return result
 
 
 class TestIds:

@@ -102,7 +102,7 @@ _RULES = st.lists(
 _COMMANDS = st.sampled_from(
     ["ls -l", "rm -rf /", "git status", "git status && dd of=/dev/sda", "eval $X", "dd of=/dev/sda"]
 )
-_ARGUMENTS = st.one_of(
+_ARGUMENTS: st.SearchStrategy[dict[str, Any]] = st.one_of(
     st.fixed_dictionaries({"command": _COMMANDS}),
     st.fixed_dictionaries({"path": st.sampled_from(["/tmp/x", "/etc/passwd"])}),
     st.just({}),
