@@ -144,7 +144,7 @@ class Policy(Checked):
     ask_floor: frozenset[str] = frozenset()
     """Tools whose calls ask where the policy would allow them, unless the tool's own
     `permissions` entry is "allow" or allow rules written for exactly that tool allow the
-    call: a floor only an allow lifts (MCP tool annotations set it; `agentfsm._ask_floor`)."""
+    call: a floor only an allow lifts (MCP tool annotations set it; see docs/mcp-proxy.md)."""
     permission: SkipJsonSchema[PermissionHook | None] = Field(None, exclude=True)
     """A hook deciding per call. Its verdict counts beside the rules and `permissions`:
     the strongest wins (deny, then ask, then allow). Anything it returns that is not exactly
