@@ -1,20 +1,28 @@
 """The MCP proxy behind `agentfsm mcp-proxy`: a policy between an MCP host and a server.
 
-It relays JSON-RPC messages between the host and the server and takes over three kinds of
+It relays JSON-RPC messages between the host and the server and takes over four kinds of
 message. The host talks to the proxy over stdio (this process's stdin/stdout) or, through
 `agentfsm._cli._mcp_http`, over streamable HTTP with one Proxy per MCP session; the server
 is a child process on stdio or a streamable HTTP server reached by URL (`http_server`).
 
+- ids: every request either side gets goes under an id the proxy allocates (`Relay`): the
+  host's requests reach the server renumbered, the server's reach the host renumbered, and
+  an answer is taken only for a request still waiting, once. Anything else (an unknown id,
+  a repeated or forged answer) is dropped, said on stderr and noted in the trace.
+- `tools/list`: the proxy lists the server's tools itself (every page) before it decides
+  any call, and again after `notifications/tools/list_changed`; calls are decided against
+  that listing, never the host's. Its annotations are the session's ask floor
+  (`_mcp_hints.with_hints`); a tool it does not hold is refused; a rule on an argument no
+  listed tool takes ends the session at the first listing (status 2) and refuses the
+  tool's calls when a later listing changes it. Each tool's description and input schema
+  are pinned at first sight; a tool that later changes is flagged in the listing the host
+  gets and every call to it is asked again (denied without elicitation).
 - `tools/call`: each call is one turn of a session-long Controller (a model turn holding
   that one call; its result the tool result), so permissions, shell-aware rules, budgets
   and the doom-loop guard apply as they do to an agent. A call the Controller does not
   clear never reaches the server: the host gets a tool error result saying why. `ask`
   becomes an `elicitation/create` to the host when it declared the capability; anything
   but an explicit accept with a yes denies. Calls are taken one at a time.
-- `tools/list` (the host's, and the proxy's own after `notifications/tools/list_changed`):
-  each tool's description and input schema are pinned at first sight; a tool that later
-  changes is flagged in the listing and every call to it is asked again (denied without
-  elicitation). Tool annotations are `ask` defaults through `_mcp_hints.with_hints`.
 - the server's answers to calls: cut to a size, checked for shape; a malformed line or a
   server that exits answers every call in flight with an error result.
 
@@ -547,13 +555,13 @@ class Proxy:
             return
         if self._listing is not None and not again and self._listing.exception() is None:
             return  # listed already
-        self._listing = asyncio.create_task(self._list_all())
+        self._listing = _quiet(asyncio.create_task(self._list_all()))
 
     async def _listed(self) -> None:
         """Wait for the proxy's own listing; list first when none is done or under way, or
         when the last one failed. ProxyError when the server cannot be listed."""
         if self._listing is None or (self._listing.done() and self._listing.exception()):
-            self._listing = asyncio.create_task(self._list_all())
+            self._listing = _quiet(asyncio.create_task(self._list_all()))
         await asyncio.shield(self._listing)
 
     async def _list_all(self) -> None:
@@ -735,6 +743,12 @@ class _Own:
     future: asyncio.Future[Any]
     host_id: Any = None
     """The host's request it carries (a tools/call, a tools/list), for its cancellation."""
+
+
+def _quiet(task: asyncio.Task[None]) -> asyncio.Task[None]:
+    """`task`, its failure read when it ends (a call that needs the listing reads it again)."""
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return task
 
 
 def _key(ident: object) -> tuple[str, Any]:

@@ -189,8 +189,17 @@ class TestIds:
         assert logged(log) == ['read_row:{"key": "a"}']
         stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8")
         assert "dropped the server's answer" in stderr
-        trace = (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
-        assert '"event": "mcp_proxy"' in trace or '"event":"mcp_proxy"' in trace
+        lines = (tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+        events = [json.loads(line) for line in lines]
+        assert any(e["event"] == "mcp_proxy" and "dropped" in e["note"] for e in events)
+        replay = subprocess.run(
+            [sys.executable, "-m", "agentfsm", "replay", str(tmp_path / "trace.jsonl")],
+            capture_output=True,
+            env=ENV,
+            check=False,
+            timeout=120,
+        )
+        assert replay.returncode == 0, replay.stderr  # the notes do not break the replay
 
 
 class TestListing:
