@@ -8,6 +8,7 @@ drives it with random interleavings of both sides' requests, answers and cancell
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import queue
 import subprocess
@@ -22,7 +23,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm._cli._mcp_wire import HostRequest, Relay, ServerRequest, same_id
+from agentfsm._cli._mcp_wire import HostRequest, Relay, ServerRequest, same_id, unfit_rules
+from agentfsm._engine.policy import Policy
 from tests.cli.test_mcp_proxy import ENV, SERVER
 
 HOSTILE = str(Path(__file__).with_name("mcp_hostile_server.py"))
@@ -405,3 +407,56 @@ def test_every_answer_goes_only_to_the_request_it_answers(steps: list[tuple[str,
     model = Model()
     for kind, value in steps:
         model.step(kind, value)
+
+
+# -- the property: rules read against any listing ----------------------------------------
+
+_ARGS = ("path", "pth", "key", "command", "content")
+_SCHEMAS = st.one_of(
+    st.frozensets(st.sampled_from(_ARGS)).map(
+        lambda names: {"type": "object", "properties": {n: {"type": "string"} for n in names}}
+    ),
+    st.just({"type": "object", "additionalProperties": True}),  # any argument
+    st.none(),
+)
+_LISTINGS = st.dictionaries(st.sampled_from(["write_file", "read_row", "bash"]), _SCHEMAS)
+_RULE_TEXTS = st.tuples(
+    st.sampled_from(["allow", "ask", "deny"]),
+    st.sampled_from(["write_file", "read_*", "*", "bash", "other"]),
+    st.lists(st.sampled_from(_ARGS), max_size=2, unique=True),
+    st.none() | st.sampled_from(_ARGS),
+).map(
+    lambda r: (
+        f"{r[0]} {r[1]}"
+        + (
+            "(" + ", ".join([*(f"{a}=x*" for a in r[2]), *([f"{r[3]}~rm *"] if r[3] else [])]) + ")"
+            if r[2] or r[3]
+            else ""
+        )
+    )
+)
+
+
+@given(listing=_LISTINGS, texts=st.lists(_RULE_TEXTS, max_size=4))
+def test_a_rule_is_unfit_exactly_when_an_argument_it_names_is_taken_by_no_matching_tool(
+    listing: dict[str, Any], texts: list[str]
+) -> None:
+    """For any listing (schemas naming their arguments, or taking any) and any rules: a rule
+    is reported, naming itself and the arguments, exactly when the listed tools its tool part
+    matches all name their arguments and none takes an argument the rule reads."""
+    rules = Policy(permission_rules=texts).permission_rules
+    tools = {name: {"name": name, "inputSchema": schema} for name, schema in listing.items()}
+    reported = unfit_rules(rules, tools)
+    expected = []
+    for rule in rules:
+        matching = [n for n in listing if fnmatch.fnmatchcase(n, rule.tool)]
+        schemas = [listing[n] for n in matching]
+        if not matching or any(s is None or "properties" not in s for s in schemas):
+            continue
+        takes = set().union(*(s["properties"] for s in schemas))
+        read = [a for a, _ in rule.args] + ([rule.shell[0]] if rule.shell else [])
+        if any(a not in takes for a in read):
+            expected.append(str(rule))
+    assert len(reported) == len(expected)
+    for why, rule_text in zip(reported, expected, strict=True):
+        assert repr(rule_text) in why
