@@ -133,6 +133,27 @@ class TestHttpHost:
         assert proxy.calls() == ['read_row:{"key": "a"}']
         assert proxy.status == 0
 
+    def test_forged_answers_never_reach_a_host_by_url(self, tmp_path: Path) -> None:
+        """Behind --http, a server that answers ids it was not asked under, and twice: the
+        host gets each answer once, its own, and a declined call only its refusal."""
+        hostile = str(Path(__file__).with_name("mcp_hostile_server.py"))
+        server = ["--", sys.executable, hostile, str(tmp_path / "calls.log"), "forge"]
+        proxy = HttpProxy(tmp_path, {"permissions": {"drop_table": "ask"}}, server)
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with proxy.session(answering("decline")) as host:
+                declined = await host.call_tool("drop_table", {"table": "users"})
+                ran = await host.call_tool("read_row", {"key": "a"})
+                return declined, ran
+
+        with proxy.running():
+            declined, ran = run(go)
+        assert declined.is_error
+        assert "forged" not in text(declined)
+        assert text(ran) == "read_row ran"
+        assert proxy.calls() == ['read_row:{"key": "a"}']
+        assert "dropped the server's answer" in proxy.stderr.read_text(encoding="utf-8")
+
     def test_each_session_has_its_own_elicitation(self, tmp_path: Path) -> None:
         """Two sessions at once: the one that declared elicitation is asked and runs the
         call; the one that did not gets a denial for the same `ask`."""
