@@ -12,6 +12,7 @@ Every server logs each call it gets, so what reached it is read from its own log
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import select
 import signal
@@ -153,6 +154,24 @@ class TestHttpHost:
         assert text(ran) == "read_row ran"
         assert proxy.calls() == ['read_row:{"key": "a"}']
         assert "dropped the server's answer" in proxy.stderr.read_text(encoding="utf-8")
+
+    def test_a_rule_that_does_not_fit_ends_only_its_session(self, tmp_path: Path) -> None:
+        """Behind --http, `deny write_file(pth=/tmp/*)` ends the session at its first
+        listing, saying why; nothing reaches the server and the proxy serves on (exit 0)."""
+        proxy = HttpProxy(tmp_path, {"permission_rules": ["deny write_file(pth=/tmp/*)"]})
+
+        async def go() -> mt.CallToolResult | None:
+            with contextlib.suppress(Exception):
+                async with proxy.session() as host:
+                    return await host.call_tool("read_row", {"key": "a"})
+            return None
+
+        with proxy.running():
+            result = run(go)
+        assert result is None or result.is_error
+        assert proxy.calls() == []
+        assert "did you mean 'path'?" in proxy.stderr.read_text(encoding="utf-8")
+        assert proxy.status == 0
 
     def test_each_session_has_its_own_elicitation(self, tmp_path: Path) -> None:
         """Two sessions at once: the one that declared elicitation is asked and runs the
