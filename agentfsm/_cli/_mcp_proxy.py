@@ -202,6 +202,7 @@ class Proxy:
         self.unfit: dict[str, str] = {}
         """Tools whose rules stopped fitting at a later listing: their calls are refused."""
         self._listing: asyncio.Task[None] | None = None
+        self._stale = False  # the server said its tools changed during a listing
         self._calls = itertools.count(1)
         self._cancelled_ids: set[tuple[str, Any]] = set()  # the host's calls cancelled early
         self._one_call = asyncio.Lock()
@@ -442,15 +443,15 @@ class Proxy:
         is never sent.
         """
         params = message.get("params")
-        host_id = params.get("requestId") if isinstance(params, Mapping) else None
-        found = self.relay.host_cancelled(host_id)
+        if not isinstance(params, Mapping) or params.get("requestId") is None:
+            return  # names no request: nothing to cancel
+        found = self.relay.host_cancelled(params["requestId"])
         for ident, waiter in found:
             if isinstance(waiter, _Own) and not waiter.future.done():
                 waiter.future.set_exception(ProxyError("the host cancelled the request"))
-            assert isinstance(params, Mapping)
             await self._forward(message, {**message, "params": {**params, "requestId": ident}})
-        if not found and host_id is not None and len(self._cancelled_ids) < 10_000:
-            self._cancelled_ids.add(_key(host_id))  # a call still waiting its turn
+        if not found and len(self._cancelled_ids) < 10_000:
+            self._cancelled_ids.add(_key(params["requestId"]))  # a call still waiting its turn
 
     async def _forward(self, message: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
         """Send `sent` (the host's `message`, renumbered) to the server; a request the
@@ -550,21 +551,32 @@ class Proxy:
         return {**result, "tools": flag_changed(tools, self.pins.changed)}
 
     def _start_listing(self, again: bool = False) -> None:
-        """List the server's tools (again: after it said they changed) unless under way."""
+        """List the server's tools (again: after it said they changed) unless under way;
+        a change said while a listing is under way lists once more after it."""
         if self._listing is not None and not self._listing.done():
+            self._stale = self._stale or again
             return
-        if self._listing is not None and not again and self._listing.exception() is None:
+        if self._listing is not None and not again and not _failed(self._listing):
             return  # listed already
         self._listing = _quiet(asyncio.create_task(self._list_all()))
 
     async def _listed(self) -> None:
         """Wait for the proxy's own listing; list first when none is done or under way, or
         when the last one failed. ProxyError when the server cannot be listed."""
-        if self._listing is None or (self._listing.done() and self._listing.exception()):
+        if self._listing is None or _failed(self._listing):
             self._listing = _quiet(asyncio.create_task(self._list_all()))
         await asyncio.shield(self._listing)
 
     async def _list_all(self) -> None:
+        """List the server's tools until a listing ends with no change said meanwhile."""
+        for _ in range(_MAX_PAGES):
+            self._stale = False
+            await self._list_pages()
+            if not self._stale:
+                return
+        raise ProxyError("the MCP server's tools kept changing while they were listed")
+
+    async def _list_pages(self) -> None:
         """List every page of the server's tools and take the listing as the proxy's."""
         tools: dict[str, Mapping[str, Any]] = {}
         cursor = None
@@ -749,6 +761,11 @@ def _quiet(task: asyncio.Task[None]) -> asyncio.Task[None]:
     """`task`, its failure read when it ends (a call that needs the listing reads it again)."""
     task.add_done_callback(lambda done: done.cancelled() or done.exception())
     return task
+
+
+def _failed(task: asyncio.Task[None]) -> bool:
+    """Whether `task` ended without finishing its work."""
+    return task.done() and (task.cancelled() or task.exception() is not None)
 
 
 def _key(ident: object) -> tuple[str, Any]:
