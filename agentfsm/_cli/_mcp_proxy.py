@@ -1,20 +1,28 @@
 """The MCP proxy behind `agentfsm mcp-proxy`: a policy between an MCP host and a server.
 
-It relays JSON-RPC messages between the host and the server and takes over three kinds of
+It relays JSON-RPC messages between the host and the server and takes over four kinds of
 message. The host talks to the proxy over stdio (this process's stdin/stdout) or, through
 `agentfsm._cli._mcp_http`, over streamable HTTP with one Proxy per MCP session; the server
 is a child process on stdio or a streamable HTTP server reached by URL (`http_server`).
 
+- ids: every request either side gets goes under an id the proxy allocates (`Relay`): the
+  host's requests reach the server renumbered, the server's reach the host renumbered, and
+  an answer is taken only for a request still waiting, once. Anything else (an unknown id,
+  a repeated or forged answer) is dropped, said on stderr and noted in the trace.
+- `tools/list`: the proxy lists the server's tools itself (every page) before it decides
+  any call, and again after `notifications/tools/list_changed`; calls are decided against
+  that listing, never the host's. Its annotations are the session's ask floor
+  (`_mcp_hints.with_hints`); a tool it does not hold is refused; a rule on an argument no
+  listed tool takes ends the session at the first listing (status 2) and refuses the
+  tool's calls when a later listing changes it. Each tool's description and input schema
+  are pinned at first sight; a tool that later changes is flagged in the listing the host
+  gets and every call to it is asked again (denied without elicitation).
 - `tools/call`: each call is one turn of a session-long Controller (a model turn holding
   that one call; its result the tool result), so permissions, shell-aware rules, budgets
   and the doom-loop guard apply as they do to an agent. A call the Controller does not
   clear never reaches the server: the host gets a tool error result saying why. `ask`
   becomes an `elicitation/create` to the host when it declared the capability; anything
   but an explicit accept with a yes denies. Calls are taken one at a time.
-- `tools/list` (the host's, and the proxy's own after `notifications/tools/list_changed`):
-  each tool's description and input schema are pinned at first sight; a tool that later
-  changes is flagged in the listing and every call to it is asked again (denied without
-  elicitation). Tool annotations are `ask` defaults through `_mcp_hints.with_hints`.
 - the server's answers to calls: cut to a size, checked for shape; a malformed line or a
   server that exits answers every call in flight with an error result.
 
@@ -35,18 +43,23 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentfsm._cli._mcp_wire import (
+    HostRequest,
     Pins,
+    Relay,
     cap_result,
     decoded,
     elicits,
     error_result,
     flag_changed,
+    listed_tools,
     malformed_result,
     result_text,
     server_error,
+    unfit_rules,
 )
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
@@ -60,7 +73,7 @@ from agentfsm._model.types import (
     ToolResult,
 )
 from agentfsm.exceptions import AgentFSMError
-from agentfsm.integrations._mcp_hints import changes_things, with_hints
+from agentfsm.integrations._mcp_hints import with_hints
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -83,8 +96,8 @@ _LINE_LIMIT = 64 * 1024 * 1024
 """The longest line read from either side; a longer one is a malformed message."""
 _ELICIT_SECONDS = 600.0
 """How long a question to the host may wait for its answer before it counts as a no."""
-_OUR_IDS = "agentfsm-proxy-"
-"""The prefix of the ids of the proxy's own requests; replies to them never pass through."""
+_MAX_PAGES = 100
+"""The most pages of a `tools/list` the proxy follows before it counts the listing failed."""
 
 
 class ProxyError(Exception):
@@ -182,11 +195,16 @@ class Proxy:
         self.controller: Controller | None = None
         self.hinted: frozenset[str] = frozenset()
         self.can_elicit = False
-        self._ids = itertools.count(1)
-        self._to_server: dict[Any, asyncio.Future[Any]] = {}
-        self._to_host: dict[Any, asyncio.Future[Any]] = {}
-        self._in_flight: dict[Any, Any] = {}  # the host's request id -> the proxy's id
-        self._cancelled_ids: set[Any] = set()  # the host's requests cancelled before sent
+        self.relay = Relay()
+        self.tools: dict[str, Mapping[str, Any]] = {}
+        """The server's tools by name, as the proxy itself last listed them: every call is
+        decided against this listing, never the host's."""
+        self.unfit: dict[str, str] = {}
+        """Tools whose rules stopped fitting at a later listing: their calls are refused."""
+        self._listing: asyncio.Task[None] | None = None
+        self._stale = False  # the server said its tools changed during a listing
+        self._calls = itertools.count(1)
+        self._cancelled_ids: set[tuple[str, Any]] = set()  # the host's calls cancelled early
         self._one_call = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._server_gone: str | None = None
@@ -194,14 +212,19 @@ class Proxy:
         self._host: HostSide | None = None
         self._calling: Any = None  # the host's id of the tools/call now at the server
         self._closing = False  # the host has closed the session; the server may go
+        self._halt = asyncio.Event()
+        self._halt_why = ""
+        self._notes: list[str] = []  # what was dropped before the session's run began
 
     # -- the two sides ------------------------------------------------------------
 
     async def run(self, host: HostSide) -> int:
         """Relay until the host closes the session (0) or the server goes away (1).
 
-        2 when the server cannot be started or reached at all. However the session ends,
-        its Controller's run ends with it (an end event in the trace).
+        2 when the server cannot be started or reached at all, or when the policy does not
+        fit the server's first listing (a rule on an argument no listed tool takes).
+        However the session ends, its Controller's run ends with it (an end event in the
+        trace).
         """
         self._host = host
         try:
@@ -217,18 +240,30 @@ class Proxy:
             self._gone(why)
             status, by_host = 1, False
         else:
-            why, by_host = host.closed() if status == 0 else (self._server_gone or "", False)
+            why, by_host = self._ending(host, status)
         await self._drain()
         for task in list(self._tasks):
             task.cancel()
-        self._end(why, by_host, started=status != 2)
+        self._end(why, by_host, started=status != 2 or self._halt.is_set())
         return status
+
+    def _ending(self, host: HostSide, status: int) -> tuple[str, bool]:
+        """Why the session ended, for the trace, and whether the host ended it."""
+        if status == 0:
+            return host.closed()
+        if self._halt.is_set():
+            return self._halt_why, False
+        return self._server_gone or "", False
 
     async def _relay(self, link: ServerLink) -> int:
         server = asyncio.create_task(self._read_server(link))
         host = asyncio.create_task(self._read_host())
+        halt = asyncio.create_task(self._halt.wait())
         try:
-            done, _ = await asyncio.wait({server, host}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({server, host, halt}, return_when=asyncio.FIRST_COMPLETED)
+            if halt in done:
+                await self._drain()
+                return 2
             if host not in done:
                 return 1
             # The host's input ended: finish what it asked, then let the server go.
@@ -240,6 +275,7 @@ class Proxy:
         finally:
             server.cancel()
             host.cancel()
+            halt.cancel()
 
     def _end(self, why: str, by_host: bool, started: bool) -> None:
         """End the session's run, so the trace says how the session ended.
@@ -294,10 +330,31 @@ class Proxy:
         self._fail_all(why)
 
     def _fail_all(self, why: str) -> None:
-        for future in self._to_server.values():
-            if not future.done():
-                future.set_exception(ProxyError(why))
-        self._to_server.clear()
+        """Answer every request waiting on the server: the proxy's with ProxyError, the
+        host's forwarded ones with a JSON-RPC error."""
+        for ident, waiter in self.relay.to_server.waiting().items():
+            self.relay.to_server.forget(ident)
+            if isinstance(waiter, _Own) and not waiter.future.done():
+                waiter.future.set_exception(ProxyError(why))
+            elif isinstance(waiter, HostRequest):
+                self._spawn(self.reply_error(waiter.host_id, why))
+
+    def note(self, what: str) -> None:
+        """Say what the proxy dropped or refused on stderr and in the session's trace."""
+        say(what)
+        if self.controller is None:
+            self._notes.append(what)  # written once the run has begun
+            return
+        event = {"event": "mcp_proxy", "run_id": self.controller.run_id, "note": what}
+        for observer in self.observers:
+            with contextlib.suppress(Exception):  # a note must not break the session
+                observer(event)
+
+    def halt(self, why: str) -> None:
+        """End the session with status 2: it cannot be run under this policy."""
+        say(why)
+        self._halt_why = why
+        self._halt.set()
 
     async def send_host(self, message: Mapping[str, Any], related: Any = None) -> None:
         """Write one message to the host; `related` is the host's request it belongs to."""
@@ -311,105 +368,143 @@ class Proxy:
         await self._link.send(message)
 
     async def ask_server(self, method: str, params: Any, host_id: Any = None) -> Any:
-        """Send a request to the server under the proxy's own id; its result, or ProxyError.
+        """Send a request to the server under an id of the proxy's ledger; its result, or
+        ProxyError.
 
         `host_id` is the id of the host's request it carries, so the host's cancellation
         of that request reaches the server under the proxy's id.
         """
-        ident = f"{_OUR_IDS}{next(self._ids)}"
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._to_server[ident] = future
-        if host_id is not None:
-            self._in_flight[host_id] = ident
+        waiter = _Own(asyncio.get_running_loop().create_future(), host_id)
+        ident = self.relay.to_server.send(waiter)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
         if params is not None:
             message["params"] = params
         try:
             await self.send_server(message)
-            return await future
+            return await waiter.future
         finally:
-            self._to_server.pop(ident, None)
-            if host_id is not None:
-                self._in_flight.pop(host_id, None)
+            self.relay.to_server.forget(ident)
 
     async def ask_host(self, method: str, params: Any, timeout: float, related: Any) -> Any:
         """Send a request of the proxy's own to the host; its reply message, None on timeout."""
-        ident = f"{_OUR_IDS}{next(self._ids)}"
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._to_host[ident] = future
+        waiter = _Own(asyncio.get_running_loop().create_future())
+        ident = self.relay.to_host.send(waiter)
         try:
             await self.send_host(
                 {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}, related
             )
-            return await asyncio.wait_for(future, timeout)
+            return await asyncio.wait_for(waiter.future, timeout)
         except TimeoutError:
             return None
         finally:
-            self._to_host.pop(ident, None)
+            self.relay.to_host.forget(ident)
 
     # -- routing ------------------------------------------------------------------
 
     async def _from_host(self, message: dict[str, Any]) -> None:
         method = message.get("method")
-        if method is None:  # a reply: to the proxy's question, else to the server's
-            future = self._to_host.pop(message.get("id"), None)
-            if future is not None:
-                if not future.done():
-                    future.set_result(message)
-                return
-            await self._forward(message)
+        if method is None:  # an answer: to the proxy's own question, or to the server's
+            await self._host_answered(message)
             return
         if method == "initialize":
             self.can_elicit = elicits(message.get("params"))
         if method == "notifications/cancelled":
-            message = self._cancelled(message)
+            await self._cancelled(message)
+            return
         if method in ("tools/call", "tools/list") and "id" in message:
             self._spawn(self._handle(message))
             return
-        await self._forward(message)
+        if "id" in message:  # the host's request reaches the server under the proxy's id
+            await self._forward(message, self.relay.host_request(message))
+            return
+        await self._forward(message, message)
+        if method == "notifications/initialized":
+            self._start_listing()  # the proxy's own listing, before any call is decided
 
-    def _cancelled(self, message: dict[str, Any]) -> dict[str, Any]:
-        """The host's cancellation, under the proxy's id when it carried the request.
+    async def _host_answered(self, message: dict[str, Any]) -> None:
+        waiter, forward = self.relay.host_answer(message)
+        if isinstance(waiter, _Own):
+            if not waiter.future.done():
+                waiter.future.set_result(message)
+        elif forward is not None:
+            with contextlib.suppress(ProxyError):  # a server that is gone needs no answer
+                await self.send_server(forward)
+        else:
+            self.note(
+                f"dropped the host's answer under id {message.get('id')!r}: "
+                "no request of the proxy or the server waits on it"
+            )
+
+    async def _cancelled(self, message: dict[str, Any]) -> None:
+        """The host's cancellation, under the proxy's id when its request is at the server.
 
         The request's wait ends here: a server told to cancel need not answer, and a call
-        left waiting would hold every later call behind it.
+        left waiting would hold every later call behind it. A call still waiting its turn
+        is never sent.
         """
         params = message.get("params")
-        if isinstance(params, Mapping) and params.get("requestId") in self._in_flight:
-            ours = self._in_flight[params["requestId"]]
-            future = self._to_server.pop(ours, None)
-            if future is not None and not future.done():
-                future.set_exception(ProxyError("the host cancelled the request"))
-            return {**message, "params": {**params, "requestId": ours}}
-        if isinstance(params, Mapping) and len(self._cancelled_ids) < 10_000:
-            self._cancelled_ids.add(params.get("requestId"))  # a call still waiting its turn
-        return message
+        if not isinstance(params, Mapping) or params.get("requestId") is None:
+            return  # names no request: nothing to cancel
+        found = self.relay.host_cancelled(params["requestId"])
+        for ident, waiter in found:
+            if isinstance(waiter, _Own) and not waiter.future.done():
+                waiter.future.set_exception(ProxyError("the host cancelled the request"))
+            await self._forward(message, {**message, "params": {**params, "requestId": ident}})
+        if not found and len(self._cancelled_ids) < 10_000:
+            self._cancelled_ids.add(_key(params["requestId"]))  # a call still waiting its turn
 
-    async def _forward(self, message: Mapping[str, Any]) -> None:
+    async def _forward(self, message: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
+        """Send `sent` (the host's `message`, renumbered) to the server; a request the
+        server cannot get is answered with an error."""
         try:
-            await self.send_server(message)
+            await self.send_server(sent)
         except ProxyError as exc:
             if "id" in message and "method" in message:
+                self.relay.to_server.answer(sent.get("id"))
                 await self.reply_error(message["id"], str(exc))
 
     async def _from_server(self, message: dict[str, Any]) -> None:
-        if "method" not in message:
-            ident = message.get("id")
-            future = self._to_server.pop(ident, None)
-            if future is not None and not future.done():
-                if "error" in message or "result" not in message:
-                    future.set_exception(ProxyError(server_error(message)))
-                else:
-                    future.set_result(message["result"])
-            # A late reply to a request already answered (the proxy's own) is dropped.
-            if future is None and not (isinstance(ident, str) and ident.startswith(_OUR_IDS)):
-                await self.send_host(message, ident)
+        method = message.get("method")
+        if method is None:
+            await self._server_answered(message)
             return
-        if message["method"] == "notifications/tools/list_changed":
-            self._spawn(self._relist())
+        if method == "notifications/tools/list_changed":
+            self._start_listing(again=True)
+        if method == "notifications/cancelled":
+            message = self._server_cancelled(message)
+            if not message:
+                return
+        elif "id" in message:  # the server's request reaches the host under the proxy's id
+            message = self.relay.server_request(message)
         # Calls run one at a time, so what the server says while one runs belongs to it
         # (progress, its own questions): over HTTP it goes on that call's stream.
         await self.send_host(message, self._calling)
+
+    async def _server_answered(self, message: dict[str, Any]) -> None:
+        waiter, forward = self.relay.server_answer(message)
+        if isinstance(waiter, _Own):
+            if not waiter.future.done():
+                if "error" in message or "result" not in message:
+                    waiter.future.set_exception(ProxyError(server_error(message)))
+                else:
+                    waiter.future.set_result(message["result"])
+        elif forward is not None:
+            await self.send_host(forward, forward["id"])
+        else:
+            self.note(
+                f"dropped the server's answer under id {message.get('id')!r}: no request "
+                "the proxy sent it waits on that id (a forged, late or repeated answer)"
+            )
+
+    def _server_cancelled(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The server's cancellation under the id the host knows its request by, or {}."""
+        params = message.get("params")
+        server_id = params.get("requestId") if isinstance(params, Mapping) else None
+        found = self.relay.server_cancelled(server_id)
+        if not found or not isinstance(params, Mapping):
+            self.note(f"dropped the server's cancellation of unknown request {server_id!r}")
+            return {}
+        return {**message, "params": {**params, "requestId": found[0]}}
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.create_task(work)
@@ -443,7 +538,11 @@ class Proxy:
         error = {"code": -32603, "message": f"agentfsm mcp-proxy: {why}"}
         await self.send_host({"jsonrpc": "2.0", "id": ident, "error": error}, ident)
 
+    # -- the proxy's own listing --------------------------------------------------
+
     async def _list(self, params: Any, ident: Any) -> Any:
+        """The host's listing: passed on with changed tools flagged. It decides nothing:
+        calls are decided against the proxy's own listing."""
         result = await self.ask_server("tools/list", params, ident)
         tools = result.get("tools") if isinstance(result, Mapping) else None
         if not isinstance(tools, list):
@@ -451,21 +550,76 @@ class Proxy:
         self.pins.see(tools)
         return {**result, "tools": flag_changed(tools, self.pins.changed)}
 
-    async def _relist(self) -> None:
-        """List the server's tools again after it said they changed, following pages."""
+    def _start_listing(self, again: bool = False) -> None:
+        """List the server's tools (again: after it said they changed) unless under way;
+        a change said while a listing is under way lists once more after it."""
+        if self._listing is not None and not self._listing.done():
+            self._stale = self._stale or again
+            return
+        if self._listing is not None and not again and not _failed(self._listing):
+            return  # listed already
+        self._listing = _quiet(asyncio.create_task(self._list_all()))
+
+    async def _listed(self) -> None:
+        """Wait for the proxy's own listing; list first when none is done or under way, or
+        when the last one failed. ProxyError when the server cannot be listed."""
+        if self._listing is None or _failed(self._listing):
+            self._listing = _quiet(asyncio.create_task(self._list_all()))
+        await asyncio.shield(self._listing)
+
+    async def _list_all(self) -> None:
+        """List the server's tools until a listing ends with no change said meanwhile."""
+        for _ in range(_MAX_PAGES):
+            self._stale = False
+            await self._list_pages()
+            if not self._stale:
+                return
+        raise ProxyError("the MCP server's tools kept changing while they were listed")
+
+    async def _list_pages(self) -> None:
+        """List every page of the server's tools and take the listing as the proxy's."""
+        tools: dict[str, Mapping[str, Any]] = {}
         cursor = None
-        with contextlib.suppress(ProxyError):
-            for _ in range(100):
-                params = {"cursor": cursor} if cursor else None
-                result = await self.ask_server("tools/list", params)
-                if not isinstance(result, Mapping) or not isinstance(result.get("tools"), list):
-                    return
-                changed = self.pins.see(result["tools"])
-                if changed:
-                    say(f"tools changed since first listed: {', '.join(sorted(changed))}")
-                cursor = result.get("nextCursor")
-                if not isinstance(cursor, str) or not cursor:
-                    return
+        for _ in range(_MAX_PAGES):
+            params = {"cursor": cursor} if cursor else None
+            page = await self.ask_server("tools/list", params)
+            found = listed_tools(page)
+            if found is None:
+                raise ProxyError("the MCP server's tools/list result is not a listing")
+            tools.update((tool["name"], tool) for tool in found)
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                self._take(tools)
+                return
+        raise ProxyError(f"the MCP server's tool listing did not end after {_MAX_PAGES} pages")
+
+    def _take(self, tools: dict[str, Mapping[str, Any]]) -> None:
+        """Make `tools` the proxy's listing; check the policy's rules against it.
+
+        At the first listing a rule on an argument no matching tool takes ends the session
+        (status 2); later, the calls of a new or changed tool whose rules no longer fit
+        are refused.
+        """
+        first = not self.tools and self.controller is None
+        before = self.tools
+        changed = self.pins.see(list(tools.values()))
+        if changed:
+            say(f"tools changed since first listed: {', '.join(sorted(changed))}")
+        self.tools = tools
+        if first:
+            problems = unfit_rules(self.policy.permission_rules, tools)
+            if problems:
+                self.halt(f"the policy does not fit the MCP server's tools: {'; '.join(problems)}")
+                raise ProxyError("the policy does not fit the MCP server's tools")
+            return
+        for name, tool in tools.items():
+            if before.get(name) == tool:
+                continue
+            self.unfit.pop(name, None)
+            problems = unfit_rules(self.policy.permission_rules, tools, only=name)
+            if problems:
+                self.unfit[name] = "; ".join(problems)
+                self.note(f"tool {name!r} changed and its rules no longer fit: {problems[0]}")
 
     # -- one tool call, one turn of the session -----------------------------------
 
@@ -476,26 +630,50 @@ class Proxy:
         if not isinstance(arguments, Mapping):
             return error_result("agentfsm mcp-proxy: the call's arguments are not an object")
         async with self._one_call:
-            if ident in self._cancelled_ids:
-                self._cancelled_ids.discard(ident)
+            if _key(ident) in self._cancelled_ids:
+                self._cancelled_ids.discard(_key(ident))
                 return error_result("agentfsm mcp-proxy: the host cancelled the call")
+            refused = await self._unlisted(params["name"])
+            if refused is not None:
+                self.note(refused)
+                return error_result(f"agentfsm mcp-proxy: {refused}")
             return await self._decide(params, ident, dict(arguments))
 
+    async def _unlisted(self, name: str) -> str | None:
+        """Why a call of `name` is refused before the policy reads it: the proxy's own
+        listing failed, does not hold the tool, or holds it with rules that do not fit."""
+        try:
+            await self._listed()
+        except ProxyError as exc:
+            return f"not executed: the proxy could not list the server's tools ({exc})"
+        if name not in self.tools:
+            return f"not executed: the MCP server does not list a tool {name!r}"
+        if name in self.unfit:
+            return f"not executed: the rules for tool {name!r} no longer fit: {self.unfit[name]}"
+        return None
+
     def _session(self) -> Controller:
-        """The session's Controller, made at its first call with the hints seen by then."""
+        """The session's Controller, made at its first call with the proxy's own listing's
+        annotations as the ask floor."""
         if self.controller is None:
-            hinted = with_hints(self.policy, self.pins.annotations)
-            self.hinted = frozenset(self.pins.annotations)
+            hints = {name: tool.get("annotations") for name, tool in self.tools.items()}
+            hinted = with_hints(self.policy, hints)
+            self.hinted = frozenset(self.tools)
             self.controller = Controller(hinted, run_id=self.run_id, observers=self.observers)
+            notes, self._notes = self._notes, []
+            for what in notes:
+                self.note(what)
         return self.controller
 
-    def _extra_care(self, name: str) -> str | None:
-        """Why a call the policy clears must still be asked: a changed or late-hinted tool."""
+    def _extra_care(self, call: ToolCall) -> str | None:
+        """Why a call the policy clears must still be asked: a changed or late-listed tool
+        that may change things, and no allow for exactly that call."""
+        name = call.name
         if name in self.pins.changed:
             return f"tool {name!r} changed since it was first listed"
-        if name not in self.hinted and name in self.pins.annotations:
-            late = with_hints(self.policy, {name: self.pins.annotations[name]})
-            if late is not self.policy and changes_things(self.pins.annotations[name]):
+        if name not in self.hinted and name in self.tools:
+            late = with_hints(self.policy, {name: self.tools[name].get("annotations")})
+            if late.permission_for(call) != "allow":
                 return f"tool {name!r} was listed after the session began and may change things"
         return None
 
@@ -507,10 +685,10 @@ class Proxy:
         if ctl.done:
             why = ctl.exit_reason.value if ctl.exit_reason else "ended"
             return error_result(f"agentfsm: the session has stopped ({why}); nothing runs")
-        call = ToolCall(id=f"call-{next(self._ids)}", name=name, arguments=args)
+        call = ToolCall(id=f"call-{next(self._calls)}", name=name, arguments=args)
         turn = ModelTurn(tool_calls=[call], finish_reason=FinishReason.TOOL_CALLS)
         decision = ctl.on_model_output(turn)
-        care = self._extra_care(name)
+        care = self._extra_care(call)
         if decision.action is Action.ASK_HUMAN:
             why = "; ".join(filter(None, [decision.reason, care]))
             yes = await self._elicit(call, why, ident)
@@ -568,6 +746,31 @@ class Proxy:
             return False
         content = result.get("content")
         return isinstance(content, Mapping) and content.get("approve") is True
+
+
+@dataclass(eq=False)
+class _Own:
+    """A request of the proxy's own, waiting for its answer."""
+
+    future: asyncio.Future[Any]
+    host_id: Any = None
+    """The host's request it carries (a tools/call, a tools/list), for its cancellation."""
+
+
+def _quiet(task: asyncio.Task[None]) -> asyncio.Task[None]:
+    """`task`, its failure read when it ends (a call that needs the listing reads it again)."""
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return task
+
+
+def _failed(task: asyncio.Task[None]) -> bool:
+    """Whether `task` ended without finishing its work."""
+    return task.done() and (task.cancelled() or task.exception() is not None)
+
+
+def _key(ident: object) -> tuple[str, Any]:
+    """A JSON-RPC id as a set key that tells `true` from 1 and "1" from 1."""
+    return type(ident).__name__, ident
 
 
 def _refusal(decision: Decision, call_id: str) -> dict[str, Any]:

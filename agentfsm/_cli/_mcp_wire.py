@@ -6,23 +6,34 @@ Plain functions over JSON-RPC data as decoded from a line (dicts and lists), sha
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm._permissions import Rule, never_applies
+
 __all__ = [
+    "HostRequest",
+    "Ledger",
     "Pins",
+    "Relay",
+    "ServerRequest",
     "cap_result",
     "decoded",
     "digest",
     "elicits",
     "error_result",
     "flag_changed",
+    "listed_tools",
     "malformed_result",
     "result_text",
+    "same_id",
     "server_error",
+    "unfit_rules",
 ]
 
 _CHANGED_FLAG = "[agentfsm: this tool changed since it was first listed; calls are asked again]"
@@ -37,11 +48,10 @@ def digest(tool: Mapping[str, Any]) -> str:
 
 @dataclass
 class Pins:
-    """Each tool's pin from its first listing, the tools that changed since, their hints."""
+    """Each tool's pin from its first listing, and the tools that changed since."""
 
     first: dict[str, str] = field(default_factory=dict)
     changed: set[str] = field(default_factory=set)
-    annotations: dict[str, Any] = field(default_factory=dict)
 
     def see(self, tools: Sequence[Any]) -> list[str]:
         """Record a listing; return the names of the tools that differ from their pin."""
@@ -51,7 +61,6 @@ class Pins:
                 continue
             name = tool["name"]
             pin = digest(tool)
-            self.annotations.setdefault(name, tool.get("annotations"))
             if self.first.setdefault(name, pin) != pin:
                 self.changed.add(name)
             if name in self.changed:
@@ -141,3 +150,158 @@ def server_error(message: Mapping[str, Any]) -> str:
     if isinstance(error, Mapping):
         return f"the MCP server answered with an error: {error.get('message', error)}"
     return "the MCP server answered with neither a result nor an error"
+
+
+def listed_tools(page: object) -> list[Mapping[str, Any]] | None:
+    """The tools of one `tools/list` result page, or None when it is not a listing.
+
+    A tool without a string name cannot be called by name: it is left out.
+    """
+    tools = page.get("tools") if isinstance(page, Mapping) else None
+    if not isinstance(tools, list):
+        return None
+    return [t for t in tools if isinstance(t, Mapping) and isinstance(t.get("name"), str)]
+
+
+def unfit_rules(
+    rules: Sequence[Rule], tools: Mapping[str, Mapping[str, Any]], only: str | None = None
+) -> list[str]:
+    """Why each rule that names an argument no matching listed tool takes can never match.
+
+    `tools` is the server's listing (name -> tool); only rules whose tool part matches a
+    listed tool are read (a rule for a tool the server does not list cannot match a call
+    either: the proxy refuses calls to unlisted tools). `only`: just the rules matching
+    that tool (a tool that changed mid-session).
+    """
+    schemas = {name: tool.get("inputSchema") for name, tool in tools.items()}
+    found = []
+    for rule in rules:
+        matching = [name for name in schemas if fnmatch.fnmatchcase(name, rule.tool)]
+        if not matching or (only is not None and only not in matching):
+            continue
+        why = never_applies(rule, schemas)
+        if why is not None:
+            found.append(why)
+    return found
+
+
+# -- the ids on both sides ------------------------------------------------------------
+
+
+def same_id(one: object, other: object) -> bool:
+    """Whether two JSON-RPC ids are the same id: same type and value (`true` is not 1)."""
+    return type(one) is type(other) and one == other
+
+
+@dataclass(frozen=True)
+class HostRequest:
+    """A request of the host the proxy forwarded to the server, by the host's own id."""
+
+    host_id: Any
+
+
+@dataclass(frozen=True)
+class ServerRequest:
+    """A request of the server the proxy forwarded to the host, by the server's own id."""
+
+    server_id: Any
+
+
+class Ledger:
+    """The requests the proxy sent one side and still waits on, under ids it alone allocates.
+
+    An id is a whole number from one counter, never reused. An answer is taken only under
+    an id still waiting, matched by type and value (`true`, `1.0` and `"1"` are not 1), and
+    only once: what it was waiting for comes back, and the id is forgotten.
+    """
+
+    def __init__(self) -> None:
+        self._count = itertools.count(1)
+        self._waiting: dict[int, Any] = {}
+
+    def send(self, waiter: Any) -> int:
+        """A new id for a request sent on behalf of `waiter`."""
+        ident = next(self._count)
+        self._waiting[ident] = waiter
+        return ident
+
+    def answer(self, ident: object) -> Any:
+        """What waits on `ident`, now answered; None when nothing waits on it."""
+        if type(ident) is not int:
+            return None
+        return self._waiting.pop(ident, None)
+
+    def forget(self, ident: int) -> None:
+        """Stop waiting on `ident`: a later answer to it is dropped."""
+        self._waiting.pop(ident, None)
+
+    def waiting(self) -> dict[int, Any]:
+        """Every id still waiting, with what waits on it."""
+        return dict(self._waiting)
+
+
+class Relay:
+    """Which id each side sees: every request the proxy sends either side, its own or one
+    it forwards, goes under an id of the proxy's ledger for that side.
+
+    The host's requests reach the server, and the server's reach the host, renumbered; an
+    answer goes back under the asker's own id, once, and only when it answers a request
+    still waiting. Everything here is pure: the proxy does the sending.
+    """
+
+    def __init__(self) -> None:
+        self.to_server = Ledger()
+        self.to_host = Ledger()
+
+    def host_request(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """The host's request as forwarded to the server."""
+        return {**message, "id": self.to_server.send(HostRequest(message["id"]))}
+
+    def server_request(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """The server's request as forwarded to the host."""
+        return {**message, "id": self.to_host.send(ServerRequest(message["id"]))}
+
+    def server_answer(self, message: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        """What the server's answer answers (None: nothing waits on it, drop it), and the
+        answer as the host gets it when it answers a request of the host's."""
+        waiter = self.to_server.answer(message.get("id"))
+        if isinstance(waiter, HostRequest):
+            return waiter, {**message, "id": waiter.host_id}
+        return waiter, None
+
+    def host_answer(self, message: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+        """What the host's answer answers (None: drop it), and the answer as the server
+        gets it when it answers a request of the server's."""
+        waiter = self.to_host.answer(message.get("id"))
+        if isinstance(waiter, ServerRequest):
+            return waiter, {**message, "id": waiter.server_id}
+        return waiter, None
+
+    def host_cancelled(self, host_id: object) -> list[tuple[int, Any]]:
+        """The host cancelled its request `host_id`: the ids it went to the server under
+        (forwarded, or carried by the proxy's own request), no longer waiting."""
+        if host_id is None:  # a request without an id cannot be cancelled
+            return []
+        found = [
+            (ident, waiter)
+            for ident, waiter in self.to_server.waiting().items()
+            if same_id(getattr(waiter, "host_id", _NONE), host_id)
+        ]
+        for ident, _ in found:
+            self.to_server.forget(ident)
+        return found
+
+    def server_cancelled(self, server_id: object) -> list[int]:
+        """The server cancelled its request `server_id`: the ids the host knows it by."""
+        found = [
+            ident
+            for ident, waiter in self.to_host.waiting().items()
+            if isinstance(waiter, ServerRequest) and same_id(waiter.server_id, server_id)
+        ]
+        for ident in found:
+            self.to_host.forget(ident)
+        return found
+
+
+_NONE = object()
+"""No host id: a waiter that carries none."""

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from agentfsm._ask_floor import floored
 from agentfsm._engine.routes import Route, RouteTable
 from agentfsm._model import limits
 from agentfsm._model._checked import Checked, listed, read
@@ -142,6 +143,10 @@ class Policy(Checked):
     permission_rules: tuple[Rule, ...] = ()
     """Rules by tool name and argument pattern, e.g. `"deny bash(command=rm -rf *)"`,
     `"ask git_*"`, `{"action": "allow", "tool": "read_file"}`. Every rule that matches counts."""
+    ask_floor: frozenset[str] = frozenset()
+    """Tools whose calls ask where the policy would allow them, unless the tool's own
+    `permissions` entry is "allow" or allow rules written for exactly that tool allow the
+    call: a floor only an allow lifts (MCP tool annotations set it; see docs/mcp-proxy.md)."""
     permission: SkipJsonSchema[PermissionHook | None] = Field(None, exclude=True)
     """A hook deciding per call. Its verdict counts beside the rules and `permissions`:
     the strongest wins (deny, then ask, then allow). Anything it returns that is not exactly
@@ -179,7 +184,7 @@ class Policy(Checked):
             )
         return tuple(_rule(item) for item in value)
 
-    @field_validator("final_tools", "handoffs", mode="before")
+    @field_validator("final_tools", "handoffs", "ask_floor", mode="before")
     @classmethod
     def _names(cls, value: Any) -> Any:
         names = [value] if isinstance(value, str) else value
@@ -227,18 +232,25 @@ class Policy(Checked):
 
     def permission_verdict(self, call: ToolCall) -> Verdict:
         """The permission of `call` and the source that gave it (a rule, the table, the hook)."""
-        if not self.permission_rules and not self.permissions and self.permission is None:
+        plain = not self.permission_rules and not self.permissions and self.permission is None
+        if plain and call.name not in self.ask_floor:
             return "allow", "the default"
-        return decide(call, self.permission_rules, self.permissions, self.permission)
+        verdict = decide(call, self.permission_rules, self.permissions, self.permission)
+        if call.name in self.ask_floor:
+            return floored(verdict, call, self.permission_rules, self.permissions)
+        return verdict
 
     def to_json(self) -> dict[str, Any]:
         """The policy as JSON-compatible data, guards as their reprs."""
         data = self.model_dump(
-            mode="python", exclude={"guards", "handoffs", "final_tools", "permission_rules"}
+            mode="python",
+            exclude={"guards", "handoffs", "final_tools", "ask_floor", "permission_rules"},
         )
         data["guards"] = [repr(g) for g in self.guards]
         data["handoffs"] = sorted(self.handoffs)
         data["final_tools"] = sorted(self.final_tools)
+        if self.ask_floor:  # only when set: a policy without floors dumps as it always did
+            data["ask_floor"] = sorted(self.ask_floor)
         # Structured, never text: a glob holding ", name=" or edge spaces would not parse back.
         # A rule without path patterns is written as before they existed, so older dumps
         # of the same policy still compare equal when loaded.

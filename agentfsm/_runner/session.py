@@ -210,6 +210,7 @@ class Session:
                 permissions=own.permissions,
                 permission_rules=own.permission_rules,
                 permission=own.permission,
+                ask_floor=own.ask_floor,
             )
         return list(self.offered), policy
 

@@ -1,12 +1,14 @@
-"""MCP tool annotations as permission defaults that a policy can override, never loosen.
+"""MCP tool annotations as an ask floor that a policy can keep or raise, never lower.
 
 An MCP server describes each tool with hints (`readOnlyHint`, `destructiveHint`, ...). The
 specification calls them untrusted: a server may say anything. So a hint only ever asks for
 more care. A tool that may change its environment (not declared read-only, and not declared
 non-destructive: the specification's defaults are `readOnlyHint=false`,
-`destructiveHint=true`) is `ask` unless the policy names the tool itself, in its permission
-table or in a rule for exactly that name; a policy that names it decides, either way. A
-read-only hint allows nothing: the policy's own verdict (its `"*"` entry, its default) holds.
+`destructiveHint=true`) goes into the policy's `ask_floor`: its calls ask unless an allow
+written for exactly that tool allows the call (its `permissions` entry "allow", or allow
+rules naming it whose patterns match the call). Any other rule, deny and ask included,
+keeps the floor: adding a deny never makes a call run unasked. A read-only hint allows
+nothing: the policy's own verdict (its `"*"` entry, its default) holds.
 
 Shared by the client side (`agentfsm.integrations.mcp`) and the proxy (`agentfsm mcp-proxy`).
 """
@@ -35,22 +37,13 @@ def changes_things(annotations: Any) -> bool:
 
 
 def with_hints(policy: Policy, annotations: Mapping[str, Any]) -> Policy:
-    """`policy` with `ask` (a deny under `"*": "deny"`) for each tool in `annotations`
-    (name -> its annotations) that may change things and that the policy does not name
-    itself; `policy` itself when none."""
-    named = set(policy.permissions) | {rule.tool for rule in policy.permission_rules}
-    # An entry for the tool replaces the table's "*" (which speaks only when nothing else
-    # does): under `"*": "deny"` the entry must stay a deny, or the hint would loosen it.
-    care = "deny" if policy.permissions.get("*") == "deny" else "ask"
-    added = {
-        name: care
-        for name, hints in annotations.items()
-        if name not in named and changes_things(hints)
-    }
-    if not added:
+    """`policy` with each tool in `annotations` (name -> its annotations) that may change
+    things added to its `ask_floor`; `policy` itself when that adds nothing."""
+    added = {name for name, hints in annotations.items() if changes_things(hints)}
+    if added <= policy.ask_floor:
         return policy
     # agentfsm's `model_copy` validates and builds a new route table (pydantic's kept the old).
-    return policy.model_copy(update={"permissions": {**policy.permissions, **added}})
+    return policy.model_copy(update={"ask_floor": policy.ask_floor | added})
 
 
 def _hint(annotations: Any, name: str) -> bool | None:

@@ -31,9 +31,11 @@ so the tools serve sync and async runs alike. Rules, in the order a reviewer ask
   content block (the spec has servers send its JSON as text too); `isError: true` is an error
   result; a protocol error, a timeout or a dead server is an error result naming the tool,
   never a success; a result over `max_result_chars` is cut with a note giving its size.
-- Hints: `policy(p)` is `p` with `ask` for every tool whose annotations say it may change things
-  (not `readOnlyHint`, not `destructiveHint: false`) unless `p` names the tool itself;
-  hints never loosen (`_mcp_hints.with_hints`).
+- Hints: `policy(p)` is `p` with every tool whose annotations say it may change things (not
+  `readOnlyHint`, not `destructiveHint: false`) in its `ask_floor`: such a call asks unless
+  the tool's `permissions` entry is "allow" or allow rules written for exactly that tool
+  allow the call; a deny or ask rule keeps the floor. Hints never loosen
+  (`_mcp_hints.with_hints`).
 - Pinning: each tool's description, input schema and annotations are pinned (a SHA-256 digest)
   when first listed. After `notifications/tools/list_changed` the next call lists the tools
   again before sending (`refresh()` does it at once); a call to a tool whose listing no longer
@@ -188,8 +190,8 @@ class MCPServerTools:
             ]
 
     def policy(self, policy: Policy | None = None) -> Policy:
-        """`policy` (default `Policy()`) with the tools' hints as defaults: a tool that may
-        change things asks unless the policy names it."""
+        """`policy` (default `Policy()`) with the tools' hints as an ask floor: a call of a
+        tool that may change things asks unless an allow for exactly that tool allows it."""
         if policy is None:
             policy = Policy()
         if not isinstance(policy, Policy):
@@ -665,7 +667,9 @@ def _renamed_policy(policy: Policy, offered: Mapping[str, str]) -> Policy:
                     )
         rules.append(rule)
     fields = {name: getattr(policy, name) for name in type(policy).model_fields}
-    return type(policy)(**{**fields, "permissions": table, "permission_rules": tuple(rules)})
+    floor = frozenset(renamed.get(name, name) for name in policy.ask_floor)
+    changed = {"permissions": table, "permission_rules": tuple(rules), "ask_floor": floor}
+    return type(policy)(**{**fields, **changed})
 
 
 def _pinned(tool: Any) -> dict[str, Any]:

@@ -15,7 +15,10 @@ reads what reached the server from another process. Tools:
 - `hang()`: never answers;
 - `crash()`: exits at once with status 3, never answering;
 - `mutate()`: changes `read_row`'s description and schema, answers, then sends
-  `notifications/tools/list_changed`.
+  `notifications/tools/list_changed`; `rename_arg()` likewise renames `read_row`'s
+  argument `key` to `row`;
+- `run_command(command)` (no hints: may change things), `write_file(path, content)`
+  (destructive).
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ TOOLS = {
     "hang": _tool("hang", "Never answers.", {}, READ_ONLY),
     "crash": _tool("crash", "Exits mid-call.", {}, READ_ONLY),
     "mutate": _tool("mutate", "Changes read_row.", {}, READ_ONLY),
+    "rename_arg": _tool("rename_arg", "Renames read_row's argument.", {}, READ_ONLY),
+    "run_command": _tool("run_command", "Run a command.", {"command": {"type": "string"}}),
+    "write_file": _tool(
+        "write_file",
+        "Write a file.",
+        {"path": {"type": "string"}, "content": {"type": "string"}},
+        {"destructiveHint": True},
+    ),
 }
 
 
@@ -86,6 +97,9 @@ def call(name: str, args: dict[str, Any]) -> dict[str, Any] | None:
             READ_ONLY,
         )
         return text("mutated")
+    if name == "rename_arg":
+        TOOLS["read_row"] = _tool("read_row", "Read a row.", {"row": {"type": "string"}}, READ_ONLY)
+        return text("renamed")
     if name == "read_row":
         return text(f"row {args.get('key')}")
     if name == "drop_table":
@@ -116,7 +130,7 @@ def answer(message: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": method}})
         return
     send({"jsonrpc": "2.0", "id": ident, "result": result})
-    if method == "tools/call" and params.get("name") == "mutate":
+    if method == "tools/call" and params.get("name") in ("mutate", "rename_arg"):
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
 

@@ -12,6 +12,7 @@ Every server logs each call it gets, so what reached it is read from its own log
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import select
 import signal
@@ -131,6 +132,45 @@ class TestHttpHost:
         assert "denied" in text(denied)
         assert text(allowed) == "row a"
         assert proxy.calls() == ['read_row:{"key": "a"}']
+        assert proxy.status == 0
+
+    def test_forged_answers_never_reach_a_host_by_url(self, tmp_path: Path) -> None:
+        """Behind --http, a server that answers ids it was not asked under, and twice: the
+        host gets each answer once, its own, and a declined call only its refusal."""
+        hostile = str(Path(__file__).with_name("mcp_hostile_server.py"))
+        server = ["--", sys.executable, hostile, str(tmp_path / "calls.log"), "forge"]
+        proxy = HttpProxy(tmp_path, {"permissions": {"drop_table": "ask"}}, server)
+
+        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
+            async with proxy.session(answering("decline")) as host:
+                declined = await host.call_tool("drop_table", {"table": "users"})
+                ran = await host.call_tool("read_row", {"key": "a"})
+                return declined, ran
+
+        with proxy.running():
+            declined, ran = run(go)
+        assert declined.is_error
+        assert "forged" not in text(declined)
+        assert text(ran) == "read_row ran"
+        assert proxy.calls() == ['read_row:{"key": "a"}']
+        assert "dropped the server's answer" in proxy.stderr.read_text(encoding="utf-8")
+
+    def test_a_rule_that_does_not_fit_ends_only_its_session(self, tmp_path: Path) -> None:
+        """Behind --http, `deny write_file(pth=/tmp/*)` ends the session at its first
+        listing, saying why; nothing reaches the server and the proxy serves on (exit 0)."""
+        proxy = HttpProxy(tmp_path, {"permission_rules": ["deny write_file(pth=/tmp/*)"]})
+
+        async def go() -> mt.CallToolResult | None:
+            with contextlib.suppress(Exception):
+                async with proxy.session() as host:
+                    return await host.call_tool("read_row", {"key": "a"})
+            return None
+
+        with proxy.running():
+            result = run(go)
+        assert result is None or result.is_error
+        assert proxy.calls() == []
+        assert "did you mean 'path'?" in proxy.stderr.read_text(encoding="utf-8")
         assert proxy.status == 0
 
     def test_each_session_has_its_own_elicitation(self, tmp_path: Path) -> None:

@@ -316,6 +316,28 @@ class TestPermissions:
         assert notes.received() == [("delete_note", {"key": "b"})]
         assert result.exit_reason is af.ExitReason.COMPLETED
 
+    def test_a_deny_rule_keeps_the_destructive_tools_ask(self, notes: Notes) -> None:
+        """`deny delete_note(key=secret*)` does not drop the annotation's ask: deleting
+        `b` still asks and, declined, is never sent; an allow for exactly that call lifts it."""
+        asked: list[af.Decision] = []
+
+        def on_ask(decision: af.Decision) -> tuple[bool, str | None]:
+            asked.append(decision)
+            return False, None
+
+        script = [tool_calls(call("delete_note", {"key": "b"}, id="c1")), say("ok")]
+        policy = af.Policy(permission_rules=["deny delete_note(key=secret*)"])
+        result, _ = drive(notes, script, policy, on_ask=on_ask)
+        assert len(asked) == 1
+        assert notes.received() == []
+        assert result.exit_reason is af.ExitReason.HUMAN_DECLINED
+        lifted = af.Policy(
+            permission_rules=["deny delete_note(key=secret*)", "allow delete_note(key=b)"]
+        )
+        result, _ = drive(notes, script, lifted, on_ask=on_ask)
+        assert len(asked) == 1  # no second question
+        assert notes.received() == [("delete_note", {"key": "b"})]
+
     def test_a_denied_call_never_reaches_the_server(self, notes: Notes) -> None:
         """A rule's deny refuses the call; its allowed sibling is sent, the denied one not."""
         script = [

@@ -9,13 +9,15 @@ stdio server process (`mcp_tools_server.py`, started once for the module; its lo
 calls is emptied for each example), a human approving or declining.
 
 Oracle, written apart from the code under test: a call to an unknown tool or with arguments
-that break the schema is denied; otherwise its verdict is the strongest of the policy's (its
-rules and table entries for the tool under either name, else `"*"`, else allow) and the hint
-default (`ask`, a deny under `"*": "deny"`, for a tool whose annotations say it may change
-things, unless the policy names the tool itself). A turn with an `ask` waits for the human:
-approved, its allowed and asked calls run; declined, none does. Checked: the server received
-exactly the calls cleared, each once (nothing denied or declined reaches it); the human was
-asked exactly when a call needed it; every call the model made got exactly one result.
+that break the schema is denied; otherwise its verdict is the policy's (the strongest of its
+rules and table entries for the tool under either name, else `"*"`, else allow), where an
+allow becomes `ask` for a tool whose annotations say it may change things, unless the tool's
+own table entry is allow or an allow rule written for exactly the tool (either name) matches
+the call (the ask floor: a deny or ask rule naming the tool keeps it). A turn with an
+`ask` waits for the human: approved, its allowed and asked calls run; declined, none
+does. Checked: the server received exactly the calls cleared, each once (nothing denied
+or declined reaches it); the human was asked exactly when a call needed it; every call
+the model made got exactly one result.
 """
 
 from __future__ import annotations
@@ -117,24 +119,24 @@ class Scenario:
         if not isinstance(arguments[wanted], str):
             return "deny"
         names = {name, SERVER_NAME[name]}
-        spoken: list[str] = []
-        for action, tool, arg, glob in self.rules:
-            if tool not in names and tool != "*":
-                continue
-            # A call lacking the rule's argument does not match it.
-            if (
-                arg is None
-                or glob is None
-                or (arg in arguments and fnmatch.fnmatchcase(arguments[arg], glob))
-            ):
-                spoken.append(action)
+        spoken = [
+            action
+            for action, tool, arg, glob in self.rules
+            if (tool in names or tool == "*") and _matches(arg, glob, arguments)
+        ]
         spoken += [self.table[n] for n in names if n in self.table]
         policy = max(spoken, key=STRENGTH.__getitem__) if spoken else self.table.get("*", "allow")
-        named = any(n in self.table for n in names) or any(r[1] in names for r in self.rules)
-        hint = None
-        if not named and changes_things(self.hints.get(SERVER_NAME[name])):
-            hint = "deny" if self.table.get("*") == "deny" else "ask"
-        return policy if hint is None else max(policy, hint, key=STRENGTH.__getitem__)
+        if policy != "allow" or not changes_things(self.hints.get(SERVER_NAME[name])):
+            return policy
+        # The floor: only the tool's own entry or an allow rule for exactly it lifts it.
+        entry = [self.table[n] for n in names if n in self.table]
+        if entry and max(entry, key=STRENGTH.__getitem__) == "allow":
+            return policy
+        own = any(
+            action == "allow" and tool in names and _matches(arg, glob, arguments)
+            for action, tool, arg, glob in self.rules
+        )
+        return policy if own else "ask"
 
     def expected(self) -> tuple[Counter[tuple[str, str]], bool]:
         """The calls the server must receive, (server name, arguments as JSON), and whether
@@ -147,6 +149,13 @@ class Scenario:
             for (_, name, arguments), v in zip(self.calls, verdicts, strict=True)
             if v in runs
         ), asked
+
+
+def _matches(arg: str | None, glob: str | None, arguments: dict[str, Any]) -> bool:
+    """Whether a rule's one argument pattern matches (a call lacking the argument: no)."""
+    if arg is None or glob is None:
+        return True
+    return arg in arguments and fnmatch.fnmatchcase(arguments[arg], glob)
 
 
 def changes_things(hints: dict[str, Any] | None) -> bool:

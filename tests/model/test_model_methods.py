@@ -257,6 +257,7 @@ class TestCopiedPolicies:
             on_deny="stop",
             permissions={"*": "ask"},
             permission_rules=["deny rm"],
+            ask_floor=["drop"],
             permission=hook,
             handoffs=["research"],
             final_tools=["submit"],
