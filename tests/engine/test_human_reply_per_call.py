@@ -90,6 +90,12 @@ class TestPerCallAnswers:
         decision = ctl.on_human_reply({"d1": False, "d3": True})
         assert [r.content for r in decision.results] == ["declined by the human"]
 
+    def test_all_declined_with_only_their_own_texts_goes_back_to_the_model(self) -> None:
+        """Each call's own text is something for the model: CONTINUE, not HUMAN_DECLINED."""
+        decision = asked_three().on_human_reply({"d1": False, "d3": False}, messages={"d3": "no"})
+        assert decision.action is A.CONTINUE
+        assert decision.exit_reason is None
+
     def test_a_declined_call_is_never_answered_as_a_success(self) -> None:
         """The rejection text comes back as an error result, never as a successful one."""
         ctl = asked_three()
