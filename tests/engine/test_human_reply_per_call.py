@@ -159,7 +159,7 @@ class TestEditedArguments:
 
     def test_the_only_approved_call_refused_sends_the_reason_to_the_model(self) -> None:
         """With nothing left to run, the run goes back to the model with the refusal."""
-        ctl = af.Controller(GUARDED, [DELETE])
+        ctl = af.Controller(GUARDED, [DELETE, LS])
         ctl.on_model_output(turn(calls=[call("delete_file", {"path": "/tmp/a"}, id="d1")]))
         decision = ctl.on_human_reply(True, arguments={"d1": {"path": "/etc/shadow"}})
         assert decision.action is A.CONTINUE
