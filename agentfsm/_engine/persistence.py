@@ -275,6 +275,9 @@ class RunState(_Data):
     """Waiting calls that may not run after all, by id, with why (absent in older dumps)."""
     retries: Count
     """Retries in a row."""
+    round_failed: StrictBool = False
+    """Whether the round awaiting results already failed: its turn refused a call (absent
+    in older dumps: false)."""
     run_id: StrictStr
     """The run's id, the same as the dump's."""
     same_results: Count
@@ -292,7 +295,7 @@ class RunState(_Data):
     tool_calls_used: Count
     """Tool calls run so far."""
     tool_errors: Count
-    """Tool errors in a row."""
+    """Failed repair rounds in a row (rounds of calls of which any failed)."""
     turn: Count
     """Model outputs taken so far."""
 
