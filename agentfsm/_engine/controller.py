@@ -527,7 +527,7 @@ class Controller:
         run.state, run.exit_reason = State.END, exit_reason
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
         run.pending_allowed, run.approved, run.refused = (), (), {}
-        run.interjection = None
+        run.interjection, run.round_failed = None, False
         decision = unchecked(
             Decision,
             {
