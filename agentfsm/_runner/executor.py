@@ -34,6 +34,9 @@ Rules, in the order a reviewer asks about them:
   name) are written as `\\udcff` escapes, which every provider accepts.
 - Only tools declared idempotent (`ToolOptions(idempotent=True)`) are retried,
   with tenacity, up to `retry_attempts` times.
+- Each call, and each retry of it, gets its own copy of the arguments: a tool
+  that edits what it was given (nested dicts and lists included) changes neither
+  the decision nor the controller's record of the call.
 - With `controller=`, each call runs only if `controller.may_run(id, name, arguments)`
   says so when the batch is planned, and the controller's `claim` right before it
   starts; a call it does not clear is not run and gets no result here: the

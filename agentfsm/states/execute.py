@@ -14,6 +14,7 @@ from collections.abc import Hashable
 
 from agentfsm._model._checked import replaced
 from agentfsm._model.call_identity import round_signature, signature
+from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm._model.types import FinishReason, ModelTurn, ToolResult, unchecked
@@ -231,7 +232,7 @@ def _remember(run: Run, ordered: list[ToolResult]) -> int:
     contents: list[tuple[bool, object]] = []
     for r in ordered:
         keys.append(sigs.get(r.call_id, r.call_id))
-        contents.append((r.is_error, r.content))
+        contents.append((r.is_error, copied(r.content)))  # the host may reuse its result
     calls_key = tuple(keys)
     if run.last_results:
         key, seen = run.last_results[-1]

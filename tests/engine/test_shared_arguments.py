@@ -141,6 +141,16 @@ class TestHostsGetCopies:
         restored = af.Controller.load(ctl.dump(), policy=POLICY)
         assert restored.may_run("e1", "edit", {"path": "/tmp/a", "also": [{"path": "/tmp/b"}]})
 
+    def test_editing_a_result_given_changes_nothing_of_the_run(self) -> None:
+        """The run remembers results (for the no-progress check): not the host's object."""
+        content: dict[str, Any] = {"rows": [1, 2]}
+        ctl = af.Controller(POLICY, clock=lambda: 0.0)
+        ctl.on_model_output(edit_turn({"path": "/tmp/a"}))
+        ctl.on_tool_results([af.ToolResult(call_id="e1", content=content)])
+        before = ctl.dump()
+        content["rows"].append(3)
+        assert ctl.dump() == before
+
     @given(
         args=arguments().map(lambda a: {"path": "/tmp/a", "options": a}),
         where=st.sampled_from(["decision", "pending", "last_output", "given"]),

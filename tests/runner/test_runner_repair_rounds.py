@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentfsm import Policy
@@ -99,7 +99,10 @@ class TestFinalToolInTheRunner:
             }
             return tool_calls(call("submit", {"answer": "all done"}, id="f2"))
 
-        script = [tool_calls(call("submit", {"answer": "maybe"}, id="f1")), check]
+        script: list[Reply | Callable[[Mapping[str, Any]], Reply]] = [
+            tool_calls(call("submit", {"answer": "maybe"}, id="f1")),
+            check,
+        ]
         with ScriptedServer(script) as server:
             result = scripted_run(
                 server,
