@@ -24,6 +24,7 @@ from agentfsm._engine.policy import Policy, as_policy, check_against_tools
 from agentfsm._engine.routes import WAITING, Route, RouteTable
 from agentfsm._model._checked import listed, read
 from agentfsm._model._errors import at_call
+from agentfsm._model.copies import own_call, own_turn
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec, tool_specs
@@ -191,9 +192,9 @@ class Controller:
 
     @property
     def pending_calls(self) -> list[ToolCall]:
-        """Calls awaiting results (or a human's approval)."""
+        """Calls awaiting results (or a human's approval); copies: editing them changes nothing."""
         run = self._run
-        return list(run.pending.values()) or list(run.pending_approval)
+        return [own_call(c) for c in (list(run.pending.values()) or run.pending_approval)]
 
     def may_run(
         self, call_id: str, name: str | None = None, arguments: Mapping[str, Any] | None = None
@@ -251,8 +252,12 @@ class Controller:
 
     @property
     def last_output(self) -> ModelTurn | None:
-        """The latest model output as routed: normalized, with every call id issued."""
-        return self._last_output
+        """The latest model output as routed: normalized, with every call id issued.
+
+        A copy of the run's record: editing its calls' arguments changes nothing.
+        """
+        last = self._last_output
+        return None if last is None else own_turn(last)
 
     @property
     def tools(self) -> dict[str, ToolSpec] | None:
@@ -562,7 +567,7 @@ class Controller:
         run.state, run.exit_reason = State.END, exit_reason
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
         run.pending_allowed, run.approved, run.refused = (), (), {}
-        run.interjection = None
+        run.interjection, run.round_failed = None, False
         decision = unchecked(
             Decision,
             {
@@ -730,9 +735,14 @@ class Controller:
             guard, priority, layer = repr(conflict.guard), Priority.P7, 1
         results: list[ToolResult] = list(snap.rejected)
         if snap.notes or snap.missing:
+            # A skipped call is named by the skip note, not as a result the host forgot.
             notes = [
                 *snap.notes,
-                *(f"no result for call {i}: sent an error result" for i in snap.missing),
+                *(
+                    f"no result for call {i}: sent an error result"
+                    for i in snap.missing
+                    if i not in snap.skipped
+                ),
             ]
             reason = f"{reason} ({'; '.join(notes)})"
             # Every call id gets exactly one result, even when the run stops here.
@@ -757,7 +767,8 @@ class Controller:
                 "reason": reason,
                 "guard": guard,
                 "fired": leaf,
-                "tool_calls": list(calls),
+                # Copies: a host or tool that edits them cannot rewrite the run's record.
+                "tool_calls": [own_call(c) for c in calls],
                 "results": results,
                 "exit_reason": run.exit_reason if dest is State.END else None,
                 "turn": run.turn,

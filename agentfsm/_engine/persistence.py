@@ -11,9 +11,10 @@ fit bumps `STATE_VERSION` and keeps reading the previous version.
 
 `load_run` checks the data before anything is built: the format version, the
 shape of every value, the policy, the declared tools, and that the state is one a
-run can reach (results only for calls that were issued, counters within their
-limits, pending work only in the states that hold it). Every problem raises
-`CheckpointError` naming the run id and the place.
+run can reach (`_impossible`: results only for calls that were issued, exactly as
+issued, counters within their limits and counting what is pending, pending work
+only in the states that hold it and never dropped; docs/durable.md lists every
+invariant). Every problem raises `CheckpointError` naming the run id and the place.
 
 What cannot be written as data is code: a permission hook, verifiers, function
 guards and Python callable tools. The dump records that they were there (by
@@ -275,6 +276,9 @@ class RunState(_Data):
     """Waiting calls that may not run after all, by id, with why (absent in older dumps)."""
     retries: Count
     """Retries in a row."""
+    round_failed: StrictBool = False
+    """Whether the round awaiting results already failed: its turn refused a call (absent
+    in older dumps: false)."""
     run_id: StrictStr
     """The run's id, the same as the dump's."""
     same_results: Count
@@ -292,7 +296,7 @@ class RunState(_Data):
     tool_calls_used: Count
     """Tool calls run so far."""
     tool_errors: Count
-    """Tool errors in a row."""
+    """Failed repair rounds in a row (rounds of calls of which any failed)."""
     turn: Count
     """Model outputs taken so far."""
 
@@ -658,6 +662,7 @@ def _impossible_episode(run: Run, max_turns: int) -> list[str]:
 
 
 def _impossible(run: Run, policy: Policy, last: ModelTurn | None) -> list[str]:
+    """Every invariant of a state a run rests in that `run` breaks (docs/durable.md lists them)."""
     state = run.state
     problems = []
     if state not in _RESTING:
@@ -669,23 +674,72 @@ def _impossible(run: Run, policy: Policy, last: ModelTurn | None) -> list[str]:
         )
     if (state is State.END) != (run.exit_reason is not None):
         problems.append(f"exit_reason {run.exit_reason} does not match state {state.value!r}")
+    if state is not State.END and run.tool_errors >= policy.max_consecutive_tool_errors:
+        problems.append(
+            f"tool_errors {run.tool_errors} reached max_consecutive_tool_errors "
+            f"{policy.max_consecutive_tool_errors} in a run that goes on"
+        )
+    if (last is None) != (run.turn == 0):
+        held = "holds a last_output" if last is not None else "holds no last_output"
+        problems.append(f"turn {run.turn} {held}: only turn 0 has no model output")
     if run.pending and state not in (State.EXECUTE, State.HANDOFF):
         problems.append(f"calls are pending in state {state.value!r}")
     waiting = run.pending_approval or run.pending_rejected or run.pending_allowed
     if waiting and state is not State.AWAIT_HUMAN:
         problems.append(f"calls await approval in state {state.value!r}")
-    issued = {c.id for c in last.tool_calls} if last is not None else set()
-    referenced = [*run.pending, *(c.id for c in run.pending_approval)]
-    referenced += [c.id for c in run.pending_allowed]
+    if run.round_failed and state not in (State.EXECUTE, State.AWAIT_HUMAN):
+        problems.append(f"round_failed is set in state {state.value!r}")
+    problems += _impossible_pending(run, policy)
+    problems += _impossible_calls(run, last)
+    return problems
+
+
+def _impossible_pending(run: Run, policy: Policy) -> list[str]:
+    """Calls awaiting results: none dropped, each counted, of the state's kind."""
+    state = run.state
+    if state not in (State.EXECUTE, State.HANDOFF):
+        return []
+    problems = []
+    pending = run.pending
+    if not pending:
+        problems.append(f"state {state.value!r} has no pending calls")
+    if set(run.pending_sigs) != set(pending):
+        problems.append("pending_sigs does not key exactly the pending calls (a call was dropped)")
+    handing = [c.id for c in pending.values() if c.name in policy.handoffs]
+    if state is State.HANDOFF and (len(pending) != 1 or len(handing) != 1):
+        problems.append("state 'handoff' pends other than one handoff call")
+    if state is State.EXECUTE:
+        if handing:
+            problems.append(f"handoff calls {handing} are pending as tools in state 'execute'")
+        if run.tool_calls_used < len(pending):
+            problems.append(
+                f"tool_calls_used {run.tool_calls_used} is below the {len(pending)} pending "
+                "calls, each counted when it was cleared"
+            )
+    return problems
+
+
+def _impossible_calls(run: Run, last: ModelTurn | None) -> list[str]:
+    """Every call the run holds is one the last model output issued, exactly as issued."""
+    state = run.state
+    problems = []
+    issued = {c.id: c for c in last.tool_calls} if last is not None else {}
+    held = [*run.pending.values(), *run.pending_approval, *run.pending_allowed]
+    referenced = [c.id for c in held]
     referenced += [r.call_id for r in run.pending_rejected]
     referenced += [*run.approved, *run.refused]
     if set(run.approved) - set(run.pending):
         problems.append("approved calls are not pending")
     if run.refused and state not in (State.EXECUTE, State.HANDOFF, State.AWAIT_HUMAN):
         problems.append(f"refused calls await an answer in state {state.value!r}")
-    never = sorted(set(referenced) - issued)
+    elif set(run.refused) - {c.id for c in held}:
+        problems.append("refused calls are not among the calls held")
+    never = sorted(set(referenced) - set(issued))
     if never:
         problems.append(f"calls or results {never} answer no call the last model output issued")
+    changed = sorted(c.id for c in held if c.id in issued and issued[c.id] != c)
+    if changed:
+        problems.append(f"calls {changed} differ from the calls the last model output issued")
     if set(run.pending) - set(run.pending_sigs):
         problems.append("pending calls have no call keys")
     return problems

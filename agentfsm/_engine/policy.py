@@ -109,7 +109,9 @@ class Policy(Checked):
     max_retries: int = Field(2, ge=0)
     """P0 recoveries in a row before the run ends as UNRECOVERABLE_OUTPUT."""
     max_consecutive_tool_errors: int = Field(5, ge=1)
-    """Error results in a row before the run ends as TOOL_ERRORS (the P5 bound)."""
+    """Failed rounds of tool calls in a row before the run ends as TOOL_ERRORS (the P5 bound):
+    a round (one turn's calls) fails when any of its calls failed or was refused, however
+    many did; a call a user message skipped is no failure."""
     repeat_threshold: int = Field(3, ge=2)
     """Identical consecutive calls that trip the doom-loop guard."""
     on_repeat: Literal["feedback", "ask", "stop"] = "feedback"
@@ -154,10 +156,11 @@ class Policy(Checked):
     handoffs: frozenset[str] = frozenset()
     """Tool names that hand the task to another agent."""
     final_tools: frozenset[str] = frozenset()
-    """Tool names whose successful result ends the run as COMPLETED, that result being the
-    answer (mini-swe-agent's submit, the OpenAI Agents SDK's `StopAtTools`)."""
+    """Tool names whose successful result is the run's answer (mini-swe-agent's submit, the
+    OpenAI Agents SDK's `StopAtTools`): it ends the run as COMPLETED once it passes the
+    completion checks (`verifiers`, a non-empty answer), as a model's answer does."""
     verifiers: SkipJsonSchema[tuple[Verifier, ...]] = Field((), exclude=True)
-    """Completion checks run on an answer without tool calls."""
+    """Completion checks run on an answer without tool calls, and on a final tool's result."""
     guards: Annotated[tuple[Guard, ...], WithJsonSchema(_GUARDS_SCHEMA)] = ()
     """Extra stop conditions, evaluated with the budgets, and on a final answer before it is
     accepted: a guard of your own that applies to the answer stops the run. Budgets and loop
@@ -503,9 +506,10 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.BUDGET_CHECK, HasToolCalls(), S.EXECUTE),
         (S.BUDGET_CHECK, HandoffRequested(), S.HANDOFF),
         (S.BUDGET_CHECK, Paused(), S.AWAIT_MODEL),
+        # Before the results rows: a final tool's answer that fails a check says why (P4).
+        (S.BUDGET_CHECK, AnswerIncomplete(*verifiers), on_incomplete),
         (S.BUDGET_CHECK, ToolFailed(), S.AWAIT_MODEL),
         (S.BUDGET_CHECK, ResultsReady(), S.AWAIT_MODEL),
-        (S.BUDGET_CHECK, AnswerIncomplete(*verifiers), on_incomplete),
         (S.BUDGET_CHECK, Otherwise("call the model again", "P4"), S.AWAIT_MODEL),
         (S.RECOVER, RetriesExhausted(policy.max_retries), S.END),
         *((S.RECOVER, g, S.END) for g in bounds),
@@ -514,8 +518,9 @@ def build_routes(policy: Policy) -> RouteTable:
     if policy.final_tools:
         # A final tool that is also a handoff (LangGraph's return_direct on a delegate): the
         # delegate's answer ends the run as the tool's result would.
+        # Its result is a final output: verify checks it as it checks a model's answer.
         final = FinalTool(*sorted(policy.final_tools))
-        rows += [(S.EXECUTE, final, S.END), (S.HANDOFF, final, S.END)]
+        rows += [(S.EXECUTE, final, S.VERIFY), (S.HANDOFF, final, S.VERIFY)]
     rows += [
         (S.EXECUTE, Otherwise("the tool results arrived", "P1"), S.BUDGET_CHECK),
         (S.HANDOFF, Otherwise("the delegate answered", "P2"), S.BUDGET_CHECK),

@@ -93,6 +93,7 @@ class Run:
         "prices",
         "refused",
         "retries",
+        "round_failed",
         "run_id",
         "same_results",
         "specs",
@@ -127,6 +128,9 @@ class Run:
         self.retries = 0
         self.incomplete = 0
         self.tool_errors = 0
+        """Failed repair rounds in a row: rounds of calls of which any failed or was refused."""
+        # Whether the round of calls awaiting results already failed: its turn refused some.
+        self.round_failed = False
         self.same_results = 0
         self.last_results: tuple[tuple[tuple[Hashable, ...], list[tuple[bool, Any]]], ...] = ()
         self.last_call: Hashable | None = None

@@ -55,8 +55,12 @@ class RunSnapshot(Checked):
     """Results received, synthesized ones for missing ids included (phase `tool_results`)."""
     missing: tuple[str, ...] = ()
     """Call ids that got no result from the host."""
+    skipped: tuple[str, ...] = ()
+    """Call ids a user message skipped before they ran (phase `tool_results`): each has its
+    one result, an error result saying so, and none of them failed."""
     tool_errors_in_a_row: int = 0
-    """Consecutive error results, this input's included."""
+    """Failed repair rounds in a row, this input's included: a round (one turn's calls and
+    their results) fails when any of its calls failed or was refused, however many did."""
     same_results_in_a_row: int = 0
     """Tool rounds in a row that repeated a recent round: same calls, same results."""
     incomplete_in_a_row: int = 0

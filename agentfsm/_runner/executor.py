@@ -34,6 +34,9 @@ Rules, in the order a reviewer asks about them:
   name) are written as `\\udcff` escapes, which every provider accepts.
 - Only tools declared idempotent (`ToolOptions(idempotent=True)`) are retried,
   with tenacity, up to `retry_attempts` times.
+- Each call, and each retry of it, gets its own copy of the arguments: a tool
+  that edits what it was given (nested dicts and lists included) changes neither
+  the decision nor the controller's record of the call.
 - With `controller=`, each call runs only if `controller.may_run(id, name, arguments)`
   says so when the batch is planned, and the controller's `claim` right before it
   starts; a call it does not clear is not run and gets no result here: the
@@ -69,6 +72,7 @@ from tenacity import (
 
 from agentfsm._model._checked import read, replaced
 from agentfsm._model._errors import at_call
+from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
@@ -293,7 +297,8 @@ class Executor:
         args = job.call.arguments or {}
 
         def once() -> Any:
-            value = fn(**args)
+            # Each attempt gets its own copy: a tool that edits its arguments edits only it.
+            value = fn(**copied(args))
             if inspect.isawaitable(value):
                 value = asyncio.run(awaited(value))
             return value
@@ -340,9 +345,10 @@ class Executor:
         args = job.call.arguments or {}
 
         async def once() -> Any:
+            mine = copied(args)  # see `_call`: the tool's own copy
             if inspect.iscoroutinefunction(fn):
-                return await fn(**args)
-            value = await in_thread(lambda: fn(**args))
+                return await fn(**mine)
+            value = await in_thread(lambda: fn(**mine))
             if inspect.isawaitable(value):
                 value = await value
             return value

@@ -2,7 +2,10 @@
 
 A verifier is a function `verifier(snapshot) -> str | bool | None`: None or
 True when the answer passes, False or a string saying what is missing when it
-does not. The built-in `non_empty_answer` always runs first.
+does not. The built-in `non_empty_answer` always runs first. The answer is
+`snapshot.output`: a model output without tool calls, or, when a final tool
+(`Policy(final_tools=...)`) returned, that result as an answer's text (phase
+`tool_results`; the result itself is in `snapshot.results`).
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from typing import Any
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.types import ExitReason, FinishReason, Priority
 from agentfsm.exceptions import InvalidInputError
-from agentfsm.guards._base import ON_OUTPUT, Guard, Hit
+from agentfsm.guards._base import ON_OUTPUT, ON_RESULTS, Guard, Hit
 
 __all__ = ["AnswerComplete", "AnswerIncomplete", "Paused", "Verifier", "non_empty_answer"]
 
 Verifier = Callable[[RunSnapshot], str | bool | None]
+
+ON_ANSWERS = ON_OUTPUT | ON_RESULTS
+"""Where an answer is checked: a model output, or the results holding a final tool's."""
 
 
 def non_empty_answer(snap: RunSnapshot) -> str | None:
@@ -56,9 +62,13 @@ class _Verifying(Guard):
 
 
 class AnswerComplete(_Verifying):
-    """End the run as completed when the answer passes every completion check."""
+    """End the run as completed when the answer passes every completion check.
 
-    phases = ON_OUTPUT
+    The answer is a model output without tool calls, or (phase `tool_results`) a final
+    tool's successful result, which the snapshot's `output` holds as an answer's text.
+    """
+
+    phases = ON_ANSWERS
     layer = 3
     priority = Priority.P3
     exit_reason = ExitReason.COMPLETED
@@ -69,19 +79,24 @@ class AnswerComplete(_Verifying):
             return None
         if _first_problem(self.verifiers, snap) is not None:
             return None
-        return Hit(self, "the answer passes the completion checks", self.exit_reason)
+        what = "the final tool's result" if snap.phase == "tool_results" else "the answer"
+        return Hit(self, f"{what} passes the completion checks", self.exit_reason)
 
 
 class AnswerIncomplete(_Verifying):
-    """Continue (or ask the user) when an answer without tool calls is not done."""
+    """Continue (or ask the user) when an answer without tool calls is not done.
 
-    phases = ON_OUTPUT
+    A final tool's result (phase `tool_results`) is an answer too: one that fails a
+    check continues the run with the check's reason, as a model's answer does.
+    """
+
+    phases = ON_ANSWERS
     layer = 3
     priority = Priority.P4
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
         out = snap.output
-        if out is None or snap.phase != "model_output":
+        if out is None or snap.phase == "human_reply":
             return None
         if out.tool_calls or snap.rejected or snap.executable:
             return None

@@ -11,10 +11,13 @@ __all__ = ["FinalTool", "ResultsReady", "ToolErrorLimit", "ToolFailed"]
 
 
 class ToolErrorLimit(Guard):
-    """Stop when `n` tool results in a row were errors: P5 repairs are bounded.
+    """Stop when `n` repair rounds in a row failed: P5 repairs are bounded.
 
-    Past the bound the failure is no longer recoverable, so the stop is a P6
-    boundary, evaluated before the model's intent like every other limit.
+    A round is one turn's calls and their results; it failed when any of its calls
+    failed or was refused, however many did, so a parallel batch that failed whole is
+    one round and its errors reach the model unless it was the `n`-th. Past the bound
+    the failure is no longer recoverable, so the stop is a P6 boundary, evaluated
+    before the model's intent like every other limit.
     """
 
     layer = 2
@@ -34,25 +37,30 @@ class ToolErrorLimit(Guard):
             return None
         return Hit(
             self,
-            f"{snap.tool_errors_in_a_row} tool errors in a row (limit {self.n})",
+            f"{snap.tool_errors_in_a_row} rounds of tool calls in a row failed (limit {self.n})",
             self.exit_reason,
         )
 
 
 class ToolFailed(Guard):
-    """Feed the errors back to the model when a call failed or was refused."""
+    """Feed the errors back to the model when a call failed or was refused.
+
+    A call a user message skipped did not fail: its result says so, and it is no error here.
+    """
 
     layer = 2
     priority = Priority.P5
 
     def __call__(self, snap: RunSnapshot) -> Hit | None:
+        skipped = snap.skipped
         if not snap.rejected:
             for result in snap.results:
-                if result.is_error:
+                if result.is_error and result.call_id not in skipped:
                     break
             else:
                 return None
-        failed = [r for r in (*snap.rejected, *snap.results) if r.is_error]
+        failed = [r for r in snap.rejected if r.is_error]
+        failed += [r for r in snap.results if r.is_error and r.call_id not in skipped]
         why = "; ".join(f"{r.call_id}: {_short(r.content)}" for r in failed[:3])
         more = f" (+{len(failed) - 3} more)" if len(failed) > 3 else ""
         return Hit(
@@ -63,10 +71,13 @@ class ToolFailed(Guard):
 
 
 class FinalTool(Guard):
-    """End the run as completed when a call to one of `names` succeeded; its result is the answer.
+    """Check the answer when a call to one of `names` succeeded: its result is the answer.
 
     The host decides the end (mini-swe-agent's submit command, the OpenAI Agents
-    SDK's `StopAtTools`). An error result from such a tool does not end the run.
+    SDK's `StopAtTools`), and the result is a final output like a model's answer:
+    the edge leads to verify, whose completion checks end the run as completed or
+    continue it with their reason (P4). An error result from such a tool (a skipped
+    call's too) does not end the run.
     """
 
     phases = ON_RESULTS

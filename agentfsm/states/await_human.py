@@ -21,4 +21,6 @@ def enter(run: Run, step: Step) -> None:
     else:
         run.pending_approval, run.pending_allowed = snap.executable, ()
     run.pending_rejected = snap.rejected
+    if snap.phase == "model_output":  # the turn's refusals fail its round, approved or not
+        run.round_failed = bool(snap.rejected)
     run.pending = {}

@@ -17,6 +17,7 @@ def enter(run: Run, step: Step) -> None:
     run.pending = {}
     run.approved, run.refused = (), {}
     run.interjection = None
+    run.round_failed = False
     run.pending_approval = ()
     run.pending_allowed = ()
     run.pending_rejected = ()

@@ -19,3 +19,4 @@ def enter(run: Run, step: Step) -> None:
     run.pending = {}
     run.approved, run.refused = (), {}
     run.interjection = None
+    run.round_failed = False

@@ -9,13 +9,15 @@ named in the decision's reason; the runner shows the model `EMPTY_RESULT`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable
 
 from agentfsm._model._checked import replaced
 from agentfsm._model.call_identity import round_signature, signature
+from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.run_state import RECENT_ROUNDS, Run, Step
-from agentfsm._model.types import ToolResult
+from agentfsm._model.types import FinishReason, ModelTurn, ToolResult, unchecked
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
 
 __all__ = ["EMPTY_RESULT", "SKIPPED", "collect", "enter", "is_empty"]
@@ -46,6 +48,8 @@ def enter(run: Run, step: Step) -> None:
     run.pending_sigs = sigs
     run.tool_calls_used += len(calls)
     run.tool_errors = step.snap.tool_errors_in_a_row
+    if step.snap.phase == "model_output":  # after a human's reply, await_human kept it
+        run.round_failed = bool(step.snap.rejected)
     run.incomplete = 0
     if calls:
         # validate keyed this round already when the calls came from a model output.
@@ -58,8 +62,14 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
     """Pair results with pending calls; synthesize an error result for each missing id.
 
     Returns the snapshot fields for the results: results in call order, the
-    missing ids, error results in a row, and rounds in a row that only repeated a
-    recent round (same calls, same results: nothing new was learned).
+    missing ids, the skipped ids, failed repair rounds in a row, and rounds in a
+    row that only repeated a recent round (same calls, same results: nothing new
+    was learned). A call is skipped only once a user message arrived while the
+    results were pending (`on_user_message`): it got no result, or the runner's
+    skip result; a skip is answered, not failed. The round of calls is one repair
+    round: it failed when any of its calls did (refused in its turn, or an error
+    result that is no skip), however many failed; a round without a failure ends
+    the streak, and a round of skips only leaves it as it was.
     Raises UnknownCallIdError (before changing anything) for a result whose id
     was never asked for, or a second result for the same id, and
     InvalidInputError for content nested deeper than `MAX_DEPTH`.
@@ -69,29 +79,84 @@ def collect(run: Run, results: list[ToolResult]) -> dict[str, object]:
         ordered = results
     else:
         ordered, missing = _in_call_order(run, _by_id(run, results))
-    skipped = run.interjection is not None
-    errors = run.tool_errors
-    empty: list[str] = []
-    for result in ordered:
-        if result.is_error and type(result.content) is str and result.content == SKIPPED:
-            continue  # a call the user's message skipped did not fail
-        errors = errors + 1 if result.is_error else 0
-        if not result.is_error and is_empty(result.content):
-            empty.append(f"{result.call_id} ({result.name or 'tool'})")
+    skipped, failed, empty = _read(ordered, steered=run.interjection is not None)
+    if failed or run.round_failed:
+        errors = run.tool_errors + 1
+    else:  # a round of skips only leaves the streak as it was
+        errors = 0 if len(skipped) < len(ordered) else run.tool_errors
     fields: dict[str, object] = {
         "results": tuple(ordered),
         "missing": tuple(missing),
+        "skipped": tuple(skipped),
         "tool_errors_in_a_row": errors,
         "same_results_in_a_row": _remember(run, ordered),
     }
+    if run.policy.final_tools:
+        answer = _final_answer(run.policy.final_tools, ordered)
+        if answer is not None:
+            fields["output"] = answer
     notes: tuple[str, ...] = ()
-    if skipped and missing:
-        notes = (f"a user message arrived: {len(missing)} call(s) were skipped",)
+    if skipped:
+        notes = (f"a user message arrived: {len(skipped)} call(s) were skipped",)
     if empty:
         notes += (f"empty result from {', '.join(empty)}",)
     if notes:
         fields["notes"] = notes
     return fields
+
+
+def _read(ordered: list[ToolResult], *, steered: bool) -> tuple[list[str], bool, list[str]]:
+    """The skipped call ids, whether any other result is an error, and the empty results."""
+    skipped: list[str] = []
+    failed = False
+    empty: list[str] = []
+    for result in ordered:
+        if result.is_error:
+            if steered and _is_skip(result):
+                skipped.append(result.call_id)
+            else:
+                failed = True
+        elif is_empty(result.content):
+            empty.append(f"{result.call_id} ({result.name or 'tool'})")
+    return skipped, failed, empty
+
+
+def _final_answer(final_tools: frozenset[str], ordered: list[ToolResult]) -> ModelTurn | None:
+    """The first successful final tool's result as the answer the completion checks read.
+
+    A final tool's result is a final output: verify checks it as it checks a model's answer
+    without tool calls, so it is given to the checks as one (its text, JSON for data).
+    """
+    for result in ordered:
+        if result.name in final_tools and not result.is_error:
+            return unchecked(
+                ModelTurn,
+                {**_ANSWER, "text": _as_text(result.content)},
+            )
+    return None
+
+
+_ANSWER = ModelTurn(finish_reason=FinishReason.STOP).__dict__
+"""The fields of a plain answer; a final tool's answer differs by its text."""
+
+
+def _as_text(content: object) -> str:
+    """A result's content as the answer's text: itself when text, else its JSON."""
+    if type(content) is str:
+        return content
+    if content is None:
+        return ""
+    try:
+        return json.dumps(content, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):  # a host's own object: named, not read
+        return f"<{type(content).__name__}>"
+
+
+def _is_skip(result: ToolResult) -> bool:
+    """Whether an error result says the call was skipped (made here for a missing id, or the
+    runner's result for a call it did not start)."""
+    content = result.content
+    return type(content) is str and content == SKIPPED
 
 
 def _answers_in_order(run: Run, results: list[ToolResult]) -> bool:
@@ -167,7 +232,7 @@ def _remember(run: Run, ordered: list[ToolResult]) -> int:
     contents: list[tuple[bool, object]] = []
     for r in ordered:
         keys.append(sigs.get(r.call_id, r.call_id))
-        contents.append((r.is_error, r.content))
+        contents.append((r.is_error, copied(r.content)))  # the host may reuse its result
     calls_key = tuple(keys)
     if run.last_results:
         key, seen = run.last_results[-1]

@@ -20,3 +20,4 @@ def enter(run: Run, step: Step) -> None:
     # Like executed calls, a pending handoff has its call key: a dump of the run is whole.
     run.pending_sigs = {call.id: step.sigs.get(call.id) or signature(call) for call in calls}
     run.incomplete = 0
+    run.round_failed = False  # a handoff is alone in its turn: nothing of it was refused

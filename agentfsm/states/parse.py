@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable
 
 from agentfsm._model._checked import replaced
+from agentfsm._model.copies import own_turn
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.pricing import turn_cost, unknown_price
 from agentfsm._model.run_state import Run, Step
@@ -24,6 +25,8 @@ def enter(run: Run, step: Step) -> None:
     payload = step.payload
     # A turn the host built is bounded here; a raw payload is read (and bounded) by `normalize`.
     turn = _bounded(payload) if isinstance(payload, ModelTurn) else _normalizer()(payload)
+    # The run keeps arguments no one else holds: the host's turn or payload may change later.
+    turn = own_turn(turn)
     next_turn = run.turn + 1
     notes: list[str] = []
     calls = turn.tool_calls

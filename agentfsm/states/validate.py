@@ -47,7 +47,8 @@ def enter(run: Run, step: Step) -> None:
     if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
         rejected += _feed_back(runnable, streak, repeated)
         executable, approval = [], []
-    if not (executable or approval or handoffs):
+    runs = bool(executable or approval or handoffs)
+    if not runs:
         # Nothing of the round runs, so execute will not count it: it counts here, and a
         # model that ignores the refusals ends as DOOM_LOOP.
         run.last_call, run.streak = step.round, streak
@@ -60,7 +61,9 @@ def enter(run: Run, step: Step) -> None:
         rejected=tuple(rejected),
         repeat_streak=streak,
         repeated=repeated,
-        tool_errors_in_a_row=run.tool_errors + len(rejected),
+        # One repair round, however many of its calls were refused: complete here when
+        # nothing of it runs; otherwise execute (or await_human) keeps that it failed.
+        tool_errors_in_a_row=run.tool_errors + 1 if rejected and not runs else run.tool_errors,
     )
 
 

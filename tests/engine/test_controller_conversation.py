@@ -143,7 +143,7 @@ class TestFinalTools:
         d = ctl.on_tool_results([af.ToolResult(call_id="s", content="diff --git a b")])
         assert (d.action, d.exit_reason) == (A.FINAL, X.COMPLETED)
         assert d.answer == "diff --git a b"
-        assert d.guard == "FinalTool('submit')"
+        assert (d.guard, d.path) == ("AnswerComplete()", ("execute", "verify", "end"))
 
     def test_a_failed_final_tool_does_not_end_the_run(self) -> None:
         """An error result from the final tool goes back to the model."""
@@ -163,7 +163,7 @@ class TestFinalTools:
         assert d.action is A.HANDOFF
         d = ctl.on_tool_results([af.ToolResult(call_id="h", content="found it")])
         assert (d.action, d.exit_reason, d.answer) == (A.FINAL, X.COMPLETED, "found it")
-        assert d.guard == "FinalTool('research')"
+        assert (d.guard, d.path) == ("AnswerComplete()", ("handoff", "verify", "end"))
 
     def test_an_answer_carries_its_text(self) -> None:
         """A FINAL from a model answer has the text as its answer."""

@@ -128,9 +128,14 @@ class TestAnswerIncomplete:
         assert AnswerIncomplete()(snapshot(output=turn("", [call("search")]))) is None
         assert AnswerIncomplete()(snapshot(output=turn(""), executable=(call("a"),))) is None
 
-    def test_does_not_apply_outside_a_model_output(self) -> None:
-        """In the tool results phase there is no answer to judge."""
-        assert AnswerIncomplete()(snapshot(phase="tool_results", output=turn(""))) is None
+    def test_results_without_a_final_answer_have_nothing_to_judge(self) -> None:
+        """In the tool results phase only a final tool's answer (held as `output`) is judged;
+        a human's reply is never judged."""
+        assert AnswerIncomplete()(snapshot(phase="tool_results")) is None
+        assert AnswerIncomplete()(snapshot(phase="human_reply", output=turn(""))) is None
+        hit = AnswerIncomplete()(snapshot(phase="tool_results", output=turn("")))
+        assert hit is not None
+        assert hit.reason == "the answer is empty"
 
 
 class TestPaused:

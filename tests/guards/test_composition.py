@@ -196,7 +196,7 @@ class TestWhichChildFired:
         assert hit is not None
         assert hit.guard == MaxTurns(5)
         assert "turn 7 of 5" in hit.reason
-        assert "3 tool errors in a row" in hit.reason
+        assert "3 rounds of tool calls in a row failed" in hit.reason
 
     def test_a_nested_composite_reports_the_leaf(self) -> None:
         """Inside `a | (b & c)`, the Hit names the leaf b, not the AllOf."""

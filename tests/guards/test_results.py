@@ -35,14 +35,14 @@ def test_layer_priority_and_exit_reason(
 
 class TestToolErrorLimit:
     def test_applies_at_the_limit(self) -> None:
-        """The n-th error in a row trips it; the reason gives the count and the limit."""
+        """The n-th failed round in a row trips it; the reason gives the count and the limit."""
         hit = ToolErrorLimit(3)(snapshot(tool_errors_in_a_row=3))
         assert hit is not None
-        assert hit.reason == "3 tool errors in a row (limit 3)"
+        assert hit.reason == "3 rounds of tool calls in a row failed (limit 3)"
         assert hit.exit_reason is ExitReason.TOOL_ERRORS
 
     def test_does_not_apply_below_the_limit(self) -> None:
-        """One error short of the limit, repairs go on."""
+        """One failed round short of the limit, repairs go on."""
         assert ToolErrorLimit(3)(snapshot(tool_errors_in_a_row=2)) is None
 
     def test_refuses_a_limit_below_one(self) -> None:

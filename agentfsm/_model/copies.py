@@ -1,0 +1,47 @@
+"""Copies of call arguments, so that no one else holds a structure the run's record keeps.
+
+A tool, a host or a framework that edits the argument dict it was given must not
+rewrite what the Controller decided on: the record keeps its own copy of every
+call's arguments, and every call it hands out (a decision's calls, the pending
+calls, the last output) carries a copy of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentfsm._model._checked import replaced
+from agentfsm._model.types import ModelTurn, ToolCall
+
+__all__ = ["copied", "own_call", "own_turn"]
+
+
+def copied(value: Any) -> Any:
+    """A copy of a JSON-like structure: every dict and list new, tuples copied inside.
+
+    Leaves (text, numbers, booleans, None, and any other object, which arguments parsed
+    from JSON never hold) are shared: none of the JSON leaves can be changed in place.
+    Arguments are bounded in depth (`MAX_DEPTH`) before they get here.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if kind is list:
+        return [copied(item) for item in value]
+    if kind is tuple:
+        return tuple(copied(item) for item in value)
+    return value
+
+
+def own_call(call: ToolCall) -> ToolCall:
+    """`call` with arguments no one else holds (the call itself when it has none)."""
+    if not call.arguments:
+        return call if call.arguments is None else replaced(call, {"arguments": {}})
+    return replaced(call, {"arguments": copied(call.arguments)})
+
+
+def own_turn(turn: ModelTurn) -> ModelTurn:
+    """`turn` with calls whose arguments no one else holds (the turn itself without calls)."""
+    if not turn.tool_calls:
+        return turn
+    return replaced(turn, {"tool_calls": [own_call(call) for call in turn.tool_calls]})
