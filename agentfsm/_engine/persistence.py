@@ -719,8 +719,20 @@ def _impossible_pending(run: Run, policy: Policy) -> list[str]:
     return problems
 
 
+def _as_issued(held: ToolCall, issued: ToolCall, run: Run) -> bool:
+    """Whether a held call is the issued one; a human's approval may have edited its arguments."""
+    if held == issued:
+        return True
+    same_call = (held.name, held.kind) == (issued.name, issued.kind)
+    return same_call and held.id in run.approved and held.error is None
+
+
 def _impossible_calls(run: Run, last: ModelTurn | None) -> list[str]:
-    """Every call the run holds is one the last model output issued, exactly as issued."""
+    """Every call the run holds is one the last model output issued, exactly as issued.
+
+    An approved call may carry the arguments the human edited (`on_human_reply(arguments=)`):
+    the policy checked them then, and `recheck` checks them again on load.
+    """
     state = run.state
     problems = []
     issued = {c.id: c for c in last.tool_calls} if last is not None else {}
@@ -737,7 +749,7 @@ def _impossible_calls(run: Run, last: ModelTurn | None) -> list[str]:
     never = sorted(set(referenced) - set(issued))
     if never:
         problems.append(f"calls or results {never} answer no call the last model output issued")
-    changed = sorted(c.id for c in held if c.id in issued and issued[c.id] != c)
+    changed = sorted(c.id for c in held if c.id in issued and not _as_issued(c, issued[c.id], run))
     if changed:
         problems.append(f"calls {changed} differ from the calls the last model output issued")
     if set(run.pending) - set(run.pending_sigs):

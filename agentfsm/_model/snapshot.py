@@ -43,6 +43,9 @@ class RunSnapshot(Checked):
     """Calls the permission hook denied."""
     needs_approval: tuple[ToolCall, ...] = ()
     """Calls the permission hook wants a human to approve."""
+    asked_because: tuple[str, ...] = ()
+    """Why each call of `needs_approval` waits for a human (`name: source`), in turn order: the
+    rule or entry that asks, or why a rule could not be evaluated on the call."""
     handoffs: tuple[ToolCall, ...] = ()
     """Calls that hand the task to another agent."""
     repeat_streak: int = 0

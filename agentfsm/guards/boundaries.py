@@ -212,7 +212,8 @@ class NeedsApproval(Guard):
         if not snap.needs_approval:
             return None
         names = ", ".join(c.name for c in snap.needs_approval)
-        return Hit(self, f"{names} need(s) a human's approval", self.exit_reason)
+        why = f" ({'; '.join(snap.asked_because)})" if snap.asked_because else ""
+        return Hit(self, f"{names} need(s) a human's approval{why}", self.exit_reason)
 
 
 class PermissionDenied(Guard):

@@ -19,7 +19,9 @@ from agentfsm._model.types import State, ToolCall, ToolResult
 __all__ = ["enter", "recheck", "verdict"]
 
 
-_Plan = tuple[list[ToolCall], list[ToolCall], list[ToolCall], list[ToolCall], list[ToolResult]]
+_Plan = tuple[
+    list[ToolCall], list[ToolCall], list[ToolCall], list[ToolCall], list[ToolResult], list[str]
+]
 """The calls that may run, await approval, are denied, hand off; and the refusals' results."""
 
 
@@ -35,7 +37,7 @@ def enter(run: Run, step: Step) -> None:
     if not calls:
         step.snap = unchecked_evolve(snap, incomplete_in_a_row=run.incomplete + 1)
         return
-    executable, approval, denied, handoffs, rejected = _plan(run, calls)
+    executable, approval, denied, handoffs, rejected, asked = _plan(run, calls)
     sigs: dict[str, CallKey] = {call.id: signature(call) for call in calls}
     step.sigs = sigs
     runnable = (*executable, *approval)
@@ -56,6 +58,7 @@ def enter(run: Run, step: Step) -> None:
         snap,
         executable=tuple(executable),
         needs_approval=tuple(approval),
+        asked_because=tuple(asked) if approval else (),
         denied=tuple(denied),
         handoffs=tuple(handoffs),
         rejected=tuple(rejected),
@@ -73,6 +76,7 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
     denied: list[ToolCall] = []
     handoffs: list[ToolCall] = []
     rejected: list[ToolResult] = []
+    asked: list[str] = []
     handoff_names = run.policy.handoffs
     alone = len(calls) == 1
     for call in calls:
@@ -90,10 +94,11 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
             (handoffs if handoff else executable).append(call)
         elif permission == "ask":
             approval.append(call)  # an approved handoff still hands off (on_human_reply)
+            asked.append(f"{call.name}: {why}")
         else:
             denied.append(call)
             rejected.append(_refusal(call, why))
-    return executable, approval, denied, handoffs, rejected
+    return executable, approval, denied, handoffs, rejected, asked
 
 
 def verdict(run: Run, call: ToolCall) -> tuple[str, str]:

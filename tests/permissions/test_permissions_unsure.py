@@ -42,6 +42,13 @@ class TestAbsentArguments:
         assert d.action is af.Action.ASK_HUMAN
         assert not ctl.may_run("b")
 
+    def test_the_decision_says_why_the_call_is_asked(self) -> None:
+        """The ASK_HUMAN reason names the rule and the argument the call does not have."""
+        ctl = af.Controller(af.Policy(permission_rules=[TYPO]))
+        d = ctl.on_model_output(turn(calls=[call("bash", {"command": "rm -rf /"}, id="b")]))
+        assert "bash need(s) a human's approval" in d.reason
+        assert "names argument 'comand', which this call does not have" in d.reason
+
     def test_an_absent_glob_argument_of_an_ask_rule_asks(self) -> None:
         """`ask sql(query=*DROP*)` on a call without `query`: ask, not the default allow."""
         assert verdict(["ask sql(query=*DROP*)"], call("sql", {"q": "DROP x"}))[0] == "ask"

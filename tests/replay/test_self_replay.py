@@ -47,7 +47,7 @@ POLICIES = [
     af.Policy(max_tokens=50_000, handoffs=frozenset({"search"}), no_progress_threshold=2),
     af.Policy(max_seconds=5),  # the run's clock moves 1.5 s per input: a deadline in the run
 ]
-TOOLS: list[list[Any] | None] = [None, ["get_weather", "search"], [SPEC], ["search"]]
+TOOLS: list[list[Any] | None] = [None, ["get_weather", "search"], [SPEC, "search"], ["search"]]
 
 
 def key(d: af.Decision) -> Key:
