@@ -57,7 +57,7 @@ from agentfsm._engine.policy import Policy, as_policy
 from agentfsm._model._checked import read
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
-from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._state import restore, save
 
@@ -292,6 +292,28 @@ class Decide:
                 return ctl
         return restore(data, self.policy, self.tools, self.observers)
 
+    def _for_model_step(self, ctl: Controller) -> Controller:
+        """The Controller a model step decides with: a new run once the thread's run ended.
+
+        A thread goes on after its run ended (a new input on the same `thread_id`): that is a
+        new run, with budgets and decisions of its own. A run waiting for a human is not
+        abandoned by a new input: the graph would start over beside calls that have no answer.
+
+        Raises:
+            RunError: the thread's run still waits for a human's answer.
+        """
+        if ctl.done:
+            return Controller(self.policy, self.tools, observers=self.observers)
+        if ctl.state == "await_human":
+            asked = ", ".join(f"{c.name!r} ({c.id})" for c in ctl.pending_calls)
+            raise RunError(
+                f"this thread's run still waits for a human's answer on "
+                f"{f'call(s) {asked}' if asked else 'its question'}: resume it with "
+                "Command(resume=True | False | {'approved': ..., 'message': ...}) before "
+                "giving the thread a new input"
+            )
+        return ctl
+
     def _forget(self, ctl: Controller) -> None:
         """Stop reusing `ctl`: a failed step may have moved it past the state's data."""
         self._live.pop(ctl.run_id, None)
@@ -345,7 +367,7 @@ class Decide:
 
     def __call__(self, state: AgentState) -> dict[str, Any]:
         """Route the last AI message, or the tool results that answer the pending calls."""
-        ctl = self.controller(state)
+        ctl = self._for_model_step(self.controller(state))
         messages = self._messages(state, ctl)
         if ctl.state in _AWAITING_RESULTS:
             decision, added = self._results(ctl, state, messages)
@@ -378,7 +400,7 @@ class Decide:
         takes_config = _takes_config(node)
 
         def step(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            ctl = self.controller(state)
+            ctl = self._for_model_step(self.controller(state))
             try:
                 return decide(ctl, state, config)
             except BaseException:

@@ -271,13 +271,25 @@ class GovernedModel(Model):
 
     # -- the run's Controller --------------------------------------------------------------
 
-    def _start(self, tools: Sequence[Any], handoffs: Sequence[Any]) -> Controller:
+    def _start(
+        self,
+        tools: Sequence[Any],
+        handoffs: Sequence[Any],
+        input: str | list[TResponseInputItem],
+    ) -> Controller:
+        """The run's Controller: the current one while the SDK's input carries on its run,
+        else a new one.
+
+        A run left interrupted (never resumed) or ended by the SDK itself (a tool that stops
+        the run, `stop_on_first_tool`, an error) leaves its Controller waiting; the next
+        `Runner.run` is a new run and must not inherit its question, decisions or budgets.
+        """
         ctl = self.controller
-        if ctl is None or (ctl.done and self._stop is None):
+        if ctl is None or (ctl.done and self._stop is None) or not _continues(ctl, input):
             declared = _declared(tools, handoffs) or None
             ctl = self.controller = Controller(self._ruled, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
-            self._asked = set()
+            self._asked, self._stop = set(), None
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -549,7 +561,7 @@ class GovernedModel(Model):
         prompt: Any,
     ) -> ModelResponse:
         """Call the wrapped model until agentfsm accepts a response, and shape it."""
-        self._start(tools, handoffs)
+        self._start(tools, handoffs, input)
         usage = Usage()
         early = self._before_model(input)
         if early is not None:
@@ -610,7 +622,7 @@ class GovernedModel(Model):
         prompt: Any,
     ) -> AsyncIterator[TResponseStreamEvent]:
         """Stream the wrapped model; release its events once agentfsm has decided on them."""
-        self._start(tools, handoffs)
+        self._start(tools, handoffs, input)
         early = self._before_model(input)
         if early is not None:
             yield _completed(early, 0)
@@ -660,6 +672,26 @@ class GovernedModel(Model):
         yield ResponseCompletedEvent(
             type="response.completed", response=response, sequence_number=len(seen)
         )
+
+
+def _continues(ctl: Controller, input: str | list[TResponseInputItem]) -> bool:
+    """Whether the SDK's input carries on `ctl`'s run: after its last user message, it answers
+    a call of the run's last output (the SDK resuming, or going on after the tools ran).
+
+    A new run's input ends with the user's message (a string, `to_input_list()` plus a new
+    message, a session's history).
+    """
+    last = ctl.last_output
+    if isinstance(input, str) or last is None:
+        return False
+    made = {c.id for c in last.tool_calls}
+    for item in reversed(input):
+        data = _dump(item)
+        if data.get("role") == "user":
+            return False
+        if data.get("type") == "function_call_output" and data.get("call_id") in made:
+            return True
+    return False
 
 
 def _key(call: ToolCall) -> str:

@@ -53,6 +53,7 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models import (
     CompletedStreamedResponse,
@@ -126,6 +127,28 @@ def _held_call(messages: list[ModelMessage], call_id: str | None) -> ToolCallPar
                 if isinstance(part, ToolCallPart) and part.tool_call_id == call_id:
                     return part
     return None
+
+
+def _continues(ctl: Controller, messages: list[ModelMessage]) -> bool:
+    """Whether the messages carry on `ctl`'s run: after the model's last response, before any
+    user prompt, they answer a call of the run's last output (pydantic-ai resuming, or going
+    on after the tools ran).
+
+    A new run's messages end with its user prompt (alone, or after a history).
+    """
+    last = ctl.last_output
+    if last is None:
+        return False
+    made = {c.id for c in last.tool_calls}
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse) and not _held_response(message):
+            return False
+        for part in reversed(message.parts) if isinstance(message, ModelRequest) else ():
+            if isinstance(part, UserPromptPart):
+                return False
+            if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id in made:
+                return True
+    return False
 
 
 def _declared(params: ModelRequestParameters) -> list[dict[str, Any]]:
@@ -238,11 +261,19 @@ class GovernedModel(WrapperModel):
     # -- the run's Controller -------------------------------------------------------------
 
     def _start(self, params: ModelRequestParameters, messages: list[ModelMessage]) -> Controller:
+        """The run's Controller: the current one while the messages carry on its run, else a
+        new one.
+
+        A run left deferred (never resumed) or ended by pydantic-ai itself (a usage limit, an
+        error) leaves its Controller waiting; the next `agent.run` is a new run and must not
+        inherit its question, decisions or budgets.
+        """
         ctl = self.controller
-        if ctl is None or (ctl.done and self._stop is None) or len(messages) <= 1:
+        if ctl is None or (ctl.done and self._stop is None) or not _continues(ctl, messages):
             declared = _declared(params) or None
             ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
             self.decisions, self._refused, self._held, self._started = [], [], [], set()
+            self._stop = None
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
