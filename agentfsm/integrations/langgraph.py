@@ -27,6 +27,7 @@ Needs the `langgraph` extra: `pip install agentfsm[langgraph]`.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -98,7 +99,10 @@ def _tool_list(tools: object, where: str) -> list[Any]:
 
 
 def _lc_call(call: ToolCall) -> dict[str, Any]:
-    return {"name": call.name, "args": call.arguments or {}, "id": call.id, "type": "tool_call"}
+    """A call as LangChain's tool call, with a copy of its arguments: the ToolNode hands the
+    record's arguments to the tool, which may edit them in place."""
+    arguments = copy.deepcopy(dict(call.arguments or {}))
+    return {"name": call.name, "args": arguments, "id": call.id, "type": "tool_call"}
 
 
 def _tool_message(result: ToolResult) -> ToolMessage:
@@ -486,7 +490,9 @@ class Decide:
         last = _last_decision(state)
         action = Action(last["action"])
         if action in _TO_TOOLS and last["tool_calls"]:
-            return [Send(self.tools_node, [call]) for call in last["tool_calls"]]
+            # Copies: the ToolNode hands a call's arguments to its tool, which may edit them,
+            # and the decision record they come from stays in the graph state.
+            return [Send(self.tools_node, [copy.deepcopy(call)]) for call in last["tool_calls"]]
         if action in _TO_MODEL or action in _TO_TOOLS:
             return self.agent
         if action is Action.ASK_HUMAN:

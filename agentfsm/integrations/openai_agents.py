@@ -338,7 +338,11 @@ class GovernedModel(Model):
             settings = [s for s in self._own.get(call.name, ()) if callable(s)]
             if not settings or self.context is None or not isinstance(call.arguments, Mapping):
                 continue
-            said = [await _asks(s, self.context, dict(call.arguments), call.id) for s in settings]
+            # Each check gets a copy: one that edits its arguments must not edit the call.
+            said = [
+                await _asks(s, self.context, copy.deepcopy(dict(call.arguments)), call.id)
+                for s in settings
+            ]
             key = _key(call)
             self._own_said[key] = self._own_said.get(key, False) or any(said)
 

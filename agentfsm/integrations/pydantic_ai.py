@@ -36,6 +36,7 @@ GovernedModel serves one run at a time. Needs the `pydantic-ai` extra.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import uuid
@@ -88,8 +89,13 @@ _EXTERNAL = "agentfsm_external"
 
 
 def _call_part(call: ToolCall) -> ToolCallPart:
-    """The ToolCallPart of a call agentfsm decided on: its id, name and arguments."""
-    return ToolCallPart(tool_name=call.name, args=dict(call.arguments or {}), tool_call_id=call.id)
+    """The ToolCallPart of a call agentfsm decided on: its id, name and a copy of its arguments.
+
+    A copy all the way down: pydantic-ai validates the tool's arguments from the part, and an
+    `Any` argument passes through as the very object, which a tool may edit in place.
+    """
+    arguments = copy.deepcopy(dict(call.arguments or {}))
+    return ToolCallPart(tool_name=call.name, args=arguments, tool_call_id=call.id)
 
 
 def _final_text(decision: Decision) -> str:
