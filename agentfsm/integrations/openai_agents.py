@@ -286,7 +286,9 @@ class GovernedModel(Model):
         """
         ctl = self.controller
         if ctl is None or (ctl.done and self._stop is None) or not _continues(ctl, input):
-            declared = _declared(tools, handoffs) or None
+            # Declared even when empty: a rule or permission naming no tool the model can call
+            # is refused, and a call of a name the model was not given is never cleared.
+            declared = _declared(tools, handoffs)
             ctl = self.controller = Controller(self._ruled, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
             self._asked, self._stop = set(), None

@@ -276,7 +276,9 @@ class GovernedModel(WrapperModel):
         """
         ctl = self.controller
         if ctl is None or (ctl.done and self._stop is None) or not _continues(ctl, messages):
-            declared = _declared(params) or None
+            # Declared even when empty: a rule or permission naming no tool the model can call
+            # is refused, and a call of a name the model was not given is never cleared.
+            declared = _declared(params)
             ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
             self.decisions, self._refused, self._held, self._started = [], [], [], set()
             self._stop = None
