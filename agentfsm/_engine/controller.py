@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar, cast
 
+from agentfsm._engine._answers import Reply, read_reply, split
 from agentfsm._engine.events import Emitter, Observer, as_observers
 from agentfsm._engine.machine import TransitionsEngine, shared_machine
 from agentfsm._engine.persistence import dump_run, load_run
@@ -400,43 +401,82 @@ class Controller:
             ) from exc
 
     @_atomic
-    def on_human_reply(self, approved: bool, message: str | None = None) -> Decision:
-        """Route a human's answer to an ASK_HUMAN decision."""
+    def on_human_reply(
+        self,
+        approved: bool | Mapping[str, bool],
+        message: str | None = None,
+        *,
+        messages: Mapping[str, str] | None = None,
+        arguments: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Decision:
+        """Route a human's answer to an ASK_HUMAN decision: one answer for all, or one per call.
+
+        Approved calls run with the turn's allowed calls, in turn order; each declined
+        call gets an error result with its own text. When every asked call is declined,
+        nothing of the turn runs (without any text, the run ends HUMAN_DECLINED).
+
+        Args:
+            approved: True or False for every call awaiting approval, or a mapping
+                `{call_id: bool}` whose keys are exactly their ids (the ASK_HUMAN
+                decision's `tool_calls`).
+            message: What the human said: with an approval, the decision's `note` for the
+                model; the text of each declined call that has none of its own.
+            messages: Each asked call's own text, by call id: a declined call's rejection
+                text; on an approved call, a note for the model.
+            arguments: Edited arguments of approved calls, by call id, each a JSON object.
+                The edited call is checked as a new call (schema, permissions): denied or
+                invalid, it does not run and gets an error result saying why; one the
+                policy would ask about is approved by this answer. The call that runs, the
+                decision, the trace and `dump()` hold the edited arguments, under the same id.
+
+        Raises:
+            InvalidInputError: not awaiting a human, or a reply that does not fit the asked
+                calls (a missing or unknown id, a value of the wrong type); the run is unchanged.
+        """
         self._expect((State.AWAIT_HUMAN,), "a human reply")
-        self._check_type("approved", approved, bool)
-        if message is not None:
-            self._check_type("message", message, str)
         run = self._run
-        calls = run.pending_approval
+        reply = read_reply(run, approved, message, messages, arguments)
         # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
         rejected = _refused(run, self._last_output)
-        if not approved:
-            rejected += _declined(calls, run.pending_allowed, message)
-        elif run.pending_allowed:
-            calls = _in_turn_order(run.pending_allowed, calls, self._last_output)
-        if message:
+        calls, answered = split(run, reply, message, self._last_output)
+        rejected += answered
+        said = self._said(reply, message, calls)
+        if said:
             run.last_call, run.streak = None, 0
         # An approved handoff (alone in its turn) hands off: it is not a tool to execute.
-        handing = tuple(c for c in calls if c.name in run.policy.handoffs) if approved else ()
+        handing = tuple(c for c in calls if c.name in run.policy.handoffs)
         snap = run.snapshot(
             self._base,
             "human_reply",
             {
-                "executable": () if handing or not approved else calls,
+                "executable": () if handing else calls,
                 "handoffs": handing,
                 "rejected": tuple(rejected),
-                "human_approved": approved,
-                "human_message": message,
+                "human_approved": reply.approved,
+                "human_message": said,
             },
         )
-        record = None
-        if self._events.active:
-            record = ("human_reply", {"approved": approved, "message": message})
+        record = reply.record(approved, message) if self._events.active else None
         # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
         # taken after the reply would otherwise hold approvals in execute or end).
         run.pending_approval, run.pending_rejected, run.pending_allowed = (), (), ()
         run.refused = {}
-        return self._route(Step(snap), record)
+        return self._route(Step(snap), None if record is None else ("human_reply", record))
+
+    def _said(self, reply: Reply, message: str | None, calls: tuple[ToolCall, ...]) -> str | None:
+        """What the human said for the model: `message`, with each approved call's own text.
+
+        A decline that says nothing is a plain decline (HUMAN_DECLINED); any text, the
+        message or a call's own, goes back to the model instead.
+        """
+        if not reply.approved:
+            texts = [t for t in reply.texts.values() if t]
+            return "; ".join(texts) if texts and not message else message
+        runs = {c.id: c.name for c in calls}
+        notes = [f"on {runs[i]} ({i}): {t}" for i, t in reply.texts.items() if t and i in runs]
+        if not notes:
+            return message
+        return "; ".join([message, *notes] if message else notes)
 
     @_atomic
     def on_user_message(self, text: str) -> Decision | None:
@@ -925,38 +965,6 @@ def _refused(run: Run, turn: ModelTurn | None) -> list[ToolResult]:
         ToolResult(call_id=i, name=names.get(i), is_error=True, content=why)
         for i, why in run.refused.items()
     ]
-
-
-def _declined(
-    asked: tuple[ToolCall, ...], allowed: tuple[ToolCall, ...], message: str | None
-) -> list[ToolResult]:
-    """Error results for declined calls, and for the allowed calls that waited with them."""
-    said = f": {message}" if message else ""
-    results = [
-        ToolResult(call_id=c.id, name=c.name, is_error=True, content=f"declined by the human{said}")
-        for c in asked
-    ]
-    names = ", ".join(c.name for c in asked)
-    results += [
-        ToolResult(
-            call_id=c.id,
-            name=c.name,
-            is_error=True,
-            content=f"not executed: the human declined {names}, asked in the same turn{said}",
-        )
-        for c in allowed
-    ]
-    return results
-
-
-def _in_turn_order(
-    allowed: tuple[ToolCall, ...], approved: tuple[ToolCall, ...], turn: ModelTurn | None
-) -> tuple[ToolCall, ...]:
-    calls = (*allowed, *approved)
-    if turn is None:
-        return calls
-    order = {c.id: i for i, c in enumerate(turn.tool_calls)}
-    return tuple(sorted(calls, key=lambda c: order.get(c.id, len(order))))
 
 
 def _answer(action: Action, snap: RunSnapshot, final_tools: frozenset[str]) -> Any:

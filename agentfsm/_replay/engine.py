@@ -450,7 +450,11 @@ class _Replayer:
 
     def _human(self, step: HumanReply) -> None:
         if self._awaits() == "human":
-            decision = self.ctl.on_human_reply(approved=step.approved, message=step.message)
+            asked = [c.id for c in self.ctl.pending_calls]
+            approved, messages, arguments = _fitted(step, asked)
+            decision = self.ctl.on_human_reply(
+                approved, step.message, messages=messages, arguments=arguments
+            )
             self._record(decision, "human_reply")
         else:
             self.result.notes.append("a recorded human reply came when no human was asked")
@@ -467,3 +471,24 @@ class _Replayer:
         self.result.exit_reason = None if exit_reason is None else str(exit_reason)
         self.result.recorded_end = self.run.end
         return self.result
+
+
+def _fitted(
+    step: HumanReply, asked: list[str]
+) -> tuple[bool | dict[str, bool], dict[str, str] | None, dict[str, dict[str, Any]] | None]:
+    """A recorded per-call reply fitted to the calls this policy asks about.
+
+    Replayed under its own policy, the same calls are asked and the reply is given
+    as recorded. Under another policy, a call asked now but not then had gone ahead
+    live (approved, as recorded results while a human is asked are), and the texts
+    and edits of calls not asked now are dropped.
+    """
+    approved = step.approved
+    if type(approved) is dict:
+        approved = {i: approved.get(i, True) for i in asked}
+        yes = [i for i in asked if approved[i]]
+    else:
+        yes = asked if approved else []
+    messages = step.messages and {i: t for i, t in step.messages.items() if i in asked}
+    arguments = step.arguments and {i: a for i, a in step.arguments.items() if i in yes}
+    return approved, messages, arguments

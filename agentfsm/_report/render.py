@@ -118,7 +118,13 @@ def _given(step: StepView) -> str:
         return ""
     if step.kind == "human_reply":
         reply = step.given[0]
-        verdict = "approved" if reply.get("approved") else "declined"
+        approved = reply.get("approved")
+        if isinstance(approved, dict):  # answered call by call
+            verdict = ", ".join(
+                f"{_e(i)} {'approved' if a else 'declined'}" for i, a in approved.items()
+            )
+        else:
+            verdict = "approved" if approved else "declined"
         message = reply.get("message")
         extra = f": {_e(message)}" if message else ""
         return f"<p><strong>human reply</strong>: {verdict}{extra}</p>"

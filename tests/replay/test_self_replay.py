@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import event as note_event
 from hypothesis import strategies as st
 
 import agentfsm as af
@@ -70,7 +71,7 @@ def live_run(ctl: af.Controller, data: st.DataObject) -> list[Key]:
                 ctl.on_user_message(data.draw(st.text(max_size=5)))
             d = ctl.on_model_output(data.draw(model_turns(calls=tool_calls(), max_calls=2)))
         elif ctl.state == "await_human":
-            d = ctl.on_human_reply(data.draw(st.booleans()), data.draw(st.none() | st.just("no")))
+            d = human_reply(ctl, data)
         else:
             pending = ctl.pending_calls
             picked = data.draw(st.lists(st.integers(0, len(pending) - 1), unique=True))
@@ -83,6 +84,25 @@ def live_run(ctl: af.Controller, data: st.DataObject) -> list[Key]:
             )
         decisions.append(key(d))
     return decisions
+
+
+EDITS: st.SearchStrategy[dict[str, Any]] = st.sampled_from(
+    [{}, {"city": "Oslo"}, {"q": "x"}, {"city": 3}]
+)
+
+
+def human_reply(ctl: af.Controller, data: st.DataObject) -> af.Decision:
+    """One answer for all asked calls, or one per call with texts and edited arguments."""
+    message = data.draw(st.none() | st.just("no"))
+    asked = [c.id for c in ctl.pending_calls]
+    if not asked or not data.draw(st.booleans()):
+        return ctl.on_human_reply(data.draw(st.booleans()), message)
+    answers = {i: data.draw(st.booleans()) for i in asked}
+    texts = data.draw(st.dictionaries(st.sampled_from(asked), st.sampled_from(["", "not that"])))
+    yes = [i for i in asked if answers[i]]
+    edits = data.draw(st.dictionaries(st.sampled_from(yes), EDITS)) if yes else {}
+    note_event(f"per-call reply: {sorted(set(answers.values()))}, edits: {bool(edits)}")
+    return ctl.on_human_reply(answers, message, messages=texts or None, arguments=edits or None)
 
 
 class TestLiveEqualsReplay:
@@ -109,6 +129,83 @@ class TestLiveEqualsReplay:
                 (r.action, r.priority, r.guard, r.exit_reason) for r in result.decisions
             ] == live
             assert divergence(run, result) is None
+
+
+ASKING = [
+    af.Policy(permissions={"get_weather": "ask", "search": "ask"}),
+    af.Policy(
+        permissions={"search": "ask", "*": "allow"},
+        permission_rules=["ask get_weather(city=Oslo)", "deny search(q=x)"],
+        max_tool_calls=4,
+    ),
+]
+
+
+def asking_run(ctl: af.Controller, data: st.DataObject) -> list[tuple[Key, str]]:
+    """Whole turns of known calls under policies that ask: most replies answer call by call."""
+    decisions: list[tuple[Key, str]] = []
+    for k in range(data.draw(st.integers(1, 5))):
+        if ctl.done:
+            break
+        if ctl.state == "await_model":
+            known = st.sampled_from(["get_weather", "search"])
+            names = data.draw(st.lists(known, min_size=int(k == 0), max_size=3))
+            calls = [call(n, data.draw(EDITS), id=f"c{k}{i}") for i, n in enumerate(names)]
+            d = ctl.on_model_output(turn("done" if not calls else "", calls=calls))
+        elif ctl.state == "await_human":
+            d = human_reply(ctl, data)
+        else:
+            d = ctl.on_tool_results(
+                [af.ToolResult(call_id=c.id, content="ok") for c in ctl.pending_calls]
+            )
+        decisions.append((key(d), d.reason))
+    return decisions
+
+
+class TestPerCallRepliesReplay:
+    """Per-call answers, texts and edits are recorded and given again: replay decides as live."""
+
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        policy=st.sampled_from(ASKING),
+        tools=st.sampled_from([None, [SPEC, "search"]]),
+        data=st.data(),
+    )
+    def test_replay_of_per_call_replies_gives_the_live_decisions(
+        self, policy: af.Policy, tools: list[Any] | None, data: st.DataObject
+    ) -> None:
+        """Each decision of a run answered call by call replays with the same guard and reason."""
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "trace.jsonl")
+            with TraceWriter(path) as writer:
+                ctl = af.Controller(policy, tools, observers=[writer], clock=lambda: 0.0)
+                live = asking_run(ctl, data)
+            (run,) = list(read_runs(path))
+            result = replay_run(run)
+            replayed = [
+                ((r.action, r.priority, r.guard, r.exit_reason), r.reason) for r in result.decisions
+            ]
+            assert replayed == live
+            assert divergence(run, result) is None
+
+    def test_results_pair_by_id_past_a_denied_call_of_the_same_name(self, tmp_path: Path) -> None:
+        """search(q=x) denied between get_weather and an approved search: the approved one's
+        recorded result answers it in replay, not the denied one's place (P1, not P5)."""
+        policy = af.Policy(
+            permissions={"search": "ask", "*": "allow"}, permission_rules=["deny search(q=x)"]
+        )
+        path = tmp_path / "t.jsonl"
+        calls = [call("get_weather", {}, id="c0"), call("search", {"q": "x"}, id="c1")]
+        with TraceWriter(path) as writer:
+            ctl = af.Controller(policy, observers=[writer])
+            ctl.on_model_output(turn(calls=[*calls, call("search", {}, id="c2")]))
+            ctl.on_human_reply(True)
+            ok = [af.ToolResult(call_id=c.id, content="ok") for c in ctl.pending_calls]
+            assert ctl.on_tool_results(ok).guard == "ResultsReady()"
+        (run,) = list(read_runs(path))
+        result = replay_run(run)
+        assert result.decisions[-1].guard == "ResultsReady()"
+        assert divergence(run, result) is None
 
 
 def write_unknown_tool_run(path: Path) -> None:

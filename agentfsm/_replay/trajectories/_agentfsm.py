@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from agentfsm._model.types import ExitReason, ModelTurn, ToolResult
 from agentfsm._replay.trace import HEADER_EVENT, read_numbered
@@ -32,6 +32,7 @@ __all__ = ["NAME", "detect_head", "read_file"]
 
 NAME = "agentfsm-trace"
 Numbered = tuple[int, dict[str, Any]]
+_V = TypeVar("_V")
 
 
 def detect_head(head: Any) -> bool:
@@ -150,9 +151,7 @@ def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
     if kind == "user_message":
         return UserMessage(str(event["text"]))
     if kind == "human_reply":
-        message = event.get("message")
-        text = None if message is None else str(message)
-        return HumanReply(bool(event["approved"]), text, _elapsed(event))
+        return _reply(event)
     if kind == "decision":
         exit_reason = event.get("exit_reason")
         if run.recorded is not None:
@@ -188,6 +187,33 @@ def _stopped(decision: dict[str, Any], exit_reason: str) -> Stopped | None:
         return None
     message = reason[len(said) + 2 :] if reason.startswith(f"{said}: ") else None
     return Stopped(exit_reason, message)
+
+
+def _reply(event: dict[str, Any]) -> HumanReply:
+    """A `human_reply` event: one answer or one per call, with each call's text and edit."""
+    message = event.get("message")
+    text = None if message is None else str(message)
+    approved = event["approved"]
+    answers = approved if type(approved) is bool else _by_id(approved, "approved", bool)
+    messages = event.get("messages")
+    arguments = event.get("arguments")
+    return HumanReply(
+        answers,
+        text,
+        _elapsed(event),
+        None if messages is None else _by_id(messages, "messages", str),
+        None if arguments is None else _by_id(arguments, "arguments", dict),
+    )
+
+
+def _by_id(value: Any, name: str, kind: type[_V]) -> dict[str, _V]:
+    """A reply's field by call id, each value of `kind`; TypeError names the field otherwise."""
+    if type(value) is not dict or not all(
+        type(k) is str and type(v) is kind for k, v in value.items()
+    ):
+        wanted = f"an object of {kind.__name__} by call id"
+        raise TypeError(f"{name} must be {wanted}, not {value!r:.60}")
+    return value
 
 
 def _elapsed(event: dict[str, Any]) -> float | None:

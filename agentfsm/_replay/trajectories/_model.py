@@ -58,10 +58,15 @@ class UserMessage:
 class HumanReply:
     """A human's answer to an ASK_HUMAN decision, as an agentfsm trace records it."""
 
-    approved: bool
+    approved: bool | dict[str, bool]
+    """One answer for every asked call, or each asked call's answer by call id."""
     message: str | None = None
     elapsed: float | None = None
     """The run's time when the reply was routed, where the recording says."""
+    messages: dict[str, str] | None = None
+    """Each asked call's own text, by call id, when the reply gave them."""
+    arguments: dict[str, dict[str, Any]] | None = None
+    """Edited arguments of approved calls, by call id, when the reply gave them."""
 
 
 @dataclass(frozen=True, slots=True)

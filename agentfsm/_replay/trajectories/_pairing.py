@@ -82,14 +82,23 @@ def _positions_by_id(turn_calls: list[ToolCall], results: tuple[ToolResult, ...]
 def _executed_positions(
     turn_calls: list[ToolCall], executed: list[ToolCall]
 ) -> Mapping[int, ToolCall]:
+    """Where each executed call stands in the turn: by its id when that names one call, else
+    the next call of its name (a denied call between two of one name is not the next one)."""
     if len(executed) == len(turn_calls):
         return dict(enumerate(executed))
+    counts: dict[str, int] = {}
+    for call in turn_calls:
+        counts[call.id] = counts.get(call.id, 0) + 1
+    unique = {call.id: i for i, call in enumerate(turn_calls) if counts[call.id] == 1}
     found: dict[int, ToolCall] = {}
     start = 0
     for call in executed:
-        for position in range(start, len(turn_calls)):
-            if turn_calls[position].name == call.name:
-                found[position] = call
-                start = position + 1
-                break
+        at = unique.get(call.id)
+        if at is None or at < start:
+            at = next(
+                (p for p in range(start, len(turn_calls)) if turn_calls[p].name == call.name), None
+            )
+        if at is not None:
+            found[at] = call
+            start = at + 1
     return found
