@@ -382,10 +382,27 @@ class GovernedModel(Model):
             and any(c.id == call_id for c in ctl.pending_calls)
         )
 
-    def approved(self, call_id: str) -> None:
-        """The SDK runs an approved call: tell the Controller the human said yes."""
-        if self.needs_approval(call_id) and self.controller is not None:
-            self._decide(self.controller.on_human_reply(approved=True))
+    def approved(self, call_id: str, context: object) -> None:
+        """The SDK runs an approved call: give the Controller the human's answer on each
+        call asked about, as the SDK's run context holds it (`state.approve(item)` and
+        `state.reject(item)` answer call by call).
+
+        The call being run is approved; a sibling counts as approved only when the context
+        says so, else it is declined with its own rejection message (an unanswered one, the
+        SDK asks again, is declined too: the human did not approve it).
+        """
+        ctl = self.controller
+        if ctl is None or not self.needs_approval(call_id):
+            return
+        approved: dict[str, bool] = {}
+        messages: dict[str, str] = {}
+        for call in ctl.pending_calls:
+            approved[call.id] = call.id == call_id or _status(context, call) is True
+            said = None if approved[call.id] else _rejection(context, call)
+            text = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
+            if not approved[call.id] and text:
+                messages[call.id] = text
+        self._decide(ctl.on_human_reply(approved, messages=messages))
 
     def may_run(self, call_id: str, name: str, arguments: str) -> bool:
         """Whether the SDK may execute this call now: agentfsm cleared it, and it has not run.
@@ -449,11 +466,8 @@ class GovernedModel(Model):
             for i in items
             if i.get("type") == "function_call_output" and i.get("call_id") in pending
         }
-        if ctl.state == "await_human":  # the SDK sent a rejection instead of running the call
-            text = next(iter(outputs.values()), None)
-            said = text if isinstance(text, str) else None
-            message = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
-            decision = self._decide(ctl.on_human_reply(approved=False, message=message))
+        if ctl.state == "await_human":  # the SDK sent rejections instead of running the calls
+            decision = self._decide(ctl.on_human_reply(False, messages=self._rejected(outputs)))
         else:
             results = [
                 ToolResult(
@@ -464,6 +478,16 @@ class GovernedModel(Model):
             decision = self._decide(ctl.on_tool_results(results))
         self._answer_held(decision)
         return decision
+
+    def _rejected(self, outputs: Mapping[str, Any]) -> dict[str, str]:
+        """Each rejected call's own message, from the outputs the SDK wrote for them."""
+        messages: dict[str, str] = {}
+        for call_id, text in outputs.items():
+            said = text if isinstance(text, str) else None
+            message = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
+            if message:
+                messages[call_id] = message
+        return messages
 
     def _answer_held(self, decision: Decision) -> None:
         """Carry the results a decision gave the held calls: the SDK never saw those calls."""
@@ -700,6 +724,26 @@ def _continues(ctl: Controller, input: str | list[TResponseInputItem]) -> bool:
     return False
 
 
+def _status(context: object, call: ToolCall) -> bool | None:
+    """What the SDK's run context says of the call: approved, rejected, or not answered."""
+    if not isinstance(context, RunContextWrapper):
+        return None
+    try:
+        return context.is_tool_approved(call.name, call.id)
+    except AgentsException:  # the SDK cannot tell: not an approval
+        return None
+
+
+def _rejection(context: object, call: ToolCall) -> str | None:
+    """The rejection message the SDK's run context holds for the call, if any."""
+    if not isinstance(context, RunContextWrapper):
+        return None
+    try:
+        return context.get_rejection_message(call.name, call.id)
+    except AgentsException:
+        return None
+
+
 def _key(call: ToolCall) -> str:
     """A call as its name and arguments: ids are issued after the flags are asked."""
     return json.dumps([call.name, call.arguments], sort_keys=True, default=repr)
@@ -741,7 +785,7 @@ class _AskFirst:
 
     async def __call__(self, ctx: Any, arguments: str) -> Any:
         call_id = getattr(ctx, "tool_call_id", "")
-        self.model.approved(call_id)
+        self.model.approved(call_id, ctx)
         if not self.model.may_run(call_id, self.name, arguments):
             return f"not executed: agentfsm did not clear call {call_id!r} of {self.name!r}"
         return await self.invoke(ctx, arguments)
