@@ -1,9 +1,10 @@
 """Permissions: whether a tool call may run, needs a human, or is denied.
 
 A call's permission comes from three sources: rules by tool name and argument
-pattern (a glob, `"deny sql(query=*DROP*)"`, or a shell pattern matched against
-each simple command, `"deny bash(command~rm -rf *)"`), the per-tool
-`permissions` table, and a hook. Every verdict any source gives counts, and the
+pattern (a glob, `"deny sql(query=*DROP*)"`, a shell pattern matched against
+each simple command, `"deny bash(command~rm -rf *)"`, or a glob on a normalized
+path, `"allow write_file(path^=/srv/out/*)"`), the per-tool `permissions` table,
+and a hook. Every verdict any source gives counts, and the
 strongest wins: deny, then ask, then allow. A deny can never be overridden.
 Only the exact strings `"allow"`, `"ask"` and `"deny"` are permissions: a hook
 that returns anything else (`"DENY"`, `"no"`, `False`, `None`), or raises,
@@ -15,6 +16,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import json
+import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from agentfsm._shell import Script
 
 __all__ = [
+    "COMMAND_ARGUMENTS",
+    "PATH_ARGUMENTS",
     "PERMISSIONS",
     "Permission",
     "PermissionHook",
@@ -37,8 +41,11 @@ __all__ = [
     "decide",
     "declared_arguments",
     "did_you_mean",
+    "is_command_like",
     "is_glob",
+    "is_path_like",
     "never_applies",
+    "normal_path",
     "rule_arguments",
     "shadowed",
 ]
@@ -49,8 +56,8 @@ _STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 _RULE = re.compile(
     r'^\s*(allow|ask|deny)\s+("(?:[^"\\]|\\.)*"|[^\s("]+)\s*(?:\((.*)\))?\s*$', re.DOTALL
 )
-_ARG_HEAD = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*([=~])")
-_ARG_SPLIT = re.compile(r",\s*(?=[A-Za-z_][\w.-]*\s*[=~])")
+_ARG_HEAD = re.compile(r"\s*([A-Za-z_][\w.-]*)\s*(\^=|[=~])")
+_ARG_SPLIT = re.compile(r",\s*(?=[A-Za-z_][\w.-]*\s*(?:\^=|[=~]))")
 _JSON = json.JSONDecoder()
 
 
@@ -59,8 +66,17 @@ class Rule(Checked):
 
     `tool` and each argument pattern in `args` are shell-style globs (`*`, `?`,
     `[...]`), matched against the whole name or value, case-sensitively. A value
-    that is not a string is matched as compact JSON. A call lacking a named
-    argument does not match.
+    that is not a string is matched as compact JSON.
+
+    `paths` are globs on a path argument after it is normalized (`normal_path`:
+    `.`, `..` and `//` resolved as posixpath.normpath does, so `..` never leaves
+    the pattern's folder). A value that cannot be read as an absolute path with
+    confidence (relative, `~`-prefixed, holding a NUL byte, not a string) is unsure:
+    a deny or ask path pattern applies to it, an allow path pattern never does.
+
+    A call lacking an argument the rule names cannot be evaluated by it: an allow
+    rule does not match, a deny or ask rule (whose other patterns do or may match)
+    makes the call `ask`, and the reason names the missing argument.
 
     `shell` is at most one shell pattern, `(argument, pattern)`: the argument is
     read as a shell command and the pattern is matched against each simple
@@ -70,7 +86,8 @@ class Rule(Checked):
     through only together: when every simple command of the argument surely
     matches one of them; a command they cannot read is at least `ask`.
 
-    The text form reads `"<action> <tool>[(<arg>=<glob>, <arg>~<shell pattern>, ...)]"`;
+    The text form reads
+    `"<action> <tool>[(<arg>=<glob>, <arg>^=<path glob>, <arg>~<shell pattern>, ...)]"`;
     a value that would not read back (leading or trailing spaces, a `, name=` inside,
     a leading `"`) is written as a JSON string.
     """
@@ -85,19 +102,24 @@ class Rule(Checked):
     """(argument name, glob on its value) pairs; all must match."""
     shell: tuple[str, str] | None = None
     """(argument name, shell pattern), e.g. `("command", "rm -rf *")`; see the class docstring."""
+    paths: tuple[tuple[str, str], ...] = ()
+    """(argument name, glob on the normalized absolute path) pairs, e.g.
+    `("path", "/srv/out/*")`; see the class docstring."""
 
     @model_validator(mode="after")
-    def _check_shell(self) -> Rule:
+    def _check_patterns(self) -> Rule:
         if self.shell is not None:
             from agentfsm import _shell as shell  # a policy without shell rules never loads it
 
             shell.pattern(self.shell[1])
+        for name, pattern in self.paths:
+            _check_path_pattern(name, pattern)
         return self
 
     @property
     def names_tool_only(self) -> bool:
         """Whether the rule speaks about every call of its tools (no argument patterns)."""
-        return not self.args and self.shell is None
+        return not self.args and self.shell is None and not self.paths
 
     @classmethod
     def parse(cls, text: str) -> Rule:
@@ -105,22 +127,26 @@ class Rule(Checked):
         found = _RULE.match(text) if isinstance(text, str) else None
         if found is None:
             raise PolicyError(
-                f"permission rule {text!r} does not parse: expected "
-                "'<allow|ask|deny> <tool glob>[(<argument>=<glob>, <argument>~<shell pattern>)]', "
+                f"permission rule {text!r} does not parse: expected '<allow|ask|deny> <tool glob>"
+                "[(<argument>=<glob>, <argument>^=<path glob>, <argument>~<shell pattern>)]', "
                 "e.g. 'deny bash(command~rm -rf *)'"
             )
         action, tool, inner = found.groups()
         if tool.startswith('"'):
             tool = _quoted_tool(tool, text)
-        args: list[tuple[str, str]] = []
-        shells: list[tuple[str, str]] = []
+        parts: dict[str, list[tuple[str, str]]] = {"=": [], "~": [], "^=": []}
         for name, op, value in _arguments(inner, text) if inner is not None else ():
-            (shells if op == "~" else args).append((name, value))
+            parts[op].append((name, value))
+        shells = parts["~"]
         if len(shells) > 1:
             raise PolicyError(f"permission rule {text!r} has more than one shell pattern (~)")
         try:
             return cls(
-                action=action, tool=tool, args=tuple(args), shell=shells[0] if shells else None
+                action=action,
+                tool=tool,
+                args=tuple(parts["="]),
+                shell=shells[0] if shells else None,
+                paths=tuple(parts["^="]),
             )
         except DataError as exc:
             raise PolicyError(f"permission rule {text!r} is invalid: {exc.message}") from exc
@@ -136,22 +162,25 @@ class Rule(Checked):
             return cls._from_mapping(item)
         raise PolicyError(
             f"permission rule {item!r} is a {type(item).__name__}: expected a string such as "
-            "'deny bash(command~rm -rf *)' or a mapping {'action', 'tool', 'args', 'shell'}"
+            "'deny bash(command~rm -rf *)' or a mapping {'action', 'tool', 'args', 'shell', "
+            "'paths'}"
         )
 
     @classmethod
     def _from_mapping(cls, item: Mapping[str, Any]) -> Rule:
-        """A mapping: `args` maps names to globs (or is `model_dump`'s pairs), `shell` likewise."""
+        """A mapping: `args` and `paths` map names to globs (or are `model_dump`'s pairs),
+        `shell` maps one name to a shell pattern."""
         action, tool = item.get("action"), item.get("tool")
         args, shell = _pairs(item.get("args")), _pairs(item.get("shell"))
-        extra = sorted(set(item) - {"action", "tool", "args", "shell"}, key=repr)
+        paths = _pairs(item.get("paths"))
+        extra = sorted(set(item) - {"action", "tool", "args", "shell", "paths"}, key=repr)
         problem = None
         if action not in _STRENGTH:
             problem = f"'action' must be 'allow', 'ask' or 'deny', not {action!r}"
         elif not isinstance(tool, str) or not tool:
             problem = f"'tool' must be a non-empty glob, not {tool!r}"
-        elif args is None:
-            problem = "'args' must map argument names to glob strings"
+        elif args is None or paths is None:
+            problem = "'args' and 'paths' must map argument names to glob strings"
         elif shell is None or len(shell) > 1:
             problem = "'shell' must map one argument name to a shell pattern"
         elif extra:
@@ -159,38 +188,47 @@ class Rule(Checked):
         if problem is not None:
             raise PolicyError(f"permission rule {dict(item)!r} is invalid: {problem}")
         try:
-            return cls(action=action, tool=tool, args=args, shell=shell[0] if shell else None)
+            return cls(
+                action=action,
+                tool=tool,
+                args=args,
+                shell=shell[0] if shell else None,
+                paths=paths,
+            )
         except DataError as exc:
             raise PolicyError(f"permission rule {dict(item)!r} is invalid: {exc.message}") from exc
 
     def matches(self, call: ToolCall) -> bool:
-        """Whether the rule alone applies to `call` (an allow shell rule: covers every command)."""
+        """Whether the rule alone gives `call` its action (an allow shell rule: covers every
+        command); a deny or ask rule missing an argument of the call does not (it asks)."""
+        if self.action != "allow":
+            verdict = _restricting(self, call, {})
+            return verdict is not None and verdict[0] == self.action
         if not self.applies_to(call):
             return False
         if self.shell is None:
             return True
         script = _script(call, self.shell[0])
-        if self.action == "allow":
-            together = _covered(call, (self,), {self.shell[0]: script})
-            return together is not None and together[0] == "allow"
-        return _flagged(self, script) is not None
+        together = _covered(call, (self,), {self.shell[0]: script})
+        return together is not None and together[0] == "allow"
 
     def applies_to(self, call: ToolCall) -> bool:
-        """Whether the tool name and every glob match, and the shell argument is present."""
+        """Whether the tool name and every glob match, every path pattern surely matches, and
+        the shell argument is present (an allow rule's test; deny and ask rules read more)."""
         if not fnmatch.fnmatchcase(call.name, self.tool):
             return False
         arguments = call.arguments or {}
         for name, pattern in self.args:
-            if name not in arguments:
+            if name not in arguments or not _glob_matches(pattern, arguments[name]):
                 return False
-            value = arguments[name]
-            text = value if isinstance(value, str) else _compact(value)
-            if not fnmatch.fnmatchcase(text, pattern):
+        for name, pattern in self.paths:
+            if name not in arguments or _path_says(pattern, arguments[name]) != "":
                 return False
         return self.shell is None or self.shell[0] in arguments
 
     def __str__(self) -> str:
         parts = [f"{name}={_written(pattern)}" for name, pattern in self.args]
+        parts += [f"{name}^={_written(pattern)}" for name, pattern in self.paths]
         if self.shell is not None:
             parts.append(f"{self.shell[0]}~{_written(self.shell[1])}")
         tool = self.tool if re.fullmatch(r'[^\s("]+', self.tool) else json.dumps(self.tool)
@@ -219,8 +257,8 @@ def _arguments(inner: str, text: str) -> list[tuple[str, str, str]]:
         if head is None:
             where = inner[position:].split(",", 1)[0].strip()
             raise PolicyError(
-                f"permission rule {text!r} does not parse: {where!r} "
-                "is not '<argument>=<glob>' or '<argument>~<shell pattern>'"
+                f"permission rule {text!r} does not parse: {where!r} is not "
+                "'<argument>=<glob>', '<argument>^=<path glob>' or '<argument>~<shell pattern>'"
             )
         value, position = _value(inner, head.end())
         items.append((head.group(1), head.group(2), value))
@@ -277,6 +315,56 @@ def _pairs(value: object) -> tuple[tuple[str, str], ...] | None:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _glob_matches(pattern: str, value: object) -> bool:
+    """Whether a glob matches an argument's value (a non-string as compact JSON)."""
+    return fnmatch.fnmatchcase(value if isinstance(value, str) else _compact(value), pattern)
+
+
+# -- path patterns ----------------------------------------------------------------------
+
+
+def normal_path(value: object) -> tuple[str | None, str]:
+    """`value` as a normalized absolute path, or None and why it cannot be read as one.
+
+    Normalized as posixpath.normpath does, without reading the file system (symlinks
+    are not followed): `.` and empty segments drop, `..` removes the segment before
+    it and never climbs above `/`, and leading slashes become one. A relative path
+    (no base is known), a `~` path (a home directory known only at run time), a NUL
+    byte or a value that is not a string is unsure.
+    """
+    if not isinstance(value, str):
+        return None, f"it is a {type(value).__name__}, not a path string"
+    if "\0" in value:
+        return None, "it holds a NUL byte"
+    if value.startswith("~"):
+        return None, "it starts with '~', a home directory known only at run time"
+    if not value.startswith("/"):
+        return None, "it is a relative path, and no base directory is known"
+    return "/" + posixpath.normpath(value).lstrip("/"), ""
+
+
+def _check_path_pattern(name: str, pattern: str) -> None:
+    """A path pattern must itself be a normalized absolute path glob, so it reads one way."""
+    if (
+        not pattern.startswith("/")
+        or "\0" in pattern
+        or (pattern != "/" and pattern.endswith("/"))
+        or normal_path(pattern)[0] != pattern
+    ):
+        raise PolicyError(
+            f"path pattern {name}^={pattern!r} must be an absolute, normalized path glob "
+            "(no '.', '..', '//' or trailing '/'), e.g. '/srv/out/*' for everything inside /srv/out"
+        )
+
+
+def _path_says(pattern: str, value: object) -> str | None:
+    """Whether a path pattern matches `value`: "" surely, None surely not, else why unsure."""
+    normal, why = normal_path(value)
+    if normal is None:
+        return f"{value!r:.80} may be under {pattern}: {why}"
+    return "" if fnmatch.fnmatchcase(normal, pattern) else None
 
 
 def _script(call: ToolCall, argument: str) -> Script:
@@ -370,20 +458,18 @@ def _from_rules(call: ToolCall, rules: tuple[Rule, ...]) -> tuple[Verdict | None
     allowing: list[Rule] = []
     scripts: dict[str, Script] = {}
     for rule in rules:
-        if not rule.applies_to(call):
+        if rule.action != "allow":
+            said = _restricting(rule, call, scripts)
+            if said is None:
+                continue
+            best = _stronger(best, said)
+        elif not rule.applies_to(call):
             continue
-        if rule.shell is None:
+        elif rule.shell is None:
             best = _stronger(best, _understood(rule.action, f"rule {str(rule)!r}"))
-        elif rule.action == "allow":
+        else:
             allowing.append(rule)
             continue
-        else:
-            argument = rule.shell[0]
-            script = scripts[argument] = scripts.get(argument) or _script(call, argument)
-            why = _flagged(rule, script)
-            if why is None:
-                continue
-            best = _stronger(best, _understood(rule.action, f"rule {str(rule)!r}: {why}"))
         if best[0] == "deny":
             return best, None
     together = _covered(call, allowing, scripts) if allowing else None
@@ -392,6 +478,54 @@ def _from_rules(call: ToolCall, rules: tuple[Rule, ...]) -> tuple[Verdict | None
     if together[0] == "allow":
         return _stronger(best, together), None
     return best, together  # an unreadable command: a floor under the default, not a verdict
+
+
+def _restricting(rule: Rule, call: ToolCall, scripts: dict[str, Script]) -> Verdict | None:
+    """What a deny or ask `rule` says of `call`: None when a pattern surely does not match.
+
+    When every pattern present is, or may be, what it names: the rule's action, or
+    `ask` when an argument the rule names is absent from the call, which the rule
+    then cannot evaluate (`deny bash(comand~rm -rf *)` never silently passes a call).
+    """
+    if not fnmatch.fnmatchcase(call.name, rule.tool):
+        return None
+    arguments = call.arguments or {}
+    whys = _present_patterns(rule, call, scripts)
+    if whys is None:
+        return None
+    absent = [name for name in rule_arguments(rule) if name not in arguments]
+    if absent:
+        return "ask", (
+            f"rule {str(rule)!r} names argument {absent[0]!r}, which this call does not have: "
+            "the rule cannot be evaluated, so the call is asked"
+        )
+    return _understood(rule.action, f"rule {str(rule)!r}" + "".join(f": {w}" for w in whys))
+
+
+def _present_patterns(rule: Rule, call: ToolCall, scripts: dict[str, Script]) -> list[str] | None:
+    """Why each pattern of a deny or ask `rule` whose argument the call has is, or may be,
+    what it names (nothing for a sure glob or path match); None when one surely is not."""
+    arguments = call.arguments or {}
+    for name, pattern in rule.args:
+        if name in arguments and not _glob_matches(pattern, arguments[name]):
+            return None
+    whys: list[str] = []
+    for name, pattern in rule.paths:
+        if name not in arguments:
+            continue
+        why = _path_says(pattern, arguments[name])
+        if why is None:
+            return None
+        if why:  # unsure: "is or may be" applies a deny or ask
+            whys.append(why)
+    if rule.shell is not None and rule.shell[0] in arguments:
+        argument = rule.shell[0]
+        script = scripts[argument] = scripts.get(argument) or _script(call, argument)
+        why = _flagged(rule, script)
+        if why is None:
+            return None
+        whys.append(why)
+    return whys
 
 
 def _understood(value: object, source: str) -> Verdict:
@@ -429,6 +563,37 @@ def _stronger(current: Verdict | None, new: Verdict) -> Verdict:
 _GLOB = re.compile(r"[*?\[]")
 _MAX_SCHEMA_DEPTH = 8
 """How deep `$ref`, `allOf`, `anyOf` and `oneOf` are followed to read a tool's argument names."""
+
+
+COMMAND_ARGUMENTS = frozenset(
+    {"command", "commands", "cmd", "cmdline", "command_line", "script", "shell", "bash", "sh"}
+    | {"argv"}
+)
+"""Argument names that hold a shell command; also any name ending in `_command`, `_cmd` or
+`_script`. `agentfsm lint` without `--tools` warns on a shell pattern (`~`) on another name:
+a misspelled name (`comand`) is absent from every call, and the rule then only asks."""
+
+PATH_ARGUMENTS = frozenset(
+    {"path", "paths", "file", "files", "filename", "filepath", "file_path", "pathname"}
+    | {"dir", "dirname", "directory", "folder", "dest", "destination", "target", "src"}
+    | {"cwd", "workdir", "working_dir", "root"}
+)
+"""Argument names that hold a file system path; also any name ending in `_path`, `_file`,
+`_dir`, `_directory` or `_folder`. `agentfsm lint` warns on a plain glob (`=`) on one:
+`/srv/out/*` also matches `/srv/out/../x`; the path pattern (`^=`) does not."""
+
+_COMMAND_ENDS = ("_command", "_cmd", "_script")
+_PATH_ENDS = ("_path", "_file", "_dir", "_directory", "_folder")
+
+
+def is_command_like(name: str) -> bool:
+    """Whether an argument name says it holds a shell command (`COMMAND_ARGUMENTS`)."""
+    return name.lower() in COMMAND_ARGUMENTS or name.lower().endswith(_COMMAND_ENDS)
+
+
+def is_path_like(name: str) -> bool:
+    """Whether an argument name says it holds a file system path (`PATH_ARGUMENTS`)."""
+    return name.lower() in PATH_ARGUMENTS or name.lower().endswith(_PATH_ENDS)
 
 
 def is_glob(text: str) -> bool:
@@ -515,8 +680,8 @@ def never_applies(rule: Rule, tools: Mapping[str, object]) -> str | None:
 
 
 def rule_arguments(rule: Rule) -> list[str]:
-    """The argument names a rule's patterns read, in the order written."""
-    names = [name for name, _ in rule.args]
+    """The argument names a rule's patterns read: its globs, path patterns, then shell pattern."""
+    names = [name for name, _ in (*rule.args, *rule.paths)]
     return names + ([rule.shell[0]] if rule.shell is not None else [])
 
 
@@ -533,6 +698,8 @@ def shadowed(rules: Sequence[Rule], table: Mapping[str, object]) -> list[tuple[i
     rule written first, then to the rules over the table): a rule never decides when
     another rule applies to every call it applies to, with a stronger action or the
     same action written earlier, or when the table's entry for its one tool is stronger.
+    A deny or ask rule on a call lacking an argument it names asks (`decide`), so a
+    deny with arguments shadows an ask only when written before it.
     """
     found: list[tuple[int, str]] = []
     for index, rule in enumerate(rules):
@@ -547,8 +714,17 @@ def _decided_before(rule: Rule, index: int, rules: Sequence[Rule]) -> str | None
         if other_index == index or not _covers(other, rule):
             continue
         stronger = _STRENGTH[other.action] > _STRENGTH[rule.action]
-        if stronger or (other.action == rule.action and other_index < index):
+        if stronger and rule.action == "ask" and other_index > index and rule_arguments(other):
+            # On a call lacking one of its arguments the deny only asks too, and the ask
+            # written first speaks: it still decides there.
+            continue
+        # Allow shell rules speak together, so a wider one makes a narrower one idle
+        # wherever it is written (a twin only after it, or both would be named).
+        together = rule.action == other.action == "allow" and None not in (rule.shell, other.shell)
+        wider = together and not _covers(rule, other)
+        if stronger or (other.action == rule.action and (other_index < index or wider)):
             how = "a stronger action" if stronger else "the same action, written first"
+            how = "the same action" if wider and other_index > index else how
             return (
                 f"rule {str(rule)!r} never decides: rule {str(other)!r} applies to every "
                 f"call it applies to, with {how}"
@@ -570,14 +746,24 @@ def _covers(wide: Rule, narrow: Rule) -> bool:
     """Whether `wide` surely gives its verdict on every call where `narrow` gives its own.
 
     Read conservatively: a glob includes another only when it is all `*`, equal, or
-    matches a plain name; a deny or ask shell pattern only its own twin; an allow shell
-    pattern never (allow shell rules decide together).
+    matches a plain name; a path pattern only its own twin in a rule of the same kind
+    (allow, or deny and ask); a deny or ask shell pattern one of a deny or ask rule
+    with the same name, fewer flags and operands in order; an allow shell pattern one
+    of an allow rule alike but for the pattern, word by word.
     """
     if not _glob_includes(wide.tool, narrow.tool):
         return False
-    present = {name for name, _ in narrow.args} | (
-        {narrow.shell[0]} if narrow.shell is not None else set()
-    )
+    if wide.paths and (
+        not set(wide.paths) <= set(narrow.paths)
+        or (wide.action == "allow") != (narrow.action == "allow")
+    ):
+        return False
+    return _args_cover(wide, narrow) and _shell_covers(wide, narrow)
+
+
+def _args_cover(wide: Rule, narrow: Rule) -> bool:
+    """Whether each glob of `wide` matches every value `narrow` lets through."""
+    present = set(rule_arguments(narrow))
     narrow_args = dict(narrow.args)
     for name, pattern in wide.args:
         if name not in present:
@@ -585,11 +771,50 @@ def _covers(wide: Rule, narrow: Rule) -> bool:
         if name in narrow_args:
             if not _glob_includes(pattern, narrow_args[name]):
                 return False
-        elif pattern.strip("*"):  # `narrow` reads it as a command: only `*` surely matches
+        elif pattern.strip("*"):  # `narrow` reads it otherwise: only `*` surely matches
             return False
+    return True
+
+
+def _shell_covers(wide: Rule, narrow: Rule) -> bool:
+    """Whether `wide`'s shell pattern (if any) speaks on every command `narrow`'s does."""
     if wide.shell is None:
         return True
-    return wide.action != "allow" and narrow.shell == wide.shell and narrow.action != "allow"
+    if narrow.shell is None or narrow.shell[0] != wide.shell[0]:
+        return False
+    if wide.action == narrow.action == "allow":
+        same = (wide.tool, wide.args, wide.paths) == (narrow.tool, narrow.args, narrow.paths)
+        return same and _allow_includes(wide.shell[1], narrow.shell[1])
+    if "allow" in (wide.action, narrow.action):
+        return False
+    return _shell_includes(wide.shell[1], narrow.shell[1])
+
+
+def _shell_includes(wide: str, narrow: str) -> bool:
+    """Whether every command deny or ask shell pattern `narrow` is or may be, `wide` is or
+    may be too: the same name (or a wider glob), fewer flags, operands a subsequence."""
+    from agentfsm import _shell as shell
+
+    w, n = shell.pattern(wide), shell.pattern(narrow)
+    if w.name != n.name and ("/" in w.name + n.name or not _glob_includes(w.name, n.name)):
+        return False
+    if not w.flags <= n.flags:
+        return False
+    rest = iter(n.operands)  # the earliest fit leaves the most room for the next operand
+    return all(any(_glob_includes(glob, other) for other in rest) for glob in w.operands)
+
+
+def _allow_includes(wide: str, narrow: str) -> bool:
+    """Whether allow shell pattern `wide` surely matches every command `narrow` surely
+    matches: word by word, each glob of `wide` including its counterpart."""
+    from agentfsm import _shell as shell
+
+    w, n = shell.pattern(wide), shell.pattern(narrow)
+    if not _glob_includes(w.name, n.name) or len(w.words) > len(n.words):
+        return False
+    if not w.open and (n.open or len(w.words) != len(n.words)):
+        return False
+    return all(_glob_includes(a, b) for a, b in zip(w.words, n.words, strict=False))
 
 
 def _glob_includes(wide: str, narrow: str) -> bool:

@@ -26,16 +26,18 @@ OUT = Path(__file__).resolve().parent / "policy.schema.json"
 RULE_TEXT = {
     "type": "string",
     "description": "A rule as text: '<allow|ask|deny> <tool glob>[(<argument>=<glob>, "
-    "<argument>~<shell pattern>, ...)]', e.g. 'deny bash(command~rm -rf *)'.",
+    "<argument>^=<path glob>, <argument>~<shell pattern>, ...)]', "
+    "e.g. 'deny bash(command~rm -rf *)'.",
 }
 RULE_MAPPING = {
     "type": "object",
-    "description": "A rule as a mapping: `args` maps argument names to globs, `shell` maps one "
-    "argument name to a shell pattern.",
+    "description": "A rule as a mapping: `args` maps argument names to globs, `paths` argument "
+    "names to globs on the normalized path, `shell` maps one argument name to a shell pattern.",
     "properties": {
         "action": {"enum": ["allow", "ask", "deny"]},
         "tool": {"type": "string", "minLength": 1, "description": "A glob on the tool's name."},
         "args": {"type": "object", "additionalProperties": {"type": "string"}},
+        "paths": {"type": "object", "additionalProperties": {"type": "string"}},
         "shell": {
             "type": "object",
             "additionalProperties": {"type": "string"},

@@ -8,13 +8,18 @@ shows it; `FILE: level: message` where it cannot be placed):
   does not take (each with the closest declared name);
 - warnings: a rule that never decides a call (another rule applies to every call it
   applies to with a stronger action, or the same action written first, or the table's
-  entry for its tool is stronger), and with `--tools` a glob matching no declared tool.
+  entry for its tool is stronger: an `ask` under a broader `deny`, a shell pattern
+  another of the same action covers), a plain glob (`=`) on a path-like argument (the
+  path pattern `^=` reads `..`); with `--tools` a glob matching no declared tool, and
+  without it a shell pattern (`~`) on an argument whose name is not a command's
+  (`COMMAND_ARGUMENTS`: a misspelled name makes the rule ask every call, never check it).
 
 `--tools FILE` is a JSON list of tool declarations as `Controller(tools=...)` takes
 them: OpenAI-style function specs (`{"type": "function", "function": {...}}` or
 `{"name", "description", "parameters"}`), Anthropic's `input_schema`, or plain names.
 Exit 0 when nothing is found, 1 on findings, 2 when the policy or tools file cannot be
-read (not a regular file, not UTF-8, not JSON or TOML).
+read (not a regular file, not UTF-8, not JSON or TOML, a key written twice in one object,
+or fields both at the top and under `policy`), as `Policy.from_file` refuses it.
 """
 
 from __future__ import annotations
@@ -23,19 +28,22 @@ import argparse
 import fnmatch
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm._engine.policy import Policy
+from agentfsm._engine.policy import Policy, policy_fields, undeclared_entries
 from agentfsm._model import limits
 from agentfsm._model._files import open_regular
 from agentfsm._model.tools import tool_specs
 from agentfsm._permissions import (
+    COMMAND_ARGUMENTS,
     Rule,
     did_you_mean,
+    is_command_like,
+    is_path_like,
     never_applies,
+    normal_path,
     shadowed,
 )
 from agentfsm.exceptions import AgentFSMError, PolicyError, ToolDefinitionError
@@ -73,7 +81,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Lint the policy file; print the findings; 0 clean, 1 findings (2 raised as bad input)."""
     text = _read(args.policy, PolicyError, "policy file")
-    data = _decoded(args.policy, text)
+    # As Policy.from_file reads it: a repeated key, or fields both at the top and under
+    # `policy`, is refused (exit 2) with the file and line, never linted as the last value.
+    data = policy_fields(text, args.policy, toml=args.policy.endswith(".toml"))
     tools = _tools(args.tools) if args.tools else None
     findings = lint(data, Lines(text, toml=args.policy.endswith(".toml")), tools)
     for finding in findings:
@@ -94,15 +104,6 @@ def _read(path: str, error: type[AgentFSMError], what: str) -> str:
         raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise error(f"{what} {path} is not UTF-8 text: {exc.reason}") from exc
-
-
-def _decoded(path: str, text: str) -> Any:
-    try:
-        return tomllib.loads(text) if path.endswith(".toml") else json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PolicyError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
 
 
 def _tools(path: str) -> dict[str, Any]:
@@ -174,15 +175,8 @@ class Lines:
         return (found.start(), found.end()) if found is not None else None
 
 
-def lint(data: Any, lines: Lines, tools: Mapping[str, Any] | None) -> list[Finding]:
-    """The findings of a policy file's decoded `data`, placed with `lines`, against `tools`."""
-    if not isinstance(data, Mapping):
-        return [Finding(1, "error", f"a policy file holds an object, not {type(data).__name__}")]
-    fields = data.get("policy", data)
-    if not isinstance(fields, Mapping):
-        where = lines.key("policy")
-        line = lines.line_at(where) if where is not None else None
-        return [Finding(line, "error", "'policy' must be a table of the policy's fields")]
+def lint(fields: Mapping[str, Any], lines: Lines, tools: Mapping[str, Any] | None) -> list[Finding]:
+    """The findings of a policy file's `fields` (`policy_fields`), placed with `lines`."""
     findings: list[Finding] = []
     rules: list[tuple[Rule, int | None]] = []
     for name, value in fields.items():
@@ -267,9 +261,56 @@ def _against(
     findings: list[Finding] = []
     if tools is not None:
         findings += _against_tools(rules, table, tools, lines)
+    else:
+        findings += _unsure_shell_arguments(rules)
+    findings += _path_globs(rules)
     only = [rule for rule, _ in rules]
     for index, why in shadowed(only, table):
         findings.append(Finding(rules[index][1], "warning", why))
+    return findings
+
+
+def _unsure_shell_arguments(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
+    """Shell patterns on an argument whose name does not say it holds a command."""
+    findings = []
+    for rule, line in rules:
+        if rule.shell is not None and not is_command_like(rule.shell[0]):
+            findings.append(
+                Finding(
+                    line,
+                    "warning",
+                    f"rule {str(rule)!r} reads argument {rule.shell[0]!r} as a shell command, "
+                    "but the name is not one of a command "
+                    f"({', '.join(sorted(COMMAND_ARGUMENTS))}, *_command, *_cmd, *_script): "
+                    "a call without it is only asked, never checked; pass --tools to check the "
+                    "name against the tool's schema",
+                )
+            )
+    return findings
+
+
+def _path_globs(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
+    """Plain globs on path-like arguments, with the path pattern that reads them safely."""
+    findings = []
+    for rule, line in rules:
+        for name, pattern in rule.args:
+            if not is_path_like(name):
+                continue
+            normal = normal_path(pattern)[0]
+            better = (
+                f"{name}^={pattern}"
+                if normal == pattern and (pattern == "/" or not pattern.endswith("/"))
+                else f"{name}^=<an absolute, normalized path glob>"
+            )
+            findings.append(
+                Finding(
+                    line,
+                    "warning",
+                    f"rule {str(rule)!r} matches path argument {name!r} with a plain glob, "
+                    f"which '..' gets past ('{pattern}' may match '/x/../elsewhere'); "
+                    f"write the path pattern {better}",
+                )
+            )
     return findings
 
 
@@ -289,9 +330,5 @@ def _against_tools(
             findings.append(Finding(line, "warning", why))
     where = lines.key("permissions")
     line = lines.line_at(where) if where is not None else None
-    for name in table:
-        if name != "*" and name not in tools:
-            hint = did_you_mean(name, tools)
-            why = f"permissions[{name!r}] names a tool that is not declared{hint}"
-            findings.append(Finding(line, "error", why))
+    findings += [Finding(line, "error", why) for why in undeclared_entries(table, tools)]
     return findings

@@ -7,10 +7,8 @@ guards=[TokenBudget(200_000) | CostBudget(0.5)])` and a policy file with
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import tomllib
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -22,7 +20,7 @@ from pydantic.json_schema import SkipJsonSchema
 from agentfsm._engine.routes import Route, RouteTable
 from agentfsm._model import limits
 from agentfsm._model._checked import Checked, listed, read
-from agentfsm._model._files import open_regular
+from agentfsm._model._files import open_regular, read_document, top_level_line
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import State, ToolCall
 from agentfsm._permissions import (
@@ -31,6 +29,8 @@ from agentfsm._permissions import (
     Rule,
     Verdict,
     decide,
+    did_you_mean,
+    is_glob,
     never_applies,
 )
 from agentfsm.exceptions import DataError, PolicyError
@@ -70,6 +70,8 @@ __all__ = [
     "boundary_guards",
     "build_routes",
     "check_against_tools",
+    "policy_fields",
+    "undeclared_entries",
 ]
 
 FEEDBACK_GRACE = 2
@@ -238,7 +240,12 @@ class Policy(Checked):
         data["handoffs"] = sorted(self.handoffs)
         data["final_tools"] = sorted(self.final_tools)
         # Structured, never text: a glob holding ", name=" or edge spaces would not parse back.
-        data["permission_rules"] = [rule.model_dump(mode="json") for rule in self.permission_rules]
+        # A rule without path patterns is written as before they existed, so older dumps
+        # of the same policy still compare equal when loaded.
+        data["permission_rules"] = [
+            rule.model_dump(mode="json", exclude=set() if rule.paths else {"paths"})
+            for rule in self.permission_rules
+        ]
         return data
 
     @classmethod
@@ -273,14 +280,42 @@ class Policy(Checked):
             raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
         except UnicodeDecodeError as exc:
             raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
-        try:
-            data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            kind = "TOML" if file.suffix == ".toml" else "JSON"
-            raise PolicyError(f"policy file {file} is not valid {kind}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise PolicyError(f"policy file {file} must hold an object, not {type(data).__name__}")
-        return cls.from_mapping(data.get("policy", data), source=str(file))
+        fields = policy_fields(text, str(file), toml=file.suffix == ".toml")
+        return cls.from_mapping(fields, source=str(file))
+
+
+def policy_fields(text: str, source: str, *, toml: bool) -> Mapping[str, Any]:
+    """The policy's fields in a policy file's `text`: at the top, or all under a `policy` key.
+
+    A file that is not valid JSON (or TOML), writes a key twice in one object, holds
+    anything but an object, or has fields both at the top and under `policy` (which
+    would silently drop the top ones, denies included) raises PolicyError naming
+    `source` and the line.
+    """
+    data = read_document(
+        text, source, toml=toml, refuse=lambda why: PolicyError(f"policy file {why}")
+    )
+    if not isinstance(data, dict):
+        raise PolicyError(f"policy file {source} must hold an object, not {type(data).__name__}")
+    if "policy" not in data:
+        return data
+    beside = [key for key in data if key != "policy"]
+    if beside:
+        line = top_level_line(text, beside[0], toml=toml)
+        where = f"{source}:{line}" if line is not None else source
+        raise PolicyError(
+            f"policy file {where}: {beside[0]!r} sits beside the 'policy' key, which holds the "
+            f"policy's fields; put every field under 'policy', or none (beside it: {beside})"
+        )
+    fields = data["policy"]
+    if not isinstance(fields, dict):
+        line = top_level_line(text, "policy", toml=toml)
+        where = f"{source}:{line}" if line is not None else source
+        raise PolicyError(
+            f"policy file {where}: 'policy' must be a table of the policy's fields, "
+            f"not {type(fields).__name__}"
+        )
+    return fields
 
 
 def _rule(item: Any) -> Rule:
@@ -298,15 +333,19 @@ def _rule(item: Any) -> Rule:
 
 
 def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) -> None:
-    """Raise PolicyError when a permission rule of `policy` can never apply to `tools`.
+    """Raise PolicyError when a permission rule or `permissions` entry of `policy` can never
+    apply to `tools`.
 
     With tools declared, a rule naming a tool that is not declared (unless its tool
     part is a glob), or an argument that no matching tool's schema takes, would never
-    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. Each problem is
-    named, with the closest declared name. `tools=None` (any name accepted) checks
-    nothing; `agentfsm lint` reports these and more without building a Controller.
+    match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. A `permissions`
+    entry is looked up by the exact tool name, so a key that names no declared tool
+    (a glob such as `"read_*"` included; `"*"` is the default) would never speak
+    either. Each problem is named, with the closest declared name. `tools=None` (any
+    name accepted) checks nothing; `agentfsm lint` reports these and more without
+    building a Controller.
     """
-    if tools is None or not policy.permission_rules:
+    if tools is None or not (policy.permission_rules or policy.permissions):
         return
     schemas = {name: spec.parameters for name, spec in tools.items()}
     problems = [
@@ -314,10 +353,31 @@ def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) ->
         for why in (never_applies(rule, schemas) for rule in policy.permission_rules)
         if why is not None
     ]
+    problems += [("permissions", why) for why in undeclared_entries(policy.permissions, tools)]
     if problems:
         raise PolicyError(
             f"the policy does not fit the declared tools: {listed(problems)}", problems=problems
         )
+
+
+def undeclared_entries(table: Mapping[str, object], tools: Mapping[str, object]) -> list[str]:
+    """Why each `permissions` key other than `"*"` that names no declared tool never speaks.
+
+    The table is read by exact tool name, never as a glob: `"read_*"` speaks only for a
+    tool named `read_*`, so it is named here too, with the rule that says what it means.
+    """
+    found = []
+    for name in table:
+        if name == "*" or name in tools:
+            continue
+        why = f"permissions[{name!r}] names a tool that is not declared{did_you_mean(name, tools)}"
+        if is_glob(name):
+            why += (
+                f"; its keys are exact tool names, not globs (for every tool matching it, "
+                f"write a rule: '{table[name]} {name}')"
+            )
+        found.append(f"{why} (declared: {', '.join(sorted(tools)) or 'none'})")
+    return found
 
 
 def as_policy(policy: object, where: str = "policy") -> Policy:

@@ -42,6 +42,39 @@ class TestExplain:
         assert_bad_input(run_agentfsm("explain", _policy(tmp_path), "bash"), "CALL is not JSON")
         assert_bad_input(run_agentfsm("explain", _policy(tmp_path), "[1]"), "JSON object")
 
+    def test_a_rule_missing_its_argument_asks_and_says_why(self, tmp_path: Path) -> None:
+        """`deny bash(comand~rm -rf *)` on `rm -rf /`: ask, naming the argument the call lacks."""
+        path = tmp_path / "policy.json"
+        path.write_text(json.dumps({"permission_rules": ["deny bash(comand~rm -rf *)"]}), "utf-8")
+        call = {"name": "bash", "arguments": {"command": "rm -rf /"}}
+        done = run_agentfsm("explain", path, json.dumps(call))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("ask: rule 'deny bash(comand~rm -rf *)' names argument ")
+        assert "'comand', which this call does not have" in done.stdout
+
+    def test_a_path_rule_names_why_an_unsure_path_is_denied(self, tmp_path: Path) -> None:
+        """`deny write_file(path^=/etc/*)` on a relative path: deny, saying it may be under it."""
+        path = tmp_path / "policy.json"
+        path.write_text(
+            json.dumps({"permission_rules": ["deny write_file(path^=/etc/*)"]}), "utf-8"
+        )
+        call = {"name": "write_file", "arguments": {"path": "../etc/passwd"}}
+        done = run_agentfsm("explain", path, json.dumps(call))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("deny: rule 'deny write_file(path^=/etc/*)': '../etc/passwd'")
+        assert "may be under /etc/*: it is a relative path" in done.stdout
+
+    def test_a_policy_with_a_repeated_key_is_refused(self, tmp_path: Path) -> None:
+        """A second `permission_rules` would wipe the deny: exit 2 naming the file and line 2."""
+        path = tmp_path / "policy.json"
+        path.write_text(
+            '{"permission_rules": ["deny bash(command~rm -rf *)"],\n"permission_rules": []}',
+            encoding="utf-8",
+        )
+        call = {"name": "bash", "arguments": {"command": "rm -rf /"}}
+        done = run_agentfsm("explain", path, json.dumps(call))
+        assert_bad_input(done, f"{path}:2: key 'permission_rules' is written twice")
+
 
 class TestVersion:
     """`agentfsm --version` prints the package's version."""

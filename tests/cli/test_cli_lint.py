@@ -100,18 +100,82 @@ class TestFindings:
             (
                 "2",
                 "error",
-                "permissions['bsh'] names a tool that is not declared; did you mean 'bash'?",
+                (
+                    "permissions['bsh'] names a tool that is not declared; "
+                    "did you mean 'bash'? (declared: bash, read_file)"
+                ),
             )
         ]
 
     def test_a_clean_policy_exits_zero_with_nothing_printed(self, tmp_path: Path) -> None:
         """Rules that fit the tools and each other: exit 0, no output."""
-        rules = ["deny bash(command~rm -rf *)", "ask read_file(path=/etc/*)", "allow bash"]
+        rules = ["deny bash(command~rm -rf *)", "ask read_file(path^=/etc/*)", "allow bash"]
         policy, tools = _files(
             tmp_path, json.dumps({"policy": {"permission_rules": rules, "max_turns": 9}})
         )
         done = agentfsm("lint", policy, "--tools", tools)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+class TestUnsureRules:
+    """Rules that cannot be evaluated on some calls, or that `..` gets past: warnings."""
+
+    def test_a_shell_pattern_on_a_name_that_is_not_a_command_warns(self, tmp_path: Path) -> None:
+        """Without --tools, `deny bash(comand~...)` warns naming 'comand'; `command` is clean."""
+        rules = ["deny bash(comand~rm -rf *)", "deny sh(cmd~rm -rf *)", "ask x(run_command~rm *)"]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        ((line, level, message),) = _findings(done.stdout)
+        assert (line, level) == ("3", "warning")
+        assert "argument 'comand' as a shell command" in message
+
+    def test_a_plain_glob_on_a_path_argument_warns_with_the_path_pattern(
+        self, tmp_path: Path
+    ) -> None:
+        """`allow write_file(path=/srv/out/*)` warns and suggests `path^=/srv/out/*`."""
+        rules = ["allow write_file(path=/srv/out/*)", "allow write_file(path^=/srv/out/*)"]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        ((line, level, message),) = _findings(done.stdout)
+        assert (line, level) == ("3", "warning")
+        assert "write the path pattern path^=/srv/out/*" in message
+
+    def test_an_ask_under_a_broader_shell_deny_is_unreachable(self, tmp_path: Path) -> None:
+        """`deny bash(command~rm *)` before `ask bash(command~rm -rf /tmp/*)`: the ask never
+        decides; a broader ask under a narrower deny is not reported."""
+        rules = [
+            "deny bash(command~rm *)",
+            "ask bash(command~rm -rf /tmp/*)",
+            "deny bash(command~git push -f *)",
+            "ask bash(command~git push *)",
+        ]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        ((line, level, message),) = _findings(done.stdout)
+        assert (line, level) == ("4", "warning")
+        assert "'ask bash(command~rm -rf /tmp/*)' never decides" in message
+        assert "stronger action" in message
+
+    def test_same_action_shell_rules_where_one_covers_the_other(self, tmp_path: Path) -> None:
+        """`deny rm -r *` covers `deny rm -rf *` written after it; an allow `git status:*`
+        covers `git status --short` wherever it is written."""
+        rules = [
+            "allow bash(command~git status --short)",
+            "deny bash(command~rm -r *)",
+            "deny bash(command~rm -rf *)",
+            "allow bash(command~git status:*)",
+            "allow bash(command~git log)",
+        ]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        found = _findings(done.stdout)
+        assert [(line, level) for line, level, _ in found] == [("3", "warning"), ("5", "warning")]
+        assert "'allow bash(command~git status --short)' never decides" in found[0][2]
+        assert "'deny bash(command~rm -rf *)' never decides" in found[1][2]
 
 
 class TestUnreadable:
@@ -121,6 +185,25 @@ class TestUnreadable:
         """A policy that is not JSON: exit 2 with the file and line."""
         policy, _ = _files(tmp_path, '{\n  "max_turns": \n')
         assert_bad_input(agentfsm("lint", policy), f"{policy}:3: not valid JSON")
+
+    def test_a_repeated_key_is_refused_not_linted_clean(self, tmp_path: Path) -> None:
+        """`"drop_db": "deny"` then `"drop_db": "allow"`: exit 2 with the file and line 3."""
+        policy, _ = _files(
+            tmp_path, '{"permissions": {\n  "drop_db": "deny",\n  "drop_db": "allow"}}'
+        )
+        assert_bad_input(agentfsm("lint", policy), f"{policy}:3: key 'drop_db' is written twice")
+
+    def test_a_toml_repeat_names_the_line(self, tmp_path: Path) -> None:
+        """A TOML key written twice: exit 2 with `FILE:LINE:`."""
+        policy, _ = _files(tmp_path, "max_turns = 3\nmax_turns = 4\n", suffix=".toml")
+        assert_bad_input(agentfsm("lint", policy), f"{policy}:2: not valid TOML")
+
+    def test_fields_beside_the_policy_key_are_refused(self, tmp_path: Path) -> None:
+        """A top-level deny beside a `[policy]` table would be dropped: exit 2 naming line 1."""
+        policy, _ = _files(
+            tmp_path, '[permissions]\ndrop_db = "deny"\n[policy]\nmax_turns = 3\n', ".toml"
+        )
+        assert_bad_input(agentfsm("lint", policy), f"{policy}:1: 'permissions' sits beside")
 
     def test_a_missing_tools_file(self, tmp_path: Path) -> None:
         """A --tools file that is not there: exit 2 naming it."""

@@ -160,9 +160,9 @@ class TestFromFile:
     def test_a_malformed_file_is_a_policy_error(
         self, tmp_path: Path, name: str, text: str, kind: str
     ) -> None:
-        """Syntax errors are a PolicyError naming the file and its format."""
+        """Syntax errors are a PolicyError naming the file, the line and the format."""
         path = write(tmp_path / name, text)
-        with pytest.raises(PolicyError, match=rf"{name} is not valid {kind}: "):
+        with pytest.raises(PolicyError, match=rf"{name}:1: not valid {kind}: "):
             Policy.from_file(path)
 
     def test_a_file_that_is_not_an_object_is_refused(self, tmp_path: Path) -> None:

@@ -109,6 +109,46 @@ class TestRulesAgainstDeclaredTools:
                 af.Controller(policy, tools=[tool])
 
 
+class TestTableAgainstDeclaredTools:
+    """A `permissions` entry naming no declared tool is refused as a rule naming none is."""
+
+    def test_a_misspelled_table_entry_is_refused_with_did_you_mean(self) -> None:
+        """Regression: `permissions={"bsh": "deny"}` was accepted and never denied bash."""
+        with pytest.raises(PolicyError, match=r"permissions\['bsh'\].*did you mean 'bash'\?"):
+            _controller([], permissions={"bsh": "deny"})
+
+    def test_a_glob_key_is_a_name_and_is_refused_with_the_rule_to_write(self) -> None:
+        """The table is read by exact name: `"read_*"` never speaks for read_file; refused,
+        pointing at the rule `deny read_*`."""
+        with pytest.raises(PolicyError, match=r"not globs.*'deny read_\*'"):
+            _controller([], permissions={"read_*": "deny"})
+
+    def test_the_default_key_and_declared_names_are_accepted(self) -> None:
+        """`"*"` is the default, and declared names speak for their tools."""
+        ctl = _controller([], permissions={"*": "ask", "bash": "deny", "read_file": "allow"})
+        assert ctl.policy.permission_for(ToolCall(id="c", name="bash")) == "deny"
+
+    def test_no_declared_tools_checks_no_entry(self) -> None:
+        """`tools=None` accepts any name, as for rules."""
+        assert af.Controller(af.Policy(permissions={"bsh": "deny"})).tools is None
+
+    @given(
+        declared=st.lists(st.from_regex(r"[a-z_]{1,6}", fullmatch=True), min_size=1, unique=True),
+        keys=st.lists(st.from_regex(r"[a-z_*]{1,6}", fullmatch=True), max_size=3),
+    )
+    def test_an_entry_is_accepted_exactly_when_it_is_declared_or_the_default(
+        self, declared: list[str], keys: list[str]
+    ) -> None:
+        """For any declared names and table keys: refused iff a key other than `*` is not a
+        declared name."""
+        policy = af.Policy(permissions=dict.fromkeys(keys, "deny"))
+        if all(key == "*" or key in declared for key in keys):
+            assert af.Controller(policy, tools=declared).tools is not None
+        else:
+            with pytest.raises(PolicyError, match="permissions"):
+                af.Controller(policy, tools=declared)
+
+
 class TestDeclaredArguments:
     """Which argument names a JSON schema declares."""
 
@@ -135,7 +175,14 @@ _ARGS = st.lists(
     max_size=2,
     unique_by=lambda pair: pair[0],
 )
-_SHELL = st.none() | st.tuples(st.sampled_from(["x", "y"]), st.sampled_from(["rm *", "ls *"]))
+_SHELL = st.none() | st.tuples(
+    st.sampled_from(["x", "y"]),
+    st.sampled_from(["rm *", "ls *", "rm -r *", "rm -rf /x", "rm /x", "rm", "ls -l:*", "ls", "r*"]),
+)
+_PATHS = st.lists(
+    st.tuples(st.sampled_from(["x", "z"]), st.sampled_from(["/a/*", "/a/b"])),
+    max_size=1,
+)
 
 
 @st.composite
@@ -144,16 +191,20 @@ def _rules(draw: st.DrawFn) -> Rule:
     shell = draw(_SHELL)
     if shell is not None and any(name == shell[0] for name, _ in args):
         shell = None
+    taken = {name for name, _ in args} | ({shell[0]} if shell else set())
+    paths = [pair for pair in draw(_PATHS) if pair[0] not in taken]
     action = draw(st.sampled_from(["allow", "ask", "deny"]))
-    return Rule(action=action, tool=draw(_TOOLS), args=tuple(args), shell=shell)
+    return Rule(action=action, tool=draw(_TOOLS), args=tuple(args), shell=shell, paths=tuple(paths))
 
 
+_VALUES: list[object] = ["1", "12", "2", "rm -rf /", "ls -l", "ls; rm x", 1, "/a/b", "/a/../b"]
+_VALUES += ["rm -r /x", "rm /x", "rm $X /x", "ls -l -a", "ls", "rmdir /x", "$(ls)"]
 _CALLS = st.builds(
     lambda name, args: ToolCall(id="c", name=name, arguments=args),
     st.sampled_from(["a", "b", "ab"]),
     st.dictionaries(
-        st.sampled_from(["x", "y"]),
-        st.sampled_from(["1", "12", "2", "rm -rf /", "ls -l", "ls; rm x", 1]),
+        st.sampled_from(["x", "y", "z"]),
+        st.sampled_from(_VALUES),
     ),
 )
 
