@@ -470,12 +470,26 @@ class Decide:
         return [_tool_message(r) for r in decision.results]
 
     def human(self, state: AgentState) -> dict[str, Any]:
-        """Ask a human through `interrupt()`; the resume value approves or declines."""
+        """Ask a human through `interrupt()`; the resume value approves or declines.
+
+        `Command(resume={"approved": {call_id: bool, ...}, "messages": {call_id: text},
+        "arguments": {call_id: {...}}})` answers call by call: the keys of `approved` are the
+        asked calls' ids, `messages` gives a declined call its own text, and `arguments` gives
+        an approved call edited arguments, which agentfsm checks as a new call (the call that
+        runs, and the decision record, hold them).
+        """
         ctl = self.controller(state)
         asked = _last_decision(state)
-        approved, message = human_reply(
-            interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
-        )
+        answer = interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
+        if isinstance(answer, dict) and isinstance(answer.get("approved"), dict):
+            decision = self._per_call(ctl, answer)
+            answered = [_tool_message(r) for r in decision.results]
+            return {
+                "messages": answered,
+                "agentfsm": self._save(ctl),
+                "decisions": [_record(decision)],
+            }
+        approved, message = human_reply(answer)
         had_calls = bool(ctl.pending_calls)
         if had_calls and not approved:
             message = _decline.message(self.on_decline, message)
@@ -484,6 +498,29 @@ class Decide:
         if message and not had_calls:
             out.append(HumanMessage(content=message))
         return {"messages": out, "agentfsm": self._save(ctl), "decisions": [_record(decision)]}
+
+    def _per_call(self, ctl: Controller, answer: dict[str, Any]) -> Decision:
+        """The Controller's decision on an answer given call by call (see `human`).
+
+        A declined call without a text of its own is told as `on_decline` says; an ill-formed
+        answer raises InvalidInputError from the Controller, which is left unchanged.
+        """
+        approved: dict[str, Any] = answer["approved"]
+        given = answer.get("messages", {})
+        texts = dict(given) if isinstance(given, dict) else given
+        if isinstance(texts, dict):
+            for call_id, yes in approved.items():
+                if yes is False:
+                    said = texts.pop(call_id, None)
+                    text = _decline.message(
+                        self.on_decline, said if isinstance(said, str) else None
+                    )
+                    if text:
+                        texts[call_id] = text
+        message = answer.get("message")
+        return ctl.on_human_reply(
+            approved, message, messages=texts, arguments=answer.get("arguments")
+        )
 
     def route(self, state: AgentState) -> str | list[Send]:
         """Where the graph goes after a decision: the tools, the model, a human, or the end."""
