@@ -188,6 +188,12 @@ class TestAgentsSDKHandoffs:
         st.lists(st.booleans(), min_size=4, max_size=4),
         st.booleans(),
     )
+    @example(  # one asked call approved, its sibling rejected: each keeps its own answer
+        af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
+        [chat_body([("c1", "sql", {"n": 9001}), ("c2", "sql", {"n": 9002})])],
+        [True, False, False, False],
+        False,
+    )
     def test_a_handoff_transfers_only_when_cleared(
         self,
         policy: af.Policy,
@@ -307,6 +313,12 @@ class TestPydanticAIStreamed:
         st.lists(st.booleans(), min_size=4, max_size=4),
         st.sampled_from(["events", "iter"]),
     )
+    @example(  # one asked call approved, its sibling denied: each keeps its own answer
+        af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
+        [chat_body([("c1", "sql", {"n": 9001}), ("c2", "sql", {"n": 9002})])],
+        [True, False, False, False],
+        "iter",
+    )
     def test_no_denied_call_runs_when_streaming(
         self,
         policy: af.Policy,
@@ -376,6 +388,11 @@ class TestLangGraphOwnGraph:
             chat_body([("c1", "sql", {"n": 2239})]),
             chat_body([("c1", "research", {"n": 2240, "task": "#2240"})]),
         ],
+        [True, False, False, False],
+    )
+    @example(  # one asked call approved, its sibling declined: each keeps its own answer
+        af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
+        [chat_body([("c1", "sql", {"n": 9001}), ("c2", "sql", {"n": 9002})])],
         [True, False, False, False],
     )
     def test_no_denied_call_runs_in_your_graph(
