@@ -13,14 +13,17 @@ action maps onto LangGraph's own mechanisms:
   `RemoveMessage`) and the model node runs again; after a cut output `Decide.adjusted(model,
   state)` is the model with its `max_tokens` doubled, when it declares one;
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
-  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`; a decline
-  without a message ends the run unless `on_decline="feedback"` (docs/integrations/README.md);
+  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`, or call by
+  call with `{"approved": {call_id: bool}, "messages": {...}, "arguments": {...}}` (edited
+  arguments are checked as a new call); a decline without a message ends the run unless
+  `on_decline="feedback"` (docs/integrations/README.md);
 - FINAL / STOP: the graph ends; every call the model made has exactly one `ToolMessage`;
 - the controller's own error results (undeclared tool, bad arguments, denied, declined)
   become `ToolMessage`s with `status="error"`, and ids the controller issued are written back
   into the AI message the graph keeps;
 - the Controller's state lives in the graph state (`agentfsm`), so checkpoints carry it, and
-  every decision is appended to `decisions` as plain data.
+  every decision is appended to `decisions` as plain data; a thread's input after its run
+  ended starts a new run, one while it waits for a human raises RunError.
 
 Needs the `langgraph` extra: `pip install agentfsm[langgraph]`.
 """

@@ -15,8 +15,9 @@ Controller and maps its decision onto what the SDK already does:
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
-  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it
-  (a rejection without a `rejection_message` ends the run unless `on_decline="feedback"`);
+  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it,
+  each item its own answer (a rejection without a `rejection_message` ends the run unless
+  `on_decline="feedback"`);
   the allowed calls of the same turn are held, then handed to the SDK once approved (a response
   of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
@@ -38,7 +39,9 @@ appears token by token, and a retried attempt's text may already have been shown
 (`decisions(result)` lists the RETRY). With `governed(agent, policy, stream="held")` every event
 of a response is held until agentfsm has decided on it, then released (the terminal event
 carrying the filtered output), so nothing of a retried or refused attempt reaches the consumer. One
-governed agent serves one run at a time. Needs the `openai-agents` extra.
+governed agent serves one run at a time; a run that does not carry on the last run's calls (an
+interrupted run never resumed, one ended by `stop_on_first_tool`) gets a new Controller. Needs
+the `openai-agents` extra.
 """
 
 from __future__ import annotations

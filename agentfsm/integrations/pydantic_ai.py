@@ -18,8 +18,11 @@ decides, and:
   call back as a validation retry; agentfsm's `max_retries` bounds it;
 - ASK_HUMAN: the tool raises `ApprovalRequired`; the run ends with `DeferredToolRequests`
   (give the agent `output_type=[str, DeferredToolRequests]`) and resumes with
-  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})` (a denial without
-  a message of its own ends the run unless `on_decline="feedback"`); the allowed calls
+  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`, each asked call
+  its own answer (a denial without a message of its own ends the run unless
+  `on_decline="feedback"`); `ToolApproved(override_args=...)` edits a call, which the
+  Controller checks as a new call, and a tool runs only with the arguments it cleared; the
+  allowed calls
   of the same turn are held, then run once approved (a response of their own, no model call)
   or answered with the decline's error;
 - FINAL: the response goes on unchanged (after a final tool's result, the run ends with that
@@ -31,7 +34,8 @@ deltas pass on as the wrapped model sends them, while tool-call parts wait until
 decided on the whole response; then only the calls it cleared are streamed, and the graph reads
 the decided response (`get()`), so no call of a retried or refused attempt reaches it (a retried
 attempt's text may already have been shown; `model.decisions` lists the RETRY). One
-GovernedModel serves one run at a time. Needs the `pydantic-ai` extra.
+GovernedModel serves one run at a time; a run that does not carry on the last run's calls gets a
+new Controller. Needs the `pydantic-ai` extra.
 """
 
 from __future__ import annotations
@@ -354,13 +358,7 @@ class GovernedModel(WrapperModel):
         edit = self._edits.get(ctx.tool_call_id or "")
         if edit is not None:
             return bool(to_jsonable_python(tool_args) == edit)
-        part = _held_call(ctx.messages, ctx.tool_call_id)
-        try:
-            sent = part.args_as_dict() if part is not None else None
-            checked = tool.args_validator.validate_python(sent, context=ctx.validation_context)
-        except (ValidationError, ValueError, TypeError):
-            return False
-        return part is not None and bool(checked == tool_args)
+        return _as_sent(ctx, tool, tool_args)
 
     def _feed(self, messages: list[ModelMessage]) -> Decision | None:
         """Give the Controller the returns (or the human's denial) of its pending calls."""
@@ -680,16 +678,24 @@ class _Noting:
     def _edited(self, ctx: RunContext[Any], args: dict[str, Any]) -> dict[str, Any] | None:
         """The validated arguments as JSON when they are not those of the call as the model
         sent it (`ToolApproved(override_args=...)`), else None."""
-        part = _held_call(ctx.messages, ctx.tool_call_id)
-        try:
-            sent = part.args_as_dict() if part is not None else None
-            checked = self.tool.args_validator.validate_python(sent, context=ctx.validation_context)
-        except (ValidationError, ValueError, TypeError):
-            checked = None
-        if part is not None and checked == args:
+        if _as_sent(ctx, self.tool, args):
             return None
         edited: dict[str, Any] = to_jsonable_python(args)
         return edited
+
+
+def _as_sent(ctx: RunContext[Any], tool: ToolsetTool[Any], args: dict[str, Any]) -> bool:
+    """Whether `args` are what the tool's validator makes of the call as the graph holds it
+    (its `ToolCallPart`): the arguments the model sent, with defaults and coercions."""
+    part = _held_call(ctx.messages, ctx.tool_call_id)
+    if part is None:
+        return False
+    try:
+        sent = part.args_as_dict()
+        checked = tool.args_validator.validate_python(sent, context=ctx.validation_context)
+    except (ValidationError, ValueError, TypeError):
+        return False
+    return bool(checked == args)
 
 
 @dataclasses.dataclass
