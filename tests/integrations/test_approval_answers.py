@@ -25,7 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
-from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -314,3 +314,49 @@ class TestLangGraphPerCall:
         with pytest.raises(InvalidInputError):
             langgraph_run(deleted, ["/tmp/a", "/tmp/b"], {"approved": {"c1": True}})
         assert deleted.paths == []
+
+
+class TestPydanticAIInlineAnswers:
+    """`HandleDeferredToolCalls`: the answers given inside the run are heard the same way."""
+
+    @staticmethod
+    def run_inline(deleted: Deleted, answer: dict[str, Any]) -> GovernedModel:
+        """A run deleting /tmp/a and /tmp/b, its approvals answered inline by `answer`."""
+        calls = [
+            ToolCallPart("delete_file", {"path": "/tmp/a"}, tool_call_id="c1"),
+            ToolCallPart("delete_file", {"path": "/tmp/b"}, tool_call_id="c2"),
+        ]
+        responses = [ModelResponse(parts=calls), ModelResponse(parts=[TextPart("done")])]
+
+        def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            return responses.pop(0)
+
+        async def handler(ctx: RunContext[Any], requests: DeferredToolRequests) -> Any:
+            return DeferredToolResults(approvals=answer)
+
+        model = GovernedModel(FunctionModel(reply), POLICY, on_decline="feedback")
+        agent = PydanticAgent(
+            model,
+            toolsets=[model.toolset([deleted.delete_file])],
+            capabilities=[HandleDeferredToolCalls(handler=handler)],
+        )
+        assert agent.run_sync("clean up").output == "done"
+        return model
+
+    def test_an_inline_edit_into_a_denied_call_does_not_run(self) -> None:
+        """An edit into `/etc` is refused; the sibling approved beside it runs."""
+        deleted = Deleted()
+        edit = ToolApproved(override_args={"path": "/etc/passwd"})
+        model = self.run_inline(deleted, {"c1": edit, "c2": True})
+        assert deleted.paths == ["/tmp/b"]
+        reply = model.decisions[1]
+        assert [c.id for c in reply.tool_calls] == ["c2"]
+        assert "permission denied" in results(reply)["c1"][0]
+
+    def test_an_inline_denial_is_declined_not_cleared(self) -> None:
+        """A sibling denied inline is declined, not cleared with the other's yes."""
+        deleted = Deleted()
+        model = self.run_inline(deleted, {"c1": True, "c2": ToolDenied("not b")})
+        assert deleted.paths == ["/tmp/a"]
+        assert [c.id for c in model.decisions[1].tool_calls] == ["c1"]
+        assert results(model.decisions[1])["c2"][1] is True
