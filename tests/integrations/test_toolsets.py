@@ -19,8 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from agents import Agent as SdkAgent
+from agents import RunConfig, Runner, function_tool
+from agents.testing import ScriptedModel, function_call
 from hypothesis import event, given
 from hypothesis import strategies as st
+from langchain_core.tools import tool as lc_tool
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -35,6 +39,8 @@ from pydantic_ai.toolsets import (
 import agentfsm as af
 from agentfsm._permissions import is_glob
 from agentfsm.exceptions import PolicyError
+from agentfsm.integrations.langgraph import Decide
+from agentfsm.integrations.openai_agents import governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
 from tests.integrations.test_seam_properties import raw_calls
 from tests.seam_strategies import VALUES, SideEffects, check_log, model_outputs, policies
@@ -366,3 +372,42 @@ def _glob_matching_nothing(policy: af.Policy, final: set[str]) -> bool:
     return any(
         is_glob(r.tool) and not fnmatch.filter(final, r.tool) for r in policy.permission_rules
     )
+
+
+class TestOtherFrameworksRenaming:
+    """The Agents SDK's `name_override` and LangChain's tool `name` rename a function the same
+    way: a permissions entry for the function's own name is refused before the model runs."""
+
+    def test_the_agents_sdk_declares_the_overridden_name(self) -> None:
+        """`function_tool(name_override=...)`: the policy must name what the model calls."""
+        ran: list[str] = []
+
+        def delete_file(path: str) -> str:
+            """Delete a file."""
+            ran.append(path)
+            return "deleted"
+
+        tool = function_tool(delete_file, name_override="fs_delete_file")
+        script = [[function_call("fs_delete_file", {"path": "/etc/x"}, call_id="c1")]]
+        agent = governed(
+            SdkAgent(name="a", tools=[tool], model=ScriptedModel(script)),
+            af.Policy(permissions={"delete_file": "deny"}),
+        )
+        config = RunConfig(tracing_disabled=True)
+        with pytest.raises(PolicyError, match="did you mean 'fs_delete_file'"):
+            asyncio.run(Runner.run(agent, "clean up", run_config=config))
+        assert ran == []
+
+    def test_langgraph_declares_the_tools_name(self) -> None:
+        """A LangChain tool named apart from its function: `Decide` refuses the old name."""
+        ran: list[str] = []
+
+        @lc_tool("fs_delete_file")
+        def delete_file(path: str) -> str:
+            """Delete a file."""
+            ran.append(path)
+            return "deleted"
+
+        with pytest.raises(PolicyError, match="did you mean 'fs_delete_file'"):
+            Decide(af.Policy(permissions={"delete_file": "deny"}), [delete_file])
+        assert ran == []
