@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 import pytest
 from agents import Agent as SdkAgent
-from agents import RunConfig, Runner, function_tool
+from agents import RunConfig, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from hypothesis import event, given
 from hypothesis import strategies as st
@@ -42,6 +42,7 @@ from agentfsm.exceptions import RunError
 from agentfsm.integrations.langgraph import create_agent
 from agentfsm.integrations.openai_agents import decisions, governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
+from tests.integrations.conftest import sdk_run
 
 A = af.Action
 CONFIG = RunConfig(tracing_disabled=True)
@@ -96,11 +97,12 @@ def sdk_script(kinds: list[Kind]) -> list[list[Any]]:
     return steps
 
 
-async def sdk_runs(agent: SdkAgent[Any], kinds: list[Kind]) -> list[Any]:
-    """Each run in turn, answered as its kind says; every run's final result."""
+async def sdk_runs(agent: SdkAgent[Any], kinds: list[Kind], stream: bool = False) -> list[Any]:
+    """Each run in turn (`Runner.run`, or `Runner.run_streamed` consumed), answered as its
+    kind says; every run's final result."""
     results = []
     for i, kind in enumerate(kinds):
-        result = await Runner.run(agent, f"task {i}", run_config=CONFIG)
+        result: Any = await sdk_run(agent, f"task {i}", stream, run_config=CONFIG)
         if kind in ("approved", "rejected"):
             assert len(result.interruptions) == 1, kind
             state = result.to_state()
@@ -108,7 +110,7 @@ async def sdk_runs(agent: SdkAgent[Any], kinds: list[Kind]) -> list[Any]:
                 state.approve(result.interruptions[0])
             else:
                 state.reject(result.interruptions[0], rejection_message="not that one")
-            result = await Runner.run(agent, state, run_config=CONFIG)
+            result = await sdk_run(agent, state, stream, run_config=CONFIG)
         results.append(result)
     return results
 
@@ -137,24 +139,30 @@ class TestAgentsSDK:
         assert ran.paths == ["/p/0", "/p/1"]
 
     @given(
-        st.lists(st.sampled_from(["completed", "approved", "rejected", "abandoned"]), max_size=4)
+        st.lists(st.sampled_from(["completed", "approved", "rejected", "abandoned"]), max_size=4),
+        st.booleans(),
     )
-    def test_every_run_starts_afresh(self, kinds: list[Kind]) -> None:
+    def test_every_run_starts_afresh(self, kinds: list[Kind], stream: bool) -> None:
         """Whatever the runs before it did, each run decides from its own first turn, within
-        its own budgets, and no call asked about runs unless approved."""
-        self._check([*kinds, "completed"], stop_at_tool=False)
+        its own budgets, and no call asked about runs unless approved (`Runner.run` and
+        `Runner.run_streamed`)."""
+        self._check([*kinds, "completed"], stop_at_tool=False, stream=stream)
 
-    @given(st.lists(st.sampled_from(["stopped", "approved", "abandoned"]), max_size=4))
-    def test_every_run_starts_afresh_with_stop_at_tool(self, kinds: list[Kind]) -> None:
+    @given(
+        st.lists(st.sampled_from(["stopped", "approved", "abandoned"]), max_size=4), st.booleans()
+    )
+    def test_every_run_starts_afresh_with_stop_at_tool(
+        self, kinds: list[Kind], stream: bool
+    ) -> None:
         """The same with an agent that stops on get_weather's result (the SDK ends the run
         without telling the model, or agentfsm, the result)."""
-        self._check([*kinds, "stopped"], stop_at_tool=True)
+        self._check([*kinds, "stopped"], stop_at_tool=True, stream=stream)
 
     @staticmethod
-    def _check(kinds: list[Kind], stop_at_tool: bool) -> None:
+    def _check(kinds: list[Kind], stop_at_tool: bool, stream: bool) -> None:
         ran = Ran()
         agent = sdk_agent(ran, sdk_script(kinds), stop_at_tool=stop_at_tool)
-        results = asyncio.run(sdk_runs(agent, kinds))
+        results = asyncio.run(sdk_runs(agent, kinds, stream))
         for i, (kind, result) in enumerate(zip(kinds, results, strict=True)):
             made = decisions(result)
             assert made[0].turn == 1, (i, kind, made)
