@@ -130,6 +130,7 @@ def _json_object(run: Run, where: str, value: object) -> dict[str, Any]:
 
 
 def _json_value(run: Run, where: str, value: object, depth: int) -> Any:
+    """A plain copy of one JSON value `depth` levels down; InvalidInputError naming `where`."""
     if depth > MAX_DEPTH:
         raise _bad(run, f"{where} nests deeper than {MAX_DEPTH} levels")
     if value is None or type(value) in (str, bool, int):
@@ -208,6 +209,7 @@ def _edited(
 
 
 def _decline(call: ToolCall, text: str | None) -> ToolResult:
+    """The error result of a declined call, with the human's text when there is one."""
     said = f": {text}" if text else ""
     return ToolResult(
         call_id=call.id, name=call.name, is_error=True, content=f"declined by the human{said}"
@@ -236,6 +238,7 @@ def _declined(
 def _in_turn_order(
     allowed: tuple[ToolCall, ...], approved: list[ToolCall], turn: ModelTurn | None
 ) -> tuple[ToolCall, ...]:
+    """The allowed and the approved calls together, in the order the model made them."""
     calls = (*allowed, *approved)
     if turn is None:
         return calls
@@ -244,8 +247,10 @@ def _in_turn_order(
 
 
 def _ids(ids: list[Any]) -> str:
+    """Call ids as the error messages list them."""
     return ", ".join(repr(i) for i in ids)
 
 
 def _bad(run: Run, message: str) -> InvalidInputError:
+    """The error of a reply that does not fit, with the run's state and turn."""
     return InvalidInputError(f"on_human_reply: {message}", state=run.state.value, turn=run.turn)

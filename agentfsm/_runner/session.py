@@ -371,7 +371,10 @@ class Session:
         self._pending, self._provided, self._answers = None, None, []
         if turn is None:
             return
-        calls = [c for c in turn.tool_calls if c.id in answers]
+        # A call that did not arrive whole (cut, or not JSON) stays out with its result: the
+        # model never sent it as a call, and a provider rejects it sent back as one (its raw
+        # text is not an argument object). The turn's text and its whole calls stay.
+        calls = [c for c in turn.tool_calls if c.id in answers and c.complete]
         if turn.text or calls or kept:
             self.messages.append({**_assistant_message(turn.text, calls), **kept})
         self.messages.extend(_tool_message(answers[c.id]) for c in calls)
@@ -438,8 +441,7 @@ def _call_entry(call: ToolCall) -> dict[str, Any]:
 
 
 def _arguments(call: ToolCall) -> str:
-    # Unparsed arguments go back as `{}`: providers (and litellm's Anthropic
-    # translation) reject invalid JSON in the history; the error result says what was wrong.
+    # Only whole calls go back (see `Session._flush`); `{}` is a call sent without arguments.
     return json.dumps(call.arguments or {}, ensure_ascii=False)
 
 

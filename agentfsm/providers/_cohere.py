@@ -10,8 +10,18 @@ call with no `tool-call-end` is incomplete.
 A v1 `/chat` body holds the reply as top-level `text` beside a `generation_id` (or
 `response_id`), `chat_history` and `meta`; its `tool_calls` carry a `name` and a
 `parameters` object and no id (agentfsm issues one). With tool calls, v1's `text` is
-the model's plan (v2's `tool_plan`) and is kept as reasoning. v1 streams (`event_type`
-events) are not read: they raise PayloadError like any payload no format recognises.
+the model's plan (v2's `tool_plan`) and is kept as reasoning.
+
+A v1 stream is JSON lines of `event_type` events (with `is_finished`): `stream-start`,
+`text-generation` text deltas, `tool-calls-chunk` (plan text deltas, and `tool_call_delta`
+pieces of each call by `index`: its `name`, then its `parameters` text), then
+`tool-calls-generation` with the plan and the whole calls, and last `stream-end` with
+the `finish_reason` and the whole v1 body as `response`. That body is read as a v1 body
+is, the stream's reason where the body has none. A stream without `stream-end` is
+truncated (finish UNKNOWN unless claimed, as a chat stream without its finish): its
+calls are whole only if `tool-calls-generation` gave them; a call known only from its
+chunks is incomplete, whatever its pieces parse to. Search queries, results and
+citations carry nothing a turn holds.
 """
 
 from __future__ import annotations
@@ -72,10 +82,27 @@ def is_v1(payload: dict[str, Any]) -> bool:
     )
 
 
+_V1_QUIET = frozenset(
+    {"stream-start", "search-queries-generation", "search-results", "citation-generation", "debug"}
+)
+"""v1 events that carry nothing a turn holds (the generation's id, search, citations)."""
+_V1_EVENTS = _V1_QUIET | {
+    "text-generation",
+    "tool-calls-chunk",
+    "tool-calls-generation",
+    "stream-end",
+}
+_V1_CUT = "the stream ended before tool-calls-generation gave the call whole"
+
+
 def is_event(payload: dict[str, Any]) -> bool:
-    """Whether a JSON object is a v2 chat stream event (`message-start`, `content-delta`, ...)."""
+    """Whether a JSON object is a chat stream event: v2 (`type`: `message-start`,
+    `content-delta`, ...) or v1 (`event_type`: `text-generation`, `stream-end`, ...)."""
     kind = payload.get("type")
-    return type(kind) is str and kind in _EVENTS
+    if type(kind) is str:
+        return kind in _EVENTS
+    v1 = payload.get("event_type")
+    return type(v1) is str and v1 in _V1_EVENTS
 
 
 def _text(content: object) -> str:
@@ -151,7 +178,7 @@ class _Call:
 
 
 class CohereStream:
-    """Accumulate v2 chat stream events into one turn."""
+    """Accumulate chat stream events into one turn: v2 events, or v1 ones (`_V1Stream`)."""
 
     def __init__(self, provider: str = "cohere") -> None:
         self._draft = Draft(provider)
@@ -161,16 +188,34 @@ class CohereStream:
         self._calls: dict[int, _Call] = {}
         self._ended = False
         self._damage: str | None = None
+        self._v1: _V1Stream | None = None
+        """The v1 reader, once the stream's first event said it is a v1 stream."""
+        self._v2 = False
 
     def damage(self, why: str) -> None:
         """Note an unreadable event: every call still open may have lost a piece in it."""
+        if self._v1 is not None:
+            self._v1.damage(why)
+            return
         self._damage = self._damage or why
         for call in self._calls.values():
             if not call.ended:
                 call.hole = call.hole or f"its arguments may have a hole: {why}"
 
     def add(self, event: dict[str, Any]) -> None:
-        """Fold one event into the turn."""
+        """Fold one event into the turn; a stream is v1 or v2 throughout, never both."""
+        if "type" not in event and "event_type" in event:
+            if self._v2:
+                self.damage("a v1 event (event_type) in a v2 stream")
+                return
+            if self._v1 is None:
+                self._v1 = _V1Stream(self._draft.provider)
+            self._v1.add(event)
+            return
+        if self._v1 is not None:
+            self._v1.damage("a v2 event (type) in a v1 stream")
+            return
+        self._v2 = True
         kind = as_str(event.get("type"))
         message = as_dict(as_dict(event.get("delta")).get("message"))
         if kind in _CALL_EVENTS:
@@ -209,7 +254,9 @@ class CohereStream:
             self._draft.error = as_str(error) or str(error)
 
     def draft(self) -> Draft:
-        """The turn so far; a stream without `message-end` is truncated."""
+        """The turn so far; a stream without `message-end` (v1: `stream-end`) is truncated."""
+        if self._v1 is not None:
+            return self._v1.draft()
         draft = Draft(self._draft.provider)
         draft.finish, draft.raw_finish = self._draft.finish, self._draft.raw_finish
         draft.truncated, draft.usage = self._draft.truncated, self._draft.usage
@@ -227,3 +274,102 @@ class CohereStream:
     def turn(self) -> ModelTurn:
         """The turn so far."""
         return self.draft().build()
+
+
+class _V1Stream:
+    """Accumulate v1 chat stream events (`event_type`) into one turn."""
+
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self._text: list[str] = []
+        self._plan: list[str] = []
+        self._said: str | None = None
+        """The whole plan, as `tool-calls-generation` gives it."""
+        self._pieces: dict[int, _Call] = {}
+        self._whole: list[ToolCall] | None = None
+        """The calls `tool-calls-generation` gave whole; None until it arrives."""
+        self._end: dict[str, Any] | None = None
+        self._damage: str | None = None
+
+    def damage(self, why: str) -> None:
+        """Note an unreadable event: the turn is damaged (a call in pieces is incomplete anyway)."""
+        self._damage = self._damage or why
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Fold one v1 event into the turn."""
+        kind = as_str(event.get("event_type"))
+        if kind == "text-generation":
+            self._text.append(as_str(event.get("text")))
+        elif kind == "tool-calls-chunk":
+            self._plan.append(as_str(event.get("text")))
+            self._piece(event.get("tool_call_delta"))
+        elif kind == "tool-calls-generation":
+            self._said = as_str(event.get("text"))
+            calls = as_list(event.get("tool_calls"))
+            self._whole = [self._generated(as_dict(item)) for item in calls]
+        elif kind == "stream-end":
+            self._end = event
+        elif kind not in _V1_QUIET:
+            self.damage(f"a v1 stream event of a type agentfsm does not read ({kind!r:.60})")
+
+    @staticmethod
+    def _generated(entry: dict[str, Any]) -> ToolCall:
+        return call_from_object(None, entry.get("name"), entry.get("parameters"))
+
+    def _piece(self, delta: object) -> None:
+        """One `tool_call_delta`: a call's name or a piece of its parameters text, by index."""
+        if delta is None:
+            return
+        piece = as_dict(delta)
+        index = piece.get("index")
+        key = index if type(index) is int else max(self._pieces, default=0)
+        call = self._pieces.setdefault(key, _Call(None, None))
+        name = piece.get("name")
+        if type(name) is str and name:
+            call.name = name
+        parameters = piece.get("parameters")
+        if type(parameters) is str:
+            call.parts.append(parameters)
+        elif parameters is not None:
+            call.hole = call.hole or "a parameters piece that is no string"
+
+    @staticmethod
+    def _cut(call: _Call) -> ToolCall:
+        """A call known only from its pieces: kept as received, never executable."""
+        made = call_from_string(None, call.name, "".join(call.parts))
+        return broken(made, call.hole or _V1_CUT)
+
+    def draft(self) -> Draft:
+        """The turn so far: the body `stream-end` carries, or what the events gave."""
+        end = self._end
+        response = as_dict(end.get("response")) if end is not None else {}
+        if end is not None and is_v1(response):
+            body = (
+                response
+                if "finish_reason" in response
+                else {**response, "finish_reason": end.get("finish_reason")}
+            )
+            draft = _read_v1(body, self._provider)
+        else:
+            draft = self._events_draft(end, response)
+        draft.damaged(self._damage)
+        return draft
+
+    def _events_draft(self, end: dict[str, Any] | None, response: dict[str, Any]) -> Draft:
+        """The turn the events make, when no whole v1 body ends the stream."""
+        draft = Draft(self._provider)
+        draft.text = "".join(self._text)
+        draft.reasoning = self._said if self._said else "".join(self._plan)
+        if self._whole is not None:
+            draft.calls = list(self._whole)
+        else:  # only pieces: whatever they parse to, the whole call never arrived
+            draft.calls = [self._cut(self._pieces[k]) for k in sorted(self._pieces)]
+        if end is None:
+            draft.truncated = True
+            return draft
+        draft.set_finish(end.get("finish_reason"), TABLE)
+        meta = as_dict(response.get("meta"))
+        _usage(draft, meta if "tokens" in meta else {"tokens": meta.get("billed_units")})
+        if draft.finish is FinishReason.ERROR:
+            draft.error = f"the provider stopped with {draft.raw_finish}"
+        return draft

@@ -20,6 +20,7 @@ import agentfsm as af
 from agentfsm._replay.engine import divergence, replay_run
 from agentfsm._replay.trace import TraceWriter
 from agentfsm._replay.trajectories import read_runs
+from agentfsm._report import build
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.testing import call, turn
 
@@ -89,6 +90,12 @@ class TestPerCallAnswers:
         decision = ctl.on_human_reply({"d1": False, "d3": True})
         assert [r.content for r in decision.results] == ["declined by the human"]
 
+    def test_all_declined_with_only_their_own_texts_goes_back_to_the_model(self) -> None:
+        """Each call's own text is something for the model: CONTINUE, not HUMAN_DECLINED."""
+        decision = asked_three().on_human_reply({"d1": False, "d3": False}, messages={"d3": "no"})
+        assert decision.action is A.CONTINUE
+        assert decision.exit_reason is None
+
     def test_a_declined_call_is_never_answered_as_a_success(self) -> None:
         """The rejection text comes back as an error result, never as a successful one."""
         ctl = asked_three()
@@ -129,6 +136,8 @@ class TestPerCallAnswers:
         assert reply["arguments"] == {"d1": {"path": "/tmp/c"}}
         (run,) = list(read_runs(path))
         assert divergence(run, replay_run(run)) is None
+        page = build([str(path)]).html
+        assert "d1 approved, d3 declined" in page
 
 
 class TestEditedArguments:
@@ -178,6 +187,16 @@ class TestEditedArguments:
         assert not ctl.may_run("d1", "delete_file", {"path": "/tmp/a"})
         assert ctl.dump()["run"]["pending"][0] == {**ctl.pending_calls[0].model_dump(), "id": "d1"}
         assert ctl.dump()["run"]["pending"][0]["arguments"] == {"path": "/tmp/z"}
+
+    def test_a_dump_after_an_edited_approval_loads_with_the_edited_call_cleared(self) -> None:
+        """The edited call, which the policy asks about, stays approved through dump and load."""
+        ctl = asked_three()
+        ctl.on_human_reply({"d1": True, "d3": False}, arguments={"d1": {"path": "/tmp/z"}})
+        data = json.loads(json.dumps(ctl.dump()))
+        loaded = af.Controller.load(data, tools=[DELETE, LS], clock=lambda: 0.0)
+        assert loaded.state == "execute"
+        assert loaded.may_run("d1", "delete_file", {"path": "/tmp/z"})
+        assert not loaded.may_run("d3")
 
     def test_an_edit_runs_as_given_then_the_host_s_dict_changes_nothing(self) -> None:
         """The edit is copied: changing the host's dict afterwards does not change the call."""

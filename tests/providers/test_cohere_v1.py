@@ -126,16 +126,6 @@ class TestV1Bodies:
         body = v1("Sales were $10,000.", tool_calls=[REPORT])
         assert normalize(json.dumps(body)) == normalize(body)
 
-    def test_v1_stream_is_refused(self) -> None:
-        """v1 stream events (`event_type`) are not read: PayloadError, never a guess."""
-        events = [
-            {"is_finished": False, "event_type": "stream-start", "generation_id": "g"},
-            {"is_finished": False, "event_type": "text-generation", "text": "Sales"},
-            {"is_finished": True, "event_type": "stream-end", "finish_reason": "COMPLETE"},
-        ]
-        with pytest.raises(PayloadError):
-            normalize(events)
-
 
 def _bodies() -> list[Path]:
     return sorted(

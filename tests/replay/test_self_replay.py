@@ -188,6 +188,48 @@ class TestPerCallRepliesReplay:
             assert replayed == live
             assert divergence(run, result) is None
 
+    def write_mixed(self, path: Path) -> None:
+        """search asked twice beside an allowed get_weather; s1 approved with an edit, s2 not."""
+        policy = af.Policy(permissions={"search": "ask", "*": "allow"})
+        with TraceWriter(path) as writer:
+            ctl = af.Controller(policy, observers=[writer])
+            calls = [
+                call("search", {"q": "a"}, id="s1"),
+                call("get_weather", {"city": "Oslo"}, id="w1"),
+                call("search", {"q": "b"}, id="s2"),
+            ]
+            ctl.on_model_output(turn(calls=calls))
+            ctl.on_human_reply(
+                {"s1": True, "s2": False}, messages={"s2": "no"}, arguments={"s1": {"q": "c"}}
+            )
+            ctl.on_tool_results(
+                [af.ToolResult(call_id=c.id, content="ok") for c in ctl.pending_calls]
+            )
+
+    def test_under_another_policy_the_reply_fits_the_calls_asked_then(self, tmp_path: Path) -> None:
+        """Replayed where get_weather is asked too, the reply answers it as the recording
+        went (it ran: approved), and the texts and edits of the other calls are kept."""
+        path = tmp_path / "t.jsonl"
+        self.write_mixed(path)
+        (run,) = list(read_runs(path))
+        other = af.Policy(permissions={"search": "ask", "get_weather": "ask"})
+        result = replay_run(run, other)
+        assert [r.action for r in result.decisions] == ["ask_human", "execute_tools", "continue"]
+        assert result.decisions[1].reason == "2 valid tool calls: search, get_weather"
+
+    def test_a_per_call_reply_that_is_not_bools_is_reported_with_file_and_line(
+        self, tmp_path: Path
+    ) -> None:
+        """A recorded `approved` mapping holding a non-bool names the file and the line."""
+        path = tmp_path / "t.jsonl"
+        self.write_mixed(path)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        number = next(i for i, line in enumerate(lines) if '"human_reply"' in line)
+        lines[number] = lines[number].replace('"s2": false', '"s2": "no"', 1)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        with pytest.raises(TraceError, match=rf"{path.name}:{number + 1}: .*approved"):
+            replay_all(path)
+
     def test_results_pair_by_id_past_a_denied_call_of_the_same_name(self, tmp_path: Path) -> None:
         """search(q=x) denied between get_weather and an approved search: the approved one's
         recorded result answers it in replay, not the denied one's place (P1, not P5)."""
