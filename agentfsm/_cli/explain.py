@@ -3,7 +3,10 @@
 CALL is a JSON object `{"name": "bash", "arguments": {"command": "rm -rf /"}}` (the
 arguments may also be a JSON string, as OpenAI sends them). It prints the permission
 (`allow`, `ask` or `deny`) and the source that gave it: a rule (with the command that
-matched a shell pattern), the `permissions` table, or the default. Rules, the table and
+matched a shell pattern, the argument a rule names that the call lacks, which makes the
+call `ask`, or why a path cannot be read with confidence), the `permissions` table, or
+the default. The policy file is read as `Policy.from_file` reads it (a repeated key, or
+fields beside a `policy` key, are refused with the line). Rules, the table and
 the default are what a policy file can hold; run-level guards (budgets, repeats) decide
 on a whole run and are not a single call's. Exit 0; 2 when the policy or CALL is bad.
 """

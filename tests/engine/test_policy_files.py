@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from agentfsm import Policy
 from agentfsm._engine.policy import policy_fields
 from agentfsm.exceptions import PolicyError
+from tests.cli.test_cli_errors import agentfsm, assert_bad_input
 
 
 def write(path: Path, text: str) -> Path:
@@ -103,6 +104,18 @@ class TestRepeatedKeys:
         rules = [{"action": "deny", "tool": "a"}, {"action": "deny", "tool": "b"}]
         path = write(tmp_path / "p.json", json.dumps({"permission_rules": rules}))
         assert len(Policy.from_file(path).permission_rules) == 2
+
+
+@pytest.mark.parametrize("command", [["mcp-proxy", "--policy"], ["diagram", "--policy"]])
+def test_every_command_taking_a_policy_file_refuses_a_repeat(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`mcp-proxy --policy` and `diagram --policy` read through the same reader: exit 2
+    naming the file and line, before any server starts."""
+    path = write(tmp_path / "p.json", '{"permissions": {"drop_db": "deny",\n "drop_db": "allow"}}')
+    extra = ["--", "true"] if command[0] == "mcp-proxy" else []
+    done = agentfsm(*command, path, *extra)
+    assert_bad_input(done, f"{path}:2: key 'drop_db' is written twice")
 
 
 # -- generated documents -------------------------------------------------------------------

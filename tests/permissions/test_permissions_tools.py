@@ -197,6 +197,12 @@ def _rules(draw: st.DrawFn) -> Rule:
     return Rule(action=action, tool=draw(_TOOLS), args=tuple(args), shell=shell, paths=tuple(paths))
 
 
+_SHELL_PATTERNS = ["rm *", "rm -r *", "rm -rf *", "rm -rf /x", "rm /x", "rm", "r*", "rm -r /x *"]
+_SHELL_PATTERNS += ["git push:*", "git push -f *", "git push", "git *", "git status --short"]
+_SHELL_PATTERNS += ["git status:*", "git status", "ls -l:*", "ls"]
+_COMMANDS = ["rm -rf /x", "rm -r /x", "rm /x", "rm -fr /y /x", "rm $X", "rm --recursive /x"]
+_COMMANDS += ["git push -f origin", "git push", "git push --force", "git status --short"]
+_COMMANDS += ["git status", "ls -l", "ls", "ls; rm -r /x", "$(x) -rf", "rmdir /x", "git log"]
 _VALUES: list[object] = ["1", "12", "2", "rm -rf /", "ls -l", "ls; rm x", 1, "/a/b", "/a/../b"]
 _VALUES += ["rm -r /x", "rm /x", "rm $X /x", "ls -l -a", "ls", "rmdir /x", "$(ls)"]
 _CALLS = st.builds(
@@ -243,4 +249,31 @@ class TestShadowed:
                 verdict = decide(call, whole, table, None)
                 assert verdict[0] == decide(call, without, table, None)[0]
                 if str(whole[index]) not in map(str, without):  # a twin is named the same
+                    assert not verdict[1].startswith(f"rule {str(whole[index])!r}")
+
+    @given(
+        rules=st.lists(
+            st.builds(
+                lambda action, pattern: Rule(action=action, tool="a", shell=("x", pattern)),
+                st.sampled_from(["allow", "ask", "deny"]),
+                st.sampled_from(_SHELL_PATTERNS),
+            ),
+            min_size=2,
+            max_size=5,
+        ),
+        commands=st.lists(st.sampled_from(_COMMANDS), min_size=1, max_size=6),
+    )
+    def test_shell_rules_named_as_covered_change_no_verdict(
+        self, rules: list[Rule], commands: list[str]
+    ) -> None:
+        """For shell rules alike but for their patterns: a rule `shadowed` names (one covered
+        by a wider pattern) never changes a verdict, nor decides one, when removed."""
+        whole = tuple(rules)
+        for index, _ in shadowed(whole, {}):
+            without = whole[:index] + whole[index + 1 :]
+            for command in commands:
+                call = ToolCall(id="c", name="a", arguments={"x": command})
+                verdict = decide(call, whole, {}, None)
+                assert verdict[0] == decide(call, without, {}, None)[0], (index, command)
+                if str(whole[index]) not in map(str, without):
                     assert not verdict[1].startswith(f"rule {str(whole[index])!r}")
