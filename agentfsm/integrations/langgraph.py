@@ -13,20 +13,24 @@ action maps onto LangGraph's own mechanisms:
   `RemoveMessage`) and the model node runs again; after a cut output `Decide.adjusted(model,
   state)` is the model with its `max_tokens` doubled, when it declares one;
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
-  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`; a decline
-  without a message ends the run unless `on_decline="feedback"` (docs/integrations/README.md);
+  `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`, or call by
+  call with `{"approved": {call_id: bool}, "messages": {...}, "arguments": {...}}` (edited
+  arguments are checked as a new call); a decline without a message ends the run unless
+  `on_decline="feedback"` (docs/integrations/README.md);
 - FINAL / STOP: the graph ends; every call the model made has exactly one `ToolMessage`;
 - the controller's own error results (undeclared tool, bad arguments, denied, declined)
   become `ToolMessage`s with `status="error"`, and ids the controller issued are written back
   into the AI message the graph keeps;
 - the Controller's state lives in the graph state (`agentfsm`), so checkpoints carry it, and
-  every decision is appended to `decisions` as plain data.
+  every decision is appended to `decisions` as plain data; a thread's input after its run
+  ended starts a new run, one while it waits for a human raises RunError.
 
 Needs the `langgraph` extra: `pip install agentfsm[langgraph]`.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -57,7 +61,7 @@ from agentfsm._engine.policy import Policy, as_policy
 from agentfsm._model._checked import read
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
-from agentfsm.exceptions import DefinitionError, InvalidInputError, ToolDefinitionError
+from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._state import restore, save
 
@@ -98,7 +102,10 @@ def _tool_list(tools: object, where: str) -> list[Any]:
 
 
 def _lc_call(call: ToolCall) -> dict[str, Any]:
-    return {"name": call.name, "args": call.arguments or {}, "id": call.id, "type": "tool_call"}
+    """A call as LangChain's tool call, with a copy of its arguments: the ToolNode hands the
+    record's arguments to the tool, which may edit them in place."""
+    arguments = copy.deepcopy(dict(call.arguments or {}))
+    return {"name": call.name, "args": arguments, "id": call.id, "type": "tool_call"}
 
 
 def _tool_message(result: ToolResult) -> ToolMessage:
@@ -292,6 +299,28 @@ class Decide:
                 return ctl
         return restore(data, self.policy, self.tools, self.observers)
 
+    def _for_model_step(self, ctl: Controller) -> Controller:
+        """The Controller a model step decides with: a new run once the thread's run ended.
+
+        A thread goes on after its run ended (a new input on the same `thread_id`): that is a
+        new run, with budgets and decisions of its own. A run waiting for a human is not
+        abandoned by a new input: the graph would start over beside calls that have no answer.
+
+        Raises:
+            RunError: the thread's run still waits for a human's answer.
+        """
+        if ctl.done:
+            return Controller(self.policy, self.tools, observers=self.observers)
+        if ctl.state == "await_human":
+            asked = ", ".join(f"{c.name!r} ({c.id})" for c in ctl.pending_calls)
+            raise RunError(
+                f"this thread's run still waits for a human's answer on "
+                f"{f'call(s) {asked}' if asked else 'its question'}: resume it with "
+                "Command(resume=True | False | {'approved': ..., 'message': ...}) before "
+                "giving the thread a new input"
+            )
+        return ctl
+
     def _forget(self, ctl: Controller) -> None:
         """Stop reusing `ctl`: a failed step may have moved it past the state's data."""
         self._live.pop(ctl.run_id, None)
@@ -345,7 +374,7 @@ class Decide:
 
     def __call__(self, state: AgentState) -> dict[str, Any]:
         """Route the last AI message, or the tool results that answer the pending calls."""
-        ctl = self.controller(state)
+        ctl = self._for_model_step(self.controller(state))
         messages = self._messages(state, ctl)
         if ctl.state in _AWAITING_RESULTS:
             decision, added = self._results(ctl, state, messages)
@@ -378,7 +407,7 @@ class Decide:
         takes_config = _takes_config(node)
 
         def step(state: Any, config: RunnableConfig) -> dict[str, Any]:
-            ctl = self.controller(state)
+            ctl = self._for_model_step(self.controller(state))
             try:
                 return decide(ctl, state, config)
             except BaseException:
@@ -444,12 +473,26 @@ class Decide:
         return [_tool_message(r) for r in decision.results]
 
     def human(self, state: AgentState) -> dict[str, Any]:
-        """Ask a human through `interrupt()`; the resume value approves or declines."""
+        """Ask a human through `interrupt()`; the resume value approves or declines.
+
+        `Command(resume={"approved": {call_id: bool, ...}, "messages": {call_id: text},
+        "arguments": {call_id: {...}}})` answers call by call: the keys of `approved` are the
+        asked calls' ids, `messages` gives a declined call its own text, and `arguments` gives
+        an approved call edited arguments, which agentfsm checks as a new call (the call that
+        runs, and the decision record, hold them).
+        """
         ctl = self.controller(state)
         asked = _last_decision(state)
-        approved, message = human_reply(
-            interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
-        )
+        answer = interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
+        if isinstance(answer, dict) and isinstance(answer.get("approved"), dict):
+            decision = self._per_call(ctl, answer)
+            answered = [_tool_message(r) for r in decision.results]
+            return {
+                "messages": answered,
+                "agentfsm": self._save(ctl),
+                "decisions": [_record(decision)],
+            }
+        approved, message = human_reply(answer)
         had_calls = bool(ctl.pending_calls)
         if had_calls and not approved:
             message = _decline.message(self.on_decline, message)
@@ -459,12 +502,37 @@ class Decide:
             out.append(HumanMessage(content=message))
         return {"messages": out, "agentfsm": self._save(ctl), "decisions": [_record(decision)]}
 
+    def _per_call(self, ctl: Controller, answer: dict[str, Any]) -> Decision:
+        """The Controller's decision on an answer given call by call (see `human`).
+
+        A declined call without a text of its own is told as `on_decline` says; an ill-formed
+        answer raises InvalidInputError from the Controller, which is left unchanged.
+        """
+        approved: dict[str, Any] = answer["approved"]
+        given = answer.get("messages", {})
+        texts = dict(given) if isinstance(given, dict) else given
+        if isinstance(texts, dict):
+            for call_id, yes in approved.items():
+                if yes is False:
+                    said = texts.pop(call_id, None)
+                    text = _decline.message(
+                        self.on_decline, said if isinstance(said, str) else None
+                    )
+                    if text:
+                        texts[call_id] = text
+        message = answer.get("message")
+        return ctl.on_human_reply(
+            approved, message, messages=texts, arguments=answer.get("arguments")
+        )
+
     def route(self, state: AgentState) -> str | list[Send]:
         """Where the graph goes after a decision: the tools, the model, a human, or the end."""
         last = _last_decision(state)
         action = Action(last["action"])
         if action in _TO_TOOLS and last["tool_calls"]:
-            return [Send(self.tools_node, [call]) for call in last["tool_calls"]]
+            # Copies: the ToolNode hands a call's arguments to its tool, which may edit them,
+            # and the decision record they come from stays in the graph state.
+            return [Send(self.tools_node, [copy.deepcopy(call)]) for call in last["tool_calls"]]
         if action in _TO_MODEL or action in _TO_TOOLS:
             return self.agent
         if action is Action.ASK_HUMAN:

@@ -277,7 +277,8 @@ class GovernedAgent(DefaultAgent):
             why = "the policy asks a human, and GovernedAgent was given no `approve`"
             stop = self._decide(self.controller.stop(ExitReason.PERMISSION_DENIED, why))
             return refused + self._act(stop, message)
-        answer = self.approve(list(decision.tool_calls))
+        # Copies: an approver that edits a call must not change the call that runs.
+        answer = self.approve([c.model_copy(deep=True) for c in decision.tool_calls])
         approved, note = (answer, None) if isinstance(answer, bool) else (False, str(answer))
         if not approved:
             note = _decline.message(self.on_decline, note)

@@ -15,8 +15,9 @@ Controller and maps its decision onto what the SDK already does:
   output doubles `max_tokens` when one was set); the usage of every attempt is counted
   (streamed runs count only the accepted attempt's);
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
-  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it
-  (a rejection without a `rejection_message` ends the run unless `on_decline="feedback"`);
+  returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it,
+  each item its own answer (a rejection without a `rejection_message` ends the run unless
+  `on_decline="feedback"`);
   the allowed calls of the same turn are held, then handed to the SDK once approved (a response
   of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
@@ -38,7 +39,9 @@ appears token by token, and a retried attempt's text may already have been shown
 (`decisions(result)` lists the RETRY). With `governed(agent, policy, stream="held")` every event
 of a response is held until agentfsm has decided on it, then released (the terminal event
 carrying the filtered output), so nothing of a retried or refused attempt reaches the consumer. One
-governed agent serves one run at a time. Needs the `openai-agents` extra.
+governed agent serves one run at a time; a run that does not carry on the last run's calls (an
+interrupted run never resumed, one ended by `stop_on_first_tool`) gets a new Controller. Needs
+the `openai-agents` extra.
 """
 
 from __future__ import annotations
@@ -271,13 +274,27 @@ class GovernedModel(Model):
 
     # -- the run's Controller --------------------------------------------------------------
 
-    def _start(self, tools: Sequence[Any], handoffs: Sequence[Any]) -> Controller:
+    def _start(
+        self,
+        tools: Sequence[Any],
+        handoffs: Sequence[Any],
+        input: str | list[TResponseInputItem],
+    ) -> Controller:
+        """The run's Controller: the current one while the SDK's input carries on its run,
+        else a new one.
+
+        A run left interrupted (never resumed) or ended by the SDK itself (a tool that stops
+        the run, `stop_on_first_tool`, an error) leaves its Controller waiting; the next
+        `Runner.run` is a new run and must not inherit its question, decisions or budgets.
+        """
         ctl = self.controller
-        if ctl is None or (ctl.done and self._stop is None):
-            declared = _declared(tools, handoffs) or None
+        if ctl is None or (ctl.done and self._stop is None) or not _continues(ctl, input):
+            # Declared even when empty: a rule or permission naming no tool the model can call
+            # is refused, and a call of a name the model was not given is never cleared.
+            declared = _declared(tools, handoffs)
             ctl = self.controller = Controller(self._ruled, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
-            self._asked = set()
+            self._asked, self._stop = set(), None
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -326,7 +343,11 @@ class GovernedModel(Model):
             settings = [s for s in self._own.get(call.name, ()) if callable(s)]
             if not settings or self.context is None or not isinstance(call.arguments, Mapping):
                 continue
-            said = [await _asks(s, self.context, dict(call.arguments), call.id) for s in settings]
+            # Each check gets a copy: one that edits its arguments must not edit the call.
+            said = [
+                await _asks(s, self.context, copy.deepcopy(dict(call.arguments)), call.id)
+                for s in settings
+            ]
             key = _key(call)
             self._own_said[key] = self._own_said.get(key, False) or any(said)
 
@@ -364,10 +385,27 @@ class GovernedModel(Model):
             and any(c.id == call_id for c in ctl.pending_calls)
         )
 
-    def approved(self, call_id: str) -> None:
-        """The SDK runs an approved call: tell the Controller the human said yes."""
-        if self.needs_approval(call_id) and self.controller is not None:
-            self._decide(self.controller.on_human_reply(approved=True))
+    def approved(self, call_id: str, context: object) -> None:
+        """The SDK runs an approved call: give the Controller the human's answer on each
+        call asked about, as the SDK's run context holds it (`state.approve(item)` and
+        `state.reject(item)` answer call by call).
+
+        The call being run is approved; a sibling counts as approved only when the context
+        says so, else it is declined with its own rejection message (an unanswered one, the
+        SDK asks again, is declined too: the human did not approve it).
+        """
+        ctl = self.controller
+        if ctl is None or not self.needs_approval(call_id):
+            return
+        approved: dict[str, bool] = {}
+        messages: dict[str, str] = {}
+        for call in ctl.pending_calls:
+            approved[call.id] = call.id == call_id or _status(context, call) is True
+            said = None if approved[call.id] else _rejection(context, call)
+            text = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
+            if not approved[call.id] and text:
+                messages[call.id] = text
+        self._decide(ctl.on_human_reply(approved, messages=messages))
 
     def may_run(self, call_id: str, name: str, arguments: str) -> bool:
         """Whether the SDK may execute this call now: agentfsm cleared it, and it has not run.
@@ -431,11 +469,8 @@ class GovernedModel(Model):
             for i in items
             if i.get("type") == "function_call_output" and i.get("call_id") in pending
         }
-        if ctl.state == "await_human":  # the SDK sent a rejection instead of running the call
-            text = next(iter(outputs.values()), None)
-            said = text if isinstance(text, str) else None
-            message = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
-            decision = self._decide(ctl.on_human_reply(approved=False, message=message))
+        if ctl.state == "await_human":  # the SDK sent rejections instead of running the calls
+            decision = self._decide(ctl.on_human_reply(False, messages=self._rejected(outputs)))
         else:
             results = [
                 ToolResult(
@@ -446,6 +481,16 @@ class GovernedModel(Model):
             decision = self._decide(ctl.on_tool_results(results))
         self._answer_held(decision)
         return decision
+
+    def _rejected(self, outputs: Mapping[str, Any]) -> dict[str, str]:
+        """Each rejected call's own message, from the outputs the SDK wrote for them."""
+        messages: dict[str, str] = {}
+        for call_id, text in outputs.items():
+            said = text if isinstance(text, str) else None
+            message = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
+            if message:
+                messages[call_id] = message
+        return messages
 
     def _answer_held(self, decision: Decision) -> None:
         """Carry the results a decision gave the held calls: the SDK never saw those calls."""
@@ -549,7 +594,7 @@ class GovernedModel(Model):
         prompt: Any,
     ) -> ModelResponse:
         """Call the wrapped model until agentfsm accepts a response, and shape it."""
-        self._start(tools, handoffs)
+        self._start(tools, handoffs, input)
         usage = Usage()
         early = self._before_model(input)
         if early is not None:
@@ -610,7 +655,7 @@ class GovernedModel(Model):
         prompt: Any,
     ) -> AsyncIterator[TResponseStreamEvent]:
         """Stream the wrapped model; release its events once agentfsm has decided on them."""
-        self._start(tools, handoffs)
+        self._start(tools, handoffs, input)
         early = self._before_model(input)
         if early is not None:
             yield _completed(early, 0)
@@ -662,6 +707,46 @@ class GovernedModel(Model):
         )
 
 
+def _continues(ctl: Controller, input: str | list[TResponseInputItem]) -> bool:
+    """Whether the SDK's input carries on `ctl`'s run: after its last user message, it answers
+    a call of the run's last output (the SDK resuming, or going on after the tools ran).
+
+    A new run's input ends with the user's message (a string, `to_input_list()` plus a new
+    message, a session's history).
+    """
+    last = ctl.last_output
+    if isinstance(input, str) or last is None:
+        return False
+    made = {c.id for c in last.tool_calls}
+    for item in reversed(input):
+        data = _dump(item)
+        if data.get("role") == "user":
+            return False
+        if data.get("type") == "function_call_output" and data.get("call_id") in made:
+            return True
+    return False
+
+
+def _status(context: object, call: ToolCall) -> bool | None:
+    """What the SDK's run context says of the call: approved, rejected, or not answered."""
+    if not isinstance(context, RunContextWrapper):
+        return None
+    try:
+        return context.is_tool_approved(call.name, call.id)
+    except AgentsException:  # the SDK cannot tell: not an approval
+        return None
+
+
+def _rejection(context: object, call: ToolCall) -> str | None:
+    """The rejection message the SDK's run context holds for the call, if any."""
+    if not isinstance(context, RunContextWrapper):
+        return None
+    try:
+        return context.get_rejection_message(call.name, call.id)
+    except AgentsException:
+        return None
+
+
 def _key(call: ToolCall) -> str:
     """A call as its name and arguments: ids are issued after the flags are asked."""
     return json.dumps([call.name, call.arguments], sort_keys=True, default=repr)
@@ -703,7 +788,7 @@ class _AskFirst:
 
     async def __call__(self, ctx: Any, arguments: str) -> Any:
         call_id = getattr(ctx, "tool_call_id", "")
-        self.model.approved(call_id)
+        self.model.approved(call_id, ctx)
         if not self.model.may_run(call_id, self.name, arguments):
             return f"not executed: agentfsm did not clear call {call_id!r} of {self.name!r}"
         return await self.invoke(ctx, arguments)

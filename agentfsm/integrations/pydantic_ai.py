@@ -18,8 +18,11 @@ decides, and:
   call back as a validation retry; agentfsm's `max_retries` bounds it;
 - ASK_HUMAN: the tool raises `ApprovalRequired`; the run ends with `DeferredToolRequests`
   (give the agent `output_type=[str, DeferredToolRequests]`) and resumes with
-  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})` (a denial without
-  a message of its own ends the run unless `on_decline="feedback"`); the allowed calls
+  `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`, each asked call
+  its own answer (a denial without a message of its own ends the run unless
+  `on_decline="feedback"`); `ToolApproved(override_args=...)` edits a call, which the
+  Controller checks as a new call, and a tool runs only with the arguments it cleared; the
+  allowed calls
   of the same turn are held, then run once approved (a response of their own, no model call)
   or answered with the decline's error;
 - FINAL: the response goes on unchanged (after a final tool's result, the run ends with that
@@ -31,11 +34,13 @@ deltas pass on as the wrapped model sends them, while tool-call parts wait until
 decided on the whole response; then only the calls it cleared are streamed, and the graph reads
 the decided response (`get()`), so no call of a retried or refused attempt reaches it (a retried
 attempt's text may already have been shown; `model.decisions` lists the RETRY). One
-GovernedModel serves one run at a time. Needs the `pydantic-ai` extra.
+GovernedModel serves one run at a time; a run that does not carry on the last run's calls gets a
+new Controller. Needs the `pydantic-ai` extra.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import uuid
@@ -43,6 +48,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import asynccontextmanager
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, UserError
 from pydantic_ai.messages import (
@@ -53,6 +59,7 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models import (
     CompletedStreamedResponse,
@@ -65,6 +72,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext, ToolDenied
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_core import to_jsonable_python
 
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.events import Observer, as_observers
@@ -87,8 +95,13 @@ _EXTERNAL = "agentfsm_external"
 
 
 def _call_part(call: ToolCall) -> ToolCallPart:
-    """The ToolCallPart of a call agentfsm decided on: its id, name and arguments."""
-    return ToolCallPart(tool_name=call.name, args=dict(call.arguments or {}), tool_call_id=call.id)
+    """The ToolCallPart of a call agentfsm decided on: its id, name and a copy of its arguments.
+
+    A copy all the way down: pydantic-ai validates the tool's arguments from the part, and an
+    `Any` argument passes through as the very object, which a tool may edit in place.
+    """
+    arguments = copy.deepcopy(dict(call.arguments or {}))
+    return ToolCallPart(tool_name=call.name, args=arguments, tool_call_id=call.id)
 
 
 def _final_text(decision: Decision) -> str:
@@ -126,6 +139,28 @@ def _held_call(messages: list[ModelMessage], call_id: str | None) -> ToolCallPar
                 if isinstance(part, ToolCallPart) and part.tool_call_id == call_id:
                     return part
     return None
+
+
+def _continues(ctl: Controller, messages: list[ModelMessage]) -> bool:
+    """Whether the messages carry on `ctl`'s run: after the model's last response, before any
+    user prompt, they answer a call of the run's last output (pydantic-ai resuming, or going
+    on after the tools ran).
+
+    A new run's messages end with its user prompt (alone, or after a history).
+    """
+    last = ctl.last_output
+    if last is None:
+        return False
+    made = {c.id for c in last.tool_calls}
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse) and not _held_response(message):
+            return False
+        for part in reversed(message.parts) if isinstance(message, ModelRequest) else ():
+            if isinstance(part, UserPromptPart):
+                return False
+            if isinstance(part, ToolReturnPart | RetryPromptPart) and part.tool_call_id in made:
+                return True
+    return False
 
 
 def _declared(params: ModelRequestParameters) -> list[dict[str, Any]]:
@@ -209,6 +244,10 @@ class GovernedModel(WrapperModel):
         self._refused: list[tuple[ToolCallPart, ToolResult]] = []
         self._held: list[ToolCall] = []
         self._started: set[str] = set()
+        self._approving: dict[str, dict[str, Any] | None] = {}
+        """The asked calls pydantic-ai validated as approved, with their edited arguments."""
+        self._edits: dict[str, dict[str, Any]] = {}
+        """The edited arguments of approved calls, as the Controller cleared them, by call id."""
         self._stop: Decision | None = None
         self._outputs: frozenset[str] = frozenset()
         """The output tools of the request being decided: pydantic-ai cannot defer them."""
@@ -238,11 +277,21 @@ class GovernedModel(WrapperModel):
     # -- the run's Controller -------------------------------------------------------------
 
     def _start(self, params: ModelRequestParameters, messages: list[ModelMessage]) -> Controller:
+        """The run's Controller: the current one while the messages carry on its run, else a
+        new one.
+
+        A run left deferred (never resumed) or ended by pydantic-ai itself (a usage limit, an
+        error) leaves its Controller waiting; the next `agent.run` is a new run and must not
+        inherit its question, decisions or budgets.
+        """
         ctl = self.controller
-        if ctl is None or (ctl.done and self._stop is None) or len(messages) <= 1:
-            declared = _declared(params) or None
+        if ctl is None or (ctl.done and self._stop is None) or not _continues(ctl, messages):
+            # Declared even when empty: a rule or permission naming no tool the model can call
+            # is refused, and a call of a name the model was not given is never cleared.
+            declared = _declared(params)
             ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
             self.decisions, self._refused, self._held, self._started = [], [], [], set()
+            self._stop, self._approving, self._edits = None, {}, {}
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -260,10 +309,56 @@ class GovernedModel(WrapperModel):
             and any(c.id == call_id for c in ctl.pending_calls)
         )
 
+    def approving(self, call_id: str | None, edited: dict[str, Any] | None) -> None:
+        """pydantic-ai validated an approved call (`edited`: its arguments, when the approval
+        changed them): note it for the Controller's reply.
+
+        pydantic-ai validates every approved call of a response before it runs any, so when
+        the first one runs the human's answer on each asked call is known.
+        """
+        if self.awaits_approval(call_id) and call_id is not None:
+            self._approving[call_id] = edited
+
     def approved(self, call_id: str | None) -> None:
-        """pydantic-ai runs an approved call: tell the Controller the human said yes."""
-        if self.awaits_approval(call_id) and self.controller is not None:
-            self._decide(self.controller.on_human_reply(approved=True))
+        """pydantic-ai runs an approved call: give the Controller the human's answer on each
+        asked call.
+
+        The calls pydantic-ai validated as approved are approved, with the arguments the
+        approval gave them (`ToolApproved(override_args=...)`): the Controller checks those as
+        a new call. Every other asked call was denied (pydantic-ai answers it itself).
+        """
+        ctl = self.controller
+        if ctl is None or call_id is None or not self.awaits_approval(call_id):
+            return
+        noted, self._approving = self._approving, {}
+        answers = {c.id: c.id == call_id or c.id in noted for c in ctl.pending_calls}
+        edits = {i: e for i, e in noted.items() if e is not None and answers.get(i)}
+        decision = self._decide(ctl.on_human_reply(answers, arguments=edits or None))
+        cleared = {c.id: c for c in decision.tool_calls}
+        self._edits = {i: dict(cleared[i].arguments or {}) for i in edits if i in cleared}
+
+    def refusal(self, call_id: str | None, name: str) -> str:
+        """What the model reads for a call pydantic-ai was about to run and agentfsm did not
+        clear: the Controller's own error result for it, when the last decision gave one."""
+        last = self.decisions[-1] if self.decisions else None
+        for result in last.results if last is not None else ():
+            if result.call_id == call_id:
+                return str(result.content)
+        return f"not executed: agentfsm did not clear call {call_id!r} of {name!r}"
+
+    def runs_as_cleared(
+        self, ctx: RunContext[Any], tool: ToolsetTool[Any], tool_args: dict[str, Any]
+    ) -> bool:
+        """Whether the arguments about to run are those agentfsm cleared.
+
+        An approval's edited arguments are what the Controller checked; any other call runs
+        the validated arguments of its call part. A hook that rewrote the arguments after
+        that (a validation or execution hook) makes them another call: it does not run.
+        """
+        edit = self._edits.get(ctx.tool_call_id or "")
+        if edit is not None:
+            return bool(to_jsonable_python(tool_args) == edit)
+        return _as_sent(ctx, tool, tool_args)
 
     def _feed(self, messages: list[ModelMessage]) -> Decision | None:
         """Give the Controller the returns (or the human's denial) of its pending calls."""
@@ -272,10 +367,14 @@ class GovernedModel(WrapperModel):
         if ctl is None or ctl.state not in ("execute", "handoff", "await_human"):
             return None
         parts = _returns(messages, {c.id for c in ctl.pending_calls})
-        if ctl.state == "await_human":  # denied: pydantic-ai answered without running the call
-            said = next((_text(p) for p in parts), None)
-            denial = _decline.message(self.on_decline, said, (ToolDenied().message,))
-            decision = self._decide(ctl.on_human_reply(approved=False, message=denial))
+        if ctl.state == "await_human":  # denied: pydantic-ai answered without running the calls
+            denials = {p.tool_call_id: _text(p) for p in parts}
+            texts = {
+                call_id: text
+                for call_id, said in denials.items()
+                if (text := _decline.message(self.on_decline, said, (ToolDenied().message,)))
+            }
+            decision = self._decide(ctl.on_human_reply(False, messages=texts))
         else:
             results = [
                 ToolResult(
@@ -306,7 +405,7 @@ class GovernedModel(WrapperModel):
         if ctl is None or part is None or call_id is None or call_id in self._started:
             return False
         try:
-            arguments = part.args_as_dict()
+            arguments = self._edits.get(call_id) or part.args_as_dict()
         except ValueError:
             return False
         if not ctl.may_run(call_id, part.tool_name, arguments):
@@ -537,7 +636,8 @@ class GovernedToolset(WrapperToolset[Any]):
         tool_def = dataclasses.replace(
             tool.tool_def, metadata=metadata, kind="function" if kind == "external" else kind
         )
-        return dataclasses.replace(tool, tool_def=tool_def)
+        noting = _Noting(self.model, tool, tool.args_validator_func)
+        return dataclasses.replace(tool, tool_def=tool_def, args_validator_func=noting)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
@@ -550,11 +650,52 @@ class GovernedToolset(WrapperToolset[Any]):
             if not ctx.tool_call_approved:
                 raise ApprovalRequired
             self.model.approved(ctx.tool_call_id)
-        if not self.model.may_run(ctx.tool_call_id, ctx.messages):
-            return f"not executed: agentfsm did not clear call {ctx.tool_call_id!r} of {name!r}"
+        ran = self.model.runs_as_cleared(ctx, tool, tool_args)
+        if not ran or not self.model.may_run(ctx.tool_call_id, ctx.messages):
+            return self.model.refusal(ctx.tool_call_id, name)
         if metadata.get(_EXTERNAL):
             raise CallDeferred
         return await super().call_tool(name, tool_args, ctx, tool)
+
+
+class _Noting:
+    """A governed tool's `args_validator_func`: notes each approved call pydantic-ai
+    validates (and the arguments it validated, when the approval edited them), then asks the
+    tool's own validator function, if it has one."""
+
+    def __init__(
+        self, model: GovernedModel, tool: ToolsetTool[Any], inner: Callable[..., Any] | None
+    ) -> None:
+        self.model, self.tool, self.inner = model, tool, inner
+
+    def __call__(self, *given: Any, **args: Any) -> Any:
+        # The context comes first, by position: a tool may take an argument named `ctx`.
+        ctx = given[0]
+        if isinstance(ctx, RunContext) and ctx.tool_call_approved:
+            self.model.approving(ctx.tool_call_id, self._edited(ctx, args))
+        return self.inner(*given, **args) if self.inner is not None else None
+
+    def _edited(self, ctx: RunContext[Any], args: dict[str, Any]) -> dict[str, Any] | None:
+        """The validated arguments as JSON when they are not those of the call as the model
+        sent it (`ToolApproved(override_args=...)`), else None."""
+        if _as_sent(ctx, self.tool, args):
+            return None
+        edited: dict[str, Any] = to_jsonable_python(args)
+        return edited
+
+
+def _as_sent(ctx: RunContext[Any], tool: ToolsetTool[Any], args: dict[str, Any]) -> bool:
+    """Whether `args` are what the tool's validator makes of the call as the graph holds it
+    (its `ToolCallPart`): the arguments the model sent, with defaults and coercions."""
+    part = _held_call(ctx.messages, ctx.tool_call_id)
+    if part is None:
+        return False
+    try:
+        sent = part.args_as_dict()
+        checked = tool.args_validator.validate_python(sent, context=ctx.validation_context)
+    except (ValidationError, ValueError, TypeError):
+        return False
+    return bool(checked == args)
 
 
 @dataclasses.dataclass

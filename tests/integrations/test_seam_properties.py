@@ -40,6 +40,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 import agentfsm as af
 from agentfsm.exceptions import RunError
 from agentfsm.integrations.langgraph import Decide
+from agentfsm.integrations.openai_agents import GovernedModel as SdkGovernedModel
 from agentfsm.integrations.openai_agents import governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
 from tests.seam_strategies import (
@@ -71,6 +72,27 @@ def raw_calls(output: dict[str, Any]) -> list[Call]:
         for i in output["output"]
         if i["type"] == "function_call"
     ]
+
+
+def check_cleared(cleared: list[af.ToolCall], policy: af.Policy, approved: set[int]) -> None:
+    """No decision cleared a call the policy asks about unless the human approved that very
+    call: a sibling's yes is not its answer."""
+    for call in cleared:
+        if policy.permission_for(call) == "ask":
+            assert n_of(call.arguments) in approved, f"{call} cleared unapproved"
+
+
+def cleared_by(made: list[af.Decision]) -> list[af.ToolCall]:
+    """The calls the decisions cleared to run (or hand off)."""
+    clearing = (af.Action.EXECUTE_TOOLS, af.Action.HANDOFF)
+    return [c for d in made if d.action in clearing for c in d.tool_calls]
+
+
+def parent_decisions(parent: SdkAgent[Any]) -> list[af.Decision]:
+    """Every decision the governed parent's model made in its last run."""
+    model = parent.model
+    assert isinstance(model, SdkGovernedModel)
+    return list(model.decisions)
 
 
 def n_of(arguments: Any) -> int:
@@ -132,8 +154,9 @@ def sdk_agents(
 async def sdk_run(
     agent: SdkAgent[Any], stream: bool, answers: Iterator[bool], approved: set[int]
 ) -> Any:
-    """Run to the end with `Runner.run` or `Runner.run_streamed`, answering each interruption
-    with the next answer (the `n` of the calls approved go into `approved`)."""
+    """Run to the end with `Runner.run` or `Runner.run_streamed`, answering each interrupted
+    call with the next answer, call by call (the `n` of the calls approved go into
+    `approved`); a rejection says why every other time."""
 
     async def once(given: Any) -> Any:
         if not stream:
@@ -146,11 +169,12 @@ async def sdk_run(
     result = await once("go")
     while result.interruptions:
         state = result.to_state()
-        yes = next(answers, False)
-        for item in result.interruptions:
-            if yes:
+        for i, item in enumerate(result.interruptions):
+            if next(answers, False):
                 approved.add(n_of(item.raw_item.arguments))
-            (state.approve if yes else state.reject)(item)
+                state.approve(item)
+            else:
+                state.reject(item, rejection_message="not this one" if i % 2 else None)
         result = await once(state)
     return result
 
@@ -163,6 +187,12 @@ class TestAgentsSDKHandoffs:
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
         st.lists(st.booleans(), min_size=4, max_size=4),
         st.booleans(),
+    )
+    @example(  # one asked call approved, its sibling rejected: each keeps its own answer
+        af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
+        [chat_body([("c1", "sql", {"n": 9001}), ("c2", "sql", {"n": 9002})])],
+        [True, False, False, False],
+        False,
     )
     def test_a_handoff_transfers_only_when_cleared(
         self,
@@ -200,6 +230,7 @@ class TestAgentsSDKHandoffs:
             event(f"a refused handoff ended the run (asked about: {asked})")
         calls = calls_by_n(outputs)
         check_log(effects, calls, policy, approved)
+        check_cleared(cleared_by(parent_decisions(parent)), policy, approved)
         handed = [n for name, n in effects.log if name == HANDOFF]
         for n in handed:  # no human can approve a handoff through the SDK: only `allow` hands off
             assert policy.permission_for(calls[n]) == "allow"
@@ -255,15 +286,16 @@ async def streamed_run(
     answers: Iterator[bool],
     approved: set[int],
 ) -> None:
-    """Stream to the end, answering each approval request with the next answer."""
+    """Stream to the end, answering each call asked about with the next answer, call by call
+    (a denial says why every other time)."""
     output, messages = await streamed_once(agent, how, user_prompt="go")
     while isinstance(output, DeferredToolRequests):
-        yes = next(answers, False)
-        if yes:
-            approved.update(n_of(c.args) for c in output.approvals)
-        approvals: dict[str, bool | ToolApproved | ToolDenied] = {
-            c.tool_call_id: yes for c in output.approvals
-        }
+        approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+        for i, call in enumerate(output.approvals):
+            yes = next(answers, False)
+            if yes:
+                approved.add(n_of(call.args))
+            approvals[call.tool_call_id] = yes or (ToolDenied("not this one") if i % 2 else False)
         output, messages = await streamed_once(
             agent,
             how,
@@ -280,6 +312,12 @@ class TestPydanticAIStreamed:
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
         st.lists(st.booleans(), min_size=4, max_size=4),
         st.sampled_from(["events", "iter"]),
+    )
+    @example(  # one asked call approved, its sibling denied: each keeps its own answer
+        af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
+        [chat_body([("c1", "sql", {"n": 9001}), ("c2", "sql", {"n": 9002})])],
+        [True, False, False, False],
+        "iter",
     )
     def test_no_denied_call_runs_when_streaming(
         self,
@@ -302,6 +340,7 @@ class TestPydanticAIStreamed:
         except UnexpectedModelBehavior:  # pydantic-ai's own limit on a tool's retries
             event("pydantic-ai ended the run (tool retries)")  # what ran before still counts
         check_log(effects, calls_by_n(outputs), policy, approved)
+        check_cleared(cleared_by(model.decisions), policy, approved)
         event(f"calls ran: {bool(effects.log)}")
 
 
@@ -351,6 +390,11 @@ class TestLangGraphOwnGraph:
         ],
         [True, False, False, False],
     )
+    @example(  # one asked call approved, its sibling declined: each keeps its own answer
+        af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
+        [chat_body([("c1", "sql", {"n": 9001}), ("c2", "sql", {"n": 9002})])],
+        [True, False, False, False],
+    )
     def test_no_denied_call_runs_in_your_graph(
         self, policy: af.Policy, outputs: list[dict[str, Any]], answers: list[bool]
     ) -> None:
@@ -379,12 +423,15 @@ class TestLangGraphOwnGraph:
         asked = iter(answers * 4)
         out = graph.invoke({"messages": [("user", "go")]}, config)
         while "__interrupt__" in out:
-            yes = next(asked, False)
-            if yes:
-                question = out["__interrupt__"][0].value
-                approved.update(n_of(c.get("args")) for c in question["tool_calls"])
-            out = graph.invoke(Command(resume=yes), config)
+            out = graph.invoke(Command(resume=answer(out, asked, approved)), config)
         check_log(effects, calls_by_n(outputs), policy, approved)
+        cleared = [
+            af.ToolCall(id=c["id"], name=c["name"], arguments=c["args"])
+            for d in graph.get_state(config).values["decisions"]
+            if d["action"] in ("execute_tools", "handoff")
+            for c in d["tool_calls"]
+        ]
+        check_cleared(cleared, policy, approved)
         messages = out["messages"]
         for issued, answered in exchanges(messages):  # ids may repeat across turns, not within
             assert sorted(answered) == sorted(issued), (issued, answered)
@@ -393,6 +440,17 @@ class TestLangGraphOwnGraph:
         for name, n in effects.log:  # every call that ran reached the model once
             assert sum(t == f"{name} ran {n}" for t in ran_texts) == 1
         event(f"calls ran: {bool(effects.log)}")
+
+
+def answer(out: dict[str, Any], asked: Iterator[bool], approved: set[int]) -> Any:
+    """The resume value answering the graph's question call by call: a plain bool when every
+    call gets the same answer, else `{"approved": {call_id: bool}, "messages": {...}}`."""
+    calls = out["__interrupt__"][0].value["tool_calls"]
+    said = {c["id"]: next(asked, False) for c in calls}
+    approved.update(n_of(c.get("args")) for c in calls if said[c["id"]])
+    if len(set(said.values())) <= 1:
+        return next(iter(said.values()), False)
+    return {"approved": said, "messages": {i: "not this one" for i, yes in said.items() if not yes}}
 
 
 def exchanges(messages: list[Any]) -> list[tuple[list[str], list[str]]]:
