@@ -210,6 +210,8 @@ class _Source:
 
     def declared(self, node: Any) -> Word:
         """A word of `export`/`declare`/`local`/`unset`: `NAME=value` when its value is fixed."""
+        if node.type == "variable_name":
+            return self.text(node)
         if node.type != "variable_assignment":
             return self.literal(node)
         name = node.child_by_field_name("name")
@@ -317,7 +319,7 @@ class Reader:
         words_of: dict[int, list[Any]] = {}  # node id -> words hung on a redirection after it
         while stack:
             node, writes = stack.pop()
-            self._modelled(node)
+            self._modelled(node, source)
             kind = node.type
             children = node.children
             if kind == "redirected_statement":
@@ -335,9 +337,11 @@ class Reader:
                 children = self._visit(node, source, depth)
             stack.extend((child, writes) for child in reversed(children))
 
-    def _modelled(self, node: Any) -> None:
+    def _modelled(self, node: Any, source: _Source) -> None:
         """Call the script unsure of a node kind or token that is not on the modelled lists."""
         kind = node.type
+        if _translated(node, source.data):
+            self.unsure.append(f"translated_string: {UNMODELLED_NODES['translated_string']}")
         if node.is_named and kind not in MODELLED_NODES and kind != "ERROR":
             why = UNMODELLED_NODES.get(kind, "a form the reader does not model")
             self.unsure.append(f"{kind}: {why}")
@@ -528,9 +532,11 @@ class Reader:
             if part.type == "variable_assignment":
                 self._declared_assignment(part, source, options, evaluates=evaluates)
                 continue
-            word = source.literal(part)
+            word = source.declared(part)
             if word is None or word[:1] not in ("-", "+"):
                 self.declared(word, words, evaluates=evaluates)
+            if word is not None and "i" in options:
+                self.variables.integer_typed.add(word.split("[", 1)[0].split("=", 1)[0])
 
     def _declared_assignment(
         self, part: Any, source: _Source, options: str, *, evaluates: bool
@@ -707,6 +713,16 @@ def _receiver(body: Any) -> Any:
     ):
         body = body.named_children[-1]
     return body if body is not None and body.type == "command" else None
+
+
+def _translated(node: Any, data: bytes) -> bool:
+    """Whether `node` is the `$` of `$"..."`, which the grammar reads in a word as `$` and a
+    string (and as a translated_string only in an assignment)."""
+    return (
+        node.type == "$"
+        and data[node.end_byte : node.end_byte + 1] == b'"'
+        and (node.parent is None or node.parent.type != "string")
+    )
 
 
 def _trailing(redirect: Any) -> list[Any]:
