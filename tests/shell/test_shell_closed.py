@@ -7,6 +7,7 @@ builtin no list names fails here rather than being read as harmless.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -21,11 +22,15 @@ from agentfsm._shell.closed import (
     MODELLED_NODES,
     MODELLED_TOKENS,
     REDIRECTIONS,
+    SET_FLAGS,
+    SET_OPTIONS,
+    SHOPT_OPTIONS,
     UNMODELLED_BUILTINS,
     UNMODELLED_NODES,
     UNMODELLED_TOKENS,
 )
 from agentfsm._shell.reader import BUILTINS
+from tests.docs.scripts import DOCS
 from tests.shell.rm_scripts import DENY, ScriptsRunningRm, verdict
 
 REDIRECTED = [
@@ -218,3 +223,34 @@ class TestTheListsAreWhole:
         assert not set(BUILTINS) & set(UNMODELLED_BUILTINS)
         assert set(BUILTINS) | set(UNMODELLED_BUILTINS) == BASH_BUILTINS
         assert set(BUILTINS) >= DATA_BUILTINS
+
+
+def _listed(label: str) -> set[str]:
+    """The names docs/shell-rules.md lists after the bold `label`, up to the next item."""
+    page = (DOCS / "shell-rules.md").read_text(encoding="utf-8")
+    found = re.search(rf"^- \*\*{re.escape(label)}\*\* (.*?)(?=^- |^$)", page, re.M | re.S)
+    assert found is not None, f"docs/shell-rules.md lists no {label!r}"
+    return {a or b for a, b in re.findall(r"`` (.+?) ``|`([^`]+)`", found.group(1))}
+
+
+class TestThePage:
+    """docs/shell-rules.md lists exactly what the reader models and what it does not."""
+
+    @pytest.mark.parametrize(
+        ("label", "table"),
+        [
+            ("Node kinds modelled:", MODELLED_NODES),
+            ("Node kinds not modelled:", set(UNMODELLED_NODES)),
+            ("Tokens not modelled:", set(UNMODELLED_TOKENS)),
+            ("Redirection operators modelled:", REDIRECTIONS),
+            ("Builtins whose arguments are data:", DATA_BUILTINS),
+            ("Builtins read by rules of their own:", set(BUILTINS) - DATA_BUILTINS),
+            ("Builtins not modelled:", set(UNMODELLED_BUILTINS)),
+            ("`set` flags modelled:", {f"-{letter}" for letter in SET_FLAGS}),
+            ("`set -o` names modelled:", SET_OPTIONS),
+            ("`shopt` names modelled:", SHOPT_OPTIONS),
+        ],
+    )
+    def test_the_page_lists_the_table(self, label: str, table: set[str]) -> None:
+        """The page's list under `label` is the table, no more and no less."""
+        assert _listed(label) == set(table)
