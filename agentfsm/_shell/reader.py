@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 from agentfsm._shell.closed import (
@@ -140,9 +141,16 @@ _EVALUATED = frozenset(
         "expansion",
         "binary_expression",
         "unary_expression",
+        "array",
     }
 )
 """Nodes whose text bash evaluates: arithmetic, expansions, assignments, `[[ ]]` tests."""
+_SUBSCRIPTED = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*\[([A-Za-z0-9_ +*/%<>&|^!~?:()-]*)\](?:\+?=.*)?", re.S
+)
+"""`NAME[SUB]` or `NAME[SUB]=VALUE` whose subscript is plain arithmetic."""
+_KEYED = re.compile(r"\[(.*)\]\+?=", re.DOTALL)
+"""An element `[SUB]=value` of a compound array assignment."""
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]$`'\"\\]*\])?")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _LISTS_NAMES = re.compile(r"(?:\[[@*]\]|[@*])\}$")
@@ -366,6 +374,8 @@ class Reader:
 
     def _declaration_command(self, node: Any, source: _Source, writes: bool) -> None:
         """`declare`/`typeset`/`local`/`export`/`readonly`/`unset` as the grammar reads them."""
+        if _spans_lines(node, source.data):
+            self.unsure.append("the grammar joined two lines into one command")
         words: list[Word] = [source.text(node.children[0])]
         words += [source.declared(c) for c in node.named_children]
         self.commands.append((Command(tuple(words), plain=not writes),))
@@ -426,17 +436,31 @@ class Reader:
         ):
             self.arithmetic(source.text(node))
         elif kind == "c_style_for_statement":
-            for part in node.named_children:
-                if part.type == "variable_assignment":
-                    self._assignment(part, source, depth)
-                elif part.type not in ("do_group", "compound_statement"):
-                    self.arithmetic(source.text(part))
+            self._c_style_for(node, source, depth)
         elif kind == "subscript":
             self.arithmetic(_inside_brackets(source.text(node)))
         elif kind == "expansion":
             self._expansion(source.text(node))
         elif kind in ("binary_expression", "unary_expression"):
             self._test(node, source)
+        elif kind == "array":
+            self._keys(node, source)
+
+    def _c_style_for(self, node: Any, source: _Source, depth: int) -> None:
+        """`for ((A; B; C))`: A, B and C are arithmetic."""
+        for part in node.named_children:
+            if part.type == "variable_assignment":
+                self._assignment(part, source, depth)
+            elif part.type not in ("do_group", "compound_statement"):
+                self.arithmetic(source.text(part))
+
+    def _keys(self, array: Any, source: _Source) -> None:
+        """`a=([SUB]=v)`: bash evaluates SUB as arithmetic (after quote removal, so that
+        `[\\$(...)]` runs too); the grammar reads it as plain words."""
+        for element in array.named_children:
+            keyed = _KEYED.match(source.text(element))
+            if keyed is not None:
+                self.arithmetic(keyed.group(1))
 
     def arithmetic(self, text: Word) -> None:
         """Note arithmetic `text` that bash evaluates; None is text known only at run time."""
@@ -452,8 +476,23 @@ class Reader:
             return
         self.variables.assign(word.split("[", 1)[0], integer=False)
         self.special(word, None, 0, exported=False)
-        if "[" in word:
-            self.arithmetic(_inside_brackets(word))
+        self.subscript(word)
+
+    def subscript(self, word: str) -> None:
+        """Note the subscript of a name a builtin is given as text (`read 'a[SUB]'`).
+
+        Bash finds the closing `]` by its own quoting rules and evaluates the subscript as
+        arithmetic, `$( )` and all: only a subscript of names, numbers and arithmetic
+        operators is modelled.
+        """
+        name = word.split("=", 1)[0]
+        if "[" not in name:
+            return
+        plain = _SUBSCRIPTED.fullmatch(word)
+        if plain is None:
+            self.unsure.append(f"a subscript that is not plain arithmetic: {word[:120]}")
+        else:
+            self.arithmetic(plain.group(1))
 
     def _assignment(self, node: Any, source: _Source, depth: int) -> None:
         target = node.child_by_field_name("name")
@@ -568,9 +607,8 @@ class Reader:
         if word is None:
             self.unsure.append(f"an operand is not known until run time: {_show(where)}")
             return
+        self.subscript(word)
         name, equals, value = word.partition("=")
-        if "[" in name:
-            self.arithmetic(_inside_brackets(name))
         if evaluates and value.startswith("("):
             self.unsure.append(f"declare may read the value as an array assignment: {word[:120]}")
         if equals:
@@ -609,6 +647,8 @@ class Reader:
         if name is None:
             return
         writes, stdin = self._redirections(node, source, writes, stdin)
+        if _spans_lines(node, source.data):
+            self.unsure.append("the grammar joined two lines into one command")
         assigned = any(c.type == "variable_assignment" for c in node.children)
         arguments = list(node.children_by_field_name("argument")) + hung
         arguments += [w for r in node.children_by_field_name("redirect") for w in _trailing(r)]
@@ -713,6 +753,20 @@ def _receiver(body: Any) -> Any:
     ):
         body = body.named_children[-1]
     return body if body is not None and body.type == "command" else None
+
+
+def _spans_lines(command: Any, data: bytes) -> bool:
+    """Whether a newline no backslash escapes stands between two parts of `command`.
+
+    Bash ends a simple command at such a newline; tree-sitter-bash sometimes reads on
+    (`a |& b` then `set -e` NEWLINE `rm -rf DIR` is one command `set -e rm -rf DIR`).
+    """
+    parts = command.children
+    for before, after in pairwise(parts):
+        gap = data[before.end_byte : after.start_byte]
+        if b"\n" in gap.replace(b"\\\n", b""):
+            return True
+    return False
 
 
 def _translated(node: Any, data: bytes) -> bool:
@@ -965,8 +1019,8 @@ def _unset(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> 
     for word in words[1:]:
         if word is None:
             reader.unsure.append(f"an operand is not known until run time: {_show(words)}")
-        elif "[" in word:
-            reader.arithmetic(_inside_brackets(word))
+        else:
+            reader.subscript(word)
 
 
 def _set(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:

@@ -253,6 +253,7 @@ def _forms() -> list[Form]:
         "[[ $( ) ]]": "[[ -n $(\n{cmd}\n) ]]",
         "array": 'a=(x y)\necho ${a[0]} ${#a[@]} "${a[@]:0:1}"\n{cmd}',
         "array of words": "a=(" + Q + ')\neval "${a[0]}"',
+        "keyed array": "i=" + SUB + "\na=([$i]=1)",
         "words": "x=1 y=2\necho a\"b\"'c' $'d' {1..2} $? $# $x ${x:-y} ${x#*} $((x + 1))\n{cmd}",
         "arithmetic": "i=0\n(( i++ ))\necho $(( i ? 1 : 0 )) $(( (i + 1) * 2 ))\n{cmd}",
         "tests": "[[ -n a && a == @(a|b) && a =~ ^a ]] && [ -n a ]\n{cmd}",
