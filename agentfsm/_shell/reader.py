@@ -164,6 +164,7 @@ _REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirec
 _FD_NAME = re.compile(rb"\{[^{}]+\}")
 _OWNS_REDIRECTS = frozenset({"command", "redirected_statement", "heredoc_redirect"})
 _DUPS = frozenset({">&", "<&", ">&-", "<&-"})
+_CLOSES = frozenset({">&-", "<&-"})
 
 
 _COMMAND_TABLES = re.compile(r"BASH_(?:ALIASES|CMDS)")
@@ -580,6 +581,7 @@ class Reader:
     def _declared_assignment(
         self, part: Any, source: _Source, options: str, *, evaluates: bool
     ) -> None:
+        """`declare NAME=VALUE`: VALUE is arithmetic under `-i`, and may be an array assignment."""
         target = part.child_by_field_name("name")
         value = part.child_by_field_name("value")
         name = "" if target is None else source.text(target).split("[", 1)[0]
@@ -782,7 +784,9 @@ def _translated(node: Any, data: bytes) -> bool:
 def _trailing(redirect: Any) -> list[Any]:
     """The words after a redirection's target, which the grammar hangs on the redirection."""
     if redirect.type == "file_redirect":
-        return list(redirect.children_by_field_name("destination")[1:])
+        targets = list(redirect.children_by_field_name("destination"))
+        operator = next((c.type for c in redirect.children if not c.is_named), "")
+        return targets if operator in _CLOSES else targets[1:]  # `>&-` takes no target
     if redirect.type != "heredoc_redirect":
         return []
     found = list(redirect.children_by_field_name("argument"))

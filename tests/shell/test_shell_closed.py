@@ -54,6 +54,9 @@ REDIRECTED = [
     "rm <<-E -rf /\n\tx\n\tE",
     "true && rm <<E -rf /\nx\nE",
     "rm <<E >/dev/null -rf /\nx\nE",
+    "rm 3>&- -rf </dev/null /",  # `>&-` takes no target: `-rf` is rm's
+    "true &&\nrm 4<&- -rf </dev/null /",
+    "rm 3>&- -rf <<-E /\n\tx\n\tE",
     # the grammar reads the last two lines as one command `set -e rm -rf /` (found by the
     # generated test): a newline between a command's parts is unsure
     "echo a |&\necho a |&\nset -e\n'rm' -rf / <&0 >&2",

@@ -415,11 +415,13 @@ def _sweep() -> Iterator[tuple[str, str, tuple[str, int] | None]]:
     plain = Rm("rm", ("-rf", "DIR"))
     for form in FORMS:
         yield form.name, form.fill(plain), None
+    alias = Form("alias", "shopt -s expand_aliases\nalias r=rm\n{r}", renamed="r")
     for operator in sorted(REDIRECTIONS):
         for position in range(4):  # before the name, after it, between the words, at the end
+            for flags in (("-rf",), ("-fr",), ("-r", "-f")):  # the grammar reads them apart
+                rm = redirected(Rm("rm", (*flags, "DIR")), operator, position)
+                yield f"{operator} at {position}", rm.text(), (operator, position)
             rm = redirected(plain, operator, position)
-            yield f"{operator} at {position}", rm.text(), (operator, position)
-            alias = Form("alias", "shopt -s expand_aliases\nalias r=rm\n{r}", renamed="r")
             yield f"{operator} at {position} (alias)", alias.fill(rm), (operator, position)
 
 
