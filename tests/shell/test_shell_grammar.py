@@ -173,11 +173,17 @@ def redirected(rm: Rm, operator: str, position: int) -> Rm:
     return Rm(rm.name, tuple(words), rm.before, bodies)
 
 
+def _quotings(word: str) -> list[str]:
+    """Ways to write `word` that bash reads as the same word."""
+    return [word, f"'{word}'", f'"{word}"', f"{word[:2]}'{word[2:]}'", "\\" + word]
+
+
 @st.composite
 def rms(draw: st.DrawFn) -> Rm:
     """An rm with random flags, name spelling and up to two redirections anywhere."""
     flags = draw(st.lists(st.sampled_from(FLAGS), min_size=1, max_size=3))
-    rm = Rm(draw(st.sampled_from(NAMES)), (*flags, "DIR"))
+    quoted = [draw(st.sampled_from(_quotings(flag))) for flag in flags]
+    rm = Rm(draw(st.sampled_from(NAMES)), (*quoted, "DIR"))
     for _ in range(draw(st.integers(0, 2))):
         operator = draw(st.sampled_from(sorted(REDIRECTIONS)))
         rm = redirected(rm, operator, draw(st.integers(0, len(rm.words) + 1)))
