@@ -132,10 +132,13 @@ class TestUnmodelled:
 
     @pytest.mark.parametrize("name", sorted(UNMODELLED_BUILTINS))
     def test_an_unmodelled_builtin_is_unsure(self, name: str) -> None:
-        """Running an unmodelled builtin, by any route, is unsure."""
+        """Running an unmodelled builtin, by any route, is unsure: a deny rule denies it and an
+        allow rule naming it does not allow it."""
+        allow = [f"allow bash(command~{name}:*)", "allow bash(command~builtin:*)"]
         for command in (name, f"builtin {name} x", f"true && {name} -l"):
             assert shell.parse(command).unsure, command
             assert verdict([DENY], command) == "deny"
+            assert verdict(allow, command, permissions={"*": "deny"}) == "deny"
 
     @pytest.mark.parametrize(
         "command",
