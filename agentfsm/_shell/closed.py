@@ -226,7 +226,6 @@ SHOPT_OPTIONS = frozenset(
         "inherit_errexit",
         "lastpipe",
         "lithist",
-        "localvar_inherit",
         "localvar_unset",
         "mailwarn",
         "no_empty_cmd_completion",
@@ -244,5 +243,6 @@ SHOPT_OPTIONS = frozenset(
     }
 )
 """The names of `shopt -s/-u NAME` the reader models. Not: `expand_aliases` (aliases are not
-modelled), `extdebug`, `interactive_comments`, the `compat*` levels, `assoc_expand_once`,
-`array_expand_once`."""
+modelled), `localvar_inherit` (a local name inherits an array, whose assignment `local`
+then evaluates), `extdebug`, `interactive_comments`, the `compat*` levels,
+`assoc_expand_once`, `array_expand_once`."""
