@@ -201,8 +201,9 @@ SUB = "{sub}"
 
 @dataclass(frozen=True)
 class Form:
-    """A script with a slot: `{cmd}` (the command, on lines of its own), `{q}`, `{sub}`, or
-    `{r}` (the rm command with its name replaced: for aliases and the command table)."""
+    """A script with a slot: `{cmd}` (the command, on lines of its own), `{q}`, `{sub}`,
+    `{substituted}` (`$(command)` as one quoted word), or `{r}` (the rm command with its name
+    replaced: for aliases and the command table)."""
 
     name: str
     text: str
@@ -218,6 +219,7 @@ class Form:
         return (
             self.text.replace("{q}", shlex.quote(text))
             .replace("{sub}", shlex.quote(f"a[$({text}\n)]"))
+            .replace("{substituted}", shlex.quote(f"$({text}\n)"))
             .replace("{r}", renamed)
             .replace("{cmd}", text)
         )
@@ -260,6 +262,9 @@ def _forms() -> list[Form]:
         "array": 'a=(x y)\necho ${a[0]} ${#a[@]} "${a[@]:0:1}"\n{cmd}',
         "array of words": "a=(" + Q + ')\neval "${a[0]}"',
         "keyed array": "i=" + SUB + "\na=([$i]=1)",
+        "prompt expansion": 'x={substituted}\necho "${x@P}"',
+        "PS4": "PS4={substituted}\nset -x\ntrue",
+        "indirect": "x={substituted}\ny=x\necho ${!y} $(( y ))",
         "words": "x=1 y=2\necho a\"b\"'c' $'d' {1..2} $? $# $x ${x:-y} ${x#*} $((x + 1))\n{cmd}",
         "arithmetic": "i=0\n(( i++ ))\necho $(( i ? 1 : 0 )) $(( (i + 1) * 2 ))\n{cmd}",
         "tests": "[[ -n a && a == @(a|b) && a =~ ^a ]] && [ -n a ]\n{cmd}",
