@@ -99,6 +99,7 @@ class Bash:
 
 @pytest.fixture(scope="module")
 def bash() -> Bash:
+    """One runner for the module: its stand-in and log are made once."""
     return Bash(Path(tempfile.mkdtemp(prefix="agentfsm-grammar-")))
 
 
@@ -226,6 +227,7 @@ class Form:
 
 
 def _forms() -> list[Form]:
+    """The forms of the grammar's constructs, then one for every builtin."""
     structure = {
         "list": "true &&\n{cmd}",
         "or": "false ||\n{cmd}",
@@ -383,6 +385,7 @@ class Coverage:
     operators: Counter[tuple[str, int]] = field(default_factory=Counter)
 
     def add(self, script: str) -> None:
+        """Count the node kinds of `script`'s parse and the builtins it names."""
         for node in _nodes(script):
             if node.is_named:
                 self.kinds[node.type] += 1
@@ -394,6 +397,7 @@ class Coverage:
                 self.builtins["["] += 1  # the grammar reads `[ ... ]` as a test, bash as a builtin
 
     def report(self) -> str:
+        """What was reached, against what there is to reach."""
         kinds = MODELLED_NODES | set(UNMODELLED_NODES)
         return (
             f"node kinds: {len(set(self.kinds) & kinds)}/{len(kinds)}, "
@@ -406,6 +410,7 @@ _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
 def _nodes(script: str) -> Iterator[tree_sitter.Node]:
+    """Every node of `script`'s parse."""
     stack = [_PARSER.parse(script.encode()).root_node]
     while stack:
         node = stack.pop()
