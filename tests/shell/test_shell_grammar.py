@@ -50,6 +50,10 @@ printf '%s\\036' "$record" >> {log}
 """
 
 
+_REAL_RM = ("/rm", "PATH=", "env -i", "env -", "command -p", "exec -c")
+"""Spellings that could reach the real rm: a generated script holds none of them."""
+
+
 def _no_network() -> list[str]:
     """`unshare -rn` when it works here: the script runs without a network."""
     unshare = shutil.which("unshare")
@@ -73,6 +77,8 @@ class Bash:
 
     def rm_runs(self, script: str, timeout: float = 10.0) -> list[list[str]]:
         """Run `script` in a fresh scratch directory; the arguments of each rm it ran."""
+        # The real rm must never run: no path to it, no PATH of the script's own.
+        assert not any(risk in script for risk in _REAL_RM), script
         self.log.write_text("")
         with tempfile.TemporaryDirectory() as scratch:
             (Path(scratch) / "DIR").mkdir()
