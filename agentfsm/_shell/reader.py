@@ -592,6 +592,8 @@ class Reader:
         if value is None or value.type == "array" or not evaluates:
             return
         fixed = source.literal(value)
+        if fixed is None and _fresh_local(part, source, name, options):
+            return
         if fixed is None or fixed.startswith("("):
             # bash assigns `(...)` to a name that is an array as a compound assignment
             # (`declare a="$y"` with y='([0]=$(rm ...))' runs rm); whether the name is an
@@ -755,6 +757,25 @@ def _receiver(body: Any) -> Any:
     ):
         body = body.named_children[-1]
     return body if body is not None and body.type == "command" else None
+
+
+def _fresh_local(part: Any, source: _Source, name: str, options: str) -> bool:
+    """Whether `local NAME=VALUE` (or `declare` in a function, without `-g`, `-a`, `-A`) makes
+    a new scalar.
+
+    In a function, the declaration makes a variable of the function's own, which is an
+    array only when the function made it one before (in a loop, a later `NAME=(...)` runs
+    first); a name the function body writes nowhere else, as a word that is not an expansion
+    (`$NAME`, `${NAME...}`), is a new scalar, whose value bash never reads as an array.
+    """
+    function = part.parent
+    while function is not None and function.type != "function_definition":
+        function = function.parent
+    if function is None or not name or set(options) & {"g", "a", "A"}:
+        return False  # global, or declared an array here
+    body = source.text(function)
+    written = re.findall(rf"(?<![\w${{#!]){re.escape(name)}(?!\w)", body)
+    return len(written) == 1
 
 
 def _spans_lines(command: Any, data: bytes) -> bool:

@@ -83,6 +83,8 @@ EVALUATING_BUILTINS = [
     'hash -p "$(command -v rm)" ls; ls -rf /',
     'BASH_CMDS[ls]="$(command -v rm)"; ls -rf /',
     "jobs -x rm -rf /",
+    "y='($(rm -rf /))'; f() { for i in 1 2; do local x=\"$y\"; x=(1); done; }; f",
+    "y='($(rm -rf /))'; f() { local -a x=\"$y\"; }; f",
     "i='b[$(rm -rf /)]'; a=([$i]=1)",
     "a=(['$(rm -rf /)']=1)",
 ]
@@ -174,6 +176,7 @@ class TestUnmodelled:
             'export PATH="$PATH:/opt/bin"',
             "local x=1",
             "declare -a arr=(a b c)",
+            'f() { local d="$1"; ls "$d" "${d}/x"; }; f x',
             "unset x y",
             "hash -r",
             "jobs -l",

@@ -272,7 +272,7 @@ def _forms() -> list[Form]:
         "keyed array": "i=" + SUB + "\na=([$i]=1)",
         "prompt expansion": 'x={substituted}\necho "${x@P}"',
         "PS4": "PS4={substituted}\nset -x\ntrue",
-        "indirect": "x={substituted}\ny=x\necho ${!y} $(( y ))",
+        "indirect": "x=" + SUB + "\ny=x\necho ${!y} $(( y ))",
         "words": "x=1 y=2\necho a\"b\"'c' $'d' {1..2} $? $# $x ${x:-y} ${x#*} $((x + 1))\n{cmd}",
         "arithmetic": "i=0\n(( i++ ))\necho $(( i ? 1 : 0 )) $(( (i + 1) * 2 ))\n{cmd}",
         "tests": "[[ -n a && a == @(a|b) && a =~ ^a ]] && [ -n a ]\n{cmd}",
@@ -316,7 +316,10 @@ def _builtin_forms() -> list[Form]:
         "compopt": "compopt -o default x 2>/dev/null\n{cmd}",
         "continue": "for i in 1; do\n{cmd}\ncontinue\ndone",
         "declare": "declare " + SUB + "=1",
-        "declare -a": 'y="($(\n{cmd}\n))"\ndeclare -a a="$y"',
+        "declare -a": 'y="("{substituted}")"\ndeclare -a a="$y"',
+        "local in a loop": (
+            'y="("{substituted}")"\nf() {\nfor i in 1 2; do\nlocal x="$y"\nx=(1)\ndone\n}\nf'
+        ),
         "dirs": "dirs\n{cmd}",
         "disown": "disown 2>/dev/null\n{cmd}",
         "echo": "echo " + Q + "\n{cmd}",
