@@ -526,6 +526,8 @@ class Reader:
                 self._substitutions(value, depth)
         elif name in ("BASH_ENV", "ENV") or name.startswith("BASH_FUNC_"):
             self.unsure.append(f"{name} makes a shell run code from it (or the file it names)")
+        elif name in ("BASHOPTS", "SHELLOPTS"):
+            self.unsure.append(f"{name} sets a shell's options, which are not all modelled")
 
     def _expansion(self, text: str) -> None:
         if text.startswith("${!") and not _LISTS_NAMES.search(text):

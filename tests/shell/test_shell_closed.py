@@ -158,6 +158,7 @@ class TestUnmodelled:
             "declare -n r=x",
             'local v="$1"',
             "ENV=/tmp/x",
+            "env BASHOPTS=localvar_inherit bash -c true",
         ],
     )
     def test_an_unmodelled_form_is_unsure(self, command: str) -> None:
