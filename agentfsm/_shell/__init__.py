@@ -6,7 +6,8 @@ pattern is matched against every simple command the script can run, wherever it
 stands: after `;`, `&&`, `||`, `|`, `&` or a newline, inside `( )`, `{ }`,
 `if`/`for`/`while`, functions, `$( )`, backticks and `<( )`, and inside the
 command text given to `eval`, `bash -c`, `sh -c`, `su -c`, `trap` and a heredoc
-fed to a shell. `find -exec CMD ;` runs CMD, a command too.
+fed to a shell. `find -exec CMD ;` runs CMD, a command too. A word after a
+redirection's target is the command's (`rm >f -rf DIR` is `rm -rf DIR`).
 
 Each simple command is seen in one or more *views*: as written (without its
 leading `NAME=value` assignments), then with each wrapper it starts with taken
@@ -41,13 +42,16 @@ command as written and with the plain wrappers (`command`, `builtin`, `exec`,
 never on a command with leading assignments or a redirection that writes a file
 (other than `/dev/null`).
 
-What cannot be read with confidence makes the whole script *unsure*: a parse
-error, a command name not known until run time (`$(echo rm) -rf /`, `$CMD`), a
-wrapper option not understood, `eval` or `bash -c` of text not known until run
-time, a shell reading commands from a pipe or its input, nesting deeper than
-`MAX_DEPTH`, text longer than `MAX_LENGTH` (not parsed), and text bash evaluates
-that is known only at run time: arithmetic on a variable the script has not set to
-an integer (`x='a[$(rm -rf /)]'; (( x ))` runs `rm`), `${x@P}`, `${!x}`, `BASH_ENV`.
+The reader models a closed list of forms (`agentfsm._shell.closed`: node kinds, tokens,
+builtins, redirection operators, `set`/`shopt` options; `docs/shell-rules.md` lists them):
+anything not on it makes the whole script *unsure*, as does whatever else cannot be read
+with confidence: a parse error, a command name not known until run time
+(`$(echo rm) -rf /`, `$CMD`), a wrapper option not understood, `eval` or `bash -c` of
+text not known until run time, a shell reading commands from a pipe or its input,
+nesting deeper than `MAX_DEPTH`, text longer than `MAX_LENGTH` (not parsed), and text
+bash evaluates that is known only at run time: arithmetic on a variable the script has
+not set to an integer (`x='a[$(rm -rf /)]'; (( x ))` runs `rm`), `${x@P}`, `${!x}`,
+`BASH_ENV`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
+from agentfsm._shell.closed import (
+    BASH_BUILTINS,
+    DATA_BUILTINS,
+    MODELLED_NODES,
+    MODELLED_TOKENS,
+    REDIRECTIONS,
+    SET_FLAGS,
+    SET_OPTIONS,
+    SHOPT_OPTIONS,
+    UNMODELLED_BUILTINS,
+    UNMODELLED_NODES,
+    UNMODELLED_TOKENS,
+)
 from agentfsm._shell.script import MAX_DEPTH, MAX_LENGTH, Command, Script
 from agentfsm._shell.text import (
     INTEGER_SPECIALS,
@@ -127,9 +141,16 @@ _EVALUATED = frozenset(
         "expansion",
         "binary_expression",
         "unary_expression",
+        "array",
     }
 )
 """Nodes whose text bash evaluates: arithmetic, expansions, assignments, `[[ ]]` tests."""
+_SUBSCRIPTED = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*\[([A-Za-z0-9_ +*/%<>&|^!~?:()-]*)\](?:\+?=.*)?", re.S
+)
+"""`NAME[SUB]` or `NAME[SUB]=VALUE` whose subscript is plain arithmetic."""
+_KEYED = re.compile(r"\[(.*)\]\+?=", re.DOTALL)
+"""An element `[SUB]=value` of a compound array assignment."""
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]$`'\"\\]*\])?")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _LISTS_NAMES = re.compile(r"(?:\[[@*]\]|[@*])\}$")
@@ -139,8 +160,16 @@ _SUBSTRING = re.compile(
 _TEXT_LEAVES = frozenset({"word", "string_content", "regex", "extglob_pattern"})
 """Nodes whose text bash may expand though the grammar did not split it."""
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>"})
+_REDIRECTS = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+_FD_NAME = re.compile(rb"\{[^{}]+\}")
+_OWNS_REDIRECTS = frozenset({"command", "redirected_statement", "heredoc_redirect"})
 _DUPS = frozenset({">&", "<&", ">&-", "<&-"})
+_CLOSES = frozenset({">&-", "<&-"})
 
+
+_COMMAND_TABLES = re.compile(r"BASH_(?:ALIASES|CMDS)")
+"""Bash's alias and command-path tables: a name set in them runs other text or another program
+(`BASH_CMDS[ls]=/bin/rm; ls -rf x` runs rm), however the name is assigned."""
 
 _WORD_LETTERS = "zqxjkvwyZQXJKVWY"
 
@@ -190,6 +219,8 @@ class _Source:
 
     def declared(self, node: Any) -> Word:
         """A word of `export`/`declare`/`local`/`unset`: `NAME=value` when its value is fixed."""
+        if node.type == "variable_name":
+            return self.text(node)
         if node.type != "variable_assignment":
             return self.literal(node)
         name = node.child_by_field_name("name")
@@ -284,6 +315,8 @@ class Reader:
             return
         if root.has_error:
             self.unsure.append("it does not parse as a shell command")
+        if _COMMAND_TABLES.search(text):
+            self.unsure.append("BASH_ALIASES and BASH_CMDS make a name run other text")
         if any(_in_code(root, at) for at in joins_word(data)):
             self.unsure.append("a backslash-newline joins two parts of a word (bash reads one)")
         self.walk(root, _Source(data), depth)
@@ -292,8 +325,10 @@ class Reader:
         # A stack, not recursion: `$($($(...)))` may nest deeper than Python's recursion limit.
         stack: list[tuple[Any, bool]] = [(root, False)]
         stdin_of: dict[int, str] = {}  # node id -> the heredoc text its command reads
+        words_of: dict[int, list[Any]] = {}  # node id -> words hung on a redirection after it
         while stack:
             node, writes = stack.pop()
+            self._modelled(node, source)
             kind = node.type
             children = node.children
             if kind == "redirected_statement":
@@ -301,16 +336,51 @@ class Reader:
                 receiver = _receiver(node.child_by_field_name("body"))
                 if stdin is not None and receiver is not None:
                     stdin_of[receiver.id] = stdin
+                self._hung_words(node, receiver, words_of)
             elif kind == "command":
-                self._command(node, source, writes, stdin_of.get(node.id), depth)
+                extra = words_of.get(node.id, [])
+                self._command(node, source, writes, (stdin_of.get(node.id), extra), depth)
             elif kind in ("declaration_command", "unset_command"):
-                words: list[Word] = [source.text(node.children[0])]
-                words += [source.declared(c) for c in node.named_children]
-                self.commands.append((Command(tuple(words), plain=not writes),))
-                self._declaration(node, source, words)
+                self._declaration_command(node, source, writes)
             else:
                 children = self._visit(node, source, depth)
             stack.extend((child, writes) for child in reversed(children))
+
+    def _modelled(self, node: Any, source: _Source) -> None:
+        """Call the script unsure of a node kind or token that is not on the modelled lists."""
+        kind = node.type
+        if _translated(node, source.data):
+            self.unsure.append(f"translated_string: {UNMODELLED_NODES['translated_string']}")
+        if node.is_named and kind not in MODELLED_NODES and kind != "ERROR":
+            why = UNMODELLED_NODES.get(kind, "a form the reader does not model")
+            self.unsure.append(f"{kind}: {why}")
+        elif not node.is_named and kind not in MODELLED_TOKENS:
+            why = UNMODELLED_TOKENS.get(kind, "a token the reader does not model")
+            self.unsure.append(f"{kind!r}: {why}")
+
+    def _hung_words(self, node: Any, receiver: Any, words_of: dict[int, list[Any]]) -> None:
+        """Give the command a redirection follows the words the grammar hung on it.
+
+        Bash takes every word of a simple command that is not part of a redirection as the
+        command's, wherever it stands: `rm >/dev/null -rf DIR` runs `rm -rf DIR`. The
+        grammar reads `-rf DIR` as more targets of `>`.
+        """
+        hung = [w for r in node.children_by_field_name("redirect") for w in _trailing(r)]
+        if not hung:
+            return
+        if receiver is None:
+            self.unsure.append("words after a redirection of a compound command")
+        else:
+            words_of.setdefault(receiver.id, []).extend(hung)
+
+    def _declaration_command(self, node: Any, source: _Source, writes: bool) -> None:
+        """`declare`/`typeset`/`local`/`export`/`readonly`/`unset` as the grammar reads them."""
+        if _spans_lines(node, source.data):
+            self.unsure.append("the grammar joined two lines into one command")
+        words: list[Word] = [source.text(node.children[0])]
+        words += [source.declared(c) for c in node.named_children]
+        self.commands.append((Command(tuple(words), plain=not writes),))
+        self._declaration(node, source, words)
 
     def _visit(self, node: Any, source: _Source, depth: int) -> list[Any]:
         """Note what bash runs or evaluates in `node`; the children still to walk."""
@@ -322,6 +392,8 @@ class Reader:
             return []  # read from its unescaped text: the grammar misreads nested backquotes
         if kind == "heredoc_redirect" and source.quoted_heredoc(node):
             return [c for c in children if c.type != "heredoc_body"]
+        if kind in _REDIRECTS:
+            self._redirect(node)
         if kind == "heredoc_body":
             self._substitutions(source.unparsed(node), depth)
         elif kind in _TEXT_LEAVES and not children:
@@ -335,6 +407,26 @@ class Reader:
             self._evaluated(node, source, depth)
         return children
 
+    def _redirect(self, node: Any) -> None:
+        """Call the script unsure of a redirection that is not modelled.
+
+        Modelled: the operators of `REDIRECTIONS` with a number or nothing before them. Not:
+        `{name}>file`, which stores a new descriptor in a variable (`{a[$(...)]}>f` evaluates
+        the subscript), and words after the target of a redirection bash takes for no command.
+        """
+        operator = next((c.type for c in node.children if not c.is_named), "")
+        if operator not in REDIRECTIONS:
+            self.unsure.append(f"the redirection {operator!r} is not modelled")
+        before = node.prev_sibling
+        while before is not None and before.end_byte == node.start_byte:
+            if before.type in ("word", "concatenation") and _FD_NAME.fullmatch(before.text):
+                self.unsure.append("a `{name}` redirection stores a descriptor in a variable")
+                break
+            before = before.children[-1] if before.children else None
+        parent = node.parent.type if node.parent is not None else ""
+        if _trailing(node) and parent not in _OWNS_REDIRECTS:
+            self.unsure.append("words after a redirection that belongs to no simple command")
+
     def _evaluated(self, node: Any, source: _Source, depth: int) -> None:
         """Note what bash evaluates in `node`: arithmetic, expansions, special assignments."""
         kind = node.type
@@ -345,17 +437,31 @@ class Reader:
         ):
             self.arithmetic(source.text(node))
         elif kind == "c_style_for_statement":
-            for part in node.named_children:
-                if part.type == "variable_assignment":
-                    self._assignment(part, source, depth)
-                elif part.type not in ("do_group", "compound_statement"):
-                    self.arithmetic(source.text(part))
+            self._c_style_for(node, source, depth)
         elif kind == "subscript":
             self.arithmetic(_inside_brackets(source.text(node)))
         elif kind == "expansion":
             self._expansion(source.text(node))
         elif kind in ("binary_expression", "unary_expression"):
             self._test(node, source)
+        elif kind == "array":
+            self._keys(node, source)
+
+    def _c_style_for(self, node: Any, source: _Source, depth: int) -> None:
+        """`for ((A; B; C))`: A, B and C are arithmetic."""
+        for part in node.named_children:
+            if part.type == "variable_assignment":
+                self._assignment(part, source, depth)
+            elif part.type not in ("do_group", "compound_statement"):
+                self.arithmetic(source.text(part))
+
+    def _keys(self, array: Any, source: _Source) -> None:
+        """`a=([SUB]=v)`: bash evaluates SUB as arithmetic (after quote removal, so that
+        `[\\$(...)]` runs too); the grammar reads it as plain words."""
+        for element in array.named_children:
+            keyed = _KEYED.match(source.text(element))
+            if keyed is not None:
+                self.arithmetic(keyed.group(1))
 
     def arithmetic(self, text: Word) -> None:
         """Note arithmetic `text` that bash evaluates; None is text known only at run time."""
@@ -370,8 +476,24 @@ class Reader:
             self.unsure.append(f"a variable name is not known until run time: {_show(where)}")
             return
         self.variables.assign(word.split("[", 1)[0], integer=False)
-        if "[" in word:
-            self.arithmetic(_inside_brackets(word))
+        self.special(word, None, 0, exported=False)
+        self.subscript(word)
+
+    def subscript(self, word: str) -> None:
+        """Note the subscript of a name a builtin is given as text (`read 'a[SUB]'`).
+
+        Bash finds the closing `]` by its own quoting rules and evaluates the subscript as
+        arithmetic, `$( )` and all: only a subscript of names, numbers and arithmetic
+        operators is modelled.
+        """
+        name = word.split("=", 1)[0]
+        if "[" not in name:
+            return
+        plain = _SUBSCRIPTED.fullmatch(word)
+        if plain is None:
+            self.unsure.append(f"a subscript that is not plain arithmetic: {word[:120]}")
+        else:
+            self.arithmetic(plain.group(1))
 
     def _assignment(self, node: Any, source: _Source, depth: int) -> None:
         target = node.child_by_field_name("name")
@@ -393,7 +515,7 @@ class Reader:
 
     def special(self, name: str, value: Word, depth: int, *, exported: bool) -> None:
         """Read the value of a variable bash runs or expands later, or call it unsure."""
-        if name == "PROMPT_COMMAND" or name.startswith(("PROMPT_COMMAND[", "BASH_ALIASES[")):
+        if name == "PROMPT_COMMAND" or name.startswith("PROMPT_COMMAND["):
             self.nested(value, depth, [name])
         elif name in ("PS0", "PS1", "PS2", "PS4"):
             if value is None:
@@ -402,8 +524,10 @@ class Reader:
                 )
             else:
                 self._substitutions(value, depth)
-        elif name == "BASH_ENV" or name.startswith("BASH_FUNC_") or (name == "ENV" and exported):
+        elif name in ("BASH_ENV", "ENV") or name.startswith("BASH_FUNC_"):
             self.unsure.append(f"{name} makes a shell run code from it (or the file it names)")
+        elif name in ("BASHOPTS", "SHELLOPTS"):
+            self.unsure.append(f"{name} sets a shell's options, which are not all modelled")
 
     def _expansion(self, text: str) -> None:
         if text.startswith("${!") and not _LISTS_NAMES.search(text):
@@ -433,22 +557,68 @@ class Reader:
                     self.variable_name(source.literal(part) or plain, [test, written])
 
     def _declaration(self, node: Any, source: _Source, words: list[Word]) -> None:
-        """`declare -i` makes later assignments arithmetic; `declare -n` makes a name an alias."""
-        options = "".join(w[1:] for w in words[1:] if w is not None and w.startswith("-"))
+        """`declare -i` makes later assignments arithmetic; what else declare evaluates.
+
+        An operand the grammar did not read as an assignment (`declare "a[$i]=1"`) is read
+        by `declared`, as the builtin's own words are; `unset` evaluates a subscript too.
+        """
+        if node.type == "unset_command":
+            if words[0] == "unset":
+                _unset(self, words, None, 0)
+            return
+        options = "".join(w[1:] for w in words[1:] if w is not None and w[:1] in ("-", "+"))
+        if "n" in options:
+            self.unsure.append(f"a name reference is not modelled: {_show(words)}")
+        evaluates = words[0] in _ARRAY_DECLARATIONS
         for part in node.named_children:
-            target = (
-                part.child_by_field_name("name") if part.type == "variable_assignment" else part
-            )
-            if target is None or target.type not in ("variable_name", "subscript"):
+            if part.type == "variable_assignment":
+                self._declared_assignment(part, source, options, evaluates=evaluates)
                 continue
-            name = source.text(target).split("[", 1)[0]
-            if "i" in options:
-                self.variables.integer_typed.add(name)
-                value = part.child_by_field_name("value")
-                if value is not None:
-                    self.arithmetic(source.text(value))
-            if "n" in options:
-                self.variables.assign(name, integer=False)
+            word = source.declared(part)
+            if word is None or word[:1] not in ("-", "+"):
+                self.declared(word, words, evaluates=evaluates)
+            if word is not None and "i" in options:
+                self.variables.integer_typed.add(word.split("[", 1)[0].split("=", 1)[0])
+
+    def _declared_assignment(
+        self, part: Any, source: _Source, options: str, *, evaluates: bool
+    ) -> None:
+        """`declare NAME=VALUE`: VALUE is arithmetic under `-i`, and may be an array assignment."""
+        target = part.child_by_field_name("name")
+        value = part.child_by_field_name("value")
+        name = "" if target is None else source.text(target).split("[", 1)[0]
+        if "i" in options:
+            self.variables.integer_typed.add(name)
+            if value is not None:
+                self.arithmetic(source.text(value))
+        if value is None or value.type == "array" or not evaluates:
+            return
+        fixed = source.literal(value)
+        if fixed is None and _fresh_local(part, source, name, options):
+            return
+        if fixed is None or fixed.startswith("("):
+            # bash assigns `(...)` to a name that is an array as a compound assignment
+            # (`declare a="$y"` with y='([0]=$(rm ...))' runs rm); whether the name is an
+            # array may be decided outside the script.
+            self.unsure.append(
+                f"{source.text(part)[:120]}: declare may read the value as an array assignment"
+            )
+
+    def declared(self, word: Word, where: Sequence[Word], *, evaluates: bool) -> None:
+        """Note an operand of `declare`/`local`/`export`...: `NAME`, `NAME[SUB]`, `NAME=VALUE`.
+
+        A subscript is arithmetic; a value starting with `(` may be an array assignment, whose
+        subscripts are arithmetic too.
+        """
+        if word is None:
+            self.unsure.append(f"an operand is not known until run time: {_show(where)}")
+            return
+        self.subscript(word)
+        name, equals, value = word.partition("=")
+        if evaluates and value.startswith("("):
+            self.unsure.append(f"declare may read the value as an array assignment: {word[:120]}")
+        if equals:
+            self.special(name, value, 0, exported=True)
 
     def _substitutions(self, text: str, depth: int, *, in_string: bool = False) -> None:
         """Read the backquoted command text in `text`; unsure of a `$(` the grammar left."""
@@ -471,15 +641,26 @@ class Reader:
         return writes, stdin
 
     def _command(
-        self, node: Any, source: _Source, writes: bool, stdin: str | None, depth: int
+        self,
+        node: Any,
+        source: _Source,
+        writes: bool,
+        given: tuple[str | None, list[Any]],
+        depth: int,
     ) -> None:
+        stdin, hung = given
         name = node.child_by_field_name("name")
         if name is None:
             return
         writes, stdin = self._redirections(node, source, writes, stdin)
+        if _spans_lines(node, source.data):
+            self.unsure.append("the grammar joined two lines into one command")
         assigned = any(c.type == "variable_assignment" for c in node.children)
+        arguments = list(node.children_by_field_name("argument")) + hung
+        arguments += [w for r in node.children_by_field_name("redirect") for w in _trailing(r)]
+        arguments.sort(key=lambda n: n.start_byte)
         words = [source.literal(name.named_children[0]) if name.named_children else None]
-        words += [source.literal(a) for a in node.children_by_field_name("argument")]
+        words += [source.literal(a) for a in arguments]
         self.simple(words, plain=not (writes or assigned), stdin=stdin, depth=depth)
 
     def simple(self, words: list[Word], *, plain: bool, stdin: str | None, depth: int) -> None:
@@ -492,16 +673,8 @@ class Reader:
                 self.unsure.append(f"a command name is not known until run time: {_show(current)}")
                 break
             views.append(Command(tuple(current), plain))
+            self._runs(current, stdin, depth)
             base = _base(name)
-            evaluates = _EVALUATES.get(base)
-            if evaluates is not None:
-                evaluates(self, current, depth)
-            runner = _RUNS_TEXT.get(base)
-            if runner is not None:
-                runner(self, current, stdin, depth)
-                break
-            if base == "find":
-                self._find(current, depth)
             unwrap = WRAPPERS.get(base)
             if unwrap is None:
                 break
@@ -510,6 +683,25 @@ class Reader:
         if views:
             self.commands.append(tuple(views))
             self._special_words(words, depth)
+
+    def _runs(self, words: list[Word], stdin: str | None, depth: int) -> None:
+        """Read what the command `words` runs or evaluates besides itself, by its name.
+
+        A name without a `/` that is a bash builtin runs the builtin: it is read by its
+        entry in `BUILTINS`, or the script is unsure when it has none.
+        """
+        name = words[0] or ""
+        if "/" not in name and name in BASH_BUILTINS:
+            handler = BUILTINS.get(name)
+            if handler is None:
+                why = UNMODELLED_BUILTINS.get(name, "a builtin the reader does not model")
+                self.unsure.append(f"the builtin {name} is not modelled: {why}")
+            else:
+                handler(self, words, stdin, depth)
+            return
+        program = _PROGRAMS.get(_base(name))
+        if program is not None:
+            program(self, words, stdin, depth)
 
     def _special_words(self, words: list[Word], depth: int) -> None:
         """`env PS4=... bash`, `sudo BASH_ENV=... sh`: assignments a wrapper passes on."""
@@ -532,7 +724,7 @@ class Reader:
         else:
             self.read_text(text, depth + 1)
 
-    def _find(self, words: list[Word], depth: int) -> None:
+    def find(self, words: list[Word], depth: int) -> None:
         """Record the commands `find -exec CMD ;` (and -execdir, -ok, -okdir) runs."""
         inner: list[Word] | None = None
         for word in words[1:]:
@@ -560,9 +752,70 @@ def _inside_brackets(text: str) -> str:
 
 def _receiver(body: Any) -> Any:
     """The command a redirection of `body` feeds: tree-sitter hangs `a && b <<EOF` on the list."""
-    while body is not None and body.type in ("list", "pipeline") and body.named_children:
+    while (
+        body is not None
+        and body.type in ("list", "pipeline", "negated_command")
+        and body.named_children
+    ):
         body = body.named_children[-1]
     return body if body is not None and body.type == "command" else None
+
+
+def _fresh_local(part: Any, source: _Source, name: str, options: str) -> bool:
+    """Whether `local NAME=VALUE` (or `declare` in a function, without `-g`, `-a`, `-A`) makes
+    a new scalar.
+
+    In a function, the declaration makes a variable of the function's own, which is an
+    array only when the function made it one before (in a loop, a later `NAME=(...)` runs
+    first); a name the function body writes nowhere else, as a word that is not an expansion
+    (`$NAME`, `${NAME...}`), is a new scalar, whose value bash never reads as an array.
+    """
+    function = part.parent
+    while function is not None and function.type != "function_definition":
+        function = function.parent
+    if function is None or not name or set(options) & {"g", "a", "A"}:
+        return False  # global, or declared an array here
+    body = source.text(function)
+    written = re.findall(rf"(?<![\w${{#!]){re.escape(name)}(?!\w)", body)
+    return len(written) == 1
+
+
+def _spans_lines(command: Any, data: bytes) -> bool:
+    """Whether a newline no backslash escapes stands between two parts of `command`.
+
+    Bash ends a simple command at such a newline; tree-sitter-bash sometimes reads on
+    (`a |& b` then `set -e` NEWLINE `rm -rf DIR` is one command `set -e rm -rf DIR`).
+    """
+    parts = command.children
+    for before, after in pairwise(parts):
+        gap = data[before.end_byte : after.start_byte]
+        if b"\n" in gap.replace(b"\\\n", b""):
+            return True
+    return False
+
+
+def _translated(node: Any, data: bytes) -> bool:
+    """Whether `node` is the `$` of `$"..."`, which the grammar reads in a word as `$` and a
+    string (and as a translated_string only in an assignment)."""
+    return (
+        node.type == "$"
+        and data[node.end_byte : node.end_byte + 1] == b'"'
+        and (node.parent is None or node.parent.type != "string")
+    )
+
+
+def _trailing(redirect: Any) -> list[Any]:
+    """The words after a redirection's target, which the grammar hangs on the redirection."""
+    if redirect.type == "file_redirect":
+        targets = list(redirect.children_by_field_name("destination"))
+        operator = next((c.type for c in redirect.children if not c.is_named), "")
+        return targets if operator in _CLOSES else targets[1:]  # `>&-` takes no target
+    if redirect.type != "heredoc_redirect":
+        return []
+    found = list(redirect.children_by_field_name("argument"))
+    for inner in redirect.children_by_field_name("redirect"):
+        found += _trailing(inner)
+    return found
 
 
 def _show(words: Sequence[Word]) -> str:
@@ -651,12 +904,13 @@ def _source(reader: Reader, words: list[Word], stdin: str | None, depth: int) ->
 
 
 def _alias(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
-    """`alias x='rm -rf /'` defines command text that a later `x` may run."""
+    """`alias NAME=TEXT` is not modelled: bash may put TEXT in place of any later NAME.
+
+    `alias` alone and `alias NAME` print.
+    """
     for word in words[1:]:
-        if word is None:
-            reader.unsure.append(f"an alias is not known until run time: {_show(words)}")
-        elif "=" in word:
-            reader.read_text(word.split("=", 1)[1], depth + 1)
+        if word is None or "=" in word:
+            reader.unsure.append(f"an alias definition is not modelled: {_show(words)}")
 
 
 def _watch(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
@@ -667,23 +921,26 @@ def _watch(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> 
         reader.nested(text, depth, words)
 
 
-_RUNS_TEXT: dict[str, Callable[[Reader, list[Word], str | None, int], None]] = {
+def _find(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    reader.find(words, depth)
+
+
+Handler = Callable[[Reader, list[Word], str | None, int], None]
+"""Reads what a command runs or evaluates besides itself: (reader, words, stdin, depth)."""
+
+_PROGRAMS: dict[str, Handler] = {
     **dict.fromkeys(_SHELLS, _shell),
-    "eval": _eval,
-    "trap": _trap,
     "su": _su,
-    "source": _source,
-    ".": _source,
-    "alias": _alias,
     "watch": _watch,
+    "find": _find,
 }
-"""Commands whose arguments (or input) are command text, read as a script of its own."""
+"""Programs (not builtins) whose arguments or input hold command text, read as a script."""
 
 
 # --- builtins that evaluate their arguments ----------------------------------------------------
 
 
-def _let(reader: Reader, words: list[Word], depth: int) -> None:
+def _let(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
     """`let EXPR...` evaluates each argument as arithmetic."""
     for word in words[1:]:
         reader.arithmetic(word)
@@ -700,23 +957,23 @@ def _after(option: str, words: list[Word]) -> list[Word]:
     return found
 
 
-def _printf(reader: Reader, words: list[Word], depth: int) -> None:
+def _printf(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
     for name in _after("-v", words):
         reader.variable_name(name, words)
 
 
-def _test_v(reader: Reader, words: list[Word], depth: int) -> None:
+def _test_v(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
     for index, word in enumerate(words[:-1]):
         if word == "-v":
             reader.variable_name(words[index + 1], words)
 
 
-def _wait(reader: Reader, words: list[Word], depth: int) -> None:
+def _wait(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
     for name in _after("-p", words):
         reader.variable_name(name, words)
 
 
-def _getopts(reader: Reader, words: list[Word], depth: int) -> None:
+def _getopts(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
     if len(words) > 2:
         reader.variable_name(words[2], words)
 
@@ -737,7 +994,7 @@ def _operands(words: list[Word], valued: str) -> list[Word] | None:
     return words[index:]
 
 
-def _read(reader: Reader, words: list[Word], depth: int) -> None:
+def _read(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
     """`read NAME...` (and `-a NAME`) assigns; a subscript in a name is arithmetic."""
     operands = _operands(words, "adinNptu")
     if operands is None:
@@ -747,7 +1004,7 @@ def _read(reader: Reader, words: list[Word], depth: int) -> None:
         reader.variable_name(name, words)
 
 
-def _mapfile(reader: Reader, words: list[Word], depth: int) -> None:
+def _mapfile(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
     """`mapfile -C CALLBACK` evaluates CALLBACK as command text, two words appended."""
     for callback in _after("-C", words):
         # bash evaluates `CALLBACK INDEX LINE` as one text: the two words (known only at run
@@ -762,7 +1019,92 @@ def _mapfile(reader: Reader, words: list[Word], depth: int) -> None:
         reader.variable_name(name, words)
 
 
-_EVALUATES: dict[str, Callable[[Reader, list[Word], int], None]] = {
+def _data(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """The builtin's arguments are data: it runs and evaluates none of them."""
+
+
+_ARRAY_DECLARATIONS = frozenset({"declare", "typeset", "local"})
+"""Declaration builtins that read a value given to an array name as a compound assignment."""
+
+
+def _declare(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """`declare`, `local`, `export`... reached through a wrapper (`command declare ...`)."""
+    options = ""
+    for word in words[1:]:
+        if word is not None and len(word) > 1 and word[0] in "-+":
+            options += word[1:]
+        else:
+            reader.declared(word, words, evaluates=words[0] in _ARRAY_DECLARATIONS)
+    if "n" in options:
+        reader.unsure.append(f"a name reference is not modelled: {_show(words)}")
+    if "i" in options:
+        reader.unsure.append(f"an integer declaration through a wrapper: {_show(words)}")
+
+
+def _unset(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """`unset NAME[SUB]` evaluates SUB as arithmetic."""
+    for word in words[1:]:
+        if word is None:
+            reader.unsure.append(f"an operand is not known until run time: {_show(words)}")
+        else:
+            reader.subscript(word)
+
+
+def _set(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """`set` with the options of `SET_FLAGS` and `SET_OPTIONS`; other words are parameters."""
+    index = 1
+    while index < len(words):
+        word = words[index]
+        if word is None:
+            reader.unsure.append(f"an option is not known until run time: {_show(words)}")
+            return
+        if word in ("--", "-") or len(word) < 2 or word[0] not in "-+":
+            return  # the positional parameters follow: data
+        letters = word[1:]
+        index += 1
+        if "o" in letters and index < len(words):
+            name = words[index]
+            index += 1
+            if name not in SET_OPTIONS:
+                reader.unsure.append(f"the shell option {name} is not modelled: {_show(words)}")
+        if not set(letters) <= SET_FLAGS | {"o"}:
+            reader.unsure.append(f"a shell option is not modelled: {_show(words)}")
+
+
+def _shopt(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """`shopt -s/-u NAME...` with the names of `SHOPT_OPTIONS`; without `-s`/`-u` it prints."""
+    options = "".join(w[1:] for w in words[1:] if w is not None and w.startswith("-"))
+    names = [w for w in words[1:] if w is None or not w.startswith("-")]
+    known = SET_OPTIONS if "o" in options else SHOPT_OPTIONS
+    if None in words or not set(options) <= set("supqo"):
+        reader.unsure.append(f"a shopt option is not known: {_show(words)}")
+    elif ("s" in options or "u" in options) and not set(names) <= known:
+        reader.unsure.append(f"a shell option is not modelled: {_show(words)}")
+
+
+def _hash(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """`hash -p PATH NAME` makes NAME run PATH: not modelled; the other forms look up names."""
+    for word in words[1:]:
+        if word is None or (word.startswith("-") and "p" in word):
+            reader.unsure.append(f"hash may make a name run another program: {_show(words)}")
+            return
+
+
+def _jobs(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+    """`jobs -x COMMAND` runs COMMAND: not modelled; the other forms list jobs."""
+    for word in words[1:]:
+        if word is None or (word.startswith("-") and "x" in word):
+            reader.unsure.append(f"jobs -x runs a command: {_show(words)}")
+            return
+
+
+BUILTINS: dict[str, Handler] = {
+    # builtins that run command text
+    "eval": _eval,
+    "trap": _trap,
+    "source": _source,
+    ".": _source,
+    # builtins that evaluate an argument as arithmetic, a variable name or command text
     "let": _let,
     "printf": _printf,
     "test": _test_v,
@@ -772,5 +1114,22 @@ _EVALUATES: dict[str, Callable[[Reader, list[Word], int], None]] = {
     "read": _read,
     "mapfile": _mapfile,
     "readarray": _mapfile,
+    "declare": _declare,
+    "typeset": _declare,
+    "local": _declare,
+    "export": _declare,
+    "readonly": _declare,
+    "unset": _unset,
+    # builtins that change how later commands are read, in the ways modelled
+    "alias": _alias,
+    "set": _set,
+    "shopt": _shopt,
+    "hash": _hash,
+    "jobs": _jobs,
+    # wrappers: the command they run is a view of its own (`WRAPPERS`)
+    **dict.fromkeys(["command", "builtin", "exec"], _data),
+    # builtins whose arguments are data
+    **dict.fromkeys(sorted(DATA_BUILTINS), _data),
 }
-"""Builtins that evaluate an argument as arithmetic, a variable name or command text."""
+"""The bash builtins the reader models, each with what it reads in the builtin's words.
+Every other builtin (`UNMODELLED_BUILTINS`) makes the script unsure."""

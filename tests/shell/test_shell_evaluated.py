@@ -97,9 +97,11 @@ class TestEvaluatedText(ScriptsRunningRm):
         assert verdict([DENY], "PROMPT_COMMAND='rm -rf /'") == "deny"
         assert verdict([DENY], "export PROMPT_COMMAND='ls'") == "allow"
 
-    def test_bash_aliases_is_command_text(self) -> None:
-        """An assignment to BASH_ALIASES is read as alias text."""
+    def test_bash_aliases_is_unsure(self) -> None:
+        """BASH_ALIASES (and BASH_CMDS) make a later name run other text: unsure, so denied."""
+        assert shell.parse("BASH_ALIASES[x]='ls'").unsure
         assert verdict([DENY], "BASH_ALIASES[x]='rm -rf /'") == "deny"
+        assert verdict([DENY], "BASH_CMDS[x]=/bin/ls") == "deny"
 
 
 class TestWhatBashRuns:
