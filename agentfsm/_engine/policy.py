@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from agentfsm._ask_floor import floored
+from agentfsm._engine.ask_floor import floored
 from agentfsm._engine.routes import Route, RouteTable
 from agentfsm._model import limits
 from agentfsm._model._checked import Checked, listed, read

@@ -10,7 +10,8 @@ calls is emptied for each example), a human approving or declining.
 
 Oracle, written apart from the code under test: a call to an unknown tool or with arguments
 that break the schema is denied; otherwise its verdict is the policy's (the strongest of its
-rules and table entries for the tool under either name, else `"*"`, else allow), where an
+rules and table entries for the tool under either name, else `"*"`, else allow; a deny or ask
+rule on an argument the call lacks cannot be evaluated and asks), where an
 allow becomes `ask` for a tool whose annotations say it may change things, unless the tool's
 own table entry is allow or an allow rule written for exactly the tool (either name) matches
 the call (the ask floor: a deny or ask rule naming the tool keeps it). A turn with an
@@ -123,6 +124,13 @@ class Scenario:
             action
             for action, tool, arg, glob in self.rules
             if (tool in names or tool == "*") and _matches(arg, glob, arguments)
+        ]
+        # A deny or ask rule on an argument the call lacks cannot be evaluated on it: it asks.
+        spoken += [
+            "ask"
+            for action, tool, arg, _ in self.rules
+            if (tool in names or tool == "*") and action != "allow"
+            if arg is not None and arg not in arguments
         ]
         spoken += [self.table[n] for n in names if n in self.table]
         policy = max(spoken, key=STRENGTH.__getitem__) if spoken else self.table.get("*", "allow")
