@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.exceptions import DataError
@@ -86,7 +87,13 @@ def checked_call(values: dict[str, Any]) -> ToolCall:
     Values that do not validate (arguments a framework keyed by non-strings, say)
     leave the call broken, with the id, name and raw text that do validate kept:
     the model is asked again, as for arguments that are not JSON.
+
+    The call's arguments are its own: a payload's argument object (Anthropic's `input`,
+    a framework's `args`) stays the caller's, and changing it later changes no call.
     """
+    arguments = values.get("arguments")
+    if type(arguments) is dict:
+        values = {**values, "arguments": copied(arguments)}
     try:
         return ToolCall(**values)
     except DataError as exc:

@@ -24,9 +24,10 @@ def enter(run: Run, step: Step) -> None:
     """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
     payload = step.payload
     # A turn the host built is bounded here; a raw payload is read (and bounded) by `normalize`.
-    turn = _bounded(payload) if isinstance(payload, ModelTurn) else _normalizer()(payload)
-    # The run keeps arguments no one else holds: the host's turn or payload may change later.
-    turn = own_turn(turn)
+    # The run keeps arguments no one else holds: the host's turn may change later. A turn
+    # read from a raw payload already holds its own (`normalize` copies argument objects).
+    is_turn = isinstance(payload, ModelTurn)
+    turn = own_turn(_bounded(payload)) if is_turn else _normalizer()(payload)
     next_turn = run.turn + 1
     notes: list[str] = []
     calls = turn.tool_calls

@@ -141,6 +141,35 @@ class TestHostsGetCopies:
         restored = af.Controller.load(ctl.dump(), policy=POLICY)
         assert restored.may_run("e1", "edit", {"path": "/tmp/a", "also": [{"path": "/tmp/b"}]})
 
+    @given(how=st.integers(0, 2), provider=st.sampled_from(["anthropic", "ollama"]))
+    def test_editing_a_raw_payloads_argument_object_changes_nothing(
+        self, how: int, provider: str
+    ) -> None:
+        """An argument object inside a raw body (Anthropic's `input`, Ollama's `arguments`),
+        edited after it was routed, is not the record: `normalize` copies it."""
+        args: dict[str, Any] = {"path": "/tmp/a", "also": [{"path": "/tmp/b"}]}
+        body: dict[str, Any]
+        if provider == "anthropic":
+            block = {"type": "tool_use", "id": "e1", "name": "edit", "input": args}
+            body = {"type": "message", "role": "assistant", "content": [block]}
+            body["stop_reason"] = "tool_use"
+        else:
+            call = {"function": {"name": "edit", "arguments": args}}
+            body = {
+                "model": "m",
+                "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+            }
+            body["done"], body["done_reason"] = True, "stop"
+        ctl = af.Controller(POLICY, clock=lambda: 0.0)
+        d = ctl.on_model_output(body)
+        assert d.action is af.Action.EXECUTE_TOOLS
+        before = ctl.dump()
+        for target in containers(args):
+            mutate(target, how)
+        assert ctl.dump() == before
+        call_id = d.tool_calls[0].id
+        assert ctl.may_run(call_id, "edit", {"path": "/tmp/a", "also": [{"path": "/tmp/b"}]})
+
     def test_editing_a_result_given_changes_nothing_of_the_run(self) -> None:
         """The run remembers results (for the no-progress check): not the host's object."""
         content: dict[str, Any] = {"rows": [1, 2]}
