@@ -243,6 +243,71 @@ class TestAgentsSDKMixedAnswers:
         assert said["c2"] == ("declined by the human: not b", True)
 
 
+class TestAgentsSDKStandingApproval:
+    """`state.approve(item, always_approve=True)`: a yes for that item, not for calls unseen."""
+
+    def test_a_later_call_does_not_run_on_an_earlier_always(self) -> None:
+        """The model's next call of the tool, with other arguments, never ran past a human:
+        it is declined with why, and recorded as no human's approval (it used to run)."""
+        deleted = Deleted()
+        config = RunConfig(tracing_disabled=True)
+        model = ScriptedModel(
+            [
+                [function_call("delete_file", {"path": "/tmp/a"}, call_id="c1")],
+                [function_call("delete_file", {"path": "/tmp/thesis"}, call_id="c2")],
+                [assistant_message("done")],
+            ]
+        )
+        agent = governed(
+            SdkAgent(name="a", tools=[function_tool(deleted.delete_file)], model=model),
+            POLICY,
+            on_decline="feedback",
+        )
+
+        async def go() -> Any:
+            first = await Runner.run(agent, "clean up", run_config=config)
+            state = first.to_state()
+            state.approve(first.interruptions[0], always_approve=True)
+            return await Runner.run(agent, state, run_config=config)
+
+        result = asyncio.run(go())
+        assert deleted.paths == ["/tmp/a"]
+        made = decisions(result)
+        asked = [i for i, d in enumerate(made) if d.action is A.ASK_HUMAN]
+        assert len(asked) == 2
+        reply = made[asked[1] + 1]
+        assert reply.action is not A.EXECUTE_TOOLS
+        content, is_error = results(reply)["c2"]
+        assert is_error
+        assert "always_approve" in content
+
+    def test_an_always_answers_its_own_item(self) -> None:
+        """An always given on one item runs that item; its sibling rejected stays declined."""
+
+        def answer(state: Any, items: list[Any]) -> None:
+            state.approve(items[0], always_approve=True)
+            state.reject(items[1], rejection_message="not b")
+
+        deleted = Deleted()
+        result = sdk_run(deleted, ["/tmp/a", "/tmp/b"], answer)
+        assert deleted.paths == ["/tmp/a"]
+        reply = decisions(result)[1]
+        assert [c.id for c in reply.tool_calls] == ["c1"]
+        assert results(reply)["c2"] == ("declined by the human: not b", True)
+
+    def test_an_always_left_unplaced_runs_nothing(self) -> None:
+        """Two asked calls, one always and the other unanswered: the SDK's record cannot
+        tell which item the always was given on, so neither runs."""
+
+        def answer(state: Any, items: list[Any]) -> None:
+            state.approve(items[0], always_approve=True)
+
+        deleted = Deleted()
+        result = sdk_run(deleted, ["/tmp/a", "/tmp/b"], answer)
+        assert deleted.paths == []
+        assert decisions(result)[1].action is not A.EXECUTE_TOOLS
+
+
 # -- LangGraph -----------------------------------------------------------------------------
 
 
