@@ -118,7 +118,7 @@ class ReplayResult:
     """Why the last episode's controller ended; None when it was still waiting."""
     decisions: list[DecisionRecord] = field(default_factory=list)
     tool_calls: int = 0
-    """Calls the controller decided to execute."""
+    """Calls the controller decided to execute, those a human's approval cleared included."""
     recorded_calls: int = 0
     """Calls in the replayed model outputs."""
     recorded_end: str | None = None
@@ -142,6 +142,10 @@ class ReplayResult:
         """Count one decision, and keep it when asked to."""
         action = decision.action.value
         self.actions[action] += 1
+        # Counted on every input, as the controller's budget counts them: the calls a human's
+        # approval clears run too.
+        if decision.action is Action.EXECUTE_TOOLS:
+            self.tool_calls += len(decision.tool_calls)
         exit_reason = None
         if decision.exit_reason is not None:
             exit_reason = decision.exit_reason.value
@@ -392,11 +396,9 @@ class _Replayer:
             self.result.not_replayed += 1
             return
         self.result.steps += 1
-        decision = self._record(self.ctl.on_model_output(turn), "model_output")
+        self._record(self.ctl.on_model_output(turn), "model_output")
         self.turn_calls = turn.tool_calls  # read, never changed
         self.result.recorded_calls += len(turn.tool_calls)
-        if decision.action is Action.EXECUTE_TOOLS:
-            self.result.tool_calls += len(decision.tool_calls)
 
     def _ready_for_model(self) -> bool:
         """Bring the controller to await the model as the recording did; False if it ended."""

@@ -129,17 +129,42 @@ def _record(decision: Decision) -> dict[str, Any]:
     return data
 
 
+_RESUME_KEYS = ("approved", "message", "messages", "arguments")
+"""The keys a `Command(resume={...})` value may hold; any other is refused."""
+
+
+def _checked_resume(answer: Mapping[Any, Any], keys: Sequence[str] = _RESUME_KEYS) -> None:
+    """Refuse a resume value holding a key not in `keys`: a part of the answer that would be
+    dropped unread (a misspelt `argument`, say) never approves the calls as they stand.
+
+    Raises:
+        InvalidInputError: naming the unknown keys; nothing was answered.
+    """
+    unknown = [k for k in answer if k not in keys]
+    if unknown:
+        raise InvalidInputError(
+            f"Command(resume=...) holds key(s) agentfsm does not read: "
+            f"{', '.join(map(repr, unknown))}; a resume value is a bool, a str, or a dict of "
+            f"{', '.join(map(repr, keys))}; nothing was answered"
+        )
+
+
 def human_reply(answer: object) -> tuple[bool, str | None]:
     """Read a `Command(resume=...)` value: a bool, a str, or `{"approved", "message"}`.
 
     A string is the human's message (it declines pending calls, answers a clarification);
-    anything not understood declines.
+    any other value not understood declines. A dict holding any other key (`arguments` and
+    `messages`, which this reading cannot carry, included) is refused.
+
+    Raises:
+        InvalidInputError: a dict with a key other than `approved` and `message`.
     """
     if isinstance(answer, bool):
         return answer, None
     if isinstance(answer, str):
         return False, answer
     if isinstance(answer, dict):
+        _checked_resume(answer, ("approved", "message"))
         approved, message = answer.get("approved"), answer.get("message")
         return approved is True, message if isinstance(message, str) else None
     return False, None
@@ -479,12 +504,21 @@ class Decide:
         "arguments": {call_id: {...}}})` answers call by call: the keys of `approved` are the
         asked calls' ids, `messages` gives a declined call its own text, and `arguments` gives
         an approved call edited arguments, which agentfsm checks as a new call (the call that
-        runs, and the decision record, hold them).
+        runs, and the decision record, hold them). `messages` and `arguments` apply with a
+        bool `approved` too (one answer for every asked call). A dict holding any other key
+        raises InvalidInputError, the run unchanged: what agentfsm would not read never
+        approves.
         """
         ctl = self.controller(state)
         asked = _last_decision(state)
         answer = interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
-        if isinstance(answer, dict) and isinstance(answer.get("approved"), dict):
+        if isinstance(answer, dict):
+            _checked_resume(answer)
+        if isinstance(answer, dict) and (
+            isinstance(answer.get("approved"), dict)
+            or "messages" in answer
+            or "arguments" in answer
+        ):
             decision = self._per_call(ctl, answer)
             answered = [_tool_message(r) for r in decision.results]
             return {
@@ -505,22 +539,28 @@ class Decide:
     def _per_call(self, ctl: Controller, answer: dict[str, Any]) -> Decision:
         """The Controller's decision on an answer given call by call (see `human`).
 
-        A declined call without a text of its own is told as `on_decline` says; an ill-formed
+        A bool `approved` answers every asked call alike. A declined call without a text of
+        its own gets the answer's `message`, else is told as `on_decline` says; an ill-formed
         answer raises InvalidInputError from the Controller, which is left unchanged.
         """
-        approved: dict[str, Any] = answer["approved"]
+        approved: Any = answer.get("approved", False)
+        if isinstance(approved, bool):
+            approved = {c.id: approved for c in ctl.pending_calls}
+        elif not isinstance(approved, dict):  # not understood: declines, as `human_reply` does
+            approved = {c.id: False for c in ctl.pending_calls}
+        message = answer.get("message")
         given = answer.get("messages", {})
         texts = dict(given) if isinstance(given, dict) else given
         if isinstance(texts, dict):
             for call_id, yes in approved.items():
                 if yes is False:
-                    said = texts.pop(call_id, None)
+                    # A call without a text of its own is declined with the human's message.
+                    said = texts.pop(call_id, None) or message
                     text = _decline.message(
                         self.on_decline, said if isinstance(said, str) else None
                     )
                     if text:
                         texts[call_id] = text
-        message = answer.get("message")
         return ctl.on_human_reply(
             approved, message, messages=texts, arguments=answer.get("arguments")
         )

@@ -262,6 +262,8 @@ class GovernedModel(Model):
         self._stop: Decision | None = None
         self._asked: set[str] = set()
         """The ids of the calls the turn's question to a human is about."""
+        self._shown: set[str] = set()
+        """The ids of the asked calls the SDK interrupted the run on: a human saw them."""
         self._own: dict[str, list[Any]] = {}
         """Each tool's own `needs_approval` setting (the SDK's approval flag), by tool name."""
         self._own_said: dict[str, bool] = {}
@@ -294,7 +296,7 @@ class GovernedModel(Model):
             declared = _declared(tools, handoffs)
             ctl = self.controller = Controller(self._ruled, declared, observers=self.observers)
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
-            self._asked, self._stop = set(), None
+            self._asked, self._shown, self._stop = set(), set(), None
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -385,27 +387,59 @@ class GovernedModel(Model):
             and any(c.id == call_id for c in ctl.pending_calls)
         )
 
+    def show(self, call_id: str) -> bool:
+        """Whether the SDK must ask a human about this call; one it must is noted as shown.
+
+        The SDK asks this only of a call it holds no answer for, and interrupts the run on a
+        yes: the call is then among `result.interruptions`, seen by a human.
+        """
+        asks = self.needs_approval(call_id)
+        if asks:
+            self._shown.add(call_id)
+        return asks
+
     def approved(self, call_id: str, context: object) -> None:
         """The SDK runs an approved call: give the Controller the human's answer on each
         call asked about, as the SDK's run context holds it (`state.approve(item)` and
         `state.reject(item)` answer call by call).
 
-        The call being run is approved; a sibling counts as approved only when the context
-        says so, else it is declined with its own rejection message (an unanswered one, the
-        SDK asks again, is declined too: the human did not approve it).
+        Each asked call needs a yes of its own: `state.approve(item)` records one for the
+        item's call id. `state.approve(item, always_approve=True)` records only a standing yes
+        for the tool, which the SDK also applies to later calls of it without asking anyone:
+        it counts as a yes only for the item it was given on, the one call of that tool the
+        run was interrupted on that has no answer of its own. Every other call is declined
+        with its own rejection message (an unanswered one, or one the standing yes alone
+        would run, is declined too: the human did not approve it).
         """
         ctl = self.controller
         if ctl is None or not self.needs_approval(call_id):
             return
+        answers = {c.id: _answer(context, c) for c in ctl.pending_calls}
         approved: dict[str, bool] = {}
         messages: dict[str, str] = {}
         for call in ctl.pending_calls:
-            approved[call.id] = call.id == call_id or _status(context, call) is True
-            said = None if approved[call.id] else _rejection(context, call)
+            approved[call.id] = answers[call.id] is True or self._given_on(call, ctl, answers)
+            if approved[call.id]:
+                continue
+            said = _STANDING if answers[call.id] == "standing" else _rejection(context, call)
             text = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
-            if not approved[call.id] and text:
+            if text:
                 messages[call.id] = text
         self._decide(ctl.on_human_reply(approved, messages=messages))
+
+    def _given_on(
+        self, call: ToolCall, ctl: Controller, answers: Mapping[str, bool | str | None]
+    ) -> bool:
+        """Whether a standing yes (`always_approve=True`) was given on `call`'s own item: it
+        was shown, and is the only shown call of its tool that has no answer of its own."""
+        if answers[call.id] != "standing" or call.id not in self._shown:
+            return False
+        standing = [
+            c.id
+            for c in ctl.pending_calls
+            if c.name == call.name and c.id in self._shown and answers[c.id] == "standing"
+        ]
+        return standing == [call.id]
 
     def may_run(self, call_id: str, name: str, arguments: str) -> bool:
         """Whether the SDK may execute this call now: agentfsm cleared it, and it has not run.
@@ -546,6 +580,7 @@ class GovernedModel(Model):
         ctl = self.controller
         turn = ctl.last_output.tool_calls if ctl is not None and ctl.last_output else []
         self._started = set()  # a model may use an id again in a later turn
+        self._shown = set()
         asking = decision.action is Action.ASK_HUMAN
         self._asked = {c.id for c in decision.tool_calls} if asking else set()
         cleared = {c.id for c in decision.tool_calls} if decision.action in _CLEARING else set()
@@ -727,14 +762,37 @@ def _continues(ctl: Controller, input: str | list[TResponseInputItem]) -> bool:
     return False
 
 
-def _status(context: object, call: ToolCall) -> bool | None:
-    """What the SDK's run context says of the call: approved, rejected, or not answered."""
+_STANDING = (
+    "not approved: the only yes was a standing one (always_approve=True) given on another "
+    "call; agentfsm asks a human about each call, so approve each item on its own"
+)
+"""Why a call the SDK's standing approval alone would run is declined."""
+
+
+def _answer(context: object, call: ToolCall) -> bool | str | None:
+    """What the SDK's run context says of the call: a yes for its own call id (True), a no
+    (False), a standing yes for its tool only (`"standing"`), or nothing (None).
+
+    The SDK keeps each answer in a record per tool: a yes for one item is its call id in the
+    record's `approved` list, while `always_approve=True` sets `approved` to True, with no call
+    id left in it, and the SDK then runs every call of the tool with no human asked.
+    """
     if not isinstance(context, RunContextWrapper):
         return None
     try:
-        return context.is_tool_approved(call.name, call.id)
+        status = context.is_tool_approved(call.name, call.id)
     except AgentsException:  # the SDK cannot tell: not an approval
         return None
+    if status is not True:
+        return status
+    records = getattr(context, "_approvals", None)
+    if not isinstance(records, Mapping):  # an SDK that keeps answers otherwise: unsure
+        return "standing"
+    own = any(
+        isinstance(getattr(r, "approved", None), list) and call.id in r.approved
+        for r in records.values()
+    )
+    return True if own else "standing"
 
 
 def _rejection(context: object, call: ToolCall) -> str | None:
@@ -811,7 +869,7 @@ def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
     model.keep_own_approval(tool)
 
     async def needs_approval(_ctx: Any, _params: Any, call_id: str) -> bool:
-        return model.needs_approval(call_id)
+        return model.show(call_id)
 
     return dataclasses.replace(
         tool, needs_approval=needs_approval, on_invoke_tool=_AskFirst(model, tool)

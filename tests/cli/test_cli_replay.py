@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import agentfsm as af
 from agentfsm._cli._replay_jobs import Progress
 from agentfsm._cli.replay import main
+from agentfsm._replay.trace import TraceWriter
+from agentfsm.testing import call, turn
 
 CHAT = [
     {"role": "user", "content": "hi"},
@@ -63,6 +66,29 @@ class TestReplayOutput:
         assert "turn   1  await_model>" in out
         assert "execute_tools P" in out
         assert "summary: exit=completed" in out
+
+
+class TestToolCallCount:
+    """The summary's `tool_calls` counts what the live run counted."""
+
+    @pytest.mark.parametrize("edit", [None, {"path": "/tmp/b"}])
+    def test_an_approved_call_counts(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: dict[str, str] | None
+    ) -> None:
+        """A call a human approved (edited or not) ran live and counts in `--json` (it was
+        reported as 0 calls)."""
+        trace = tmp_path / "trace.jsonl"
+        with TraceWriter(trace) as writer:
+            ctl = af.Controller(af.Policy(permissions={"rm": "ask"}), observers=[writer])
+            ctl.on_model_output(turn(calls=[call("rm", {"path": "/tmp/a"}, id="c1")]))
+            ctl.on_human_reply({"c1": True}, arguments={"c1": edit} if edit else None)
+            ctl.on_tool_results([af.ToolResult(call_id="c1", content="deleted")])
+            ctl.on_model_output(turn("done"))
+        assert ctl.dump()["run"]["tool_calls_used"] == 1
+        assert main([str(trace), "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out.splitlines()[0])
+        assert summary["tool_calls"] == 1
+        assert summary["recorded_calls"] == 1
 
 
 class TestAgainst:

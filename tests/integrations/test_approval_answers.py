@@ -18,6 +18,8 @@ import pytest
 from agents import Agent as SdkAgent
 from agents import RunConfig, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
@@ -38,7 +40,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 
 import agentfsm as af
 from agentfsm.exceptions import InvalidInputError
-from agentfsm.integrations.langgraph import create_agent
+from agentfsm.integrations.langgraph import create_agent, human_reply
 from agentfsm.integrations.openai_agents import decisions, governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
 
@@ -243,6 +245,71 @@ class TestAgentsSDKMixedAnswers:
         assert said["c2"] == ("declined by the human: not b", True)
 
 
+class TestAgentsSDKStandingApproval:
+    """`state.approve(item, always_approve=True)`: a yes for that item, not for calls unseen."""
+
+    def test_a_later_call_does_not_run_on_an_earlier_always(self) -> None:
+        """The model's next call of the tool, with other arguments, never ran past a human:
+        it is declined with why, and recorded as no human's approval (it used to run)."""
+        deleted = Deleted()
+        config = RunConfig(tracing_disabled=True)
+        model = ScriptedModel(
+            [
+                [function_call("delete_file", {"path": "/tmp/a"}, call_id="c1")],
+                [function_call("delete_file", {"path": "/tmp/thesis"}, call_id="c2")],
+                [assistant_message("done")],
+            ]
+        )
+        agent = governed(
+            SdkAgent(name="a", tools=[function_tool(deleted.delete_file)], model=model),
+            POLICY,
+            on_decline="feedback",
+        )
+
+        async def go() -> Any:
+            first = await Runner.run(agent, "clean up", run_config=config)
+            state = first.to_state()
+            state.approve(first.interruptions[0], always_approve=True)
+            return await Runner.run(agent, state, run_config=config)
+
+        result = asyncio.run(go())
+        assert deleted.paths == ["/tmp/a"]
+        made = decisions(result)
+        asked = [i for i, d in enumerate(made) if d.action is A.ASK_HUMAN]
+        assert len(asked) == 2
+        reply = made[asked[1] + 1]
+        assert reply.action is not A.EXECUTE_TOOLS
+        content, is_error = results(reply)["c2"]
+        assert is_error
+        assert "always_approve" in content
+
+    def test_an_always_answers_its_own_item(self) -> None:
+        """An always given on one item runs that item; its sibling rejected stays declined."""
+
+        def answer(state: Any, items: list[Any]) -> None:
+            state.approve(items[0], always_approve=True)
+            state.reject(items[1], rejection_message="not b")
+
+        deleted = Deleted()
+        result = sdk_run(deleted, ["/tmp/a", "/tmp/b"], answer)
+        assert deleted.paths == ["/tmp/a"]
+        reply = decisions(result)[1]
+        assert [c.id for c in reply.tool_calls] == ["c1"]
+        assert results(reply)["c2"] == ("declined by the human: not b", True)
+
+    def test_an_always_left_unplaced_runs_nothing(self) -> None:
+        """Two asked calls, one always and the other unanswered: the SDK's record cannot
+        tell which item the always was given on, so neither runs."""
+
+        def answer(state: Any, items: list[Any]) -> None:
+            state.approve(items[0], always_approve=True)
+
+        deleted = Deleted()
+        result = sdk_run(deleted, ["/tmp/a", "/tmp/b"], answer)
+        assert deleted.paths == []
+        assert decisions(result)[1].action is not A.EXECUTE_TOOLS
+
+
 # -- LangGraph -----------------------------------------------------------------------------
 
 
@@ -314,6 +381,97 @@ class TestLangGraphPerCall:
         with pytest.raises(InvalidInputError):
             langgraph_run(deleted, ["/tmp/a", "/tmp/b"], {"approved": {"c1": True}})
         assert deleted.paths == []
+
+
+@st.composite
+def resume_values(draw: st.DrawFn) -> dict[str, Any]:
+    """A `Command(resume={...})` answer on the asked call c1: `approved` a bool, a per-call
+    dict, or a value not understood (or left out), with or without `arguments`, `message`,
+    `messages`, and now and then a key agentfsm does not read."""
+    answer: dict[str, Any] = {}
+    approved = draw(
+        st.sampled_from([True, False, "yes", None, "absent"])
+        | st.builds(lambda b: {"c1": b}, st.booleans())
+    )
+    if approved != "absent":
+        answer["approved"] = approved
+    if draw(st.booleans()):
+        answer["arguments"] = {"c1": {"path": draw(st.sampled_from(["/tmp/y", "/etc/passwd"]))}}
+    if draw(st.booleans()):
+        answer["messages"] = {"c1": "not that one"}
+    if draw(st.booleans()):
+        answer["message"] = "from the human"
+    if draw(st.booleans()):
+        answer[draw(st.sampled_from(["argument", "edits", "approve", "Approved"]))] = True
+    # LangGraph reads an empty dict as a map of interrupt ids to answers: it resumes nothing.
+    return answer or {"approved": False}
+
+
+class TestLangGraphResumeValues:
+    """Every part of a resume value is read, or the value is refused."""
+
+    def test_a_bool_approval_runs_the_edit(self) -> None:
+        """`{"approved": True, "arguments": {...}}` runs the edited call (the original call
+        used to run, the edit dropped)."""
+        deleted = Deleted()
+        resume = {"approved": True, "arguments": {"c1": {"path": "/tmp/other"}}}
+        out = langgraph_run(deleted, ["/tmp/x"], resume)
+        assert deleted.paths == ["/tmp/other"]
+        assert out["decisions"][1]["tool_calls"][0]["args"] == {"path": "/tmp/other"}
+
+    def test_a_bool_decline_keeps_each_calls_text(self) -> None:
+        """`{"approved": False, "messages": {...}}` declines with each call's own text."""
+        deleted = Deleted()
+        resume = {"approved": False, "messages": {"c1": "not a", "c2": "not b"}}
+        out = langgraph_run(deleted, ["/tmp/a", "/tmp/b"], resume)
+        assert deleted.paths == []
+        assert tool_messages(out)["c1"] == ("declined by the human: not a", "error")
+        assert tool_messages(out)["c2"] == ("declined by the human: not b", "error")
+
+    def test_an_unknown_key_is_refused(self) -> None:
+        """A misspelt key (`argument`) raises instead of approving the call as it stands."""
+        deleted = Deleted()
+        resume = {"approved": True, "argument": {"c1": {"path": "/tmp/other"}}}
+        with pytest.raises(InvalidInputError, match="'argument'"):
+            langgraph_run(deleted, ["/tmp/x"], resume)
+        assert deleted.paths == []
+
+    def test_human_reply_refuses_what_it_cannot_carry(self) -> None:
+        """`human_reply` reads one answer and a message: edits or per-call texts raise."""
+        assert human_reply({"approved": True, "message": "ok"}) == (True, "ok")
+        with pytest.raises(InvalidInputError, match="'arguments'"):
+            human_reply({"approved": True, "arguments": {"c1": {}}})
+
+    @given(resume_values())
+    def test_a_resume_value_runs_only_what_it_says(self, answer: dict[str, Any]) -> None:
+        """An unknown key, or an edit of a declined call, raises and runs nothing; otherwise
+        the call runs only on a yes (True, or its own True), with the edited arguments when
+        there are some and the policy allows them; a decline runs nothing and carries the
+        call's own text."""
+        deleted = Deleted()
+        approved = answer.get("approved")
+        yes = approved is True or approved == {"c1": True}
+        edited = answer.get("arguments", {}).get("c1", {}).get("path")
+        unknown = set(answer) - {"approved", "message", "messages", "arguments"}
+        if unknown or (edited is not None and not yes):  # an edit of a declined call: unclear
+            with pytest.raises(InvalidInputError, match="does not read" if unknown else "c1"):
+                langgraph_run(deleted, ["/tmp/x"], answer)
+            assert deleted.paths == []
+            return
+        out = langgraph_run(deleted, ["/tmp/x"], answer)
+        if not yes:
+            assert deleted.paths == []
+            content, status = tool_messages(out)["c1"]
+            assert status == "error"
+            if "messages" in answer:
+                assert content == "declined by the human: not that one"
+        elif edited is None:
+            assert deleted.paths == ["/tmp/x"]
+        elif edited.startswith("/etc/"):
+            assert deleted.paths == []
+            assert "permission denied" in tool_messages(out)["c1"][0]
+        else:
+            assert deleted.paths == [edited]
 
 
 class TestPydanticAIInlineAnswers:

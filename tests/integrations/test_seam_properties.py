@@ -152,11 +152,12 @@ def sdk_agents(
 
 
 async def sdk_run(
-    agent: SdkAgent[Any], stream: bool, answers: Iterator[bool], approved: set[int]
+    agent: SdkAgent[Any], stream: bool, answers: Iterator[str], approved: set[int]
 ) -> Any:
     """Run to the end with `Runner.run` or `Runner.run_streamed`, answering each interrupted
-    call with the next answer, call by call (the `n` of the calls approved go into
-    `approved`); a rejection says why every other time."""
+    call with the next answer, call by call: `"yes"`, `"always"` (`always_approve=True`, which
+    the SDK keeps for every later call of the tool) or `"no"`. Only the `n` of the items a
+    human answered yes go into `approved`; a rejection says why every other time."""
 
     async def once(given: Any) -> Any:
         if not stream:
@@ -170,9 +171,10 @@ async def sdk_run(
     while result.interruptions:
         state = result.to_state()
         for i, item in enumerate(result.interruptions):
-            if next(answers, False):
+            said = next(answers, "no")
+            if said != "no":
                 approved.add(n_of(item.raw_item.arguments))
-                state.approve(item)
+                state.approve(item, always_approve=said == "always")
             else:
                 state.reject(item, rejection_message="not this one" if i % 2 else None)
         result = await once(state)
@@ -185,24 +187,31 @@ class TestAgentsSDKHandoffs:
     @given(
         policies(hooks=True),
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
-        st.lists(st.booleans(), min_size=4, max_size=4),
+        st.lists(st.sampled_from(["yes", "always", "no"]), min_size=4, max_size=4),
         st.booleans(),
     )
     @example(  # one asked call approved, its sibling rejected: each keeps its own answer
         af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
         [chat_body([("c1", "sql", {"n": 9001}), ("c2", "sql", {"n": 9002})])],
-        [True, False, False, False],
+        ["yes", "no", "no", "no"],
+        False,
+    )
+    @example(  # an always on one call is no human's yes for the tool's next call
+        af.Policy(permissions={"sql": "ask"}, on_deny="feedback"),
+        [chat_body([("c1", "sql", {"n": 9001})]), chat_body([("c2", "sql", {"n": 9002})])],
+        ["always", "no", "no", "no"],
         False,
     )
     def test_a_handoff_transfers_only_when_cleared(
         self,
         policy: af.Policy,
         outputs: list[dict[str, Any]],
-        answers: list[bool],
+        answers: list[str],
         stream: bool,
     ) -> None:
-        """No denied or unapproved call runs and none twice; control passes to the child only
-        through an allowed handoff, with `Runner.run` and `Runner.run_streamed`."""
+        """No denied or unapproved call runs and none twice, an `always_approve` answering
+        only its own item; control passes to the child only through an allowed handoff, with
+        `Runner.run` and `Runner.run_streamed`."""
         # The handoff takes only `Task`'s fields: a rule naming another argument of it is
         # refused when the Controller is built (it could never match), so it is not drawn.
         takes = set(Task.model_fields)
@@ -478,7 +487,7 @@ class TestFoundByTheProperties:
         task = {"task": "t#1", "n": 1}
         parent, child_model = sdk_agents(effects, policy, [chat_body([("h1", HANDOFF, task)])])
         with pytest.raises(RunError, match="awaits a human's approval"):
-            asyncio.run(sdk_run(parent, False, iter([True]), set()))
+            asyncio.run(sdk_run(parent, False, iter(["yes"]), set()))
         assert effects.log == []
         assert not child_model.calls
 
@@ -493,7 +502,7 @@ class TestFoundByTheProperties:
         ]
         parent, child_model = sdk_agents(effects, policy, [chat_body(turn)])
         with pytest.raises(RunError, match="awaits a human's approval"):
-            asyncio.run(sdk_run(parent, False, iter([True]), set()))
+            asyncio.run(sdk_run(parent, False, iter(["yes"]), set()))
         assert effects.log == [("sql", 5)]
         assert not child_model.calls
 

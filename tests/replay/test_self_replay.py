@@ -116,7 +116,8 @@ class TestLiveEqualsReplay:
     def test_replay_of_a_random_run_gives_the_live_decisions(
         self, policy: af.Policy, tools: list[Any] | None, data: st.DataObject
     ) -> None:
-        """Random outputs, partial results and human replies: replay gives the same decisions."""
+        """Random outputs, partial results and human replies: replay gives the same decisions,
+        and counts the calls the live run counted (those a human approved included)."""
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "trace.jsonl")
             with TraceWriter(path) as writer:
@@ -129,6 +130,7 @@ class TestLiveEqualsReplay:
                 (r.action, r.priority, r.guard, r.exit_reason) for r in result.decisions
             ] == live
             assert divergence(run, result) is None
+            assert result.tool_calls == ctl.dump()["run"]["tool_calls_used"]
 
 
 ASKING = [
@@ -174,7 +176,8 @@ class TestPerCallRepliesReplay:
     def test_replay_of_per_call_replies_gives_the_live_decisions(
         self, policy: af.Policy, tools: list[Any] | None, data: st.DataObject
     ) -> None:
-        """Each decision of a run answered call by call replays with the same guard and reason."""
+        """Each decision of a run answered call by call replays with the same guard and reason,
+        and the summary counts the calls the live run counted, the approved ones included."""
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "trace.jsonl")
             with TraceWriter(path) as writer:
@@ -187,6 +190,7 @@ class TestPerCallRepliesReplay:
             ]
             assert replayed == live
             assert divergence(run, result) is None
+            assert result.summary()["tool_calls"] == ctl.dump()["run"]["tool_calls_used"]
 
     def write_mixed(self, path: Path) -> None:
         """search asked twice beside an allowed get_weather; s1 approved with an edit, s2 not."""
