@@ -15,13 +15,18 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import mcp.types as mt
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
 
 from agentfsm._cli._mcp_proxy import Proxy, ServerLink
 from agentfsm._cli._mcp_wire import HOST_NOTIFICATIONS, HOST_REQUESTS
 from agentfsm._engine.policy import Policy
-from tests.cli.test_mcp_proxy import SERVER
+from tests.cli.test_mcp_proxy import SERVER, run, text
+from tests.cli.test_mcp_proxy_http import HttpProxy
 from tests.cli.test_mcp_proxy_ids import call, logged, proxied, result_of
 
 DENY_DROP = {"permissions": {"drop_table": "deny"}}
@@ -68,6 +73,33 @@ class TestHostMessages:
         assert pong["result"] == {}
         assert logged(log) == []
         assert "'notifications/run' the proxy does not forward" in stderr_of(tmp_path)
+
+
+class TestHttpHost:
+    def test_a_call_sent_as_a_notification_by_url_never_reaches_the_server(
+        self, tmp_path: Path
+    ) -> None:
+        """Behind --http, a `tools/call` notification is dropped and said; the session goes
+        on and a call sent as a request is decided."""
+        proxy = HttpProxy(tmp_path, DENY_DROP)
+
+        async def go() -> mt.CallToolResult:
+            async with (
+                streamable_http_client(proxy.url) as (read, write),
+                ClientSession(read, write) as host,
+            ):
+                await host.initialize()
+                note = mt.JSONRPCNotification(jsonrpc="2.0", method="tools/call", params=DROP)
+                await write.send(SessionMessage(note))
+                await host.send_ping()
+                return await host.call_tool("drop_table", {"table": "users"})
+
+        with proxy.running():
+            denied = run(go)
+        assert denied.is_error
+        assert "denied" in text(denied)
+        assert proxy.calls() == []
+        assert "a notification 'tools/call'" in proxy.stderr.read_text(encoding="utf-8")
 
 
 class TestArguments:
