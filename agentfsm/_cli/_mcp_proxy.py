@@ -797,7 +797,7 @@ def _failed(task: asyncio.Task[None]) -> bool:
 def _sent(call: ToolCall, params: Mapping[str, Any]) -> dict[str, Any]:
     """The `tools/call` params the server gets: exactly the call decided, and the host's
     progress token (a string or whole number) so its progress still reaches the host."""
-    sent: dict[str, Any] = {"name": call.name, "arguments": dict(call.arguments)}
+    sent: dict[str, Any] = {"name": call.name, "arguments": dict(call.arguments or {})}
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, Mapping) else None
     if isinstance(token, int | str) and not isinstance(token, bool):
@@ -813,7 +813,7 @@ def _json_type(value: object) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    return {str: "string", list: "array"}.get(type(value), type(value).__name__)
+    return "string" if isinstance(value, str) else "array"
 
 
 def _key(ident: object) -> tuple[str, Any]:

@@ -320,7 +320,7 @@ class MCPServerTools:
                 )
             link = self._require()
             cleared = functools.partial(controller.may_run, call.id, model_name, arguments)
-            asks = functools.partial(_asks_now, controller.policy, call)
+            asks = functools.partial(_asks_now, getattr(controller, "policy", None), call)
             future = link.submit_future(self._call(link, name, arguments, cleared, asks))
             try:
                 return await asyncio.wrap_future(future)
@@ -684,10 +684,14 @@ def _renamed_policy(policy: Policy, offered: Mapping[str, str]) -> Policy:
     return type(policy)(**{**fields, **changed})
 
 
-def _asks_now(policy: Policy, call: ToolCall, annotations: Any) -> bool:
+def _asks_now(policy: object, call: ToolCall, annotations: Any) -> bool:
     """Whether the run's `policy` allowed `call` outright where the tool's current
-    `annotations` floor it to ask: a policy built before an approved change of them."""
-    if policy.permission_for(call) != "allow":
+    `annotations` floor it to ask: a policy built before an approved change of them.
+
+    A clearing that is not a Controller (a framework's own) shows no policy to read: its
+    calls meet only the pin (a changed tool is refused until approved).
+    """
+    if not isinstance(policy, Policy) or policy.permission_for(call) != "allow":
         return False  # asked (a person said yes) or not cleared at all
     return with_hints(policy, {call.name: annotations}).permission_for(call) != "allow"
 
