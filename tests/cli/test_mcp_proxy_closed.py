@@ -23,8 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from agentfsm._cli._mcp_proxy import Proxy, ServerLink
-from agentfsm._cli._mcp_wire import HOST_NOTIFICATIONS, HOST_REQUESTS
+from agentfsm._cli._mcp_wire import HOST_NOTIFICATIONS, HOST_REQUESTS, unlisted_names
 from agentfsm._engine.policy import Policy
+from agentfsm._permissions import is_glob
 from tests.cli.test_mcp_proxy import SERVER, run, text
 from tests.cli.test_mcp_proxy_http import HttpProxy
 from tests.cli.test_mcp_proxy_ids import call, logged, proxied, result_of
@@ -297,3 +298,43 @@ def test_no_host_message_makes_the_server_run_an_uncleared_call(
             assert set(message["params"]) == {"name", "arguments"}
             assert message["params"]["name"] == "read_row"
             assert isinstance(message["params"]["arguments"], dict)
+
+
+# -- the property: rule and entry names against any listing ---------------------------------
+
+_NAMES = st.sampled_from(["read_file", "write_file", "bash", "drop_table"])
+_SPELLED = st.one_of(
+    _NAMES,
+    _NAMES.map(str.upper),
+    _NAMES.map(str.title),
+    _NAMES.map(lambda n: n.replace("_", "")),
+    st.sampled_from(["kubectl", "x", "read_*", "*", "ba?h"]),
+)
+
+
+@given(
+    listed=st.frozensets(_NAMES),
+    rule_tools=st.lists(_SPELLED, max_size=4),
+    entries=st.lists(_SPELLED, max_size=3),
+)
+def test_every_unlisted_plain_name_is_reported_once_and_another_case_always_stops(
+    listed: frozenset[str], rule_tools: list[str], entries: list[str]
+) -> None:
+    """For any listing and any rule and `permissions` names (listed ones, other cases, near
+    and far spellings, globs): each plain name the listing lacks is reported exactly once,
+    as close or not; one equal to a listed name but for case is always close, naming that
+    tool; a listed name and a glob never are."""
+    rules = Policy(permission_rules=[f"deny {t}" for t in rule_tools]).permission_rules
+    table = {name: "deny" for name in entries}
+    tools = {name: {"name": name} for name in listed}
+    close, far = unlisted_names(rules, table, tools)
+    spelled = [*rule_tools, *table]
+    for name in spelled:
+        said = [r for r in close + far if f"names tool {name!r}," in r]
+        if name in listed or is_glob(name):
+            assert said == []
+            continue
+        assert len(said) == spelled.count(name)
+        same = [t for t in listed if t.lower() == name.lower()]
+        if same:
+            assert all(r in close and f"did you mean {same[0]!r}" in r for r in said)
