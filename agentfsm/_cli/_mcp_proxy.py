@@ -637,10 +637,17 @@ class Proxy:
             if before.get(name) == tool:
                 continue
             self.unfit.pop(name, None)
-            problems = unfit_rules(self.policy.permission_rules, tools, only=name)
+            problems = self._misnamed(tools, name)
+            problems += unfit_rules(self.policy.permission_rules, tools, only=name)
             if problems:
                 self.unfit[name] = "; ".join(problems)
                 self.note(f"tool {name!r} changed and its rules no longer fit: {problems[0]}")
+
+    def _misnamed(self, tools: Mapping[str, Mapping[str, Any]], name: str) -> list[str]:
+        """The rules and `permissions` entries written for a name close to the new or
+        changed tool `name` (`Read_File` for `read_file`): each would miss its calls."""
+        rules, table = self.policy.permission_rules, self.policy.permissions
+        return unlisted_names(rules, table, tools, only=name)[0]
 
     # -- one tool call, one turn of the session -----------------------------------
 
@@ -649,7 +656,7 @@ class Proxy:
             return error_result("agentfsm mcp-proxy: tools/call without a tool name")
         arguments = params.get("arguments", {})
         if not isinstance(arguments, Mapping):
-            why = f"not executed: the call's arguments are a {_json_type(arguments)}, not an object"
+            why = f"not executed: the call's arguments are {_json_type(arguments)}, not an object"
             self.note(f"refused a call of {params['name']!r}: {why}")
             return error_result(f"agentfsm mcp-proxy: {why}")
         async with self._one_call:
@@ -810,10 +817,10 @@ def _json_type(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
-        return "boolean"
+        return "a boolean"
     if isinstance(value, int | float):
-        return "number"
-    return "string" if isinstance(value, str) else "array"
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array"
 
 
 def _key(ident: object) -> tuple[str, Any]:

@@ -250,14 +250,18 @@ def unfit_rules(
 
 
 def unlisted_names(
-    rules: Sequence[Rule], table: Mapping[str, object], tools: Mapping[str, object]
+    rules: Sequence[Rule],
+    table: Mapping[str, object],
+    tools: Mapping[str, object],
+    only: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """The rules and `permissions` entries whose tool part is a plain name no listed tool
     has: those a listed tool's name is close to (the same but for case, or a near
     spelling), with "did you mean", and the others.
 
     A rule written for `Read_File` never matches a call of `read_file`: a deny so
-    written is dead without a word. Globs and the `"*"` entry are not names.
+    written is dead without a word. Globs and the `"*"` entry are not names. `only`: just
+    the close ones that name that listed tool (a tool new or changed mid-session).
     """
     close: list[str] = []
     far: list[str] = []
@@ -268,6 +272,8 @@ def unlisted_names(
             continue
         near = [t for t in tools if t.lower() == name.lower()]
         near = near or difflib.get_close_matches(name, list(tools), n=1)
+        if only is not None and near != [only]:
+            continue
         if near:
             close.append(
                 f"{what} names tool {name!r}, which the MCP server does not list; "

@@ -17,7 +17,8 @@ reads what reached the server from another process. Tools:
 - `mutate()`: changes `read_row`'s description and schema, answers, then sends
   `notifications/tools/list_changed`; `rename_arg()` likewise renames `read_row`'s
   argument `key` to `row`; `harden()` likewise gives `read_row` the annotations of a
-  destructive tool, its description and schema kept;
+  destructive tool, its description and schema kept; `recase()` lists `read_row` as
+  `Read_Row` from then on;
 - `run_command(command)` (no hints: may change things), `write_file(path, content)`
   (destructive).
 """
@@ -56,6 +57,7 @@ TOOLS = {
     "mutate": _tool("mutate", "Changes read_row.", {}, READ_ONLY),
     "rename_arg": _tool("rename_arg", "Renames read_row's argument.", {}, READ_ONLY),
     "harden": _tool("harden", "Makes read_row destructive.", {}, READ_ONLY),
+    "recase": _tool("recase", "Renames read_row to Read_Row.", {}, READ_ONLY),
     "run_command": _tool("run_command", "Run a command.", {"command": {"type": "string"}}),
     "write_file": _tool(
         "write_file",
@@ -75,7 +77,7 @@ def text(value: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": value}], "isError": False}
 
 
-CHANGES = ("mutate", "rename_arg", "harden")
+CHANGES = ("mutate", "rename_arg", "harden", "recase")
 """The tools that change `read_row` (the server then says its tools changed)."""
 
 
@@ -95,6 +97,9 @@ def change(name: str) -> str:
     if name == "harden":
         TOOLS["read_row"] = {**TOOLS["read_row"], "annotations": {"destructiveHint": True}}
         return "hardened"
+    if name == "recase":
+        TOOLS["Read_Row"] = {**TOOLS.pop("read_row"), "name": "Read_Row"}
+        return "recased"
     return "unchanged"
 
 

@@ -156,6 +156,23 @@ class TestToolNames:
         assert "did you mean 'read_row'?" in stderr_of(tmp_path)
         assert logged(log) == []
 
+    def test_a_tool_renamed_mid_session_to_another_case_is_refused(self, tmp_path: Path) -> None:
+        """When the server lists `read_row` as `Read_Row` mid-session, `deny
+        read_row(key=secret*)` would miss its calls: they are refused and traced."""
+        policy = {"permissions": {"*": "allow"}, "permission_rules": ["deny read_row(key=secret*)"]}
+        with proxied(tmp_path, policy, SERVER) as (host, log, _):
+            host.start(elicit=False)
+            call(host, 2, "recase", {})
+            result_of(host, 2)
+            host.send({"id": 3, "method": "tools/list"})
+            host.wait_for(lambda m: m.get("id") == 3)  # the proxy has listed again by now
+            call(host, 4, "Read_Row", {"key": "secret-1"})
+            refused = result_of(host, 4)
+        assert refused["isError"] is True
+        assert "did you mean 'Read_Row'?" in refused["content"][0]["text"]
+        assert logged(log) == ["recase:{}"]
+        assert any("Read_Row" in n for n in notes_of(tmp_path))
+
     def test_a_permissions_entry_misspelling_a_tool_exits_2(self, tmp_path: Path) -> None:
         """A `permissions` entry `drop_tabel: deny` names no listed tool but one is close:
         status 2, naming it."""
