@@ -11,25 +11,30 @@ is a child process on stdio or a streamable HTTP server reached by URL (`http_se
   a repeated or forged answer) is dropped, said on stderr and noted in the trace.
 - `tools/list`: the proxy lists the server's tools itself (every page) before it decides
   any call, and again after `notifications/tools/list_changed`; calls are decided against
-  that listing, never the host's. Its annotations are the session's ask floor
+  that listing, never the host's. The latest listing's annotations are the ask floor
   (`_mcp_hints.with_hints`); a tool it does not hold is refused; a rule on an argument no
-  listed tool takes ends the session at the first listing (status 2) and refuses the
-  tool's calls when a later listing changes it. Each tool's description and input schema
-  are pinned at first sight; a tool that later changes is flagged in the listing the host
-  gets and every call to it is asked again (denied without elicitation).
+  listed tool takes, or naming a tool a listed one is close to (`Read_File` for
+  `read_file`), ends the session at the first listing (status 2) and refuses the tool's
+  calls when a later listing brings it. Each tool's description, input schema and
+  annotations are pinned at first sight; a tool that later changes is flagged in the
+  listing the host gets and every call to it is asked again (denied without elicitation).
 - `tools/call`: each call is one turn of a session-long Controller (a model turn holding
   that one call; its result the tool result), so permissions, shell-aware rules, budgets
   and the doom-loop guard apply as they do to an agent. A call the Controller does not
-  clear never reaches the server: the host gets a tool error result saying why. `ask`
+  clear never reaches the server: the host gets a tool error result saying why; one it
+  clears reaches it as decided (its name and arguments, rebuilt), and arguments that are
+  not an object are refused. `ask`
   becomes an `elicitation/create` to the host when it declared the capability; anything
   but an explicit accept with a yes denies. Calls are taken one at a time.
 - the server's answers to calls: cut to a size, checked for shape; a malformed line or a
   server that exits answers every call in flight with an error result.
 
-Everything else passes through unchanged. On stdio, stdout carries only MCP messages; what
-the proxy has to say goes to stderr. When the session ends (the host closed it, the server
-went away, a guard stopped it) the Controller's run ends too, so a trace ends with an end
-event that `agentfsm replay` reads as a finished run.
+Of the rest, only what the proxy models passes (`_mcp_wire.host_kind`): the host's
+requests of known methods, a closed list of its notifications, and answers; anything
+else, a `tools/call` without an id among them, is dropped and traced. On stdio, stdout
+carries only MCP messages; what the proxy has to say goes to stderr. When the session
+ends (the host closed it, the server went away, a guard stopped it) the Controller's run
+ends too, so a trace ends with an end event that `agentfsm replay` reads as a finished run.
 """
 
 from __future__ import annotations
