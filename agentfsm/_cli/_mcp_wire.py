@@ -272,8 +272,10 @@ def unlisted_names(
             continue
         near = [t for t in tools if t.lower() == name.lower()]
         near = near or difflib.get_close_matches(name, list(tools), n=1)
-        if only is not None and near != [only]:
-            continue
+        if only is not None:
+            if only not in near:
+                continue
+            near = [only]
         if near:
             close.append(
                 f"{what} names tool {name!r}, which the MCP server does not list; "

@@ -340,7 +340,8 @@ def test_every_unlisted_plain_name_is_reported_once_and_another_case_always_stop
     """For any listing and any rule and `permissions` names (listed ones, other cases, near
     and far spellings, globs): each plain name the listing lacks is reported exactly once,
     as close or not; one equal to a listed name but for case is always close, naming that
-    tool; a listed name and a glob never are."""
+    tool; a listed name and a glob never are. Asked for one listed tool (new mid-session),
+    exactly such names close to it are reported, naming it."""
     rules = Policy(permission_rules=[f"deny {t}" for t in rule_tools]).permission_rules
     table = {name: "deny" for name in entries}
     tools = {name: {"name": name} for name in listed}
@@ -355,3 +356,11 @@ def test_every_unlisted_plain_name_is_reported_once_and_another_case_always_stop
         same = [t for t in listed if t.lower() == name.lower()]
         if same:
             assert all(r in close and f"did you mean {same[0]!r}" in r for r in said)
+    for tool in listed:  # mid-session: the names close to one new or changed tool
+        reports = unlisted_names(rules, table, tools, only=tool)[0]
+        for report in reports:
+            assert report.endswith(f"did you mean {tool!r}?")
+            assert any(r.startswith(report.split("; did you mean")[0]) for r in close)
+        for name in spelled:
+            if name != tool and name.lower() == tool.lower():
+                assert any(f"names tool {name!r}," in r for r in reports)
