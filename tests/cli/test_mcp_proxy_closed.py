@@ -341,7 +341,7 @@ def test_every_unlisted_plain_name_is_reported_once_and_another_case_always_stop
     and far spellings, globs): each plain name the listing lacks is reported exactly once,
     as close or not; one equal to a listed name but for case is always close, naming that
     tool; a listed name and a glob never are. Asked for one listed tool (new mid-session),
-    exactly such names close to it are reported, naming it."""
+    each name differing from it only in case is reported, and every report names it."""
     rules = Policy(permission_rules=[f"deny {t}" for t in rule_tools]).permission_rules
     table = {name: "deny" for name in entries}
     tools = {name: {"name": name} for name in listed}
