@@ -11,25 +11,30 @@ is a child process on stdio or a streamable HTTP server reached by URL (`http_se
   a repeated or forged answer) is dropped, said on stderr and noted in the trace.
 - `tools/list`: the proxy lists the server's tools itself (every page) before it decides
   any call, and again after `notifications/tools/list_changed`; calls are decided against
-  that listing, never the host's. Its annotations are the session's ask floor
+  that listing, never the host's. The latest listing's annotations are the ask floor
   (`_mcp_hints.with_hints`); a tool it does not hold is refused; a rule on an argument no
-  listed tool takes ends the session at the first listing (status 2) and refuses the
-  tool's calls when a later listing changes it. Each tool's description and input schema
-  are pinned at first sight; a tool that later changes is flagged in the listing the host
-  gets and every call to it is asked again (denied without elicitation).
+  listed tool takes, or naming a tool a listed one is close to (`Read_File` for
+  `read_file`), ends the session at the first listing (status 2) and refuses the tool's
+  calls when a later listing brings it. Each tool's description, input schema and
+  annotations are pinned at first sight; a tool that later changes is flagged in the
+  listing the host gets and every call to it is asked again (denied without elicitation).
 - `tools/call`: each call is one turn of a session-long Controller (a model turn holding
   that one call; its result the tool result), so permissions, shell-aware rules, budgets
   and the doom-loop guard apply as they do to an agent. A call the Controller does not
-  clear never reaches the server: the host gets a tool error result saying why. `ask`
+  clear never reaches the server: the host gets a tool error result saying why; one it
+  clears reaches it as decided (its name and arguments, rebuilt), and arguments that are
+  not an object are refused. `ask`
   becomes an `elicitation/create` to the host when it declared the capability; anything
   but an explicit accept with a yes denies. Calls are taken one at a time.
 - the server's answers to calls: cut to a size, checked for shape; a malformed line or a
   server that exits answers every call in flight with an error result.
 
-Everything else passes through unchanged. On stdio, stdout carries only MCP messages; what
-the proxy has to say goes to stderr. When the session ends (the host closed it, the server
-went away, a guard stopped it) the Controller's run ends too, so a trace ends with an end
-event that `agentfsm replay` reads as a finished run.
+Of the rest, only what the proxy models passes (`_mcp_wire.host_kind`): the host's
+requests of known methods, a closed list of its notifications, and answers; anything
+else, a `tools/call` without an id among them, is dropped and traced. On stdio, stdout
+carries only MCP messages; what the proxy has to say goes to stderr. When the session
+ends (the host closed it, the server went away, a guard stopped it) the Controller's run
+ends too, so a trace ends with an end event that `agentfsm replay` reads as a finished run.
 """
 
 from __future__ import annotations
@@ -55,11 +60,13 @@ from agentfsm._cli._mcp_wire import (
     elicits,
     error_result,
     flag_changed,
+    host_kind,
     listed_tools,
     malformed_result,
     result_text,
     server_error,
     unfit_rules,
+    unlisted_names,
 )
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
@@ -193,7 +200,6 @@ class Proxy:
         self.run_id = run_id
         self.pins = Pins()
         self.controller: Controller | None = None
-        self.hinted: frozenset[str] = frozenset()
         self.can_elicit = False
         self.relay = Relay()
         self.tools: dict[str, Mapping[str, Any]] = {}
@@ -342,6 +348,9 @@ class Proxy:
     def note(self, what: str) -> None:
         """Say what the proxy dropped or refused on stderr and in the session's trace."""
         say(what)
+        self._trace(what)
+
+    def _trace(self, what: str) -> None:
         if self.controller is None:
             self._notes.append(what)  # written once the run has begun
             return
@@ -402,22 +411,35 @@ class Proxy:
     # -- routing ------------------------------------------------------------------
 
     async def _from_host(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if method is None:  # an answer: to the proxy's own question, or to the server's
+        """Route the host's message; what the proxy does not model is dropped and traced.
+
+        Nothing reaches the server as the host wrote it: a request goes under the proxy's
+        id (`tools/*` the proxy answers itself), a notification of a known method as its
+        method and params, a cancellation renumbered.
+        """
+        kind = host_kind(message)
+        if kind == "answer":  # to the proxy's own question, or to the server's
             await self._host_answered(message)
             return
+        if kind not in ("request", "notification"):
+            self.note(f"dropped the host's message: {kind}")
+            if kind.startswith("a request ") and "id" in message:
+                await self.reply_error(message["id"], f"{kind}; not sent", code=-32601)
+            return
+        method = message["method"]
         if method == "initialize":
             self.can_elicit = elicits(message.get("params"))
-        if method == "notifications/cancelled":
-            await self._cancelled(message)
-            return
-        if method in ("tools/call", "tools/list") and "id" in message:
+        if method in ("tools/call", "tools/list"):
             self._spawn(self._handle(message))
-            return
-        if "id" in message:  # the host's request reaches the server under the proxy's id
+        elif method == "notifications/cancelled":
+            await self._cancelled(message)
+        elif kind == "request":  # the host's request reaches the server under the proxy's id
             await self._forward(message, self.relay.host_request(message))
-            return
-        await self._forward(message, message)
+        else:
+            sent = {"jsonrpc": "2.0", "method": method}
+            if "params" in message:
+                sent["params"] = message["params"]
+            await self._forward(message, sent)
         if method == "notifications/initialized":
             self._start_listing()  # the proxy's own listing, before any call is decided
 
@@ -533,9 +555,9 @@ class Proxy:
         """Answer the host's request `ident` with `result`."""
         await self.send_host({"jsonrpc": "2.0", "id": ident, "result": result}, ident)
 
-    async def reply_error(self, ident: Any, why: str) -> None:
+    async def reply_error(self, ident: Any, why: str, code: int = -32603) -> None:
         """Answer the host's request `ident` with a JSON-RPC error."""
-        error = {"code": -32603, "message": f"agentfsm mcp-proxy: {why}"}
+        error = {"code": code, "message": f"agentfsm mcp-proxy: {why}"}
         await self.send_host({"jsonrpc": "2.0", "id": ident, "error": error}, ident)
 
     # -- the proxy's own listing --------------------------------------------------
@@ -607,7 +629,11 @@ class Proxy:
             say(f"tools changed since first listed: {', '.join(sorted(changed))}")
         self.tools = tools
         if first:
-            problems = unfit_rules(self.policy.permission_rules, tools)
+            policy = self.policy
+            close, far = unlisted_names(policy.permission_rules, policy.permissions, tools)
+            for what in far:
+                say(f"{what}; it can match no call")
+            problems = close + unfit_rules(policy.permission_rules, tools)
             if problems:
                 self.halt(f"the policy does not fit the MCP server's tools: {'; '.join(problems)}")
                 raise ProxyError("the policy does not fit the MCP server's tools")
@@ -616,19 +642,28 @@ class Proxy:
             if before.get(name) == tool:
                 continue
             self.unfit.pop(name, None)
-            problems = unfit_rules(self.policy.permission_rules, tools, only=name)
+            problems = self._misnamed(tools, name)
+            problems += unfit_rules(self.policy.permission_rules, tools, only=name)
             if problems:
                 self.unfit[name] = "; ".join(problems)
                 self.note(f"tool {name!r} changed and its rules no longer fit: {problems[0]}")
+
+    def _misnamed(self, tools: Mapping[str, Mapping[str, Any]], name: str) -> list[str]:
+        """The rules and `permissions` entries written for a name close to the new or
+        changed tool `name` (`Read_File` for `read_file`): each would miss its calls."""
+        rules, table = self.policy.permission_rules, self.policy.permissions
+        return unlisted_names(rules, table, tools, only=name)[0]
 
     # -- one tool call, one turn of the session -----------------------------------
 
     async def _call(self, params: Any, ident: Any) -> dict[str, Any]:
         if not isinstance(params, Mapping) or not isinstance(params.get("name"), str):
             return error_result("agentfsm mcp-proxy: tools/call without a tool name")
-        arguments = params.get("arguments") or {}
+        arguments = params.get("arguments", {})
         if not isinstance(arguments, Mapping):
-            return error_result("agentfsm mcp-proxy: the call's arguments are not an object")
+            why = f"not executed: the call's arguments are {_json_type(arguments)}, not an object"
+            self.note(f"refused a call of {params['name']!r}: {why}")
+            return error_result(f"agentfsm mcp-proxy: {why}")
         async with self._one_call:
             if _key(ident) in self._cancelled_ids:
                 self._cancelled_ids.discard(_key(ident))
@@ -658,23 +693,26 @@ class Proxy:
         if self.controller is None:
             hints = {name: tool.get("annotations") for name, tool in self.tools.items()}
             hinted = with_hints(self.policy, hints)
-            self.hinted = frozenset(self.tools)
             self.controller = Controller(hinted, run_id=self.run_id, observers=self.observers)
             notes, self._notes = self._notes, []
             for what in notes:
-                self.note(what)
+                self._trace(what)
         return self.controller
 
     def _extra_care(self, call: ToolCall) -> str | None:
-        """Why a call the policy clears must still be asked: a changed or late-listed tool
-        that may change things, and no allow for exactly that call."""
+        """Why a call the policy clears must still be asked: a tool changed since first
+        listed (description, schema or annotations), or one the proxy's current listing
+        says may change things with no allow for exactly that call.
+
+        The Controller's floor is the first listing's; this reads the listing the call is
+        decided against, so a tool whose annotations turn destructive asks from then on.
+        """
         name = call.name
         if name in self.pins.changed:
             return f"tool {name!r} changed since it was first listed"
-        if name not in self.hinted and name in self.tools:
-            late = with_hints(self.policy, {name: self.tools[name].get("annotations")})
-            if late.permission_for(call) != "allow":
-                return f"tool {name!r} was listed after the session began and may change things"
+        now = with_hints(self.policy, {name: self.tools[name].get("annotations")})
+        if now.permission_for(call) != "allow":
+            return f"tool {name!r} may change things (its current annotations)"
         return None
 
     async def _decide(
@@ -710,7 +748,7 @@ class Proxy:
     ) -> dict[str, Any]:
         self._calling = ident
         try:
-            result = await self.ask_server("tools/call", dict(params), ident)
+            result = await self.ask_server("tools/call", _sent(call, params), ident)
             why = malformed_result(result)
             if why is not None:
                 raise ProxyError(f"the MCP server answered with a malformed result: {why}")
@@ -766,6 +804,28 @@ def _quiet(task: asyncio.Task[None]) -> asyncio.Task[None]:
 def _failed(task: asyncio.Task[None]) -> bool:
     """Whether `task` ended without finishing its work."""
     return task.done() and (task.cancelled() or task.exception() is not None)
+
+
+def _sent(call: ToolCall, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The `tools/call` params the server gets: exactly the call decided, and the host's
+    progress token (a string or whole number) so its progress still reaches the host."""
+    sent: dict[str, Any] = {"name": call.name, "arguments": dict(call.arguments or {})}
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+    if isinstance(token, int | str) and not isinstance(token, bool):
+        sent["_meta"] = {"progressToken": token}
+    return sent
+
+
+def _json_type(value: object) -> str:
+    """The JSON type of a decoded value, as the host wrote it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array"
 
 
 def _key(ident: object) -> tuple[str, Any]:

@@ -6,6 +6,7 @@ Plain functions over JSON-RPC data as decoded from a line (dicts and lists), sha
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import hashlib
 import itertools
@@ -14,9 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm._permissions import Rule, never_applies
+from agentfsm._permissions import Rule, is_glob, never_applies
 
 __all__ = [
+    "HOST_NOTIFICATIONS",
+    "HOST_REQUESTS",
     "HostRequest",
     "Ledger",
     "Pins",
@@ -28,20 +31,81 @@ __all__ = [
     "elicits",
     "error_result",
     "flag_changed",
+    "host_kind",
     "listed_tools",
     "malformed_result",
     "result_text",
     "same_id",
     "server_error",
     "unfit_rules",
+    "unlisted_names",
 ]
 
 _CHANGED_FLAG = "[agentfsm: this tool changed since it was first listed; calls are asked again]"
 
 
+HOST_REQUESTS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+    }
+)
+"""The requests a host may send that the proxy forwards (`tools/*` it decides itself)."""
+HOST_NOTIFICATIONS = frozenset(
+    {
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    }
+)
+"""The notifications a host may send that the proxy forwards (a cancellation renumbered)."""
+
+
+def host_kind(message: Mapping[str, Any]) -> str:
+    """What the host's message is: "answer", "request", "notification", or why it is dropped.
+
+    Only what the proxy models passes: a request of a method in `HOST_REQUESTS` under a
+    string or whole-number id, a notification (no id) of a method in `HOST_NOTIFICATIONS`,
+    an answer (no method) under any id (the ledger takes only its own). Anything else, a
+    `tools/call` without an id or under a `null`, `true`, `1.5` or object id included, is
+    not forwarded.
+    """
+    method = message.get("method")
+    if "method" not in message:
+        return "answer"
+    if not isinstance(method, str):
+        return "a message whose method is not a string"
+    if "id" not in message:
+        if method in HOST_NOTIFICATIONS:
+            return "notification"
+        return f"a notification {method!r} the proxy does not forward"
+    ident = message["id"]
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        return f"a {method!r} request under an id that is not a string or whole number"
+    if method not in HOST_REQUESTS:
+        return f"a request {method!r} the proxy does not forward"
+    return "request"
+
+
 def digest(tool: Mapping[str, Any]) -> str:
-    """The pin of a listed tool: a hash of its description and input schema."""
-    pinned = {"description": tool.get("description"), "inputSchema": tool.get("inputSchema")}
+    """The pin of a listed tool: a hash of its description, input schema and annotations."""
+    pinned = {
+        "description": tool.get("description"),
+        "inputSchema": tool.get("inputSchema"),
+        "annotations": tool.get("annotations"),
+    }
     text = json.dumps(pinned, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -183,6 +247,43 @@ def unfit_rules(
         if why is not None:
             found.append(why)
     return found
+
+
+def unlisted_names(
+    rules: Sequence[Rule],
+    table: Mapping[str, object],
+    tools: Mapping[str, object],
+    only: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """The rules and `permissions` entries whose tool part is a plain name no listed tool
+    has: those a listed tool's name is close to (the same but for case, or a near
+    spelling), with "did you mean", and the others.
+
+    A rule written for `Read_File` never matches a call of `read_file`: a deny so
+    written is dead without a word. Globs and the `"*"` entry are not names. `only`: just
+    the close ones that name that listed tool (a tool new or changed mid-session).
+    """
+    close: list[str] = []
+    far: list[str] = []
+    named = [(f"rule {str(rule)!r}", rule.tool) for rule in rules]
+    named += [(f"permissions entry {name!r}", name) for name in table if name != "*"]
+    for what, name in named:
+        if is_glob(name) or name in tools:
+            continue
+        near = [t for t in tools if t.lower() == name.lower()]
+        near = near or difflib.get_close_matches(name, list(tools), n=1)
+        if only is not None:
+            if only not in near:
+                continue
+            near = [only]
+        if near:
+            close.append(
+                f"{what} names tool {name!r}, which the MCP server does not list; "
+                f"did you mean {near[0]!r}?"
+            )
+        else:
+            far.append(f"{what} names tool {name!r}, which the MCP server does not list")
+    return close, far
 
 
 # -- the ids on both sides ------------------------------------------------------------

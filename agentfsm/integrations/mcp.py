@@ -320,7 +320,8 @@ class MCPServerTools:
                 )
             link = self._require()
             cleared = functools.partial(controller.may_run, call.id, model_name, arguments)
-            future = link.submit_future(self._call(link, name, arguments, cleared))
+            asks = functools.partial(_asks_now, getattr(controller, "policy", None), call)
+            future = link.submit_future(self._call(link, name, arguments, cleared, asks))
             try:
                 return await asyncio.wrap_future(future)
             except asyncio.CancelledError:
@@ -331,7 +332,12 @@ class MCPServerTools:
         return send
 
     async def _call(
-        self, link: _Link, server_name: str, arguments: dict[str, Any], cleared: Callable[[], bool]
+        self,
+        link: _Link,
+        server_name: str,
+        arguments: dict[str, Any],
+        cleared: Callable[[], bool],
+        asks: Callable[[Any], bool],
     ) -> Any:
         name = self._label(server_name)
         if link.stale or self.relist_each_call:
@@ -354,6 +360,12 @@ class MCPServerTools:
                 "since they were approved; a person must review it "
                 f"(MCPServerTools.listed({server_name!r})) and approve it "
                 f"(approve({server_name!r}))"
+            )
+        if tool is not None and asks(tool.annotations):
+            raise MCPNotSentError(
+                f"tool {name} not sent: its annotations now say it may change things and the "
+                "run's policy allowed the call without asking; build the run's policy again "
+                "with MCPServerTools.policy() so its calls ask"
             )
         # Asked last, right before sending: a run stopped meanwhile sends nothing.
         if cleared() is not True:
@@ -670,6 +682,18 @@ def _renamed_policy(policy: Policy, offered: Mapping[str, str]) -> Policy:
     floor = frozenset(renamed.get(name, name) for name in policy.ask_floor)
     changed = {"permissions": table, "permission_rules": tuple(rules), "ask_floor": floor}
     return type(policy)(**{**fields, **changed})
+
+
+def _asks_now(policy: object, call: ToolCall, annotations: Any) -> bool:
+    """Whether the run's `policy` allowed `call` outright where the tool's current
+    `annotations` floor it to ask: a policy built before an approved change of them.
+
+    A clearing that is not a Controller (a framework's own) shows no policy to read: its
+    calls meet only the pin (a changed tool is refused until approved).
+    """
+    if not isinstance(policy, Policy) or policy.permission_for(call) != "allow":
+        return False  # asked (a person said yes) or not cleared at all
+    return with_hints(policy, {call.name: annotations}).permission_for(call) != "allow"
 
 
 def _pinned(tool: Any) -> dict[str, Any]:

@@ -486,6 +486,32 @@ class TestPinning:
         assert "changed" in refused.content
         assert notes.received() == [("shifty", {"key": "k1"})]
 
+    def test_an_approved_annotation_change_floors_the_old_policy_too(self, tmp_path: Path) -> None:
+        """A tool whose annotations turn destructive is a changed tool; once approved, a
+        run whose policy was built before the change (no floor for it, `"*": "allow"`)
+        still does not send its call unasked: only a policy built again asks and sends."""
+        log, hints = tmp_path / "calls.log", tmp_path / "hints.json"
+        with MCPServerTools(params(log, f"--hints={hints}"), timeout=30) as tools:
+            old = tools.policy(af.Policy(permissions={"*": "allow"}))
+            assert "read_note" not in old.ask_floor
+            hints.write_text(json.dumps({"read_note": {"destructiveHint": True}}), "utf-8")
+            assert tools.refresh() == ["read_note"]
+            tools.approve("read_note")
+            ctl = af.Controller(old, tools=tools.tools)
+            decision = ctl.on_model_output(turn(calls=[tool_call("read_note", {"key": "k"})]))
+            assert decision.action is af.Action.EXECUTE_TOOLS
+            [refused] = af.Executor(tools.tools).run(decision, controller=ctl)
+            assert refused.is_error
+            assert "annotations now say" in refused.content
+            new = tools.policy(af.Policy(permissions={"*": "allow"}))
+            ctl = af.Controller(new, tools=tools.tools)
+            decision = ctl.on_model_output(turn(calls=[tool_call("read_note", {"key": "k"})]))
+            assert decision.action is af.Action.ASK_HUMAN
+            decision = ctl.on_human_reply(True)
+            [ran] = af.Executor(tools.tools).run(decision, controller=ctl)
+        assert not ran.is_error, ran.content
+        assert log.read_text(encoding="utf-8").splitlines() == ['read_note {"key": "k"}']
+
     def test_refresh_lists_again_at_once(self, notes: Notes) -> None:
         """`refresh()` re-lists and names the tools refused until approved."""
         assert notes.tools.refresh() == []

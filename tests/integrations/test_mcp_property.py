@@ -16,9 +16,12 @@ allow becomes `ask` for a tool whose annotations say it may change things, unles
 own table entry is allow or an allow rule written for exactly the tool (either name) matches
 the call (the ask floor: a deny or ask rule naming the tool keeps it). A turn with an
 `ask` waits for the human: approved, its allowed and asked calls run; declined, none
-does. Checked: the server received exactly the calls cleared, each once (nothing denied
-or declined reaches it); the human was asked exactly when a call needed it; every call
-the model made got exactly one result.
+does. Sometimes the run's policy is built under earlier annotations, which then change
+and are approved: the Controller decides with the earlier floor, and a call it allowed
+unasked is sent only when the current annotations' floor allows it too. Checked: the
+server received exactly the calls cleared, each once (nothing denied or declined reaches
+it); the human was asked exactly when a call needed it; every call the model made got
+exactly one result.
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ class Scenario:
     calls: tuple[tuple[str | None, str, Any], ...]
     """(id, name the model calls, arguments)."""
     approve: bool
+    before: dict[str, dict[str, Any] | None] | None = None
+    """The annotations the run's policy was built under, when not the current ones."""
 
     def policy(self) -> af.Policy:
         texts = [
@@ -110,8 +115,12 @@ class Scenario:
             no_progress_threshold=None,
         )
 
-    def verdict(self, name: str, arguments: Any) -> str:
-        """The oracle's verdict on one call (see the module's docstring)."""
+    def verdict(
+        self, name: str, arguments: Any, hints: dict[str, dict[str, Any] | None] | None = None
+    ) -> str:
+        """The oracle's verdict on one call (see the module's docstring), under `hints`
+        (default: the current annotations)."""
+        hints = self.hints if hints is None else hints
         if name not in SERVER_NAME:
             return "deny"
         wanted = ARGUMENT[name]
@@ -134,7 +143,7 @@ class Scenario:
         ]
         spoken += [self.table[n] for n in names if n in self.table]
         policy = max(spoken, key=STRENGTH.__getitem__) if spoken else self.table.get("*", "allow")
-        if policy != "allow" or not changes_things(self.hints.get(SERVER_NAME[name])):
+        if policy != "allow" or not changes_things(hints.get(SERVER_NAME[name])):
             return policy
         # The floor: only the tool's own entry or an allow rule for exactly it lifts it.
         entry = [self.table[n] for n in names if n in self.table]
@@ -149,13 +158,14 @@ class Scenario:
     def expected(self) -> tuple[Counter[tuple[str, str]], bool]:
         """The calls the server must receive, (server name, arguments as JSON), and whether
         a human is asked."""
-        verdicts = [self.verdict(name, arguments) for _, name, arguments in self.calls]
+        built = self.hints if self.before is None else self.before
+        verdicts = [self.verdict(name, arguments, built) for _, name, arguments in self.calls]
         asked = "ask" in verdicts
         runs = {"allow", "ask"} if (asked and self.approve) else set() if asked else {"allow"}
         return Counter(
             (SERVER_NAME[name], json.dumps(arguments, sort_keys=True))
             for (_, name, arguments), v in zip(self.calls, verdicts, strict=True)
-            if v in runs
+            if v in runs and (v == "ask" or self.verdict(name, arguments) == "allow")
         ), asked
 
 
@@ -201,7 +211,10 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     calls = tuple(
         (i, name, args) for i, (name, args) in draw(st.lists(one, min_size=1, max_size=4))
     )
-    return Scenario(rules, table, hints, calls, draw(st.booleans()))
+    before = None
+    if draw(st.booleans()):
+        before = {server: draw(st.sampled_from(HINTS)) for server in SERVER_NAME.values()}
+    return Scenario(rules, table, hints, calls, draw(st.booleans()), before)
 
 
 @pytest.fixture(scope="module")
@@ -221,14 +234,19 @@ class TestMCPProperty:
     ) -> None:
         """See the module's docstring."""
         notes, hints_file = server
-        hints_file.write_text(json.dumps(scenario.hints), encoding="utf-8")
-        notes.tools.refresh()
-        for name in notes.tools.changed:  # the annotations changed: a person approves them
-            notes.tools.approve(name)
+        policy = None
+        for hints in (scenario.before, scenario.hints):
+            if hints is None:
+                continue
+            hints_file.write_text(json.dumps(hints), encoding="utf-8")
+            notes.tools.refresh()
+            for name in notes.tools.changed:  # the annotations changed: a person approves them
+                notes.tools.approve(name)
+            policy = policy or notes.tools.policy(scenario.policy())  # built the first time
+        assert policy is not None
         notes.log.write_text("", encoding="utf-8")
         tools = [s for s in notes.tools.tools if s.name in SERVER_NAME]
         assert {s.name for s in tools} == set(SERVER_NAME)
-        policy = notes.tools.policy(scenario.policy())
         asked: list[af.Decision] = []
 
         def on_ask(decision: af.Decision) -> tuple[bool, str | None]:
