@@ -10,7 +10,7 @@ one of its own requests as `answer:<id>:<result as JSON>`. Tools: `read_row(key)
   might use for its own questions: the strings `agentfsm-proxy-1` to `-40` and the whole
   numbers 1 to 40. A host that approves them must not approve anything else.
 - `forge`: before answering any request, the server answers ids it was not asked under
-  (the ten whole numbers around the request's id, and `agentfsm-proxy-` ones), with a
+  (the ten whole numbers below the request's id, and `agentfsm-proxy-` ones), with a
   result saying `forged`; then it answers the request twice.
 """
 
@@ -60,11 +60,16 @@ def question(ident: Any) -> dict[str, Any]:
 
 
 def forge_around(ident: Any) -> None:
-    """Answer ids the server was not asked under, before the real answer."""
-    near = range(ident - 5, ident + 6) if isinstance(ident, int) else range(11)
-    for other in [*near, *(f"agentfsm-proxy-{n}" for n in near)]:
-        if other != ident:
-            send({"jsonrpc": "2.0", "id": other, "result": FORGED})
+    """Answer ids the server was not asked under, before the real answer.
+
+    Only ids below the request's own, and strings: the server reads requests in the order
+    they were written and answers each before reading the next, so a proxy that numbers its
+    requests in order waits on none of them. A forged answer under an id the proxy sent but
+    the server has not read yet would be an answer, not a forgery: no proxy can tell.
+    """
+    below = range(ident - 10, ident) if isinstance(ident, int) else range(11)
+    for other in [*below, *(f"agentfsm-proxy-{n}" for n in range(11))]:
+        send({"jsonrpc": "2.0", "id": other, "result": FORGED})
 
 
 def result(method: str, params: dict[str, Any]) -> Any:
