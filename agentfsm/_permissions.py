@@ -72,7 +72,9 @@ class Rule(Checked):
     `.`, `..` and `//` resolved as posixpath.normpath does, so `..` never leaves
     the pattern's folder). A value that cannot be read as an absolute path with
     confidence (relative, `~`-prefixed, holding a NUL byte, not a string) is unsure:
-    a deny or ask path pattern applies to it, an allow path pattern never does.
+    a deny or ask path pattern applies to it, an allow path pattern never does. A deny
+    or ask path pattern also matches a path written as a folder (with a trailing `/`),
+    so `/etc/*` covers `/etc` itself (`/etc/`, `/etc/.`); an allow one does not.
 
     A call lacking an argument the rule names cannot be evaluated by it: an allow
     rule does not match, a deny or ask rule (whose other patterns do or may match)
@@ -222,7 +224,7 @@ class Rule(Checked):
             if name not in arguments or not _glob_matches(pattern, arguments[name]):
                 return False
         for name, pattern in self.paths:
-            if name not in arguments or _path_says(pattern, arguments[name]) != "":
+            if name not in arguments or _path_says(pattern, arguments[name], sure=True) != "":
                 return False
         return self.shell is None or self.shell[0] in arguments
 
@@ -359,12 +361,22 @@ def _check_path_pattern(name: str, pattern: str) -> None:
         )
 
 
-def _path_says(pattern: str, value: object) -> str | None:
-    """Whether a path pattern matches `value`: "" surely, None surely not, else why unsure."""
+def _path_says(pattern: str, value: object, *, sure: bool) -> str | None:
+    """Whether a path pattern matches `value`: "" surely, None surely not, else why unsure.
+
+    With `sure` (an allow) the normalized path must match. Otherwise (a deny or ask:
+    "is or may be") the path also matches when the pattern matches it written as a
+    folder, with a trailing `/`: `/etc/*` then covers `/etc` itself, which `/etc/`,
+    `/etc/.` and `/etc/ssl/..` normalize to, as the plain glob `/etc/*` does.
+    """
     normal, why = normal_path(value)
     if normal is None:
         return f"{value!r:.80} may be under {pattern}: {why}"
-    return "" if fnmatch.fnmatchcase(normal, pattern) else None
+    if fnmatch.fnmatchcase(normal, pattern):
+        return ""
+    if not sure and fnmatch.fnmatchcase(normal.rstrip("/") + "/", pattern):
+        return ""
+    return None
 
 
 def _script(call: ToolCall, argument: str) -> Script:
@@ -513,7 +525,7 @@ def _present_patterns(rule: Rule, call: ToolCall, scripts: dict[str, Script]) ->
     for name, pattern in rule.paths:
         if name not in arguments:
             continue
-        why = _path_says(pattern, arguments[name])
+        why = _path_says(pattern, arguments[name], sure=False)
         if why is None:
             return None
         if why:  # unsure: "is or may be" applies a deny or ask

@@ -9,7 +9,7 @@ import posixpath
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agentfsm as af
@@ -191,6 +191,12 @@ class TestPathPatterns:
             ("~root/../../etc/x", "deny"),
             (7, "deny"),
             ("/srv/etc/x", "allow"),
+            ("/etc/", "deny"),  # the folder itself: the plain glob /etc/* denies it too
+            ("/etc/.", "deny"),
+            ("/etc//", "deny"),
+            ("/etc/ssl/..", "deny"),
+            ("/etc", "deny"),
+            ("/etcetera", "allow"),
         ],
     )
     def test_a_deny_applies_to_what_is_or_may_be_inside(self, path: object, expected: str) -> None:
@@ -201,6 +207,33 @@ class TestPathPatterns:
         assert permission == expected
         if expected == "deny" and not (isinstance(path, str) and path.startswith("/")):
             assert "may be under /etc/*" in source
+
+    @pytest.mark.parametrize(
+        ("pattern", "path", "denied"),
+        [
+            ("/etc/*", "/etc/", True),
+            ("/etc/**", "/etc/.", True),
+            ("/*", "/", True),
+            ("/etc/passwd*", "/etc/passwd/", True),
+            ("/etc/passwd*", "/etc/passwd.bak", True),
+            ("/etc/*.conf", "/etc/a/b.conf", True),
+            ("/etc/*.conf", "/etc/", False),  # the folder is not a .conf file
+            ("/etc/ssl/*", "/etc/ssl/..", False),  # /etc is above the folder
+        ],
+    )
+    def test_a_deny_covers_the_folder_its_pattern_empties(
+        self, pattern: str, path: str, denied: bool
+    ) -> None:
+        """A deny path pattern matches a path, or the path written as a folder (`/` after it)."""
+        tool_call = call("delete_tree", {"path": path})
+        deny = verdict([f"deny delete_tree(path^={pattern})"], tool_call)[0]
+        assert deny == ("deny" if denied else "allow")
+
+    def test_an_allow_does_not_cover_the_folder_itself(self) -> None:
+        """`allow ...(path^=/srv/out/*)` never allows `/srv/out/` (fail closed)."""
+        for path in ("/srv/out/", "/srv/out/.", "/srv/out", "/srv/out/a/.."):
+            tool_call = call("write_file", {"path": path})
+            assert verdict([INSIDE], tool_call, permissions={"*": "deny"})[0] == "deny"
 
     @pytest.mark.parametrize("pattern", ["/srv/out/", "srv/*", "/srv/../x/*", "/srv//x", "./x", ""])
     def test_a_pattern_that_is_not_a_normalized_absolute_glob_is_refused(
@@ -247,7 +280,7 @@ class TestPathPatterns:
             af.Controller(af.Policy(permission_rules=["deny write_file(pth^=/etc/*)"]), tools=tools)
 
 
-_SEGMENTS = st.sampled_from(["srv", "out", "a", "..", ".", "", "etc"])
+_SEGMENTS = st.sampled_from(["srv/out", "srv", "out", "a", "..", ".", "", "etc"])
 
 
 def _resolved(path: str) -> str:
@@ -265,6 +298,8 @@ def _resolved(path: str) -> str:
     head=st.sampled_from(["/", "//", "///", "", "~/", "./", "\0/"]),
     segments=st.lists(_SEGMENTS, max_size=8),
 )
+@example(head="/", segments=["srv/out", ""])  # the folder itself, which the plain glob denies
+@example(head="//", segments=["srv/out", "a", ".."])
 def test_a_path_pattern_never_lets_a_path_out_of_its_folder(head: str, segments: list[str]) -> None:
     """Generated paths with `..`, `.`, `//`: allowed iff absolute, without NUL, and inside
     /srv/out once resolved; denied by the deny twin whenever unsure or inside."""
@@ -276,7 +311,12 @@ def test_a_path_pattern_never_lets_a_path_out_of_its_folder(head: str, segments:
         assert normal_path(path)[0] == _resolved(path) == "/" + posixpath.normpath(path).lstrip("/")
     else:
         assert normal_path(path)[0] is None
+    folder = sure and _resolved(path) == "/srv/out"
     allowed = verdict([INSIDE], tool_call, permissions={"*": "deny"})[0]
     denied = verdict(["deny write_file(path^=/srv/out/*)"], tool_call)[0]
     assert allowed == ("allow" if inside else "deny")
-    assert denied == ("deny" if inside or not sure else "allow")
+    assert denied == ("deny" if inside or folder or not sure else "allow")
+    # The rewrite lint recommends never loosens a deny on the folder or what it holds.
+    plain = verdict(["deny write_file(path=/srv/out/*)"], tool_call)[0]
+    if plain == "deny" and (inside or folder):
+        assert denied == "deny"
