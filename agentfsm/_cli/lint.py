@@ -3,9 +3,10 @@
 It reports, one finding a line as `FILE:LINE: level: message` (the line where the file
 shows it; `FILE: level: message` where it cannot be placed):
 - errors: a field with a bad value or an unknown name, a guard that does not parse or
-  names no known guard, a permission rule that does not parse; with `--tools`, a rule
-  or `permissions` entry naming a tool that is not declared, or an argument the tool
-  does not take (each with the closest declared name);
+  names no known guard, a permission rule that does not parse; with `--tools`, a rule,
+  `permissions` entry, or name in `ask_floor`, `final_tools` or `handoffs` naming a tool
+  that is not declared, or an argument the tool does not take (each with the closest
+  declared name);
 - warnings: a rule that never decides a call (another rule applies to every call it
   applies to with a stronger action, or the same action written first, or the table's
   entry for its tool is stronger: an `ask` under a broader `deny`, a shell pattern
@@ -32,7 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm._engine.policy import Policy, policy_fields, undeclared_entries
+from agentfsm._engine.policy import (
+    NAMED_TOOLS,
+    Policy,
+    policy_fields,
+    undeclared_entries,
+    undeclared_names,
+)
 from agentfsm._model import limits
 from agentfsm._model._files import open_regular
 from agentfsm._model.tools import tool_specs
@@ -187,7 +194,24 @@ def lint(fields: Mapping[str, Any], lines: Lines, tools: Mapping[str, Any] | Non
         else:
             findings += _field(name, value, lines)
     findings += _against(rules, fields.get("permissions"), tools, lines)
+    if tools is not None:
+        findings += _named_tools(fields, tools, lines)
     return sorted(findings, key=lambda f: -1 if f.line is None else f.line)
+
+
+def _named_tools(
+    fields: Mapping[str, Any], tools: Mapping[str, Any], lines: Lines
+) -> list[Finding]:
+    """Names in `ask_floor`, `final_tools` and `handoffs` that no declared tool has."""
+    findings = []
+    for name in NAMED_TOOLS:
+        if name not in fields or _problem({name: fields[name]}) is not None:
+            continue  # absent, or already reported as a bad value
+        policy = Policy.model_validate({name: fields[name]})
+        where = lines.key(name)
+        line = lines.line_at(where) if where is not None else None
+        findings += [Finding(line, "error", why) for _, why in undeclared_names(policy, tools)]
+    return findings
 
 
 def _field(name: str, value: Any, lines: Lines) -> list[Finding]:

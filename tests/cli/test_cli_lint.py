@@ -107,6 +107,19 @@ class TestFindings:
             )
         ]
 
+    def test_named_tools_that_are_not_declared(self, tmp_path: Path) -> None:
+        """Regression: `ask_floor`, `final_tools`, `handoffs` naming no declared tool: errors
+        with the line and "did you mean" (lint was clean, and bash ran unasked)."""
+        fields = {"ask_floor": ["bsh"], "final_tools": ["read_fil"], "handoffs": ["bash"]}
+        policy, tools = _files(tmp_path, json.dumps(fields, indent=1))
+        done = agentfsm("lint", policy, "--tools", tools)
+        assert done.returncode == 1, done.stderr
+        found = _findings(done.stdout)
+        assert [f[:2] for f in found] == [("2", "error"), ("5", "error")]
+        assert "ask_floor names 'bsh', which is not declared; did you mean 'bash'?" in found[0][2]
+        assert "final_tools names 'read_fil'" in found[1][2]
+        assert "did you mean 'read_file'?" in found[1][2]
+
     def test_a_clean_policy_exits_zero_with_nothing_printed(self, tmp_path: Path) -> None:
         """Rules that fit the tools and each other: exit 0, no output."""
         rules = ["deny bash(command~rm -rf *)", "ask read_file(path^=/etc/*)", "allow bash"]
