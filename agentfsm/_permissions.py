@@ -13,6 +13,7 @@ denies the call, and the reason names what it returned.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import json
@@ -379,6 +380,13 @@ def _path_says(pattern: str, value: object, *, sure: bool) -> str | None:
     return None
 
 
+_SHELL_SPECIAL = re.compile(r"[$`;|&<>\n\r()'\"\\]")
+"""Characters a shell reads specially in any word: a tool that joins an argv into a string
+runs `["ls", "x; rm -rf /"]` as two commands."""
+_PROGRAM_SPECIAL = re.compile(r"[\s*?\[{~=]")
+"""What else makes a program word mean more than one name once joined: `["rm -rf /"]`."""
+
+
 def _script(call: ToolCall, argument: str) -> Script:
     """The shell script in `call`'s argument: a string is parsed, a list of strings is an argv."""
     from agentfsm import _shell as shell
@@ -387,8 +395,35 @@ def _script(call: ToolCall, argument: str) -> Script:
     if isinstance(value, str):
         return shell.parse(value)
     if isinstance(value, list):
-        return shell.from_argv(value)
+        script = shell.from_argv(value)
+        why = _joined_differs(value)
+        if why is not None:
+            script = dataclasses.replace(script, unsure=(*script.unsure, why))
+        return script
     return shell.Script(unsure=(f"argument {argument!r} is not a string",))
+
+
+def _joined_differs(words: list[object]) -> str | None:
+    """Why an argv may run otherwise when a tool joins it into a shell string, or None.
+
+    Tools commonly do (`" ".join(argv)` passed to `sh -c`), so a program word holding
+    whitespace, a glob, a brace, `~` or `=`, or any word holding a character the shell
+    reads specially (`$`, a backtick, `;`, `|`, `&`, `<`, `>`, a newline, parentheses,
+    quotes, a backslash) makes the vector unsure: a deny applies, an allow never covers.
+    """
+    texts = [w for w in words if isinstance(w, str)]
+    if texts and _PROGRAM_SPECIAL.search(texts[0]):
+        return (
+            f"the program word {texts[0]!r:.60} holds whitespace or a shell pattern; a tool "
+            "that joins the argument vector into a shell string runs something else"
+        )
+    for word in texts:
+        if _SHELL_SPECIAL.search(word):
+            return (
+                f"the word {word!r:.60} holds a character the shell reads specially; a tool "
+                "that joins the argument vector into a shell string runs something else"
+            )
+    return None
 
 
 def _flagged(rule: Rule, script: Script) -> str | None:

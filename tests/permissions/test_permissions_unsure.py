@@ -320,3 +320,67 @@ def test_a_path_pattern_never_lets_a_path_out_of_its_folder(head: str, segments:
     plain = verdict(["deny write_file(path=/srv/out/*)"], tool_call)[0]
     if plain == "deny" and (inside or folder):
         assert denied == "deny"
+
+
+class TestArgumentVectors:
+    """A list argument read as an argv is unsure when a tool joining it into a shell string
+    would run something else."""
+
+    @pytest.mark.parametrize(
+        "argv",
+        [["rm -rf /"], ["rm\t-rf", "/"], ["{rm,-rf,/}"], ["r*", "-rf", "/"], ["X=1 rm", "-rf"]],
+    )
+    def test_a_program_word_that_splits_is_denied(self, argv: list[str]) -> None:
+        """Regression: `["rm -rf /"]` was trusted as one program name and allowed."""
+        permission, source = verdict(
+            ["deny bash(command~rm -rf *)"], call("bash", {"command": argv})
+        )
+        assert permission == "deny"
+        assert "joins the argument vector" in source
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["ls", "x; rm -rf /"],
+            ["ls", "$(rm -rf /)"],
+            ["ls", "`rm -rf /`"],
+            ["ls", "a|sh"],
+            ["ls", "a&&rm -rf /"],
+            ["ls", "a\nrm -rf /"],
+            ["ls", ">/etc/passwd"],
+            ["ls", "'"],
+        ],
+    )
+    def test_an_allow_never_covers_a_word_the_shell_reads_specially(self, argv: list[str]) -> None:
+        """Regression: `allow bash(command~ls *)` covered `["ls", "x; rm -rf /"]`."""
+        tool_call = call("bash", {"command": argv})
+        assert (
+            verdict(["allow bash(command~ls *)"], tool_call, permissions={"*": "deny"})[0] == "deny"
+        )
+        assert verdict(["allow bash(command~ls *)"], tool_call)[0] == "ask"
+
+    def test_plain_words_stay_read_as_an_argv(self) -> None:
+        """Words without shell syntax are still read exactly: allowed, and denied by name."""
+        plain = call("bash", {"command": ["ls", "-l", "/srv/a b.txt"]})
+        assert verdict(["allow bash(command~ls *)"], plain, permissions={"*": "deny"})[0] == "allow"
+        remove = call("bash", {"command": ["/bin/rm", "-r", "-f", "/"]})
+        assert verdict(["deny bash(command~rm -rf *)"], remove)[0] == "deny"
+
+
+_WORDS = st.sampled_from(
+    ["ls", "rm", "-rf", "/", "a b", "x;", "rm -rf /", "$(rm -rf /)", "|", "&&", "\n", "'", "*"]
+)
+
+
+@given(words=st.lists(_WORDS, min_size=1, max_size=4))
+def test_an_argv_is_allowed_only_when_its_joined_string_is(words: list[str]) -> None:
+    """Generated argvs: allowed by `ls *` only if `" ".join(argv)` read as a shell string is;
+    denied by `rm -rf *` whenever the joined string is."""
+    as_list = call("bash", {"command": words})
+    joined = call("bash", {"command": " ".join(words)})
+    allow = ["allow bash(command~ls *)"]
+    if verdict(allow, as_list, permissions={"*": "deny"})[0] == "allow":
+        assert verdict(allow, joined, permissions={"*": "deny"})[0] == "allow"
+    deny = ["deny bash(command~rm -rf *)"]
+    if verdict(deny, joined)[0] == "deny":
+        assert verdict(deny, as_list)[0] == "deny"
