@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentfsm._cli._options import Once
 from agentfsm._engine.policy import (
     NAMED_TOOLS,
     Policy,
@@ -80,7 +81,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
-    parser.add_argument("--tools", metavar="FILE", help="JSON list of the declared tools")
+    parser.add_argument(
+        "--tools", action=Once, metavar="FILE", help="JSON list of the declared tools"
+    )
     parser.set_defaults(handler=main)
     return parser
 
