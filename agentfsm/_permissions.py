@@ -230,7 +230,10 @@ class Rule(Checked):
         return self.shell is None or self.shell[0] in arguments
 
     def __str__(self) -> str:
-        parts = [f"{name}={_written(pattern)}" for name, pattern in self.args]
+        parts = [
+            f"{name}={_written(pattern, tilde=is_command_like(name))}"
+            for name, pattern in self.args
+        ]
         parts += [f"{name}^={_written(pattern)}" for name, pattern in self.paths]
         if self.shell is not None:
             parts.append(f"{self.shell[0]}~{_written(self.shell[1])}")
@@ -264,10 +267,24 @@ def _arguments(inner: str, text: str) -> list[tuple[str, str, str]]:
                 "'<argument>=<glob>', '<argument>^=<path glob>' or '<argument>~<shell pattern>'"
             )
         value, position = _value(inner, head.end())
+        if head.group(2) == "=" and inner[head.end() :].lstrip(" ").startswith("~"):
+            _refuse_tilde_glob(head.group(1), value, text)
         items.append((head.group(1), head.group(2), value))
         if position >= len(inner):
             return items
         position += 1  # the comma between items
+
+
+def _refuse_tilde_glob(name: str, value: str, text: str) -> None:
+    """`command=~rm -rf *` is the shell pattern `command~rm -rf *` mistyped: a glob on a
+    command that starts with `~` matches no command, so a deny written so never denies.
+    A glob that truly starts with `~` is written as a JSON string: `command="~/bin/x"`."""
+    if is_command_like(name):
+        raise PolicyError(
+            f"permission rule {text!r}: {name}={value} is a glob on the whole command starting "
+            f"with '~'; did you mean the shell pattern {name}{value}? (a glob that starts "
+            f"with '~' is written as a JSON string: {name}={json.dumps(value)})"
+        )
 
 
 def _value(inner: str, start: int) -> tuple[str, int]:
@@ -288,9 +305,11 @@ def _value(inner: str, start: int) -> tuple[str, int]:
     return inner[start:stop].strip(), stop
 
 
-def _written(value: str) -> str:
-    """`value` as it stands in a rule's text: as is when it reads back, else a JSON string."""
+def _written(value: str, *, tilde: bool = False) -> str:
+    """`value` as it stands in a rule's text: as is when it reads back, else a JSON string
+    (with `tilde`, a glob on a command starting with `~`, which text reads as a typo)."""
     reads_back = value == value.strip() and not value.startswith('"')
+    reads_back = reads_back and not (tilde and value.startswith("~"))
     if reads_back and _ARG_SPLIT.search(value) is None:
         return value
     return json.dumps(value, ensure_ascii=False)

@@ -11,9 +11,12 @@ shows it; `FILE: level: message` where it cannot be placed):
   applies to with a stronger action, or the same action written first, or the table's
   entry for its tool is stronger: an `ask` under a broader `deny`, a shell pattern
   another of the same action covers), a plain glob (`=`) on a path-like argument (the
-  path pattern `^=` reads `..`); with `--tools` a glob matching no declared tool, and
-  without it a shell pattern (`~`) on an argument whose name is not a command's
-  (`COMMAND_ARGUMENTS`: a misspelled name makes the rule ask every call, never check it).
+  path pattern `^=` reads `..`), a plain glob on a command-like argument (the shell
+  pattern `~` reads every spelling), a glob starting with `~` (`command=~rm *`); with
+  `--tools` a glob matching no declared tool, and without it a shell pattern (`~`) on an
+  argument whose name is not a command's (`COMMAND_ARGUMENTS`: a misspelled name makes
+  the rule ask every call, never check it). A rule written `command=~rm *` (the shell
+  pattern mistyped) does not parse: an error with the rule it means.
 
 `--tools FILE` is a JSON list of tool declarations as `Controller(tools=...)` takes
 them: OpenAI-style function specs (`{"type": "function", "function": {...}}` or
@@ -49,6 +52,7 @@ from agentfsm._permissions import (
     Rule,
     did_you_mean,
     is_command_like,
+    is_glob,
     is_path_like,
     never_applies,
     normal_path,
@@ -291,6 +295,7 @@ def _against(
     else:
         findings += _unsure_shell_arguments(rules)
     findings += _path_globs(rules)
+    findings += _command_globs(rules)
     only = [rule for rule, _ in rules]
     for index, why in shadowed(only, table):
         findings.append(Finding(rules[index][1], "warning", why))
@@ -339,6 +344,48 @@ def _path_globs(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _command_globs(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
+    """Plain globs on command-like arguments, and globs starting with `~` (`command=~rm *`,
+    the shell pattern mistyped), with the shell pattern to write instead."""
+    findings = []
+    for rule, line in rules:
+        for name, pattern in rule.args:
+            why = _command_glob(rule, name, pattern)
+            if why is not None:
+                findings.append(Finding(line, "warning", why))
+    return findings
+
+
+def _command_glob(rule: Rule, name: str, pattern: str) -> str | None:
+    if pattern.startswith("~") and not is_path_like(name):
+        return (
+            f"rule {str(rule)!r} matches {name!r} with a glob starting with '~'; "
+            f"did you mean the shell pattern {name}{pattern}?"
+        )
+    if not is_command_like(name) or (rule.action == "allow" and not is_glob(pattern)):
+        return None  # an allow of one exact command string lets nothing else through
+    if rule.action == "allow":
+        harm = f"'{pattern}' also matches the command followed by '; rm -rf /'"
+    else:
+        harm = f"'{pattern}' misses 'rm -fr /', 'sudo rm -rf /' and commands after ';' or '&&'"
+    return (
+        f"rule {str(rule)!r} matches command argument {name!r} with a plain glob, which "
+        f"compares the whole string ({harm}); write the shell pattern "
+        f"{name}~{_shell_form(pattern)}"
+    )
+
+
+def _shell_form(glob: str) -> str:
+    """`glob` as a shell pattern when it reads as one, else a placeholder."""
+    from agentfsm import _shell as shell
+
+    try:
+        shell.pattern(glob)
+    except PolicyError:
+        return "<a shell pattern>"
+    return glob
 
 
 def _against_tools(

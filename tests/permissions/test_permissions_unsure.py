@@ -384,3 +384,32 @@ def test_an_argv_is_allowed_only_when_its_joined_string_is(words: list[str]) -> 
     deny = ["deny bash(command~rm -rf *)"]
     if verdict(deny, joined)[0] == "deny":
         assert verdict(deny, as_list)[0] == "deny"
+
+
+class TestTildeGlobOnACommand:
+    """`command=~rm -rf *` is the shell pattern `command~rm -rf *` mistyped: refused."""
+
+    @pytest.mark.parametrize(
+        "text",
+        ["deny bash(command=~rm -rf *)", "ask run(cmd= ~rm *)", "deny x(db=1, pre_command=~ls)"],
+    )
+    def test_the_typo_is_refused_with_the_rule_it_means(self, text: str) -> None:
+        """Regression: the typo parsed as a glob on `~rm...`, a deny that never denies."""
+        with pytest.raises(PolicyError, match=r"did you mean the shell pattern \w+~"):
+            Rule.parse(text)
+        with pytest.raises(PolicyError, match="did you mean"):
+            af.Policy(permission_rules=[text])
+
+    def test_a_json_string_or_another_argument_keeps_a_leading_tilde(self) -> None:
+        """`command="~/bin/x"` is a glob on purpose; `path=~/x` is no command."""
+        assert Rule.parse('allow bash(command="~/bin/x")').args == (("command", "~/bin/x"),)
+        assert Rule.parse("deny cat(path=~/x)").args == (("path", "~/x"),)
+
+    @given(
+        name=st.sampled_from(["command", "cmd", "run_script", "path", "mode"]),
+        glob=st.text(alphabet="~ ab*/,=", min_size=1, max_size=8).map(lambda t: "~" + t),
+    )
+    def test_a_tilde_glob_reads_back_from_its_text(self, name: str, glob: str) -> None:
+        """Any glob starting with `~` survives str() and parse(), quoted where it must be."""
+        rule = Rule(action="deny", tool="t", args=((name, glob),))
+        assert Rule.parse(str(rule)) == rule
