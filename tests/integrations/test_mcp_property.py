@@ -229,6 +229,10 @@ class TestMCPProperty:
         tools = [s for s in notes.tools.tools if s.name in SERVER_NAME]
         assert {s.name for s in tools} == set(SERVER_NAME)
         policy = notes.tools.policy(scenario.policy())
+        # The hints floor every offered tool; a Controller refuses a floor naming a tool it is
+        # not given (a misspelled floor would let the tool run unasked), so keep the declared.
+        declared = policy.ask_floor & {s.name for s in tools}
+        policy = policy.model_copy(update={"ask_floor": declared})
         asked: list[af.Decision] = []
 
         def on_ask(decision: af.Decision) -> tuple[bool, str | None]:
