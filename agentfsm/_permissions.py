@@ -13,6 +13,7 @@ denies the call, and the reason names what it returned.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import json
@@ -72,7 +73,9 @@ class Rule(Checked):
     `.`, `..` and `//` resolved as posixpath.normpath does, so `..` never leaves
     the pattern's folder). A value that cannot be read as an absolute path with
     confidence (relative, `~`-prefixed, holding a NUL byte, not a string) is unsure:
-    a deny or ask path pattern applies to it, an allow path pattern never does.
+    a deny or ask path pattern applies to it, an allow path pattern never does. A deny
+    or ask path pattern also matches a path written as a folder (with a trailing `/`),
+    so `/etc/*` covers `/etc` itself (`/etc/`, `/etc/.`); an allow one does not.
 
     A call lacking an argument the rule names cannot be evaluated by it: an allow
     rule does not match, a deny or ask rule (whose other patterns do or may match)
@@ -222,12 +225,15 @@ class Rule(Checked):
             if name not in arguments or not _glob_matches(pattern, arguments[name]):
                 return False
         for name, pattern in self.paths:
-            if name not in arguments or _path_says(pattern, arguments[name]) != "":
+            if name not in arguments or _path_says(pattern, arguments[name], sure=True) != "":
                 return False
         return self.shell is None or self.shell[0] in arguments
 
     def __str__(self) -> str:
-        parts = [f"{name}={_written(pattern)}" for name, pattern in self.args]
+        parts = [
+            f"{name}={_written(pattern, tilde=is_command_like(name))}"
+            for name, pattern in self.args
+        ]
         parts += [f"{name}^={_written(pattern)}" for name, pattern in self.paths]
         if self.shell is not None:
             parts.append(f"{self.shell[0]}~{_written(self.shell[1])}")
@@ -261,10 +267,24 @@ def _arguments(inner: str, text: str) -> list[tuple[str, str, str]]:
                 "'<argument>=<glob>', '<argument>^=<path glob>' or '<argument>~<shell pattern>'"
             )
         value, position = _value(inner, head.end())
+        if head.group(2) == "=" and inner[head.end() :].lstrip(" ").startswith("~"):
+            _refuse_tilde_glob(head.group(1), value, text)
         items.append((head.group(1), head.group(2), value))
         if position >= len(inner):
             return items
         position += 1  # the comma between items
+
+
+def _refuse_tilde_glob(name: str, value: str, text: str) -> None:
+    """`command=~rm -rf *` is the shell pattern `command~rm -rf *` mistyped: a glob on a
+    command that starts with `~` matches no command, so a deny written so never denies.
+    A glob that truly starts with `~` is written as a JSON string: `command="~/bin/x"`."""
+    if is_command_like(name):
+        raise PolicyError(
+            f"permission rule {text!r}: {name}={value} is a glob on the whole command starting "
+            f"with '~'; did you mean the shell pattern {name}{value}? (a glob that starts "
+            f"with '~' is written as a JSON string: {name}={json.dumps(value)})"
+        )
 
 
 def _value(inner: str, start: int) -> tuple[str, int]:
@@ -285,9 +305,11 @@ def _value(inner: str, start: int) -> tuple[str, int]:
     return inner[start:stop].strip(), stop
 
 
-def _written(value: str) -> str:
-    """`value` as it stands in a rule's text: as is when it reads back, else a JSON string."""
+def _written(value: str, *, tilde: bool = False) -> str:
+    """`value` as it stands in a rule's text: as is when it reads back, else a JSON string
+    (with `tilde`, a glob on a command starting with `~`, which text reads as a typo)."""
     reads_back = value == value.strip() and not value.startswith('"')
+    reads_back = reads_back and not (tilde and value.startswith("~"))
     if reads_back and _ARG_SPLIT.search(value) is None:
         return value
     return json.dumps(value, ensure_ascii=False)
@@ -359,12 +381,29 @@ def _check_path_pattern(name: str, pattern: str) -> None:
         )
 
 
-def _path_says(pattern: str, value: object) -> str | None:
-    """Whether a path pattern matches `value`: "" surely, None surely not, else why unsure."""
+def _path_says(pattern: str, value: object, *, sure: bool) -> str | None:
+    """Whether a path pattern matches `value`: "" surely, None surely not, else why unsure.
+
+    With `sure` (an allow) the normalized path must match. Otherwise (a deny or ask:
+    "is or may be") the path also matches when the pattern matches it written as a
+    folder, with a trailing `/`: `/etc/*` then covers `/etc` itself, which `/etc/`,
+    `/etc/.` and `/etc/ssl/..` normalize to, as the plain glob `/etc/*` does.
+    """
     normal, why = normal_path(value)
     if normal is None:
         return f"{value!r:.80} may be under {pattern}: {why}"
-    return "" if fnmatch.fnmatchcase(normal, pattern) else None
+    if fnmatch.fnmatchcase(normal, pattern):
+        return ""
+    if not sure and fnmatch.fnmatchcase(normal.rstrip("/") + "/", pattern):
+        return ""
+    return None
+
+
+_SHELL_SPECIAL = re.compile(r"[$`;|&<>\n\r()'\"\\]")
+"""Characters a shell reads specially in any word: a tool that joins an argv into a string
+runs `["ls", "x; rm -rf /"]` as two commands."""
+_PROGRAM_SPECIAL = re.compile(r"[\s*?\[{~=]")
+"""What else makes a program word mean more than one name once joined: `["rm -rf /"]`."""
 
 
 def _script(call: ToolCall, argument: str) -> Script:
@@ -375,8 +414,35 @@ def _script(call: ToolCall, argument: str) -> Script:
     if isinstance(value, str):
         return shell.parse(value)
     if isinstance(value, list):
-        return shell.from_argv(value)
+        script = shell.from_argv(value)
+        why = _joined_differs(value)
+        if why is not None:
+            script = dataclasses.replace(script, unsure=(*script.unsure, why))
+        return script
     return shell.Script(unsure=(f"argument {argument!r} is not a string",))
+
+
+def _joined_differs(words: list[object]) -> str | None:
+    """Why an argv may run otherwise when a tool joins it into a shell string, or None.
+
+    Tools commonly do (`" ".join(argv)` passed to `sh -c`), so a program word holding
+    whitespace, a glob, a brace, `~` or `=`, or any word holding a character the shell
+    reads specially (`$`, a backtick, `;`, `|`, `&`, `<`, `>`, a newline, parentheses,
+    quotes, a backslash) makes the vector unsure: a deny applies, an allow never covers.
+    """
+    texts = [w for w in words if isinstance(w, str)]
+    if texts and _PROGRAM_SPECIAL.search(texts[0]):
+        return (
+            f"the program word {texts[0]!r:.60} holds whitespace or a shell pattern; a tool "
+            "that joins the argument vector into a shell string runs something else"
+        )
+    for word in texts:
+        if _SHELL_SPECIAL.search(word):
+            return (
+                f"the word {word!r:.60} holds a character the shell reads specially; a tool "
+                "that joins the argument vector into a shell string runs something else"
+            )
+    return None
 
 
 def _flagged(rule: Rule, script: Script) -> str | None:
@@ -513,7 +579,7 @@ def _present_patterns(rule: Rule, call: ToolCall, scripts: dict[str, Script]) ->
     for name, pattern in rule.paths:
         if name not in arguments:
             continue
-        why = _path_says(pattern, arguments[name])
+        why = _path_says(pattern, arguments[name], sure=False)
         if why is None:
             return None
         if why:  # unsure: "is or may be" applies a deny or ask

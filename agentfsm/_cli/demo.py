@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from typing import Any, TextIO
 
+from agentfsm._cli._options import Once
 from agentfsm.testing.scripted import Reply, call, last_tool_result, say, tool_calls
 
 __all__ = ["QUESTION", "add_arguments", "add_parser", "get_weather", "main", "run_demo"]
@@ -76,18 +77,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the demo's options to `parser` (for `agentfsm demo`)."""
     parser.add_argument(
         "--model",
+        action=Once,
         help="a litellm model (e.g. openai/gpt-4o-mini); needs its provider key in the "
         "environment. Default: the local scripted server, no key needed",
     )
     parser.add_argument("--stream", action="store_true", help="stream every model call")
     parser.add_argument(
         "--trace",
+        action=Once,
         default="traces/demo.jsonl",
         metavar="FILE",
         help="write the run's events here as JSON lines (default: %(default)s)",
     )
     parser.add_argument(
         "--protocol",
+        action=Once,
         choices=("openai", "anthropic"),
         default="openai",
         help="the wire protocol the local server speaks (default: %(default)s)",

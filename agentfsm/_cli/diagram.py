@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agentfsm._cli._options import Once
 from agentfsm._engine.policy import Policy
 
 __all__ = ["add_parser", "main"]
@@ -20,10 +21,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "diagram", help="draw the state machine from its route table"
     )
-    parser.add_argument("--format", choices=["mermaid", "dot", "svg", "png"], default="mermaid")
-    parser.add_argument("--policy", metavar="FILE", help="policy file (JSON or TOML)")
-    parser.add_argument("--trace", metavar="FILE", help="overlay the path a traced run took")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    parser.add_argument(
+        "--format", action=Once, choices=["mermaid", "dot", "svg", "png"], default="mermaid"
+    )
+    parser.add_argument("--policy", action=Once, metavar="FILE", help="policy file (JSON or TOML)")
+    parser.add_argument(
+        "--trace", action=Once, metavar="FILE", help="overlay the path a traced run took"
+    )
+    parser.add_argument(
+        "-o", "--output", action=Once, metavar="FILE", help="write here instead of stdout"
+    )
     parser.set_defaults(handler=main)
     return parser
 

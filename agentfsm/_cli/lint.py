@@ -3,16 +3,20 @@
 It reports, one finding a line as `FILE:LINE: level: message` (the line where the file
 shows it; `FILE: level: message` where it cannot be placed):
 - errors: a field with a bad value or an unknown name, a guard that does not parse or
-  names no known guard, a permission rule that does not parse; with `--tools`, a rule
-  or `permissions` entry naming a tool that is not declared, or an argument the tool
-  does not take (each with the closest declared name);
+  names no known guard, a permission rule that does not parse; with `--tools`, a rule,
+  `permissions` entry, or name in `ask_floor`, `final_tools` or `handoffs` naming a tool
+  that is not declared, or an argument the tool does not take (each with the closest
+  declared name);
 - warnings: a rule that never decides a call (another rule applies to every call it
   applies to with a stronger action, or the same action written first, or the table's
   entry for its tool is stronger: an `ask` under a broader `deny`, a shell pattern
   another of the same action covers), a plain glob (`=`) on a path-like argument (the
-  path pattern `^=` reads `..`); with `--tools` a glob matching no declared tool, and
-  without it a shell pattern (`~`) on an argument whose name is not a command's
-  (`COMMAND_ARGUMENTS`: a misspelled name makes the rule ask every call, never check it).
+  path pattern `^=` reads `..`), a plain glob on a command-like argument (the shell
+  pattern `~` reads every spelling), a glob starting with `~` (`command=~rm *`); with
+  `--tools` a glob matching no declared tool, and without it a shell pattern (`~`) on an
+  argument whose name is not a command's (`COMMAND_ARGUMENTS`: a misspelled name makes
+  the rule ask every call, never check it). A rule written `command=~rm *` (the shell
+  pattern mistyped) does not parse: an error with the rule it means.
 
 `--tools FILE` is a JSON list of tool declarations as `Controller(tools=...)` takes
 them: OpenAI-style function specs (`{"type": "function", "function": {...}}` or
@@ -32,7 +36,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm._engine.policy import Policy, policy_fields, undeclared_entries
+from agentfsm._cli._options import Once
+from agentfsm._engine.policy import (
+    NAMED_TOOLS,
+    Policy,
+    policy_fields,
+    undeclared_entries,
+    undeclared_names,
+)
 from agentfsm._model import limits
 from agentfsm._model._files import open_regular
 from agentfsm._model.tools import tool_specs
@@ -41,6 +52,7 @@ from agentfsm._permissions import (
     Rule,
     did_you_mean,
     is_command_like,
+    is_glob,
     is_path_like,
     never_applies,
     normal_path,
@@ -73,7 +85,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
-    parser.add_argument("--tools", metavar="FILE", help="JSON list of the declared tools")
+    parser.add_argument(
+        "--tools", action=Once, metavar="FILE", help="JSON list of the declared tools"
+    )
     parser.set_defaults(handler=main)
     return parser
 
@@ -187,7 +201,24 @@ def lint(fields: Mapping[str, Any], lines: Lines, tools: Mapping[str, Any] | Non
         else:
             findings += _field(name, value, lines)
     findings += _against(rules, fields.get("permissions"), tools, lines)
+    if tools is not None:
+        findings += _named_tools(fields, tools, lines)
     return sorted(findings, key=lambda f: -1 if f.line is None else f.line)
+
+
+def _named_tools(
+    fields: Mapping[str, Any], tools: Mapping[str, Any], lines: Lines
+) -> list[Finding]:
+    """Names in `ask_floor`, `final_tools` and `handoffs` that no declared tool has."""
+    findings = []
+    for name in NAMED_TOOLS:
+        if name not in fields or _problem({name: fields[name]}) is not None:
+            continue  # absent, or already reported as a bad value
+        policy = Policy.model_validate({name: fields[name]})
+        where = lines.key(name)
+        line = lines.line_at(where) if where is not None else None
+        findings += [Finding(line, "error", why) for _, why in undeclared_names(policy, tools)]
+    return findings
 
 
 def _field(name: str, value: Any, lines: Lines) -> list[Finding]:
@@ -264,6 +295,7 @@ def _against(
     else:
         findings += _unsure_shell_arguments(rules)
     findings += _path_globs(rules)
+    findings += _command_globs(rules)
     only = [rule for rule, _ in rules]
     for index, why in shadowed(only, table):
         findings.append(Finding(rules[index][1], "warning", why))
@@ -312,6 +344,48 @@ def _path_globs(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _command_globs(rules: list[tuple[Rule, int | None]]) -> list[Finding]:
+    """Plain globs on command-like arguments, and globs starting with `~` (`command=~rm *`,
+    the shell pattern mistyped), with the shell pattern to write instead."""
+    findings = []
+    for rule, line in rules:
+        for name, pattern in rule.args:
+            why = _command_glob(rule, name, pattern)
+            if why is not None:
+                findings.append(Finding(line, "warning", why))
+    return findings
+
+
+def _command_glob(rule: Rule, name: str, pattern: str) -> str | None:
+    if pattern.startswith("~") and not is_path_like(name):
+        return (
+            f"rule {str(rule)!r} matches {name!r} with a glob starting with '~'; "
+            f"did you mean the shell pattern {name}{pattern}?"
+        )
+    if not is_command_like(name) or (rule.action == "allow" and not is_glob(pattern)):
+        return None  # an allow of one exact command string lets nothing else through
+    if rule.action == "allow":
+        harm = f"'{pattern}' also matches the command followed by '; rm -rf /'"
+    else:
+        harm = f"'{pattern}' misses 'rm -fr /', 'sudo rm -rf /' and commands after ';' or '&&'"
+    return (
+        f"rule {str(rule)!r} matches command argument {name!r} with a plain glob, which "
+        f"compares the whole string ({harm}); write the shell pattern "
+        f"{name}~{_shell_form(pattern)}"
+    )
+
+
+def _shell_form(glob: str) -> str:
+    """`glob` as a shell pattern when it reads as one, else a placeholder."""
+    from agentfsm import _shell as shell
+
+    try:
+        shell.pattern(glob)
+    except PolicyError:
+        return "<a shell pattern>"
+    return glob
 
 
 def _against_tools(

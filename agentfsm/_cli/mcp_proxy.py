@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm._cli import _mcp_proxy
+from agentfsm._cli._options import Once
 from agentfsm._engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
 
@@ -72,10 +73,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--policy", required=True, metavar="FILE", help="policy (JSON or TOML)")
-    parser.add_argument("--trace", metavar="FILE", help="write the session as an agentfsm trace")
+    parser.add_argument(
+        "--policy", action=Once, required=True, metavar="FILE", help="policy (JSON or TOML)"
+    )
+    parser.add_argument(
+        "--trace", action=Once, metavar="FILE", help="write the session as an agentfsm trace"
+    )
     parser.add_argument(
         "--max-result-bytes",
+        action=Once,
         type=_positive,
         default=_mcp_proxy.DEFAULT_MAX_RESULT_BYTES,
         metavar="N",
@@ -83,17 +89,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--http",
+        action=Once,
         metavar="[HOST:]PORT",
         help="serve hosts over streamable HTTP at http://HOST:PORT/mcp (HOST 127.0.0.1)",
     )
     parser.add_argument(
         "--session-idle",
+        action=Once,
         type=_seconds,
         metavar="SECONDS",
         help="with --http: end a session whose host has had no request open for this long "
         f"(default {DEFAULT_SESSION_IDLE:g}; 0: never)",
     )
-    parser.add_argument("--url", metavar="URL", help="the server is a streamable HTTP MCP server")
+    parser.add_argument(
+        "--url", action=Once, metavar="URL", help="the server is a streamable HTTP MCP server"
+    )
     parser.add_argument(
         "--header",
         action="append",

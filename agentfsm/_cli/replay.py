@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm._cli._divergence import Totals, Verdict, junit_xml
+from agentfsm._cli._options import Once
 from agentfsm._cli._replay_jobs import (
     AHEAD,
     EngineError,
@@ -117,25 +118,35 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="files, directories or globs")
-    parser.add_argument("--policy", metavar="FILE", help="policy file (JSON or TOML)")
-    parser.add_argument("--against", metavar="FILE", help="second policy; exit 1 if it differs")
+    parser.add_argument("--policy", action=Once, metavar="FILE", help="policy file (JSON or TOML)")
+    parser.add_argument(
+        "--against", action=Once, metavar="FILE", help="second policy; exit 1 if it differs"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
     parser.add_argument(
         "--only-diff", action="store_true", help="print only the runs whose decisions differ"
     )
     parser.add_argument(
-        "--junit", metavar="FILE", help="write a JUnit XML report: one testcase per run"
+        "--junit",
+        action=Once,
+        metavar="FILE",
+        help="write a JUnit XML report: one testcase per run",
     )
     parser.add_argument(
         "--progress",
         action="store_true",
         help="show progress on stderr even when it is not a terminal, or with --json",
     )
-    parser.add_argument("--engine", choices=[*sorted(ENGINES), "ray"], default="process")
-    parser.add_argument("--workers", type=_positive, default=None, help="parallel workers (>= 1)")
+    parser.add_argument(
+        "--engine", action=Once, choices=[*sorted(ENGINES), "ray"], default="process"
+    )
+    parser.add_argument(
+        "--workers", action=Once, type=_positive, default=None, help="parallel workers (>= 1)"
+    )
     parser.add_argument(
         "--address",
+        action=Once,
         help="Ray cluster for --engine ray: host:port, auto or local (default: RAY_ADDRESS, "
         "else auto, the cluster `ray start --head` started here; local starts a private one)",
     )

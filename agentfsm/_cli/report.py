@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentfsm._cli._options import Once
 from agentfsm._cli._replay_jobs import Progress
 from agentfsm._engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
@@ -30,16 +31,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="files, directories or globs")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    parser.add_argument("--policy", metavar="FILE", help="policy file (JSON or TOML)")
-    parser.add_argument("--against", metavar="FILE", help="a second policy to compare with")
+    parser.add_argument(
+        "-o", "--output", action=Once, metavar="FILE", help="write here instead of stdout"
+    )
+    parser.add_argument("--policy", action=Once, metavar="FILE", help="policy file (JSON or TOML)")
+    parser.add_argument(
+        "--against", action=Once, metavar="FILE", help="a second policy to compare with"
+    )
     parser.add_argument(
         "--only-diff", action="store_true", help="show only the runs --against decides otherwise"
     )
     parser.add_argument(
         "--progress", action="store_true", help="show progress on stderr even off a terminal"
     )
-    parser.add_argument("--title", default="agentfsm run report")
+    parser.add_argument("--title", action=Once, default="agentfsm run report")
     parser.set_defaults(handler=main)
     return parser
 

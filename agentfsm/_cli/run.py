@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from agentfsm._cli._options import Once
 from agentfsm._engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
 
@@ -20,13 +21,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "run", help="run an agent through litellm with Python tools"
     )
     parser.add_argument("prompt", help="the user's request")
-    parser.add_argument("--model", required=True, help="litellm model name, e.g. openai/gpt-4o")
+    parser.add_argument(
+        "--model", action=Once, required=True, help="litellm model name, e.g. openai/gpt-4o"
+    )
     parser.add_argument("--tool", action="append", default=[], metavar="MODULE:FUNCTION")
-    parser.add_argument("--policy", metavar="FILE")
-    parser.add_argument("--api-base", metavar="URL", help="the provider's base URL")
-    parser.add_argument("--api-key", metavar="KEY", help="else the provider's usual variable")
+    parser.add_argument("--policy", action=Once, metavar="FILE")
+    parser.add_argument("--api-base", action=Once, metavar="URL", help="the provider's base URL")
+    parser.add_argument(
+        "--api-key", action=Once, metavar="KEY", help="else the provider's usual variable"
+    )
     parser.add_argument("--stream", action="store_true")
-    parser.add_argument("--trace", metavar="FILE")
+    parser.add_argument("--trace", action=Once, metavar="FILE")
     parser.set_defaults(handler=main)
     return parser
 

@@ -32,6 +32,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agentfsm._cli._options import Once
 from agentfsm._cli._text import one_line
 from agentfsm.exceptions import AgentFSMError
 
@@ -48,10 +49,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("script", metavar="SCRIPT", help="replies: JSON list or JSON Lines")
     parser.add_argument(
-        "--port", type=_port, default=0, help="port to listen on (default: a free one)"
+        "--port", action=Once, type=_port, default=0, help="port to listen on (default: a free one)"
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--model", default="scripted", help="model name written into replies")
+    parser.add_argument("--host", action=Once, default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--model", action=Once, default="scripted", help="model name written into replies"
+    )
     parser.set_defaults(handler=main)
     return parser
 

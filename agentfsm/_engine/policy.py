@@ -65,6 +65,7 @@ from agentfsm.guards.structure import (
 
 __all__ = [
     "FEEDBACK_GRACE",
+    "NAMED_TOOLS",
     "Permission",
     "Policy",
     "as_policy",
@@ -73,6 +74,7 @@ __all__ = [
     "check_against_tools",
     "policy_fields",
     "undeclared_entries",
+    "undeclared_names",
 ]
 
 FEEDBACK_GRACE = 2
@@ -348,19 +350,21 @@ def _rule(item: Any) -> Rule:
 
 
 def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) -> None:
-    """Raise PolicyError when a permission rule or `permissions` entry of `policy` can never
-    apply to `tools`.
+    """Raise PolicyError when a permission rule, `permissions` entry, or a tool named in
+    `ask_floor`, `final_tools` or `handoffs` of `policy` can never apply to `tools`.
 
     With tools declared, a rule naming a tool that is not declared (unless its tool
     part is a glob), or an argument that no matching tool's schema takes, would never
     match: `deny bash(comand~rm -rf *)` would let `rm -rf /` run. A `permissions`
     entry is looked up by the exact tool name, so a key that names no declared tool
     (a glob such as `"read_*"` included; `"*"` is the default) would never speak
-    either. Each problem is named, with the closest declared name. `tools=None` (any
-    name accepted) checks nothing; `agentfsm lint` reports these and more without
-    building a Controller.
+    either, nor would a misspelled name in `ask_floor` (the call would run unasked),
+    `final_tools` or `handoffs`. Each problem is named, with the closest declared name.
+    `tools=None` (any name accepted) checks nothing; `agentfsm lint` reports these and
+    more without building a Controller.
     """
-    if tools is None or not (policy.permission_rules or policy.permissions):
+    named = policy.ask_floor or policy.final_tools or policy.handoffs
+    if tools is None or not (policy.permission_rules or policy.permissions or named):
         return
     schemas = {name: spec.parameters for name, spec in tools.items()}
     problems = [
@@ -369,10 +373,31 @@ def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) ->
         if why is not None
     ]
     problems += [("permissions", why) for why in undeclared_entries(policy.permissions, tools)]
+    problems += undeclared_names(policy, tools)
     if problems:
         raise PolicyError(
             f"the policy does not fit the declared tools: {listed(problems)}", problems=problems
         )
+
+
+NAMED_TOOLS = ("ask_floor", "final_tools", "handoffs")
+"""The policy fields that hold exact tool names."""
+
+
+def undeclared_names(policy: Policy, tools: Mapping[str, object]) -> list[tuple[str, str]]:
+    """`(field, why)` for each name in `ask_floor`, `final_tools` or `handoffs` that names no
+    declared tool: a misspelled floor lets the tool's calls run unasked, a misspelled final
+    tool or handoff never ends the run or hands off."""
+    declared = f"(declared: {', '.join(sorted(tools)) or 'none'})"
+    found = []
+    for field in NAMED_TOOLS:
+        for name in sorted(getattr(policy, field)):
+            if name not in tools:
+                hint = did_you_mean(name, tools)
+                found.append(
+                    (field, f"{field} names {name!r}, which is not declared{hint} {declared}")
+                )
+    return found
 
 
 def undeclared_entries(table: Mapping[str, object], tools: Mapping[str, object]) -> list[str]:

@@ -58,7 +58,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from typing import Any, Self
@@ -189,9 +189,14 @@ class MCPServerTools:
                 if _digest(self._listed[name]) == self._pins.get(name)
             ]
 
-    def policy(self, policy: Policy | None = None) -> Policy:
+    def policy(self, policy: Policy | None = None, *, only: Iterable[str] | None = None) -> Policy:
         """`policy` (default `Policy()`) with the tools' hints as an ask floor: a call of a
-        tool that may change things asks unless an allow for exactly that tool allows it."""
+        tool that may change things asks unless an allow for exactly that tool allows it.
+
+        `only` names the tools (as offered to the model) the run declares, when it declares
+        some of them: a Controller refuses a floor naming a tool it is not given, since a
+        misspelled floor would let the tool it meant run unasked.
+        """
         if policy is None:
             policy = Policy()
         if not isinstance(policy, Policy):
@@ -200,6 +205,14 @@ class MCPServerTools:
         with self._lock:
             offered = dict(self._offered)
             hints = {offered[name]: self._listed[name].annotations for name in offered}
+        if only is not None:
+            names = [only] if isinstance(only, str) else list(only)
+            unknown = sorted(repr(n) for n in names if not isinstance(n, str) or n not in hints)
+            if unknown:
+                raise PolicyError(
+                    f"only names tools this server does not offer: {', '.join(unknown)}"
+                )
+            hints = {name: hints[name] for name in names}
         return with_hints(_renamed_policy(policy, offered), hints)
 
     @property

@@ -7,6 +7,7 @@ real `agentfsm` command in a subprocess on real files.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 import agentfsm as af
+from agentfsm._cli import command
+from agentfsm._cli._options import Once
 from agentfsm._replay.trace import TraceWriter
 from agentfsm.testing import call, turn
 
@@ -94,6 +97,56 @@ class TestBadFilesExitTwo:
     def test_workers_below_one_is_a_usage_error(self, good: Path, workers: str) -> None:
         """--workers must be a whole number >= 1; argparse reports it and exits 2."""
         assert_bad_input(agentfsm("replay", good, "--workers", workers), "--workers")
+
+
+class TestAnOptionGivenTwice:
+    """A single-valued option given twice is a usage error (exit 2), never last-wins."""
+
+    def test_a_second_policy_never_replaces_the_first(self, tmp_path: Path) -> None:
+        """Regression: `mcp-proxy --policy STRICT --policy LAX` ran under LAX, dropping STRICT's
+        deny; now it exits 2 before starting the server, naming both files."""
+        strict, lax = tmp_path / "strict.json", tmp_path / "lax.json"
+        strict.write_text('{"permission_rules": ["deny read_file(path^=/etc/*)"]}')
+        lax.write_text('{"max_tool_calls": 100}')
+        started = tmp_path / "started"
+        server = [sys.executable, "-c", f"open({str(started)!r}, 'w')"]
+        done = agentfsm("mcp-proxy", "--policy", strict, "--policy", lax, "--", *server)
+        assert_bad_input(done, f"--policy given twice ({str(strict)!r}, then {str(lax)!r})")
+        assert not started.exists()
+
+    @pytest.mark.parametrize("option", ["--policy", "--against"])
+    def test_replay_and_report_refuse_a_repeated_policy(self, good: Path, option: str) -> None:
+        """`replay` and `report` with `--policy` or `--against` twice: exit 2."""
+        for subcommand in ("replay", "report"):
+            done = agentfsm(subcommand, good, option, "a.json", option, "b.json")
+            assert_bad_input(done, f"{option} given twice")
+
+    def test_every_single_valued_option_refuses_a_repeat(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Every option of every subcommand is `Once`, a flag, or repeatable by design; each
+        `Once` option given twice exits 2 saying so."""
+        parser = command._parser()
+        (subcommands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        seen = 0
+        for name, sub in subcommands.choices.items():
+            for action in sub._actions:
+                if not action.option_strings or isinstance(action, argparse._HelpAction):
+                    continue
+                if not isinstance(action, Once):
+                    assert action.nargs == 0 or isinstance(action, argparse._AppendAction), (
+                        name,
+                        action.option_strings,
+                    )
+                    continue
+                value = str(action.choices[0]) if action.choices else "1"  # type: ignore[index]
+                flag = action.option_strings[-1]
+                with pytest.raises(SystemExit) as exited:
+                    command.main([name, flag, value, flag, value])
+                assert exited.value.code == 2
+                assert f"{flag} given twice" in capsys.readouterr().err
+                seen += 1
+        assert seen >= 20  # the walk reached the options
 
 
 class TestKeepGoing:

@@ -107,6 +107,48 @@ class TestFindings:
             )
         ]
 
+    def test_named_tools_that_are_not_declared(self, tmp_path: Path) -> None:
+        """Regression: `ask_floor`, `final_tools`, `handoffs` naming no declared tool: errors
+        with the line and "did you mean" (lint was clean, and bash ran unasked)."""
+        fields = {"ask_floor": ["bsh"], "final_tools": ["read_fil"], "handoffs": ["bash"]}
+        policy, tools = _files(tmp_path, json.dumps(fields, indent=1))
+        done = agentfsm("lint", policy, "--tools", tools)
+        assert done.returncode == 1, done.stderr
+        found = _findings(done.stdout)
+        assert [f[:2] for f in found] == [("2", "error"), ("5", "error")]
+        assert "ask_floor names 'bsh', which is not declared; did you mean 'bash'?" in found[0][2]
+        assert "final_tools names 'read_fil'" in found[1][2]
+        assert "did you mean 'read_file'?" in found[1][2]
+
+    def test_a_glob_on_a_command_is_a_warning_with_the_shell_pattern(self, tmp_path: Path) -> None:
+        """Regression: lint was clean on `deny bash(command=rm -rf *)`, which misses
+        `rm -fr /`; a glob starting with `~` reads as the shell pattern mistyped."""
+        rules = [
+            "deny bash(command=rm -rf *)",
+            'deny bash(command="~rm *")',
+            "allow bash(command=git status *)",
+            "allow bash(command=ls)",  # one exact command: lets nothing else through
+        ]
+        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        found = _findings(done.stdout)
+        assert [f[:2] for f in found] == [("3", "warning"), ("4", "warning"), ("5", "warning")]
+        assert "misses 'rm -fr /'" in found[0][2]
+        assert found[0][2].endswith("write the shell pattern command~rm -rf *")
+        assert "did you mean the shell pattern command~rm *?" in found[1][2]
+        assert "also matches the command followed by '; rm -rf /'" in found[2][2]
+
+    def test_the_tilde_typo_is_an_error_with_the_rule_it_means(self, tmp_path: Path) -> None:
+        """`command=~rm -rf *` does not parse: an error naming `command~rm -rf *`."""
+        text = json.dumps({"permission_rules": ["deny bash(command=~rm -rf *)"]})
+        policy, _ = _files(tmp_path, text)
+        done = agentfsm("lint", policy)
+        assert done.returncode == 1, done.stderr
+        ((line, level, message),) = _findings(done.stdout)
+        assert (line, level) == ("1", "error")
+        assert "did you mean the shell pattern command~rm -rf *?" in message
+
     def test_a_clean_policy_exits_zero_with_nothing_printed(self, tmp_path: Path) -> None:
         """Rules that fit the tools and each other: exit 0, no output."""
         rules = ["deny bash(command~rm -rf *)", "ask read_file(path^=/etc/*)", "allow bash"]

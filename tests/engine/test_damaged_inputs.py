@@ -127,6 +127,9 @@ class TestAPolicyThatValidatesBuilds:
         if isinstance(policy, AgentFSMError):
             assert isinstance(policy, PolicyError), policy
             return
-        ctl = af.Controller(policy, tools=["bash"])
+        ctl = _outcome(lambda: af.Controller(policy, tools=["bash"]))
+        if isinstance(ctl, AgentFSMError):  # e.g. an ask_floor naming no declared tool
+            assert isinstance(ctl, PolicyError), ctl
+            return
         _outcome(lambda: ctl.on_model_output(turn(calls=[call("bash", {"c": 1}, id="c1")])))
         _outcome(lambda: _next_input(ctl))

@@ -214,6 +214,16 @@ class TestNames:
         with pytest.raises(PolicyError, match="files_remove"):
             notes.tools.policy(af.Policy(permission_rules=["deny files/*"]))
         notes.tools.policy(af.Policy(permission_rules=["deny files_*"]))  # the model's names
+        # A run declaring some of the tools floors only those (a Controller refuses a floor
+        # naming a tool it is not given); a name the server does not offer is refused.
+        floored = notes.tools.policy(only=["files_remove"]).ask_floor
+        assert floored == frozenset({"files_remove"})
+        declared = [s for s in notes.tools.tools if s.name == "files_remove"]
+        af.Controller(notes.tools.policy(only=["files_remove"]), tools=declared)
+        with pytest.raises(PolicyError, match="floor"):
+            af.Controller(notes.tools.policy(), tools=declared)
+        with pytest.raises(PolicyError, match="'files_remov'"):
+            notes.tools.policy(only=["files_remov"])
 
     def test_two_tools_offered_under_one_name_are_refused(self, tmp_path: Path) -> None:
         """`notes.search` and `notes_search` would both be `notes_search`: `open()` raises

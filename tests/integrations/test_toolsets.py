@@ -217,7 +217,13 @@ def translated(policy: af.Policy, names: dict[str, str]) -> af.Policy:
         r.model_copy(update={"tool": names.get(r.tool, r.tool)}) for r in policy.permission_rules
     ]
     permissions = {names.get(k, k): v for k, v in policy.permissions.items()}
-    return policy.model_copy(update={"permission_rules": rules, "permissions": permissions})
+    named = {
+        field: frozenset(names.get(n, n) for n in getattr(policy, field))
+        for field in ("ask_floor", "final_tools", "handoffs")
+    }
+    return policy.model_copy(
+        update={"permission_rules": rules, "permissions": permissions, **named}
+    )
 
 
 def stale(policy: af.Policy, final: set[str]) -> list[str]:
@@ -226,6 +232,8 @@ def stale(policy: af.Policy, final: set[str]) -> list[str]:
     found += [
         r.tool for r in policy.permission_rules if not is_glob(r.tool) and r.tool not in final
     ]
+    for field in ("ask_floor", "final_tools", "handoffs"):
+        found += [n for n in getattr(policy, field) if n not in final]
     return found
 
 

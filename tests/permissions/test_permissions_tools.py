@@ -18,6 +18,8 @@ import agentfsm as af
 from agentfsm._model.types import ToolCall
 from agentfsm._permissions import Permission, Rule, decide, declared_arguments, shadowed
 from agentfsm.exceptions import PolicyError
+from agentfsm.testing import call as tool_call
+from agentfsm.testing import turn
 
 BASH = {
     "type": "function",
@@ -146,6 +148,42 @@ class TestTableAgainstDeclaredTools:
             assert af.Controller(policy, tools=declared).tools is not None
         else:
             with pytest.raises(PolicyError, match="permissions"):
+                af.Controller(policy, tools=declared)
+
+
+class TestNamedToolsAgainstDeclaredTools:
+    """`ask_floor`, `final_tools` and `handoffs` naming no declared tool are refused."""
+
+    @pytest.mark.parametrize("field", ["ask_floor", "final_tools", "handoffs"])
+    def test_a_misspelled_name_is_refused_with_did_you_mean(self, field: str) -> None:
+        """Regression: `ask_floor=["bsh"]` was accepted, and bash ran unasked."""
+        with pytest.raises(PolicyError, match=rf"{field} names 'bsh'.*did you mean 'bash'\?"):
+            af.Controller(af.Policy(**{field: ["bsh"]}), tools=[BASH, read_file])
+
+    def test_a_misspelled_floor_no_longer_lets_the_call_run_unasked(self) -> None:
+        """The declared name in the floor asks; the Controller is never built with the typo."""
+        ctl = af.Controller(af.Policy(ask_floor=["bash"]), tools=[BASH, read_file])
+        decision = ctl.on_model_output(turn(calls=[tool_call("bash", {"command": "ls"}, id="c")]))
+        assert decision.action is af.Action.ASK_HUMAN
+
+    def test_no_declared_tools_checks_no_name(self) -> None:
+        """`tools=None` accepts any name, as for rules and the table."""
+        assert af.Controller(af.Policy(ask_floor=["bsh"], final_tools=["x"])).tools is None
+
+    @given(
+        declared=st.lists(st.from_regex(r"[a-z_]{1,6}", fullmatch=True), min_size=1, unique=True),
+        field=st.sampled_from(["ask_floor", "final_tools", "handoffs"]),
+        names=st.lists(st.from_regex(r"[a-z_]{1,6}", fullmatch=True), max_size=3),
+    )
+    def test_a_name_is_accepted_exactly_when_it_is_declared(
+        self, declared: list[str], field: str, names: list[str]
+    ) -> None:
+        """For any declared names: refused iff a name in the field is not declared."""
+        policy = af.Policy(**{field: names})
+        if set(names) <= set(declared):
+            assert af.Controller(policy, tools=declared).tools is not None
+        else:
+            with pytest.raises(PolicyError, match=field):
                 af.Controller(policy, tools=declared)
 
 

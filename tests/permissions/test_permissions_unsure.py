@@ -9,7 +9,7 @@ import posixpath
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import agentfsm as af
@@ -191,6 +191,12 @@ class TestPathPatterns:
             ("~root/../../etc/x", "deny"),
             (7, "deny"),
             ("/srv/etc/x", "allow"),
+            ("/etc/", "deny"),  # the folder itself: the plain glob /etc/* denies it too
+            ("/etc/.", "deny"),
+            ("/etc//", "deny"),
+            ("/etc/ssl/..", "deny"),
+            ("/etc", "deny"),
+            ("/etcetera", "allow"),
         ],
     )
     def test_a_deny_applies_to_what_is_or_may_be_inside(self, path: object, expected: str) -> None:
@@ -201,6 +207,33 @@ class TestPathPatterns:
         assert permission == expected
         if expected == "deny" and not (isinstance(path, str) and path.startswith("/")):
             assert "may be under /etc/*" in source
+
+    @pytest.mark.parametrize(
+        ("pattern", "path", "denied"),
+        [
+            ("/etc/*", "/etc/", True),
+            ("/etc/**", "/etc/.", True),
+            ("/*", "/", True),
+            ("/etc/passwd*", "/etc/passwd/", True),
+            ("/etc/passwd*", "/etc/passwd.bak", True),
+            ("/etc/*.conf", "/etc/a/b.conf", True),
+            ("/etc/*.conf", "/etc/", False),  # the folder is not a .conf file
+            ("/etc/ssl/*", "/etc/ssl/..", False),  # /etc is above the folder
+        ],
+    )
+    def test_a_deny_covers_the_folder_its_pattern_empties(
+        self, pattern: str, path: str, denied: bool
+    ) -> None:
+        """A deny path pattern matches a path, or the path written as a folder (`/` after it)."""
+        tool_call = call("delete_tree", {"path": path})
+        deny = verdict([f"deny delete_tree(path^={pattern})"], tool_call)[0]
+        assert deny == ("deny" if denied else "allow")
+
+    def test_an_allow_does_not_cover_the_folder_itself(self) -> None:
+        """`allow ...(path^=/srv/out/*)` never allows `/srv/out/` (fail closed)."""
+        for path in ("/srv/out/", "/srv/out/.", "/srv/out", "/srv/out/a/.."):
+            tool_call = call("write_file", {"path": path})
+            assert verdict([INSIDE], tool_call, permissions={"*": "deny"})[0] == "deny"
 
     @pytest.mark.parametrize("pattern", ["/srv/out/", "srv/*", "/srv/../x/*", "/srv//x", "./x", ""])
     def test_a_pattern_that_is_not_a_normalized_absolute_glob_is_refused(
@@ -247,7 +280,7 @@ class TestPathPatterns:
             af.Controller(af.Policy(permission_rules=["deny write_file(pth^=/etc/*)"]), tools=tools)
 
 
-_SEGMENTS = st.sampled_from(["srv", "out", "a", "..", ".", "", "etc"])
+_SEGMENTS = st.sampled_from(["srv/out", "srv", "out", "a", "..", ".", "", "etc"])
 
 
 def _resolved(path: str) -> str:
@@ -265,6 +298,8 @@ def _resolved(path: str) -> str:
     head=st.sampled_from(["/", "//", "///", "", "~/", "./", "\0/"]),
     segments=st.lists(_SEGMENTS, max_size=8),
 )
+@example(head="/", segments=["srv/out", ""])  # the folder itself, which the plain glob denies
+@example(head="//", segments=["srv/out", "a", ".."])
 def test_a_path_pattern_never_lets_a_path_out_of_its_folder(head: str, segments: list[str]) -> None:
     """Generated paths with `..`, `.`, `//`: allowed iff absolute, without NUL, and inside
     /srv/out once resolved; denied by the deny twin whenever unsure or inside."""
@@ -276,7 +311,105 @@ def test_a_path_pattern_never_lets_a_path_out_of_its_folder(head: str, segments:
         assert normal_path(path)[0] == _resolved(path) == "/" + posixpath.normpath(path).lstrip("/")
     else:
         assert normal_path(path)[0] is None
+    folder = sure and _resolved(path) == "/srv/out"
     allowed = verdict([INSIDE], tool_call, permissions={"*": "deny"})[0]
     denied = verdict(["deny write_file(path^=/srv/out/*)"], tool_call)[0]
     assert allowed == ("allow" if inside else "deny")
-    assert denied == ("deny" if inside or not sure else "allow")
+    assert denied == ("deny" if inside or folder or not sure else "allow")
+    # The rewrite lint recommends never loosens a deny on the folder or what it holds.
+    plain = verdict(["deny write_file(path=/srv/out/*)"], tool_call)[0]
+    if plain == "deny" and (inside or folder):
+        assert denied == "deny"
+
+
+class TestArgumentVectors:
+    """A list argument read as an argv is unsure when a tool joining it into a shell string
+    would run something else."""
+
+    @pytest.mark.parametrize(
+        "argv",
+        [["rm -rf /"], ["rm\t-rf", "/"], ["{rm,-rf,/}"], ["r*", "-rf", "/"], ["X=1 rm", "-rf"]],
+    )
+    def test_a_program_word_that_splits_is_denied(self, argv: list[str]) -> None:
+        """Regression: `["rm -rf /"]` was trusted as one program name and allowed."""
+        permission, source = verdict(
+            ["deny bash(command~rm -rf *)"], call("bash", {"command": argv})
+        )
+        assert permission == "deny"
+        assert "joins the argument vector" in source
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["ls", "x; rm -rf /"],
+            ["ls", "$(rm -rf /)"],
+            ["ls", "`rm -rf /`"],
+            ["ls", "a|sh"],
+            ["ls", "a&&rm -rf /"],
+            ["ls", "a\nrm -rf /"],
+            ["ls", ">/etc/passwd"],
+            ["ls", "'"],
+        ],
+    )
+    def test_an_allow_never_covers_a_word_the_shell_reads_specially(self, argv: list[str]) -> None:
+        """Regression: `allow bash(command~ls *)` covered `["ls", "x; rm -rf /"]`."""
+        tool_call = call("bash", {"command": argv})
+        assert (
+            verdict(["allow bash(command~ls *)"], tool_call, permissions={"*": "deny"})[0] == "deny"
+        )
+        assert verdict(["allow bash(command~ls *)"], tool_call)[0] == "ask"
+
+    def test_plain_words_stay_read_as_an_argv(self) -> None:
+        """Words without shell syntax are still read exactly: allowed, and denied by name."""
+        plain = call("bash", {"command": ["ls", "-l", "/srv/a b.txt"]})
+        assert verdict(["allow bash(command~ls *)"], plain, permissions={"*": "deny"})[0] == "allow"
+        remove = call("bash", {"command": ["/bin/rm", "-r", "-f", "/"]})
+        assert verdict(["deny bash(command~rm -rf *)"], remove)[0] == "deny"
+
+
+_WORDS = st.sampled_from(
+    ["ls", "rm", "-rf", "/", "a b", "x;", "rm -rf /", "$(rm -rf /)", "|", "&&", "\n", "'", "*"]
+)
+
+
+@given(words=st.lists(_WORDS, min_size=1, max_size=4))
+def test_an_argv_is_allowed_only_when_its_joined_string_is(words: list[str]) -> None:
+    """Generated argvs: allowed by `ls *` only if `" ".join(argv)` read as a shell string is;
+    denied by `rm -rf *` whenever the joined string is."""
+    as_list = call("bash", {"command": words})
+    joined = call("bash", {"command": " ".join(words)})
+    allow = ["allow bash(command~ls *)"]
+    if verdict(allow, as_list, permissions={"*": "deny"})[0] == "allow":
+        assert verdict(allow, joined, permissions={"*": "deny"})[0] == "allow"
+    deny = ["deny bash(command~rm -rf *)"]
+    if verdict(deny, joined)[0] == "deny":
+        assert verdict(deny, as_list)[0] == "deny"
+
+
+class TestTildeGlobOnACommand:
+    """`command=~rm -rf *` is the shell pattern `command~rm -rf *` mistyped: refused."""
+
+    @pytest.mark.parametrize(
+        "text",
+        ["deny bash(command=~rm -rf *)", "ask run(cmd= ~rm *)", "deny x(db=1, pre_command=~ls)"],
+    )
+    def test_the_typo_is_refused_with_the_rule_it_means(self, text: str) -> None:
+        """Regression: the typo parsed as a glob on `~rm...`, a deny that never denies."""
+        with pytest.raises(PolicyError, match=r"did you mean the shell pattern \w+~"):
+            Rule.parse(text)
+        with pytest.raises(PolicyError, match="did you mean"):
+            af.Policy(permission_rules=[text])
+
+    def test_a_json_string_or_another_argument_keeps_a_leading_tilde(self) -> None:
+        """`command="~/bin/x"` is a glob on purpose; `path=~/x` is no command."""
+        assert Rule.parse('allow bash(command="~/bin/x")').args == (("command", "~/bin/x"),)
+        assert Rule.parse("deny cat(path=~/x)").args == (("path", "~/x"),)
+
+    @given(
+        name=st.sampled_from(["command", "cmd", "run_script", "path", "mode"]),
+        glob=st.text(alphabet="~ ab*/,=", min_size=1, max_size=8).map(lambda t: "~" + t),
+    )
+    def test_a_tilde_glob_reads_back_from_its_text(self, name: str, glob: str) -> None:
+        """Any glob starting with `~` survives str() and parse(), quoted where it must be."""
+        rule = Rule(action="deny", tool="t", args=((name, glob),))
+        assert Rule.parse(str(rule)) == rule

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import agentfsm as af
+from agentfsm.exceptions import PolicyError
 from agentfsm.testing import call, turn
 
 A = af.Action
@@ -90,11 +91,9 @@ class TestHandoffPermissions:
 
 class TestHandoffSchema:
     def test_an_undeclared_handoff_is_refused(self) -> None:
-        """With declared tools, a handoff to a tool not declared is refused like any call."""
-        ctl = af.Controller(af.Policy(handoffs=frozenset({"research"})), tools=["search"])
-        d = ctl.on_model_output(turn(calls=[call("research", {"task": "x"}, id="h")]))
-        assert d.action is A.CONTINUE
-        assert "unknown tool 'research'" in str(d.results[0].content)
+        """With declared tools, a handoff naming a tool not declared is refused when given."""
+        with pytest.raises(PolicyError, match="handoffs names 'research', which is not declared"):
+            af.Controller(af.Policy(handoffs=frozenset({"research"})), tools=["search"])
 
     def test_a_handoff_with_bad_arguments_is_refused(self) -> None:
         """A handoff whose arguments do not fit its schema is refused, never handed off."""
