@@ -399,9 +399,10 @@ def _path_says(pattern: str, value: object, *, sure: bool) -> str | None:
     return None
 
 
-_SHELL_SPECIAL = re.compile(r"[$`;|&<>\n\r()'\"\\]")
+_SHELL_SPECIAL = re.compile(r"[\s$`;|&<>()'\"\\*?\[{~]")
 """Characters a shell reads specially in any word: a tool that joins an argv into a string
-runs `["ls", "x; rm -rf /"]` as two commands."""
+runs `["ls", "x; rm -rf /"]` as two commands, `["rm", "rm -rf /"]` as `rm rm -rf /`, and
+expands `["rm", "{-rf,/}"]` or `["rm", "-*"]` into words the vector does not hold."""
 _PROGRAM_SPECIAL = re.compile(r"[\s*?\[{~=]")
 """What else makes a program word mean more than one name once joined: `["rm -rf /"]`."""
 
@@ -415,34 +416,32 @@ def _script(call: ToolCall, argument: str) -> Script:
         return shell.parse(value)
     if isinstance(value, list):
         script = shell.from_argv(value)
-        why = _joined_differs(value)
-        if why is not None:
-            script = dataclasses.replace(script, unsure=(*script.unsure, why))
-        return script
+        if not _joined_differs(value):
+            return script
+        # Tools commonly join a list into a shell string (`" ".join(argv)` given to `sh -c`):
+        # both readings count, so a deny applies when either may be what it names and an
+        # allow covers the call only when it covers every command of both.
+        joined = shell.parse(" ".join(value)) if all(isinstance(w, str) for w in value) else None
+        if joined is None:
+            return dataclasses.replace(script, unsure=(*script.unsure, "a word is not a string"))
+        return shell.Script(
+            commands=(*script.commands, *joined.commands),
+            unsure=(*script.unsure, *joined.unsure),
+        )
     return shell.Script(unsure=(f"argument {argument!r} is not a string",))
 
 
-def _joined_differs(words: list[object]) -> str | None:
-    """Why an argv may run otherwise when a tool joins it into a shell string, or None.
+def _joined_differs(words: list[object]) -> bool:
+    """Whether an argv may run otherwise when a tool joins it into a shell string.
 
-    Tools commonly do (`" ".join(argv)` passed to `sh -c`), so a program word holding
-    whitespace, a glob, a brace, `~` or `=`, or any word holding a character the shell
-    reads specially (`$`, a backtick, `;`, `|`, `&`, `<`, `>`, a newline, parentheses,
-    quotes, a backslash) makes the vector unsure: a deny applies, an allow never covers.
+    So when a program word holds `=`, or any word holds whitespace or a character the shell
+    reads specially (`$`, a backtick, `;`, `|`, `&`, `<`, `>`, parentheses, quotes, a
+    backslash, a glob, a brace, `~`).
     """
     texts = [w for w in words if isinstance(w, str)]
     if texts and _PROGRAM_SPECIAL.search(texts[0]):
-        return (
-            f"the program word {texts[0]!r:.60} holds whitespace or a shell pattern; a tool "
-            "that joins the argument vector into a shell string runs something else"
-        )
-    for word in texts:
-        if _SHELL_SPECIAL.search(word):
-            return (
-                f"the word {word!r:.60} holds a character the shell reads specially; a tool "
-                "that joins the argument vector into a shell string runs something else"
-            )
-    return None
+        return True
+    return any(_SHELL_SPECIAL.search(word) for word in texts)
 
 
 def _flagged(rule: Rule, script: Script) -> str | None:

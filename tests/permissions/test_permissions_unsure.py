@@ -323,8 +323,8 @@ def test_a_path_pattern_never_lets_a_path_out_of_its_folder(head: str, segments:
 
 
 class TestArgumentVectors:
-    """A list argument read as an argv is unsure when a tool joining it into a shell string
-    would run something else."""
+    """A list argument read as an argv is read as its joined string too when a tool joining
+    it into a shell string could run something else: both readings count."""
 
     @pytest.mark.parametrize(
         "argv",
@@ -335,8 +335,7 @@ class TestArgumentVectors:
         permission, source = verdict(
             ["deny bash(command~rm -rf *)"], call("bash", {"command": argv})
         )
-        assert permission == "deny"
-        assert "joins the argument vector" in source
+        assert permission == "deny", source
 
     @pytest.mark.parametrize(
         "argv",
@@ -349,6 +348,8 @@ class TestArgumentVectors:
             ["ls", "a\nrm -rf /"],
             ["ls", ">/etc/passwd"],
             ["ls", "'"],
+            ["ls", "x && rm -rf /"],
+            ["ls", "{a,b}", ";", "rm"],
         ],
     )
     def test_an_allow_never_covers_a_word_the_shell_reads_specially(self, argv: list[str]) -> None:
@@ -357,14 +358,28 @@ class TestArgumentVectors:
         assert (
             verdict(["allow bash(command~ls *)"], tool_call, permissions={"*": "deny"})[0] == "deny"
         )
-        assert verdict(["allow bash(command~ls *)"], tool_call)[0] == "ask"
+        joined = call("bash", {"command": " ".join(argv)})
+        rules = ["allow bash(command~ls *)"]
+        assert verdict(rules, tool_call)[0] == verdict(rules, joined)[0]
 
     def test_plain_words_stay_read_as_an_argv(self) -> None:
         """Words without shell syntax are still read exactly: allowed, and denied by name."""
-        plain = call("bash", {"command": ["ls", "-l", "/srv/a b.txt"]})
+        plain = call("bash", {"command": ["ls", "-l", "/srv/a-b.txt"]})
         assert verdict(["allow bash(command~ls *)"], plain, permissions={"*": "deny"})[0] == "allow"
         remove = call("bash", {"command": ["/bin/rm", "-r", "-f", "/"]})
         assert verdict(["deny bash(command~rm -rf *)"], remove)[0] == "deny"
+
+    def test_both_readings_of_a_list_count(self) -> None:
+        """A word with a space is read as the argv and as the joined string: `["rm", "rm -rf
+        /"]` is denied (joined, it is `rm -rf /`), `["echo", "rm -rf /"]` is not (joined, it is
+        still echo), and `allow ls *` covers `["ls", "a b"]` both ways."""
+        deny = ["deny bash(command~rm -rf *)"]
+        assert verdict(deny, call("bash", {"command": ["rm", "rm -rf /"]}))[0] == "deny"
+        assert verdict(deny, call("bash", {"command": ["echo", "rm -rf /"]}))[0] == "allow"
+        spaced = call("bash", {"command": ["ls", "a b"]})
+        assert (
+            verdict(["allow bash(command~ls *)"], spaced, permissions={"*": "deny"})[0] == "allow"
+        )
 
 
 _WORDS = st.sampled_from(
