@@ -152,12 +152,17 @@ def _read_v1(payload: dict[str, Any], provider: str) -> Draft:
         draft.reasoning = text  # the plan it states before calling tools
     else:
         draft.text = text
-    draft.set_finish(payload.get("finish_reason"), TABLE)
-    meta = as_dict(payload.get("meta"))
+    _finish_v1(draft, payload.get("finish_reason"), payload)
+    return draft
+
+
+def _finish_v1(draft: Draft, finish: object, body: dict[str, Any]) -> None:
+    """Set a v1 turn's finish reason, its usage from the body's `meta`, and its error."""
+    draft.set_finish(finish, TABLE)
+    meta = as_dict(body.get("meta"))
     _usage(draft, meta if "tokens" in meta else {"tokens": meta.get("billed_units")})
     if draft.finish is FinishReason.ERROR:
         draft.error = f"the provider stopped with {draft.raw_finish}"
-    return draft
 
 
 @dataclass(slots=True)
@@ -367,9 +372,5 @@ class _V1Stream:
         if end is None:
             draft.truncated = True
             return draft
-        draft.set_finish(end.get("finish_reason"), TABLE)
-        meta = as_dict(response.get("meta"))
-        _usage(draft, meta if "tokens" in meta else {"tokens": meta.get("billed_units")})
-        if draft.finish is FinishReason.ERROR:
-            draft.error = f"the provider stopped with {draft.raw_finish}"
+        _finish_v1(draft, end.get("finish_reason"), response)
         return draft
