@@ -38,6 +38,14 @@ def _findings(stdout: str) -> list[tuple[str, str, str]]:
     return found
 
 
+def _lint_rules(tmp_path: Path, rules: list[str]) -> list[tuple[str, str, str]]:
+    """Lint a policy of `rules` (one a line, without --tools): it exits 1; its findings."""
+    policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
+    done = agentfsm("lint", policy)
+    assert done.returncode == 1, done.stderr
+    return _findings(done.stdout)
+
+
 class TestFindings:
     """Each kind of finding, on the line the file shows it."""
 
@@ -129,10 +137,7 @@ class TestFindings:
             "allow bash(command=git status *)",
             "allow bash(command=ls)",  # one exact command: lets nothing else through
         ]
-        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
-        done = agentfsm("lint", policy)
-        assert done.returncode == 1, done.stderr
-        found = _findings(done.stdout)
+        found = _lint_rules(tmp_path, rules)
         assert [f[:2] for f in found] == [("3", "warning"), ("4", "warning"), ("5", "warning")]
         assert "misses 'rm -fr /'" in found[0][2]
         assert found[0][2].endswith("write the shell pattern command~rm -rf *")
@@ -165,10 +170,7 @@ class TestUnsureRules:
     def test_a_shell_pattern_on_a_name_that_is_not_a_command_warns(self, tmp_path: Path) -> None:
         """Without --tools, `deny bash(comand~...)` warns naming 'comand'; `command` is clean."""
         rules = ["deny bash(comand~rm -rf *)", "deny sh(cmd~rm -rf *)", "ask x(run_command~rm *)"]
-        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
-        done = agentfsm("lint", policy)
-        assert done.returncode == 1, done.stderr
-        ((line, level, message),) = _findings(done.stdout)
+        ((line, level, message),) = _lint_rules(tmp_path, rules)
         assert (line, level) == ("3", "warning")
         assert "argument 'comand' as a shell command" in message
 
@@ -177,10 +179,7 @@ class TestUnsureRules:
     ) -> None:
         """`allow write_file(path=/srv/out/*)` warns and suggests `path^=/srv/out/*`."""
         rules = ["allow write_file(path=/srv/out/*)", "allow write_file(path^=/srv/out/*)"]
-        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
-        done = agentfsm("lint", policy)
-        assert done.returncode == 1, done.stderr
-        ((line, level, message),) = _findings(done.stdout)
+        ((line, level, message),) = _lint_rules(tmp_path, rules)
         assert (line, level) == ("3", "warning")
         assert "write the path pattern path^=/srv/out/*" in message
 
@@ -193,10 +192,7 @@ class TestUnsureRules:
             "deny bash(command~git push -f *)",
             "ask bash(command~git push *)",
         ]
-        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
-        done = agentfsm("lint", policy)
-        assert done.returncode == 1, done.stderr
-        ((line, level, message),) = _findings(done.stdout)
+        ((line, level, message),) = _lint_rules(tmp_path, rules)
         assert (line, level) == ("4", "warning")
         assert "'ask bash(command~rm -rf /tmp/*)' never decides" in message
         assert "stronger action" in message
@@ -211,10 +207,7 @@ class TestUnsureRules:
             "allow bash(command~git status:*)",
             "allow bash(command~git log)",
         ]
-        policy, _ = _files(tmp_path, json.dumps({"permission_rules": rules}, indent=1))
-        done = agentfsm("lint", policy)
-        assert done.returncode == 1, done.stderr
-        found = _findings(done.stdout)
+        found = _lint_rules(tmp_path, rules)
         assert [(line, level) for line, level, _ in found] == [("3", "warning"), ("5", "warning")]
         assert "'allow bash(command~git status --short)' never decides" in found[0][2]
         assert "'deny bash(command~rm -rf *)' never decides" in found[1][2]
