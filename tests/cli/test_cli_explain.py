@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import agentfsm
@@ -10,11 +11,19 @@ from tests.cli.test_cli_errors import agentfsm as run_agentfsm
 from tests.cli.test_cli_errors import assert_bad_input
 
 
-def _policy(tmp_path: Path) -> Path:
+def _policy(
+    tmp_path: Path, rules: tuple[str, ...] = ("deny bash(command~rm -rf *)", "ask bash")
+) -> Path:
     path = tmp_path / "policy.json"
-    rules = ["deny bash(command~rm -rf *)", "ask bash"]
-    path.write_text(json.dumps({"permission_rules": rules}), encoding="utf-8")
+    path.write_text(json.dumps({"permission_rules": list(rules)}), encoding="utf-8")
     return path
+
+
+def _explain(tmp_path: Path, rule: str, call: Mapping[str, object]) -> str:
+    """Explain `call` under a policy of one `rule`: it exits 0; what it prints."""
+    done = run_agentfsm("explain", _policy(tmp_path, (rule,)), json.dumps(call))
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 class TestExplain:
@@ -44,25 +53,17 @@ class TestExplain:
 
     def test_a_rule_missing_its_argument_asks_and_says_why(self, tmp_path: Path) -> None:
         """`deny bash(comand~rm -rf *)` on `rm -rf /`: ask, naming the argument the call lacks."""
-        path = tmp_path / "policy.json"
-        path.write_text(json.dumps({"permission_rules": ["deny bash(comand~rm -rf *)"]}), "utf-8")
         call = {"name": "bash", "arguments": {"command": "rm -rf /"}}
-        done = run_agentfsm("explain", path, json.dumps(call))
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("ask: rule 'deny bash(comand~rm -rf *)' names argument ")
-        assert "'comand', which this call does not have" in done.stdout
+        said = _explain(tmp_path, "deny bash(comand~rm -rf *)", call)
+        assert said.startswith("ask: rule 'deny bash(comand~rm -rf *)' names argument ")
+        assert "'comand', which this call does not have" in said
 
     def test_a_path_rule_names_why_an_unsure_path_is_denied(self, tmp_path: Path) -> None:
         """`deny write_file(path^=/etc/*)` on a relative path: deny, saying it may be under it."""
-        path = tmp_path / "policy.json"
-        path.write_text(
-            json.dumps({"permission_rules": ["deny write_file(path^=/etc/*)"]}), "utf-8"
-        )
         call = {"name": "write_file", "arguments": {"path": "../etc/passwd"}}
-        done = run_agentfsm("explain", path, json.dumps(call))
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.startswith("deny: rule 'deny write_file(path^=/etc/*)': '../etc/passwd'")
-        assert "may be under /etc/*: it is a relative path" in done.stdout
+        said = _explain(tmp_path, "deny write_file(path^=/etc/*)", call)
+        assert said.startswith("deny: rule 'deny write_file(path^=/etc/*)': '../etc/passwd'")
+        assert "may be under /etc/*: it is a relative path" in said
 
     def test_a_policy_with_a_repeated_key_is_refused(self, tmp_path: Path) -> None:
         """A second `permission_rules` would wipe the deny: exit 2 naming the file and line 2."""
