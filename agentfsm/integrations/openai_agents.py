@@ -387,7 +387,7 @@ class GovernedModel(Model):
             and any(c.id == call_id for c in ctl.pending_calls)
         )
 
-    def show(self, call_id: str) -> bool:
+    def _show(self, call_id: str) -> bool:
         """Whether the SDK must ask a human about this call; one it must is noted as shown.
 
         The SDK asks this only of a call it holds no answer for, and interrupts the run on a
@@ -869,7 +869,7 @@ def _approval(model: GovernedModel, tool: FunctionTool) -> FunctionTool:
     model.keep_own_approval(tool)
 
     async def needs_approval(_ctx: Any, _params: Any, call_id: str) -> bool:
-        return model.show(call_id)
+        return model._show(call_id)
 
     return dataclasses.replace(
         tool, needs_approval=needs_approval, on_invoke_tool=_AskFirst(model, tool)

@@ -309,7 +309,7 @@ class GovernedModel(WrapperModel):
             and any(c.id == call_id for c in ctl.pending_calls)
         )
 
-    def approving(self, call_id: str | None, edited: dict[str, Any] | None) -> None:
+    def _note_approved(self, call_id: str | None, edited: dict[str, Any] | None) -> None:
         """pydantic-ai validated an approved call (`edited`: its arguments, when the approval
         changed them): note it for the Controller's reply.
 
@@ -337,7 +337,7 @@ class GovernedModel(WrapperModel):
         cleared = {c.id: c for c in decision.tool_calls}
         self._edits = {i: dict(cleared[i].arguments or {}) for i in edits if i in cleared}
 
-    def refusal(self, call_id: str | None, name: str) -> str:
+    def _refusal(self, call_id: str | None, name: str) -> str:
         """What the model reads for a call pydantic-ai was about to run and agentfsm did not
         clear: the Controller's own error result for it, when the last decision gave one."""
         last = self.decisions[-1] if self.decisions else None
@@ -346,7 +346,7 @@ class GovernedModel(WrapperModel):
                 return str(result.content)
         return f"not executed: agentfsm did not clear call {call_id!r} of {name!r}"
 
-    def runs_as_cleared(
+    def _runs_as_cleared(
         self, ctx: RunContext[Any], tool: ToolsetTool[Any], tool_args: dict[str, Any]
     ) -> bool:
         """Whether the arguments about to run are those agentfsm cleared.
@@ -650,9 +650,9 @@ class GovernedToolset(WrapperToolset[Any]):
             if not ctx.tool_call_approved:
                 raise ApprovalRequired
             self.model.approved(ctx.tool_call_id)
-        ran = self.model.runs_as_cleared(ctx, tool, tool_args)
+        ran = self.model._runs_as_cleared(ctx, tool, tool_args)
         if not ran or not self.model.may_run(ctx.tool_call_id, ctx.messages):
-            return self.model.refusal(ctx.tool_call_id, name)
+            return self.model._refusal(ctx.tool_call_id, name)
         if metadata.get(_EXTERNAL):
             raise CallDeferred
         return await super().call_tool(name, tool_args, ctx, tool)
@@ -672,7 +672,7 @@ class _Noting:
         # The context comes first, by position: a tool may take an argument named `ctx`.
         ctx = given[0]
         if isinstance(ctx, RunContext) and ctx.tool_call_approved:
-            self.model.approving(ctx.tool_call_id, self._edited(ctx, args))
+            self.model._note_approved(ctx.tool_call_id, self._edited(ctx, args))
         return self.inner(*given, **args) if self.inner is not None else None
 
     def _edited(self, ctx: RunContext[Any], args: dict[str, Any]) -> dict[str, Any] | None:
