@@ -9,6 +9,7 @@ run are the arguments checked.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,34 @@ class TestEditedArguments:
         assert loaded.on_tool_results(results) == live.on_tool_results(results)
 
 
+def _deep(levels: int) -> dict[str, Any]:
+    """A JSON object `levels` deep."""
+    value: Any = "x"
+    for _ in range(levels - 1):
+        value = [value]
+    return {"path": value}
+
+
+def _cycle() -> dict[str, Any]:
+    """An object that holds itself."""
+    value: dict[str, Any] = {}
+    value["path"] = value
+    return value
+
+
+class _Broken(Mapping[str, Any]):
+    """A mapping whose every read raises a non-agentfsm error."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("broken")
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("broken")
+
+    def __len__(self) -> int:
+        raise RuntimeError("broken")
+
+
 BAD_ANSWERS: list[tuple[Any, dict[str, Any]]] = [
     ({"d1": True}, {}),  # d3 has no answer
     ({"d1": True, "d3": False, "x": True}, {}),  # an unknown id
@@ -248,17 +277,26 @@ BAD_ANSWERS: list[tuple[Any, dict[str, Any]]] = [
     (True, {"arguments": {"d1": {1: "x"}}}),
     (True, {"arguments": {"d1": {"path": object()}}}),
     (True, {"message": 5}),
+    ({1: True, "d1": True, "d3": True}, {}),  # a key that is not a call id
+    (True, {"arguments": "d1"}),  # not a mapping
+    (True, {"arguments": {"d1": _deep(101)}}),  # nested deeper than MAX_DEPTH
+    (True, {"arguments": {"d1": _cycle()}}),
+    (_Broken(), {}),  # a mapping whose items raise
+    (True, {"messages": _Broken()}),
+    (True, {"arguments": {"d1": _Broken()}}),
 ]
 
 
 def bad_replies() -> st.SearchStrategy[tuple[Any, dict[str, Any]]]:
     """Replies that do not fit the asked calls d1 and d3: each is refused whole."""
-    ids_ = st.sampled_from(["d1", "d3", "l2", "x", ""]) | st.text(max_size=3)
+    ids_ = st.sampled_from(["d1", "d3", "l2", "x", ""]) | st.text(max_size=3) | st.integers()
     not_bool = st.none() | st.integers() | st.text(max_size=2) | st.floats()
     answers = st.dictionaries(ids_, st.booleans() | not_bool, max_size=4).filter(
         lambda m: set(m) != {"d1", "d3"} or any(type(v) is not bool for v in m.values())
     )
-    not_json = st.sampled_from([float("inf"), object(), {2: 1}, b"x", {"a": {1}}])
+    not_json = st.sampled_from(
+        [float("inf"), object(), {2: 1}, b"x", {"a": {1}}, _deep(101)["path"], _cycle(), _Broken()]
+    )
     edits = st.fixed_dictionaries({"d1": st.fixed_dictionaries({"path": not_json})})
     return st.one_of(
         st.tuples(answers, st.just({})),
