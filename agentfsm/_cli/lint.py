@@ -45,7 +45,7 @@ from agentfsm._engine.policy import (
     undeclared_names,
 )
 from agentfsm._model import limits
-from agentfsm._model._files import open_regular
+from agentfsm._model._files import line_of, open_regular
 from agentfsm._model.tools import tool_specs
 from agentfsm._permissions import (
     COMMAND_ARGUMENTS,
@@ -146,7 +146,7 @@ class Lines:
 
     def line_at(self, position: int) -> int:
         """The 1-based line of a character position."""
-        return self.text.count("\n", 0, position) + 1
+        return line_of(self.text, position)
 
     def key(self, name: str) -> int | None:
         """The position where field `name` is written, or None."""

@@ -29,7 +29,7 @@ from typing import Any
 
 from agentfsm.exceptions import AgentFSMError
 
-__all__ = ["open_regular", "read_document", "top_level_line"]
+__all__ = ["line_of", "open_regular", "read_document", "top_level_line"]
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 _BUFFER = 1 << 18
@@ -161,8 +161,8 @@ def read_document(
         else:
             key, second, first = found
             place, before = (
-                f"{source}:{_line(text, second)}",
-                f" (first at line {_line(text, first)})",
+                f"{source}:{line_of(text, second)}",
+                f" (first at line {line_of(text, first)})",
             )
         raise refuse(
             f"{place}: key {key!r} is written twice in one object{before}; "
@@ -170,7 +170,8 @@ def read_document(
         ) from None
 
 
-def _line(text: str, position: int) -> int:
+def line_of(text: str, position: int) -> int:
+    """The 1-based line of a character position in `text`."""
     return text.count("\n", 0, position) + 1
 
 
@@ -207,9 +208,9 @@ def top_level_line(text: str, key: str, *, toml: bool) -> int | None:
     if not toml:
         tops = (at for _, depth, name, at in _json_keys(text) if depth == 1 and name == key)
         at = next(tops, None)
-        return _line(text, at) if at is not None else None
+        return line_of(text, at) if at is not None else None
     name = rf"(?:{re.escape(key)}|{re.escape(json.dumps(key))}|'{re.escape(key)}')"
     header = re.search(r"(?m)^[ \t]*\[", text)
     top = re.search(rf"(?m)^[ \t]*{name}[ \t]*[.=]", text[: header.start() if header else None])
     found = top or re.search(rf"(?m)^[ \t]*\[\[?[ \t]*{name}[ \t]*[.\]]", text)
-    return _line(text, found.start()) if found is not None else None
+    return line_of(text, found.start()) if found is not None else None
