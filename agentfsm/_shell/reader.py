@@ -1082,20 +1082,18 @@ def _shopt(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> 
         reader.unsure.append(f"a shell option is not modelled: {_show(words)}")
 
 
-def _hash(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
-    """`hash -p PATH NAME` makes NAME run PATH: not modelled; the other forms look up names."""
-    for word in words[1:]:
-        if word is None or (word.startswith("-") and "p" in word):
-            reader.unsure.append(f"hash may make a name run another program: {_show(words)}")
-            return
+def _only_options(allowed: str) -> Handler:
+    """A builtin whose options in `allowed` only print or look up: any other makes it unsure."""
 
+    def handler(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+        for word in words[1:]:
+            if word is None or (
+                len(word) > 1 and word[0] == "-" and not set(word[1:]) <= set(allowed)
+            ):
+                reader.unsure.append(f"an option of {words[0]} is not modelled: {_show(words)}")
+                return
 
-def _jobs(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
-    """`jobs -x COMMAND` runs COMMAND: not modelled; the other forms list jobs."""
-    for word in words[1:]:
-        if word is None or (word.startswith("-") and "x" in word):
-            reader.unsure.append(f"jobs -x runs a command: {_show(words)}")
-            return
+    return handler
 
 
 BUILTINS: dict[str, Handler] = {
@@ -1124,8 +1122,10 @@ BUILTINS: dict[str, Handler] = {
     "alias": _alias,
     "set": _set,
     "shopt": _shopt,
-    "hash": _hash,
-    "jobs": _jobs,
+    # only these options are modelled: `hash -p` makes a name run another program, `jobs -x`
+    # runs a command, and an option not listed may do either
+    "hash": _only_options("dlrt"),
+    "jobs": _only_options("lnprs"),
     # wrappers: the command they run is a view of its own (`WRAPPERS`)
     **dict.fromkeys(["command", "builtin", "exec"], _data),
     # builtins whose arguments are data
