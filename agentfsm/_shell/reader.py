@@ -567,8 +567,7 @@ class Reader:
                 _unset(self, words, None, 0)
             return
         options = "".join(w[1:] for w in words[1:] if w is not None and w[:1] in ("-", "+"))
-        if "n" in options:
-            self.unsure.append(f"a name reference is not modelled: {_show(words)}")
+        _declaration_options(self, words, options)
         evaluates = words[0] in _ARRAY_DECLARATIONS
         for part in node.named_children:
             if part.type == "variable_assignment":
@@ -1035,10 +1034,22 @@ def _declare(reader: Reader, words: list[Word], stdin: str | None, depth: int) -
             options += word[1:]
         else:
             reader.declared(word, words, evaluates=words[0] in _ARRAY_DECLARATIONS)
-    if "n" in options:
-        reader.unsure.append(f"a name reference is not modelled: {_show(words)}")
+    _declaration_options(reader, words, options)
     if "i" in options:
         reader.unsure.append(f"an integer declaration through a wrapper: {_show(words)}")
+
+
+_DECLARATION_OPTIONS = frozenset("-aAfFgilprtux")
+"""The options of `declare` and its kin the reader models; not `-n` (a name reference) nor
+`-I` (a local inherits the attributes, `-n` and `-i` among them, of the name it shadows)."""
+
+
+def _declaration_options(reader: Reader, words: list[Word], options: str) -> None:
+    """Only the options of `_DECLARATION_OPTIONS` are modelled: any other makes it unsure."""
+    if "n" in options:
+        reader.unsure.append(f"a name reference is not modelled: {_show(words)}")
+    elif not set(options) <= _DECLARATION_OPTIONS:
+        reader.unsure.append(f"an option of {words[0]} is not modelled: {_show(words)}")
 
 
 def _unset(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
