@@ -399,12 +399,18 @@ def _path_says(pattern: str, value: object, *, sure: bool) -> str | None:
     return None
 
 
-_SHELL_SPECIAL = re.compile(r"[\s$`;|&<>()'\"\\*?\[{~]")
-"""Characters a shell reads specially in any word: a tool that joins an argv into a string
-runs `["ls", "x; rm -rf /"]` as two commands, `["rm", "rm -rf /"]` as `rm rm -rf /`, and
-expands `["rm", "{-rf,/}"]` or `["rm", "-*"]` into words the vector does not hold."""
-_PROGRAM_SPECIAL = re.compile(r"[\s*?\[{~=]")
-"""What else makes a program word mean more than one name once joined: `["rm -rf /"]`."""
+_PLAIN_WORD = re.compile(r"[\w./:,@%+=-]*", re.ASCII)
+"""The words a shell reads as themselves, one word each (an allow-list: anything else, such
+as whitespace, `$`, a backtick, `;`, `|`, `&`, redirections, quotes, a backslash, a glob, a
+brace, `~`, `#` or `!`, may make a joined argv run otherwise: `["ls", "x; rm -rf /"]` is
+two commands, `["rm", "{-rf,/}"]` expands into words the vector does not hold)."""
+_PLAIN_PROGRAM = re.compile(r"[\w./:,@+-]+", re.ASCII)
+"""The program words a shell reads as one name: not `=` (`["X=1 rm"]`) nor `%` (a job)."""
+_RESERVED = re.compile(
+    "case|coproc|do|done|elif|else|esac|fi|for|function|if|in|select|then|time|until|while"
+)
+"""Bash's reserved words that are plain names (`!`, `[[`, `{` are not plain): as a joined
+argv's first word one runs the next words (`["coproc", "rm", "-rf", "/"]` runs rm)."""
 
 
 def _script(call: ToolCall, argument: str) -> Script:
@@ -432,16 +438,12 @@ def _script(call: ToolCall, argument: str) -> Script:
 
 
 def _joined_differs(words: list[object]) -> bool:
-    """Whether an argv may run otherwise when a tool joins it into a shell string.
-
-    So when a program word holds `=`, or any word holds whitespace or a character the shell
-    reads specially (`$`, a backtick, `;`, `|`, `&`, `<`, `>`, parentheses, quotes, a
-    backslash, a glob, a brace, `~`).
-    """
+    """Whether an argv may run otherwise when a tool joins it into a shell string: unless
+    every word is a `_PLAIN_WORD` and the program word a `_PLAIN_PROGRAM`, not reserved."""
     texts = [w for w in words if isinstance(w, str)]
-    if texts and _PROGRAM_SPECIAL.search(texts[0]):
+    if texts and (_RESERVED.fullmatch(texts[0]) or not _PLAIN_PROGRAM.fullmatch(texts[0])):
         return True
-    return any(_SHELL_SPECIAL.search(word) for word in texts)
+    return not all(_PLAIN_WORD.fullmatch(word) for word in texts)
 
 
 def _flagged(rule: Rule, script: Script) -> str | None:

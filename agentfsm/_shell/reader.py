@@ -567,8 +567,7 @@ class Reader:
                 _unset(self, words, None, 0)
             return
         options = "".join(w[1:] for w in words[1:] if w is not None and w[:1] in ("-", "+"))
-        if "n" in options:
-            self.unsure.append(f"a name reference is not modelled: {_show(words)}")
+        _declaration_options(self, words, options)
         evaluates = words[0] in _ARRAY_DECLARATIONS
         for part in node.named_children:
             if part.type == "variable_assignment":
@@ -1035,10 +1034,22 @@ def _declare(reader: Reader, words: list[Word], stdin: str | None, depth: int) -
             options += word[1:]
         else:
             reader.declared(word, words, evaluates=words[0] in _ARRAY_DECLARATIONS)
-    if "n" in options:
-        reader.unsure.append(f"a name reference is not modelled: {_show(words)}")
+    _declaration_options(reader, words, options)
     if "i" in options:
         reader.unsure.append(f"an integer declaration through a wrapper: {_show(words)}")
+
+
+_DECLARATION_OPTIONS = frozenset("-aAfFgilprtux")
+"""The options of `declare` and its kin the reader models; not `-n` (a name reference) nor
+`-I` (a local inherits the attributes, `-n` and `-i` among them, of the name it shadows)."""
+
+
+def _declaration_options(reader: Reader, words: list[Word], options: str) -> None:
+    """Only the options of `_DECLARATION_OPTIONS` are modelled: any other makes it unsure."""
+    if "n" in options:
+        reader.unsure.append(f"a name reference is not modelled: {_show(words)}")
+    elif not set(options) <= _DECLARATION_OPTIONS:
+        reader.unsure.append(f"an option of {words[0]} is not modelled: {_show(words)}")
 
 
 def _unset(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
@@ -1082,20 +1093,18 @@ def _shopt(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> 
         reader.unsure.append(f"a shell option is not modelled: {_show(words)}")
 
 
-def _hash(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
-    """`hash -p PATH NAME` makes NAME run PATH: not modelled; the other forms look up names."""
-    for word in words[1:]:
-        if word is None or (word.startswith("-") and "p" in word):
-            reader.unsure.append(f"hash may make a name run another program: {_show(words)}")
-            return
+def _only_options(allowed: str) -> Handler:
+    """A builtin whose options in `allowed` only print or look up: any other makes it unsure."""
 
+    def handler(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
+        for word in words[1:]:
+            if word is None or (
+                len(word) > 1 and word[0] == "-" and not set(word[1:]) <= set(allowed)
+            ):
+                reader.unsure.append(f"an option of {words[0]} is not modelled: {_show(words)}")
+                return
 
-def _jobs(reader: Reader, words: list[Word], stdin: str | None, depth: int) -> None:
-    """`jobs -x COMMAND` runs COMMAND: not modelled; the other forms list jobs."""
-    for word in words[1:]:
-        if word is None or (word.startswith("-") and "x" in word):
-            reader.unsure.append(f"jobs -x runs a command: {_show(words)}")
-            return
+    return handler
 
 
 BUILTINS: dict[str, Handler] = {
@@ -1124,8 +1133,10 @@ BUILTINS: dict[str, Handler] = {
     "alias": _alias,
     "set": _set,
     "shopt": _shopt,
-    "hash": _hash,
-    "jobs": _jobs,
+    # only these options are modelled: `hash -p` makes a name run another program, `jobs -x`
+    # runs a command, and an option not listed may do either
+    "hash": _only_options("dlrt"),
+    "jobs": _only_options("lnprs"),
     # wrappers: the command they run is a view of its own (`WRAPPERS`)
     **dict.fromkeys(["command", "builtin", "exec"], _data),
     # builtins whose arguments are data

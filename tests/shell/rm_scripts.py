@@ -3,7 +3,12 @@ and the tests every table of scripts that run `rm -rf /` gets."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
+import signal
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,6 +18,14 @@ import pytest
 import agentfsm as af
 
 DENY = "deny bash(command~rm -rf *)"
+
+_UNIT, _RECORD = "\x1f", "\x1e"
+_STAND_IN = """#!/bin/sh
+# Logs its name and arguments in one write, then does nothing.
+record={name}
+for arg in "$@"; do record="$record$(printf '\\037')$arg"; done
+printf '%s\\036' "$record" >> {log}
+"""
 
 
 def verdict(rules: Sequence[Any], command: object, **policy: Any) -> str:
@@ -76,3 +89,53 @@ class ScriptsRunningRm:
     def test_bash_runs_rm_rf(self, script_alone: str, tmp_path: Path) -> None:
         """Real bash runs `rm -rf /` for it (a traced `rm` stands in)."""
         assert ["-rf", "/"] in rm_runs(script_alone, tmp_path)
+
+
+class Tracer:
+    """Runs scripts with real bash and reports the traced commands they ran: a stand-in for
+    each of `names`, first on PATH, logs its name and arguments and does nothing else."""
+
+    def __init__(self, root: Path, names: Sequence[str], prefix: Sequence[str] = ()) -> None:
+        self.bin = root / "bin"
+        self.bin.mkdir()
+        self.log = root / "trace.log"
+        for name in names:
+            path = self.bin / name
+            path.write_text(_STAND_IN.format(name=name, log=shlex.quote(str(self.log))))
+            path.chmod(0o755)
+        self.prefix = list(prefix)
+        """Words run before `bash` (`unshare -rn`)."""
+
+    @property
+    def path(self) -> str:
+        return f"{self.bin}:/usr/bin:/bin"
+
+    def run(
+        self, script: str, timeout: float = 10.0, *, folders: Sequence[str] = ()
+    ) -> list[list[str]]:
+        """Run `script` with bash in a fresh scratch directory holding `folders`; each traced
+        command it ran, as its name and arguments."""
+        self.log.write_text("")
+        with tempfile.TemporaryDirectory() as scratch:
+            for folder in folders:
+                (Path(scratch) / folder).mkdir()
+            env = {"PATH": self.path, "HOME": scratch, "LC_ALL": "C"}
+            process = subprocess.Popen(
+                [*self.prefix, "bash", "--norc", "--noprofile", "-c", script],
+                cwd=scratch,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"bash did not end in {timeout} s: {script!r}")
+            finally:
+                # Stop what the script left running (a background job, a wrapper's child).
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+        records = self.log.read_text().split(_RECORD)
+        return [r.split(_UNIT) for r in records if r]

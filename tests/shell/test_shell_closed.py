@@ -204,6 +204,19 @@ def _kinds() -> tuple[set[str], set[str]]:
     return named, tokens
 
 
+class TestJoinedArgv:
+    """A list argument is read as a joining tool would run it too, unless every word is plain."""
+
+    def test_a_word_not_plain_reads_the_joined_string(self) -> None:
+        """`!` and reserved words are not plain: joined, `! rm -rf /` runs rm, so it is denied;
+        plain words stay allowed."""
+        for argv in (["!", "rm", "-rf", "/"], ["coproc", "rm", "-rf", "/"], ["rm", "#", "-rf"]):
+            assert verdict([DENY], argv) == "deny", argv
+        rules = ["allow bash(command~git:*)"]
+        for argv in (["git", "status"], ["git", "commit", "-m", "fix!"]):
+            assert verdict(rules, argv, permissions={"*": "deny"}) == "allow", argv
+
+
 class TestTheListsAreWhole:
     """Every kind of the grammar and every bash builtin is on exactly one list."""
 

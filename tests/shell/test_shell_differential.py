@@ -14,12 +14,8 @@ words), or the reader must have called the script unsure.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shlex
 import shutil
-import signal
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,19 +27,11 @@ from hypothesis import strategies as st
 
 from agentfsm import _shell as shell
 from agentfsm._shell.wrappers import Word, base_name
+from tests.shell.rm_scripts import Tracer
 
 TRACED = ("rm", "git", "touch", "mv")
 """Programs replaced by stand-ins that log their arguments (all exist in /bin too: a wrapper
 that searches its own PATH, as `env -i` does, runs the real one on harmless words)."""
-
-_UNIT, _RECORD = "\x1f", "\x1e"
-
-_STAND_IN = """#!/bin/sh
-# Logs its name and arguments in one write, then does nothing.
-record={name}
-for arg in "$@"; do record="$record$(printf '\\037')$arg"; done
-printf '%s\\036' "$record" >> {log}
-"""
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bash") is None or not Path("/usr/bin/env").exists(),
@@ -62,61 +50,15 @@ class Run:
         return shlex.join([self.name, *self.args])
 
 
-class Tracer:
-    """Runs scripts with real bash and reports the traced commands they ran."""
-
-    def __init__(self, root: Path) -> None:
-        self.bin = root / "bin"
-        self.bin.mkdir()
-        self.log = root / "trace.log"
-        for name in TRACED:
-            path = self.bin / name
-            path.write_text(_STAND_IN.format(name=name, log=shlex.quote(str(self.log))))
-            path.chmod(0o755)
-
-    @property
-    def path(self) -> str:
-        return f"{self.bin}:/usr/bin:/bin"
-
-    def run(self, script: str, timeout: float = 10.0) -> list[Run]:
-        """Run `script` with bash in a fresh scratch directory; the traced commands it ran."""
-        self.log.write_text("")
-        with tempfile.TemporaryDirectory() as scratch:
-            env = {"PATH": self.path, "HOME": scratch, "LC_ALL": "C"}
-            process = subprocess.Popen(
-                ["bash", "--norc", "--noprofile", "-c", script],
-                cwd=scratch,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"bash did not end in {timeout} s: {script!r}")
-            finally:
-                _end_group(process.pid)
-        records = self.log.read_text().split(_RECORD)
-        return [_run(r) for r in records if r]
-
-
-def _end_group(pid: int) -> None:
-    """Stop what the script left running (a background job, a wrapper's child)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _run(record: str) -> Run:
-    name, *args = record.split(_UNIT)
-    return Run(name, tuple(args))
+def traced(tracer: Tracer, text: str) -> list[Run]:
+    """The traced commands bash ran for `text`."""
+    return [Run(name, tuple(args)) for name, *args in tracer.run(text)]
 
 
 @pytest.fixture(scope="module")
 def tracer() -> Tracer:
     root = Path(tempfile.mkdtemp(prefix="agentfsm-bash-"))
-    return Tracer(root)
+    return Tracer(root, TRACED)
 
 
 def _words_match(words: Sequence[Word], args: Sequence[str]) -> bool:
@@ -142,7 +84,7 @@ def seen(script: shell.Script, run: Run) -> bool:
 
 def unseen(tracer: Tracer, text: str) -> list[Run]:
     """The commands bash ran for `text` that the reader did not see (none when unsure)."""
-    runs = tracer.run(text)
+    runs = traced(tracer, text)
     script = shell.parse(text)
     if script.unsure:
         return []
@@ -359,7 +301,7 @@ class TestAgainstBash:
 
     def test_the_stand_ins_log_what_runs(self, tracer: Tracer) -> None:
         """The harness itself: a stand-in logs its arguments, and nothing else is logged."""
-        runs = tracer.run("rm -rf 'x y' DIR; echo rm a; printf 'a\\n' | xargs git")
+        runs = traced(tracer, "rm -rf 'x y' DIR; echo rm a; printf 'a\\n' | xargs git")
         assert [str(r) for r in runs] == ["rm -rf 'x y' DIR", "git a"]
 
     def test_a_misread_command_is_found(self, tracer: Tracer) -> None:

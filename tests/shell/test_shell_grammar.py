@@ -18,11 +18,8 @@ never generated. `TestProperty` then draws forms nested in forms with random fil
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 from collections import Counter
@@ -37,18 +34,9 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from agentfsm._shell.closed import BASH_BUILTINS, MODELLED_NODES, UNMODELLED_NODES
-from tests.shell.rm_scripts import DENY, verdict
+from tests.shell.rm_scripts import DENY, Tracer, verdict
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-
-_UNIT, _RECORD = "\x1f", "\x1e"
-_STAND_IN = """#!/bin/sh
-# Logs its arguments in one write, then does nothing.
-record=rm
-for arg in "$@"; do record="$record$(printf '\\037')$arg"; done
-printf '%s\\036' "$record" >> {log}
-"""
-
 
 _REAL_RM = ("/rm", "PATH=", "env -i", "env -", "command -p", "exec -c")
 """Spellings that could reach the real rm: a generated script holds none of them."""
@@ -63,44 +51,17 @@ def _no_network() -> list[str]:
     return [unshare, "-rn"] if probe.returncode == 0 else []
 
 
-class Bash:
+class Bash(Tracer):
     """Runs scripts in real bash with a traced `rm`; reports the argument lists rm got."""
 
     def __init__(self, root: Path) -> None:
-        self.bin = root / "bin"
-        self.bin.mkdir()
-        self.log = root / "rm.log"
-        stand_in = self.bin / "rm"
-        stand_in.write_text(_STAND_IN.format(log=shlex.quote(str(self.log))))
-        stand_in.chmod(0o755)
-        self.prefix = _no_network()
+        super().__init__(root, ["rm"], _no_network())
 
     def rm_runs(self, script: str, timeout: float = 10.0) -> list[list[str]]:
         """Run `script` in a fresh scratch directory; the arguments of each rm it ran."""
         # The real rm must never run: no path to it, no PATH of the script's own.
         assert not any(risk in script for risk in _REAL_RM), script
-        self.log.write_text("")
-        with tempfile.TemporaryDirectory() as scratch:
-            (Path(scratch) / "DIR").mkdir()
-            env = {"PATH": f"{self.bin}:/usr/bin:/bin", "HOME": scratch, "LC_ALL": "C"}
-            process = subprocess.Popen(
-                [*self.prefix, "bash", "--norc", "--noprofile", "-c", script + "\nwait"],
-                cwd=scratch,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"bash did not end in {timeout} s: {script!r}")
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-        records = self.log.read_text().split(_RECORD)
-        return [r.split(_UNIT)[1:] for r in records if r]
+        return [args for _, *args in self.run(script + "\nwait", timeout, folders=["DIR"])]
 
 
 @pytest.fixture(scope="module")

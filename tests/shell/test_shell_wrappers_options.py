@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.shell.rm_scripts import DENY, verdict
-from tests.shell.test_shell_differential import Tracer, tracer, unseen
+from tests.shell.rm_scripts import DENY, Tracer, verdict
+from tests.shell.test_shell_differential import traced, tracer, unseen
 
 __all__ = ["tracer"]  # the fixture, shared with the differential test
 
@@ -71,7 +71,7 @@ def test_a_wrapped_rm_rf_is_denied(command: str) -> None:
 @pytest.mark.parametrize("command", REAL)
 def test_the_real_programs_run_rm_rf(tracer: Tracer, command: str) -> None:
     """Each spelling really runs `rm -rf` (so the case is real), and the reader saw it."""
-    runs = tracer.run(command)
+    runs = traced(tracer, command)
     assert any(r.name == "rm" and "-rf" in r.args for r in runs), runs
     assert not unseen(tracer, command)
 
@@ -79,7 +79,7 @@ def test_the_real_programs_run_rm_rf(tracer: Tracer, command: str) -> None:
 @pytest.mark.parametrize("command", PRECISE)
 def test_what_does_not_run_rm_is_not_denied(tracer: Tracer, command: str) -> None:
     """Options that print, fail or run another program are read so: nothing denied."""
-    assert not [r for r in tracer.run(command) if r.name == "rm"]
+    assert not [r for r in traced(tracer, command) if r.name == "rm"]
     assert verdict([DENY], command) == "allow"
 
 
