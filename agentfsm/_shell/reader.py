@@ -10,9 +10,11 @@ from typing import Any
 
 from agentfsm._shell.closed import (
     BASH_BUILTINS,
+    BASH_VARIABLES,
     DATA_BUILTINS,
     MODELLED_NODES,
     MODELLED_TOKENS,
+    MODELLED_VARIABLES,
     REDIRECTIONS,
     SET_FLAGS,
     SET_OPTIONS,
@@ -524,10 +526,13 @@ class Reader:
                 )
             else:
                 self._substitutions(value, depth)
-        elif name in ("BASH_ENV", "ENV") or name.startswith("BASH_FUNC_"):
+        elif name.startswith("BASH_FUNC_"):
             self.unsure.append(f"{name} makes a shell run code from it (or the file it names)")
-        elif name in ("BASHOPTS", "SHELLOPTS"):
-            self.unsure.append(f"{name} sets a shell's options, which are not all modelled")
+        else:
+            base = name.split("[", 1)[0]
+            ours = base in BASH_VARIABLES or base.startswith("BASH_")
+            if ours and base not in MODELLED_VARIABLES:
+                self.unsure.append(f"{base} is one of bash's own variables, not modelled")
 
     def _expansion(self, text: str) -> None:
         if text.startswith("${!") and not _LISTS_NAMES.search(text):

@@ -18,9 +18,11 @@ import tree_sitter_bash
 from agentfsm import _shell as shell
 from agentfsm._shell.closed import (
     BASH_BUILTINS,
+    BASH_VARIABLES,
     DATA_BUILTINS,
     MODELLED_NODES,
     MODELLED_TOKENS,
+    MODELLED_VARIABLES,
     REDIRECTIONS,
     SET_FLAGS,
     SET_OPTIONS,
@@ -131,6 +133,20 @@ class TestEvaluatingBuiltins(ScriptsRunningRm):
 
 class TestUnmodelled:
     """Each form on an unmodelled list makes a script unsure: denied, never allowed."""
+
+    @pytest.mark.parametrize("name", sorted(BASH_VARIABLES - MODELLED_VARIABLES))
+    def test_assigning_an_unmodelled_bash_variable_is_unsure(self, name: str) -> None:
+        """Regression (`POSIXLY_CORRECT=1; ls` read with confidence): every way of assigning one
+        of bash's own variables that the reader does not model is unsure."""
+        allow = ["allow bash(command~ls:*)", "allow bash(command~export:*)"]
+        for command in (f"{name}=1; ls", f"export {name}=1", f"{name}=1 ls", f"read {name}"):
+            assert shell.parse(command).unsure, command
+            assert verdict(allow, command, permissions={"*": "deny"}) == "deny", command
+
+    @pytest.mark.parametrize("name", sorted(MODELLED_VARIABLES - {"PROMPT_COMMAND"}))
+    def test_a_modelled_bash_variable_is_read(self, name: str) -> None:
+        """A modelled variable given a literal value leaves the script read with confidence."""
+        assert not shell.parse(f"{name}=/srv/x; ls").unsure
 
     @pytest.mark.parametrize("name", sorted(UNMODELLED_BUILTINS))
     def test_an_unmodelled_builtin_is_unsure(self, name: str) -> None:
@@ -278,6 +294,7 @@ class TestThePage:
             ("`set` flags modelled:", {f"-{letter}" for letter in SET_FLAGS}),
             ("`set -o` names modelled:", SET_OPTIONS),
             ("`shopt` names modelled:", SHOPT_OPTIONS),
+            ("Bash variables modelled:", MODELLED_VARIABLES),
         ],
     )
     def test_the_page_lists_the_table(self, label: str, table: set[str]) -> None:
