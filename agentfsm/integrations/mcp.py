@@ -206,13 +206,18 @@ class MCPServerTools:
             offered = dict(self._offered)
             hints = {offered[name]: self._listed[name].annotations for name in offered}
         if only is not None:
-            names = [only] if isinstance(only, str) else list(only)
+            if isinstance(only, str):
+                names: list[object] = [only]
+            elif isinstance(only, Iterable):
+                names = list(only)
+            else:
+                raise PolicyError(f"only must list tool names, not {type(only).__name__}")
             unknown = sorted(repr(n) for n in names if not isinstance(n, str) or n not in hints)
             if unknown:
                 raise PolicyError(
                     f"only names tools this server does not offer: {', '.join(unknown)}"
                 )
-            hints = {name: hints[name] for name in names}
+            hints = {name: hints[name] for name in names if isinstance(name, str)}
         return with_hints(_renamed_policy(policy, offered), hints)
 
     @property
