@@ -68,6 +68,7 @@ from agentfsm._cli._mcp_wire import (
     unfit_rules,
     unlisted_names,
 )
+from agentfsm._engine.ask_floor import floored
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
 from agentfsm._model.types import (
@@ -80,7 +81,7 @@ from agentfsm._model.types import (
     ToolResult,
 )
 from agentfsm.exceptions import AgentFSMError
-from agentfsm.integrations._mcp_hints import with_hints
+from agentfsm.integrations._mcp_hints import changes_things, with_hints
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -710,8 +711,10 @@ class Proxy:
         name = call.name
         if name in self.pins.changed:
             return f"tool {name!r} changed since it was first listed"
-        now = with_hints(self.policy, {name: self.tools[name].get("annotations")})
-        if now.permission_for(call) != "allow":
+        if not changes_things(self.tools[name].get("annotations")):
+            return None
+        rules, table = self.policy.permission_rules, self.policy.permissions
+        if floored(("allow", "the policy"), call, rules, table)[0] != "allow":
             return f"tool {name!r} may change things (its current annotations)"
         return None
 
