@@ -473,8 +473,12 @@ class Proxy:
             if isinstance(waiter, _Own) and not waiter.future.done():
                 waiter.future.set_exception(ProxyError("the host cancelled the request"))
             await self._forward(message, {**message, "params": {**params, "requestId": ident}})
-        if not found and len(self._cancelled_ids) < 10_000:
-            self._cancelled_ids.add(_key(params["requestId"]))  # a call still waiting its turn
+        ident = params["requestId"]
+        # Only an id a call can have (a string or whole number) may name one waiting its turn;
+        # a list or object would not even hash.
+        callable_id = isinstance(ident, int | str) and not isinstance(ident, bool)
+        if not found and callable_id and len(self._cancelled_ids) < 10_000:
+            self._cancelled_ids.add(_key(ident))  # a call still waiting its turn
 
     async def _forward(self, message: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
         """Send `sent` (the host's `message`, renumbered) to the server; a request the

@@ -299,6 +299,17 @@ def _session(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return server.received
 
 
+def test_a_cancellation_naming_a_list_or_object_leaves_the_session_running() -> None:
+    """`notifications/cancelled` whose `requestId` is a list or an object names no call:
+    the host's later requests still reach the server (it used to end the read loop)."""
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for named in ([1], {"a": 1}):
+        params = {"requestId": named}
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        received = _session([cancel, ping])
+        assert [m.get("method") for m in received if "id" in m] == ["ping"]
+
+
 @given(st.lists(_MESSAGES, max_size=8))
 def test_no_host_message_makes_the_server_run_an_uncleared_call(
     messages: list[dict[str, Any]],
