@@ -68,6 +68,7 @@ from agentfsm._cli._mcp_wire import (
     unfit_rules,
     unlisted_names,
 )
+from agentfsm._engine.ask_floor import floored
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
 from agentfsm._model.types import (
@@ -80,7 +81,7 @@ from agentfsm._model.types import (
     ToolResult,
 )
 from agentfsm.exceptions import AgentFSMError
-from agentfsm.integrations._mcp_hints import with_hints
+from agentfsm.integrations._mcp_hints import changes_things, with_hints
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
@@ -472,8 +473,12 @@ class Proxy:
             if isinstance(waiter, _Own) and not waiter.future.done():
                 waiter.future.set_exception(ProxyError("the host cancelled the request"))
             await self._forward(message, {**message, "params": {**params, "requestId": ident}})
-        if not found and len(self._cancelled_ids) < 10_000:
-            self._cancelled_ids.add(_key(params["requestId"]))  # a call still waiting its turn
+        ident = params["requestId"]
+        # Only an id a call can have (a string or whole number) may name one waiting its turn;
+        # a list or object would not even hash.
+        callable_id = isinstance(ident, int | str) and not isinstance(ident, bool)
+        if not found and callable_id and len(self._cancelled_ids) < 10_000:
+            self._cancelled_ids.add(_key(ident))  # a call still waiting its turn
 
     async def _forward(self, message: Mapping[str, Any], sent: Mapping[str, Any]) -> None:
         """Send `sent` (the host's `message`, renumbered) to the server; a request the
@@ -710,8 +715,10 @@ class Proxy:
         name = call.name
         if name in self.pins.changed:
             return f"tool {name!r} changed since it was first listed"
-        now = with_hints(self.policy, {name: self.tools[name].get("annotations")})
-        if now.permission_for(call) != "allow":
+        if not changes_things(self.tools[name].get("annotations")):
+            return None
+        rules, table = self.policy.permission_rules, self.policy.permissions
+        if floored(("allow", "the policy"), call, rules, table)[0] != "allow":
             return f"tool {name!r} may change things (its current annotations)"
         return None
 

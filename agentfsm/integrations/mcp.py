@@ -63,6 +63,7 @@ from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from typing import Any, Self
 
+from agentfsm._engine.ask_floor import floored
 from agentfsm._engine.policy import Policy
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import ToolCall, ToolResult
@@ -74,7 +75,7 @@ from agentfsm.exceptions import (
     PolicyError,
     RunError,
 )
-from agentfsm.integrations._mcp_hints import with_hints
+from agentfsm.integrations._mcp_hints import changes_things, with_hints
 
 __all__ = ["MCPNotSentError", "MCPServerError", "MCPServerTools", "MCPToolError"]
 
@@ -206,13 +207,18 @@ class MCPServerTools:
             offered = dict(self._offered)
             hints = {offered[name]: self._listed[name].annotations for name in offered}
         if only is not None:
-            names = [only] if isinstance(only, str) else list(only)
+            if isinstance(only, str):
+                names: list[object] = [only]
+            elif isinstance(only, Iterable):
+                names = list(only)
+            else:
+                raise PolicyError(f"only must list tool names, not {type(only).__name__}")
             unknown = sorted(repr(n) for n in names if not isinstance(n, str) or n not in hints)
             if unknown:
                 raise PolicyError(
                     f"only names tools this server does not offer: {', '.join(unknown)}"
                 )
-            hints = {name: hints[name] for name in names}
+            hints = {name: hints[name] for name in names if isinstance(name, str)}
         return with_hints(_renamed_policy(policy, offered), hints)
 
     @property
@@ -706,7 +712,10 @@ def _asks_now(policy: object, call: ToolCall, annotations: Any) -> bool:
     """
     if not isinstance(policy, Policy) or policy.permission_for(call) != "allow":
         return False  # asked (a person said yes) or not cleared at all
-    return with_hints(policy, {call.name: annotations}).permission_for(call) != "allow"
+    if not changes_things(annotations):
+        return False
+    rules, table = policy.permission_rules, policy.permissions
+    return floored(("allow", "the policy"), call, rules, table)[0] != "allow"
 
 
 def _pinned(tool: Any) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from agentfsm._engine.policy import Policy
 from agentfsm._permissions import is_glob
 from tests.cli.test_mcp_proxy import SERVER, run, text
 from tests.cli.test_mcp_proxy_http import HttpProxy
-from tests.cli.test_mcp_proxy_ids import call, logged, proxied, result_of
+from tests.cli.test_mcp_proxy_ids import RawHost, call, logged, proxied, result_of
 
 DENY_DROP = {"permissions": {"drop_table": "deny"}}
 DROP = {"name": "drop_table", "arguments": {"table": "users"}}
@@ -36,6 +36,15 @@ DROP = {"name": "drop_table", "arguments": {"table": "users"}}
 
 def stderr_of(tmp_path: Path) -> str:
     return (tmp_path / "stderr.txt").read_text(encoding="utf-8")
+
+
+def relisted_after(host: RawHost, ident: int, tool: str) -> None:
+    """Call `tool` (it changes the server's listing) under `ident`, then list under
+    `ident + 1` and wait for that answer: the proxy has listed again by then."""
+    call(host, ident, tool, {})
+    result_of(host, ident)
+    host.send({"id": ident + 1, "method": "tools/list"})
+    host.wait_for(lambda m: m.get("id") == ident + 1)
 
 
 def notes_of(tmp_path: Path) -> list[str]:
@@ -133,10 +142,7 @@ class TestAnnotations:
             host.start(elicit=False)
             call(host, 2, "read_row", {"key": "a"})
             before = result_of(host, 2)
-            call(host, 3, "harden", {})
-            result_of(host, 3)
-            host.send({"id": 4, "method": "tools/list"})
-            host.wait_for(lambda m: m.get("id") == 4)  # the proxy has listed again by now
+            relisted_after(host, 3, "harden")
             call(host, 5, "read_row", {"key": "b"})
             after = result_of(host, 5)
         assert before["isError"] is False
@@ -162,10 +168,7 @@ class TestToolNames:
         policy = {"permissions": {"*": "allow"}, "permission_rules": ["deny read_row(key=secret*)"]}
         with proxied(tmp_path, policy, SERVER) as (host, log, _):
             host.start(elicit=False)
-            call(host, 2, "recase", {})
-            result_of(host, 2)
-            host.send({"id": 3, "method": "tools/list"})
-            host.wait_for(lambda m: m.get("id") == 3)  # the proxy has listed again by now
+            relisted_after(host, 2, "recase")
             call(host, 4, "Read_Row", {"key": "secret-1"})
             refused = result_of(host, 4)
         assert refused["isError"] is True
@@ -294,6 +297,17 @@ def _session(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     proxy = Proxy(policy, connect)
     asyncio.run(asyncio.wait_for(proxy.run(_Host(messages)), 60))
     return server.received
+
+
+def test_a_cancellation_naming_a_list_or_object_leaves_the_session_running() -> None:
+    """`notifications/cancelled` whose `requestId` is a list or an object names no call:
+    the host's later requests still reach the server (it used to end the read loop)."""
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for named in ([1], {"a": 1}):
+        params = {"requestId": named}
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        received = _session([cancel, ping])
+        assert [m.get("method") for m in received if "id" in m] == ["ping"]
 
 
 @given(st.lists(_MESSAGES, max_size=8))

@@ -224,6 +224,9 @@ class TestNames:
             af.Controller(notes.tools.policy(), tools=declared)
         with pytest.raises(PolicyError, match="'files_remov'"):
             notes.tools.policy(only=["files_remov"])
+        for bad in (3, 2.5, object()):  # not a list of names: PolicyError, not TypeError
+            with pytest.raises(PolicyError, match="only"):
+                notes.tools.policy(only=bad)  # type: ignore[arg-type]
 
     def test_two_tools_offered_under_one_name_are_refused(self, tmp_path: Path) -> None:
         """`notes.search` and `notes_search` would both be `notes_search`: `open()` raises
