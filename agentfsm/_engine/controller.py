@@ -26,7 +26,7 @@ from agentfsm._model._checked import listed, read
 from agentfsm._model._errors import at_call
 from agentfsm._model.copies import own_call, own_turn
 from agentfsm._model.run_state import Run, Step
-from agentfsm._model.snapshot import RunSnapshot
+from agentfsm._model.snapshot import RunSnapshot, default_snapshot
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._model.types import (
     Action,
@@ -158,7 +158,7 @@ class Controller:
             self._engine = TransitionsEngine(self.policy.routes)
             weakref.finalize(self, self._engine.close)
         # Built from the defaults, not validated: replay makes a Controller per recorded run.
-        self._base = unchecked(RunSnapshot, {**_DEFAULT_SNAPSHOT, "run_id": self._run.run_id})
+        self._base = default_snapshot(self._run.run_id)
         self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
             self._events.started(self.policy.to_json(), _declared(self._run.specs))
@@ -901,10 +901,6 @@ def _items(value: object) -> list[tuple[Any, Any]] | None:
     if not isinstance(value, Mapping):
         return None
     return read("may_run: arguments", InvalidInputError, lambda: list(value.items()))
-
-
-_DEFAULT_SNAPSHOT = RunSnapshot().__dict__
-"""Every snapshot field at its default; a Controller's base snapshot differs by its run id."""
 
 
 def _declared(specs: dict[str, ToolSpec] | None) -> list[dict[str, Any]] | None:

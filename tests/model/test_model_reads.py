@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 import agentfsm as af
-from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import unchecked, unchecked_maker
 from agentfsm._permissions import Rule
@@ -23,7 +22,6 @@ STEP_MODELS: list[type[BaseModel]] = [
     af.ModelTurn,
     af.ToolResult,
     af.Decision,
-    RunSnapshot,
     af.Policy,
     ToolSpec,
     Rule,
@@ -38,7 +36,6 @@ def instances() -> list[BaseModel]:
         af.ModelTurn(text="hi", tool_calls=[call]),
         af.ToolResult(call_id="c1", content="ok"),
         af.Controller(tools=["echo"]).on_model_output(af.ModelTurn(text="done")),
-        RunSnapshot(turn=2),
         af.Policy(max_turns=4),
         ToolSpec(name="echo"),
         Rule(action="ask", tool="echo"),
@@ -172,11 +169,9 @@ class TestMaker:
     def test_one_function_per_class_and_no_new_classes(self) -> None:
         """Asking again gives the same function, and building makes no new class."""
         assert unchecked_maker(af.Decision) is unchecked_maker(af.Decision)
-        assert unchecked_maker(RunSnapshot) is unchecked_maker(RunSnapshot)
-        before = {cls: len(cls.__subclasses__()) for cls in (af.ToolCall, af.Usage, RunSnapshot)}
+        before = {cls: len(cls.__subclasses__()) for cls in (af.ToolCall, af.Usage)}
         for _ in range(5):
             unchecked(af.ToolCall, dict(af.ToolCall(name="echo").__dict__))
             unchecked(af.Usage, {"input_tokens": 1, "output_tokens": 2, "cost": None})
-            unchecked(RunSnapshot, dict(RunSnapshot().__dict__))
         after = {cls: len(cls.__subclasses__()) for cls in before}
         assert after == before
