@@ -39,7 +39,6 @@ from agentfsm._model.types import (
     ToolCall,
     ToolResult,
     Usage,
-    unchecked,
     unchecked_decision,
 )
 from agentfsm.exceptions import (
@@ -568,8 +567,7 @@ class Controller:
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()
         run.pending_allowed, run.approved, run.refused = (), (), {}
         run.interjection, run.round_failed = None, False
-        decision = unchecked(
-            Decision,
+        decision = unchecked_decision(
             {
                 "action": Action.FINAL if exit_reason is ExitReason.COMPLETED else Action.STOP,
                 "priority": Priority.P6,

@@ -5,30 +5,24 @@ from the controller's counters and the analysis of the parse and validate
 states. Guards are pure functions of it, so they are trivial to test: build
 one with `agentfsm.testing.snapshot(...)` and call the guard.
 
-A snapshot is a plain frozen record, not a pydantic model: the step builds two or
-three of them from values it checked itself, and a pydantic copy cost several times
-the rest of the work (issue 36). A snapshot a user builds, `RunSnapshot(turn=3)`, is
-validated field by field as before, by a pydantic model made from the annotations
-below, and raises `DataError` naming each bad field.
+A snapshot is a plain frozen record (`agentfsm._model.records`): the step builds two
+or three of them from values it checked itself. One a user builds, `RunSnapshot(turn=3)`,
+is validated field by field and raises `DataError` naming each bad field.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal
 
-from pydantic import ConfigDict, create_model
-
-from agentfsm._model._checked import Checked
+from agentfsm._model.records import Record
 from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
-from agentfsm.exceptions import DataError
 
 __all__ = ["Phase", "RunSnapshot", "unchecked_evolve", "unchecked_snapshot"]
 
 Phase = Literal["model_output", "tool_results", "human_reply"]
 
 
-class RunSnapshot:
+class RunSnapshot(Record):
     """What a run looks like at the moment a guard is asked."""
 
     run_id: str = "run"
@@ -93,77 +87,21 @@ class RunSnapshot:
     human_message: str | None = None
     """What the human said, if anything."""
 
-    def __init__(self, **fields: Any) -> None:
-        """`fields` over the defaults, each validated: `DataError` names every bad one."""
-        checked = _validator().model_validate(fields)
-        vars(self).update(checked.__dict__)
 
-    def replace(self, **changes: Any) -> RunSnapshot:
-        """A copy with `changes`, validated like the constructor."""
-        return RunSnapshot(**{**vars(self), **changes})
-
-    def as_dict(self) -> dict[str, Any]:
-        """Every field by name (a new dict; the values are the snapshot's own)."""
-        return dict(vars(self))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise DataError(
-            f"RunSnapshot is frozen: {name} cannot be set; build another with replace()",
-            model="RunSnapshot",
-            problems=[(name, "the snapshot is frozen")],
-        )
-
-    def __delattr__(self, name: str) -> None:
-        raise DataError(
-            f"RunSnapshot is frozen: {name} cannot be deleted",
-            model="RunSnapshot",
-            problems=[(name, "the snapshot is frozen")],
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not RunSnapshot:
-            return NotImplemented
-        return vars(self) == vars(other)
-
-    __hash__ = None  # type: ignore[assignment]  # equal by value, so not hashable (as a dict)
-
-    def __repr__(self) -> str:
-        return f"RunSnapshot({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
-
-
-FIELDS: tuple[str, ...] = tuple(RunSnapshot.__annotations__)
+FIELDS: tuple[str, ...] = RunSnapshot._fields
 """The snapshot's fields, in their order."""
 
-_DEFAULTS: dict[str, Any] = {name: getattr(RunSnapshot, name) for name in FIELDS}
-
-
-@functools.cache
-def _validator() -> type[Checked]:
-    """The pydantic model that checks a snapshot a user builds, made on first use."""
-    hints = get_type_hints(RunSnapshot)
-    fields: dict[str, Any] = {name: (hints[name], _DEFAULTS[name]) for name in FIELDS}
-    model: type[Checked] = create_model("RunSnapshot", __base__=_Frozen, **fields)
-    return model
-
-
-class _Frozen(Checked):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_DEFAULTS: dict[str, Any] = dict(RunSnapshot._defaults)
 
 
 def unchecked_snapshot(values: dict[str, Any]) -> RunSnapshot:
     """A snapshot of `values` (every field), unvalidated: the step's own data, checked already."""
-    snap = object.__new__(RunSnapshot)
-    vars(snap).update(values)
-    return snap
+    return RunSnapshot._made(values)
 
 
 def unchecked_evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
     """A copy of `snap` with `changes`, unvalidated: the routing path's own data."""
-    made = object.__new__(RunSnapshot)
-    fields = vars(made)
-    fields.update(vars(snap))
-    fields.update(changes)
-    return made
+    return RunSnapshot._made({**vars(snap), **changes})
 
 
 def default_snapshot(run_id: str) -> RunSnapshot:

@@ -1,7 +1,8 @@
 """The data that crosses agentfsm's boundaries: turns, calls, results, decisions.
 
-Every type here is a pydantic model or a string enum. Records are frozen: a
-`ModelTurn` or a `Decision` is a fact about something that already happened.
+Every type here is a pydantic model, a plain frozen record (`Decision`) or a string
+enum. Records are frozen: a `ModelTurn` or a `Decision` is a fact about something
+that already happened.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentfsm._model._checked import Checked, constructed
+from agentfsm._model.records import Record
 from agentfsm.exceptions import DataError
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -297,10 +299,12 @@ class ToolResult(Checked):
     """The tool's name, for hosts whose wire format needs it."""
 
 
-class Decision(Checked):
-    """What the controller decided after one input, and why."""
+class Decision(Record):
+    """What the controller decided after one input, and why.
 
-    model_config = _FROZEN
+    A plain frozen record (`agentfsm._model.records`), made on every input: one you build
+    is validated, and it dumps (`model_dump`, `model_dump_json`) as a pydantic model does.
+    """
 
     action: Action
     """What the host should do next."""
@@ -339,4 +343,4 @@ class Decision(Checked):
 
 
 # The Controller's decision, made on every step from values it checked itself.
-unchecked_decision = unchecked_maker(Decision)
+unchecked_decision = Decision._made
