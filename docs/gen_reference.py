@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 import agentfsm as af
+from agentfsm._model.records import Record
 
 OUT = Path(__file__).resolve().parent / "reference.md"
 MODELS: tuple[type[BaseModel], ...] = (
@@ -59,7 +60,7 @@ def _field_docs(model: type[BaseModel]) -> dict[str, str]:
     """Each field's docstring: the string literal right after its annotated assignment."""
     docs: dict[str, str] = {}
     for klass in reversed(model.__mro__):
-        if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
+        if klass in (BaseModel, Record) or not issubclass(klass, BaseModel | Record):
             continue
         tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
         body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 import agentfsm as af
 from agentfsm._model.tools import ToolSpec
-from agentfsm._model.types import unchecked, unchecked_maker
+from agentfsm._model.types import unchecked, unchecked_decision
 from agentfsm._permissions import Rule
 from agentfsm.exceptions import DataError
 
@@ -21,7 +21,6 @@ STEP_MODELS: list[type[BaseModel]] = [
     af.Usage,
     af.ModelTurn,
     af.ToolResult,
-    af.Decision,
     af.Policy,
     ToolSpec,
     Rule,
@@ -35,7 +34,6 @@ def instances() -> list[BaseModel]:
         af.Usage(input_tokens=3, output_tokens=4),
         af.ModelTurn(text="hi", tool_calls=[call]),
         af.ToolResult(call_id="c1", content="ok"),
-        af.Controller(tools=["echo"]).on_model_output(af.ModelTurn(text="done")),
         af.Policy(max_turns=4),
         ToolSpec(name="echo"),
         Rule(action="ask", tool="echo"),
@@ -141,7 +139,7 @@ class TestBuild:
             "answer": None,
             "note": None,
         }
-        built = unchecked(af.Decision, dict(values))
+        built = unchecked_decision(dict(values))
         assert type(built) is af.Decision
         assert built == af.Decision(**values)
         assert built.model_fields_set == set(af.Decision.model_fields)
@@ -168,7 +166,6 @@ class TestMaker:
 
     def test_one_function_per_class_and_no_new_classes(self) -> None:
         """Asking again gives the same function, and building makes no new class."""
-        assert unchecked_maker(af.Decision) is unchecked_maker(af.Decision)
         before = {cls: len(cls.__subclasses__()) for cls in (af.ToolCall, af.Usage)}
         for _ in range(5):
             unchecked(af.ToolCall, dict(af.ToolCall(name="echo").__dict__))

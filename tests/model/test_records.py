@@ -124,7 +124,9 @@ def _decisions() -> list[af.Decision]:
         )
     ]
     made.append(ctl.on_tool_results([af.ToolResult(call_id="a", content={"ok": True})]))
-    made.append(ctl.on_model_output(af.ModelTurn(tool_calls=[af.ToolCall(id="b", name="rm", arguments={})])))
+    made.append(
+        ctl.on_model_output(af.ModelTurn(tool_calls=[af.ToolCall(id="b", name="rm", arguments={})]))
+    )
     made.append(ctl.on_human_reply(False, "no"))
     made.append(ctl.on_model_output(af.ModelTurn(text="done")))
     return made
@@ -196,9 +198,9 @@ class TestDecision:
             d.model_copy(update=[("turn", 1)])  # type: ignore[arg-type]
         with pytest.raises(DataError, match="frozen"):
             d.turn = 4  # type: ignore[misc]
-        with pytest.raises(DataError, match="Decision.model_dump_json: indent"):
+        with pytest.raises(DataError, match=r"Decision\.model_dump_json: indent"):
             d.model_dump_json(indent=-1)
-        with pytest.raises(DataError, match="Decision.model_dump"):
+        with pytest.raises(DataError, match=r"Decision\.model_dump"):
             d.model_dump(include=3)
         deep = d.model_copy(deep=True)
         assert deep == d

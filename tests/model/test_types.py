@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 import agentfsm as af
-from agentfsm._model.types import unchecked
+from agentfsm._model.types import unchecked_decision
 from agentfsm.exceptions import DataError
 
 
@@ -34,27 +34,27 @@ def decision_values() -> dict[str, object]:
 class TestBuild:
     def test_a_built_model_equals_the_validated_one(self) -> None:
         """unchecked() gives the same model as validation, for the same complete values."""
-        assert unchecked(af.Decision, decision_values()) == af.Decision(**decision_values())
+        assert unchecked_decision(decision_values()) == af.Decision(**decision_values())
 
     def test_a_built_model_is_frozen_and_dumps(self) -> None:
         """A built model refuses assignment and dumps to JSON like any other."""
-        built = unchecked(af.Decision, decision_values())
+        built = unchecked_decision(decision_values())
         with pytest.raises(DataError):
             built.turn = 4
         assert built.model_dump(mode="json")["path"] == ["execute", "budget_check", "await_model"]
 
     def test_copies_of_built_models_do_not_share_state(self) -> None:
         """model_copy of a built model changes the copy only."""
-        first = unchecked(af.Decision, decision_values())
+        first = unchecked_decision(decision_values())
         second = first.model_copy(update={"turn": 9})
         assert (first.turn, second.turn) == (3, 9)
-        assert unchecked(af.Decision, decision_values()).model_fields_set == set(
+        assert unchecked_decision(decision_values()).model_fields_set == set(
             af.Decision.model_fields
         )
 
     def test_a_built_model_pickles(self) -> None:
         """A built model survives pickle (replay sends decisions across processes)."""
-        built = unchecked(af.Decision, decision_values())
+        built = unchecked_decision(decision_values())
         assert pickle.loads(pickle.dumps(built)) == built
 
 
