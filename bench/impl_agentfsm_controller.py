@@ -3,7 +3,8 @@
 Variants: `turn` feeds prebuilt `ModelTurn`s; `openai` feeds OpenAI chat-completions
 bodies (dicts), so it also pays for normalizing; `declared` is `openai` with `echo` declared
 by a JSON schema (an integer `i` with a `minimum`), so every call's arguments are checked, as
-LangGraph's ToolNode validates its tool's arguments; `observed` is `turn` with one observer
+LangGraph's ToolNode validates its tool's arguments; `turn_declared` is `turn` with that schema;
+`observed` is `turn` with one observer
 (`deque.append`), so every event is built; `transitions` is `turn` on the reference engine
 where the shared `transitions` machine picks every edge.
 """
@@ -120,6 +121,7 @@ def builders() -> dict[str, Builder]:
         "turn": variant(turns),
         "openai": variant(_openai_bodies),
         "declared": variant(_openai_bodies, declared=ECHO_SPEC),
+        "turn_declared": variant(turns, declared=ECHO_SPEC),
         "observed": variant(turns, observers=[events.append]),
         "transitions": variant(turns, engine="transitions"),
     }
