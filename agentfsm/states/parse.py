@@ -63,14 +63,17 @@ def _bounded(turn: ModelTurn) -> ModelTurn:
         if _nested(call):
             break
     else:
+        return turn  # flat arguments, the common case
+    deep = [_nested(call) and nesting_exceeds(call.arguments, MAX_DEPTH) for call in calls]
+    if not any(deep):  # nested within the bound: the turn stays as given
         return turn
     fixed = [
         replaced(
             call, {"arguments": None, "error": f"arguments nest deeper than {MAX_DEPTH} levels"}
         )
-        if _nested(call) and nesting_exceeds(call.arguments, MAX_DEPTH)
+        if too_deep
         else call
-        for call in calls
+        for call, too_deep in zip(calls, deep, strict=True)
     ]
     return replaced(turn, {"tool_calls": fixed})
 
