@@ -22,7 +22,7 @@ from agentfsm._engine.machine import TransitionsEngine, shared_machine
 from agentfsm._engine.persistence import dump_run, load_run
 from agentfsm._engine.policy import Policy, as_policy, check_against_tools
 from agentfsm._engine.routes import WAITING, Route, RouteTable
-from agentfsm._model._checked import listed, read
+from agentfsm._model._checked import listed, read, replaced
 from agentfsm._model._errors import at_call
 from agentfsm._model.copies import own_call, own_turn
 from agentfsm._model.run_state import Run, Step
@@ -81,7 +81,7 @@ def _atomic(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         ctl: Controller = args[0]  # type: ignore[assignment]
         with ctl._lock:
-            run, last = ctl._run, ctl._last_output
+            run, last = ctl._run, ctl._last
             saved = run.save()
             try:
                 return method(*args, **kwargs)
@@ -147,7 +147,10 @@ class Controller:
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, specs, clock)
         self._engine: TransitionsEngine | None = None
-        self._last_output: ModelTurn | None = None
+        # The latest model output as routed, and the run's own copies of its calls: a turn the
+        # host built is kept as given (its calls equal the copies when routed), and one holding
+        # the copies is made only when something reads it (`_routed`), not on every step.
+        self._last: tuple[ModelTurn, list[ToolCall]] | None = None
         self._lock = threading.RLock()
         self._fired: list[tuple[Route, Hit]] = []
         # The calls started by `claim`, with the pending-call dict they were claimed in: a
@@ -255,8 +258,18 @@ class Controller:
 
         A copy of the run's record: editing its calls' arguments changes nothing.
         """
-        last = self._last_output
+        last = self._routed()
         return None if last is None else own_turn(last)
+
+    def _routed(self) -> ModelTurn | None:
+        """The latest model output with the run's own calls (the record `dump` and replies read)."""
+        if self._last is None:
+            return None
+        turn, calls = self._last
+        if turn.tool_calls is not calls:
+            turn = replaced(turn, {"tool_calls": calls})
+            self._last = (turn, calls)
+        return turn
 
     @property
     def tools(self) -> dict[str, ToolSpec] | None:
@@ -277,7 +290,7 @@ class Controller:
         guards, callable tools) is recorded by name and must be given again to `load`.
         """
         engine = "compiled" if self._engine is None else "transitions"
-        return dump_run(self._run, self.policy, self._last_output, engine)
+        return dump_run(self._run, self.policy, self._routed(), engine)
 
     @classmethod
     @at_call
@@ -309,7 +322,8 @@ class Controller:
         loaded = load_run(data, policy=policy, tools=tools, clock=clock)
         ctl = cls(loaded.policy, run_id=loaded.run.run_id, engine=loaded.engine, clock=clock)
         ctl._run = loaded.run
-        ctl._last_output = loaded.last_output
+        last = loaded.last_output
+        ctl._last = None if last is None else (last, last.tool_calls)
         ctl._events.observers.extend(as_observers(observers))
         return ctl
 
@@ -339,7 +353,7 @@ class Controller:
         # parse.enter fills in the counters; the edge out of await_model reads nothing.
         step = Step(self._base, output)
         decision = self._route(step)
-        self._last_output = step.output
+        self._last = None if step.output is None else (step.output, step.calls)
         return decision
 
     @_atomic
@@ -378,11 +392,15 @@ class Controller:
         ]
 
     def _undo(
-        self, run: Run, saved: tuple[Any, ...], last: ModelTurn | None, exc: BaseException
+        self,
+        run: Run,
+        saved: tuple[Any, ...],
+        last: tuple[ModelTurn, list[ToolCall]] | None,
+        exc: BaseException,
     ) -> None:
         """Put the run back as it was before a failed input."""
         run.restore(saved)
-        self._run, self._last_output = run, last
+        self._run, self._last = run, last
         if isinstance(exc, AttributeError | TypeError):
             _check_hits(self._fired, exc)  # a guard that answered something else than a Hit
 
@@ -441,8 +459,9 @@ class Controller:
         run = self._run
         reply = read_reply(run, approved, message, messages, arguments)
         # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
-        rejected = _refused(run, self._last_output)
-        calls, answered = split(run, reply, message, self._last_output)
+        last = self._routed()
+        rejected = _refused(run, last)
+        calls, answered = split(run, reply, message, last)
         rejected += answered
         said = self._said(reply, message, calls)
         if said:
@@ -561,7 +580,7 @@ class Controller:
         pending = list(run.pending.values()) or [*run.pending_approval, *run.pending_allowed]
         results = _not_executed(pending, [], why)
         answered = {r.call_id for r in results}
-        results += [r for r in _refused(run, self._last_output) if r.call_id not in answered]
+        results += [r for r in _refused(run, self._routed()) if r.call_id not in answered]
         source = run.state
         run.state, run.exit_reason = State.END, exit_reason
         run.pending, run.pending_approval, run.pending_rejected = {}, (), ()

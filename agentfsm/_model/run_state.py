@@ -198,12 +198,16 @@ _SAVE = attrgetter(*_CHANGING)
 class Step:
     """The input being routed and what the states found out about it."""
 
-    __slots__ = ("hit", "output", "payload", "round", "sigs", "snap")
+    __slots__ = ("calls", "hit", "output", "payload", "round", "sigs", "snap")
 
     def __init__(self, snap: RunSnapshot, payload: Any = None) -> None:
         self.snap = snap
         self.payload = payload
         self.output: ModelTurn | None = None
+        self.calls: list[ToolCall] = []
+        """The output's calls as the run keeps them (parse): copies no one else holds, with
+        every id issued. `output.tool_calls` equals them, and is them unless the host built
+        the turn (its calls are the host's, which the run never keeps)."""
         self.hit: Fired | None = None
         """The Hit of the edge being taken, for the destination's entry work (end reads it)."""
         self.sigs: dict[str, Hashable] = _NO_SIGS

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable
 
 from agentfsm._model._checked import replaced
-from agentfsm._model.copies import own_turn
+from agentfsm._model.copies import own_call
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.pricing import turn_cost, unknown_price
 from agentfsm._model.run_state import Run, Step
@@ -24,16 +24,21 @@ def enter(run: Run, step: Step) -> None:
     """Normalize the payload, issue missing or duplicate ids, count the turn and its usage."""
     payload = step.payload
     # A turn the host built is bounded here; a raw payload is read (and bounded) by `normalize`.
-    # The run keeps arguments no one else holds: the host's turn may change later. A turn
-    # read from a raw payload already holds its own (`normalize` copies argument objects).
-    is_turn = isinstance(payload, ModelTurn)
-    turn = own_turn(_bounded(payload)) if is_turn else _normalizer()(payload)
+    # The run keeps calls whose arguments no one else holds: the host's turn may change
+    # later. A turn read from a raw payload already holds its own (`normalize` copies
+    # argument objects); a host's turn is kept as given beside copies of its calls, which
+    # the controller puts in a turn of their own only when something reads it later.
+    if isinstance(payload, ModelTurn):
+        turn = _bounded(payload)
+        calls = [own_call(call) for call in turn.tool_calls]
+    else:
+        turn = _normalizer()(payload)
+        calls = turn.tool_calls
     next_turn = run.turn + 1
     notes: list[str] = []
-    calls = turn.tool_calls
     if calls and (len(calls) > 1 or not calls[0].id):  # one call with an id: nothing to fix
         calls, notes = _issue_ids(calls, next_turn)
-        if notes:
+        if notes:  # guards read the issued ids in the output too
             turn = replaced(turn, {"tool_calls": calls})
     unknown = ""
     if run.prices:
@@ -47,7 +52,7 @@ def enter(run: Run, step: Step) -> None:
         run.tokens += usage.input_tokens + usage.output_tokens
         run.cost += usage.cost or 0.0
         run.context_tokens = usage.input_tokens + usage.output_tokens
-    step.output = turn
+    step.output, step.calls = turn, calls
     changes = {"output": turn, "notes": tuple(notes), "cost_unknown": unknown}
     step.snap = run.snapshot(step.snap, "model_output", changes)
 

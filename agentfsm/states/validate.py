@@ -31,7 +31,7 @@ def _refusal(call: ToolCall, why: str) -> ToolResult:
 
 def enter(run: Run, step: Step) -> None:
     """Split the turn's calls into runnable, refused, denied, to-approve and handoffs."""
-    calls = step.output.tool_calls if step.output is not None else []
+    calls = step.calls
     run.retries = 0
     snap = step.snap
     if not calls:
