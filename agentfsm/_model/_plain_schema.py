@@ -78,7 +78,18 @@ def _compile(schema: Any, depth: int) -> Check:
         for key, value in schema.items()
         if key not in _ANNOTATIONS
     ]
-    return lambda v: all(check(v) for check in checks)
+    if len(checks) == 1:
+        return checks[0]
+
+    def every(v: Any) -> bool:
+        # Loops, not all(generator): the check runs on every call's arguments, and a
+        # generator costs more to make than these few keywords cost to test.
+        for check in checks:  # noqa: SIM110
+            if not check(v):
+                return False
+        return True
+
+    return every
 
 
 def _keyword(key: str, value: Any, schema: Mapping[str, Any], depth: int) -> Check:
@@ -107,7 +118,16 @@ def _type(value: Any) -> Check:
     if not isinstance(names, list) or not names or any(n not in _TYPES for n in names):
         raise _NotPlainError
     tests = [_TYPES[n] for n in names]
-    return lambda v: any(test(v) for test in tests)
+    if len(tests) == 1:
+        return tests[0]
+
+    def any_type(v: Any) -> bool:
+        for test in tests:  # noqa: SIM110  # a loop, as in `every` above
+            if test(v):
+                return True
+        return False
+
+    return any_type
 
 
 def _properties(value: Any, depth: int) -> Check:
@@ -118,7 +138,11 @@ def _properties(value: Any, depth: int) -> Check:
     def check(v: Any) -> bool:
         if type(v) is not dict:
             return True  # `properties` applies to objects only
-        return all(inner[k](item) for k, item in v.items() if k in inner)
+        for key, item in v.items():
+            each = inner.get(key)
+            if each is not None and not each(item):
+                return False
+        return True
 
     return check
 
@@ -126,8 +150,8 @@ def _properties(value: Any, depth: int) -> Check:
 def _required(value: Any) -> Check:
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
         raise _NotPlainError
-    names = tuple(value)
-    return lambda v: type(v) is not dict or all(n in v for n in names)
+    names = frozenset(value)
+    return lambda v: type(v) is not dict or names.issubset(v)
 
 
 def _closed(value: Any, properties: Any) -> Check:
