@@ -349,7 +349,8 @@ class Controller:
     @_atomic
     def on_model_output(self, output: ModelTurn | Mapping[str, Any] | Any) -> Decision:
         """Route one model output: a ModelTurn, or any payload `normalize` reads."""
-        self._expect((State.AWAIT_MODEL,), "a model output")
+        if self._run.state is not State.AWAIT_MODEL:
+            raise self._wrong_state((State.AWAIT_MODEL,), "a model output")
         # parse.enter fills in the counters; the edge out of await_model reads nothing.
         step = Step(self._base, output)
         decision = self._route(step)
@@ -364,7 +365,8 @@ class Controller:
         (`{"role": "tool", "tool_call_id", "content"}`, or a legacy `function` message, which
         answers the pending call of that name) or a LangChain `ToolMessage`.
         """
-        self._expect((State.EXECUTE, State.HANDOFF), "tool results")
+        if self._run.state not in (State.EXECUTE, State.HANDOFF):
+            raise self._wrong_state((State.EXECUTE, State.HANDOFF), "tool results")
         run = self._run
         items = self._results(results)
         step = Step(run.snapshot(self._base, "tool_results", collect(run, items)))
@@ -455,7 +457,8 @@ class Controller:
             InvalidInputError: not awaiting a human, or a reply that does not fit the asked
                 calls (a missing or unknown id, a value of the wrong type); the run is unchanged.
         """
-        self._expect((State.AWAIT_HUMAN,), "a human reply")
+        if self._run.state is not State.AWAIT_HUMAN:
+            raise self._wrong_state((State.AWAIT_HUMAN,), "a human reply")
         run = self._run
         reply = read_reply(run, approved, message, messages, arguments)
         # The turn's refused calls were answered in the ASK_HUMAN decision: not again here.
@@ -522,8 +525,8 @@ class Controller:
             run.interjection = text
         elif run.state is State.AWAIT_HUMAN:
             return self.on_human_reply(approved=not run.pending_approval, message=text)
-        else:
-            self._expect((State.AWAIT_MODEL,), "a user message")
+        elif run.state is not State.AWAIT_MODEL:
+            raise self._wrong_state((State.AWAIT_MODEL,), "a user message")
         run.last_call, run.streak = None, 0
         if self._events.active:  # one delivery: the episode's start and the message, or neither
             self._events.user_message(run.turn, text, run.episode if opened else None)
@@ -650,15 +653,15 @@ class Controller:
                 turn=self._run.turn,
             )
 
-    def _expect(self, states: tuple[State, ...], what: str) -> None:
+    def _wrong_state(self, states: tuple[State, ...], what: str) -> InvalidInputError:
+        """The error for an input the run cannot take in its state: `what` is taken in `states`."""
         run = self._run
-        if run.state not in states:
-            wanted = " or ".join(s.value for s in states)
-            raise InvalidInputError(
-                f"cannot take {what} in state {run.state.value!r}; it is taken in {wanted}",
-                state=run.state.value,
-                turn=run.turn,
-            )
+        wanted = " or ".join(s.value for s in states)
+        return InvalidInputError(
+            f"cannot take {what} in state {run.state.value!r}; it is taken in {wanted}",
+            state=run.state.value,
+            turn=run.turn,
+        )
 
     def _route(self, step: Step, record: tuple[str, dict[str, Any]] | None = None) -> Decision:
         """Walk the route table from the current state to the next waiting state.

@@ -158,7 +158,7 @@ class Emitter:
     @property
     def active(self) -> bool:
         """Whether anyone listens; events are not even built otherwise."""
-        return bool(self.observers) or _log_sink() is not None
+        return bool(self.observers) or structlog_configured() or logging_enabled()
 
     def deliver(self, turn: int, events: list[dict[str, Any]]) -> None:
         """Deliver one input's events to every observer, all or nothing.

@@ -25,12 +25,20 @@ def copied(value: Any) -> Any:
     """
     kind = type(value)
     if kind is dict:
-        return {key: copied(item) for key, item in value.items()}
+        # Most arguments are flat: a leaf is taken as it is, without a call to find that out.
+        return {
+            key: item if type(item) not in _CONTAINERS else copied(item)
+            for key, item in value.items()
+        }
     if kind is list:
-        return [copied(item) for item in value]
+        return [item if type(item) not in _CONTAINERS else copied(item) for item in value]
     if kind is tuple:
         return tuple(copied(item) for item in value)
     return value
+
+
+_CONTAINERS = frozenset({dict, list, tuple})
+"""The types `copied` makes new (exactly these: a subclass is a leaf, as before)."""
 
 
 def own_call(call: ToolCall) -> ToolCall:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentfsm._model.snapshot import Phase, RunSnapshot, unchecked_snapshot
+from agentfsm._model.snapshot import Phase, RunSnapshot
 from agentfsm._model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult, Verdict
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ class Run:
         values["retries_in_a_row"] = self.retries
         values["incomplete_in_a_row"] = self.incomplete
         values.update(changes)
-        return unchecked_snapshot(values)
+        return RunSnapshot._made(values)
 
     def save(self) -> tuple[Any, ...]:
         """Every field an input can change, for `restore`."""

@@ -20,7 +20,7 @@ STEPS = 20
 """Steps counted, after two to warm the run up."""
 
 CALLS_PER_STEP = 350
-"""Function calls of one step (model output, results, both decisions): 270 when it was written."""
+"""Function calls of one step (model output, results, both decisions): 262 when it was written."""
 
 COPIES_PER_STEP = 3
 """Pydantic copies of one step: the host's turn and its call (the run keeps arguments no one
