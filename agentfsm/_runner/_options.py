@@ -31,6 +31,10 @@ PROVIDER_TIMEOUT = 120.0
 retried timeout, not in litellm's 6,000 s wait."""
 
 
+_PROVIDER = ("tool_choice", "parallel_tool_calls", "api_base", "api_key")
+"""The fields that are litellm arguments, passed as given."""
+
+
 class Flag(Protocol):
     def is_set(self) -> bool: ...
 
@@ -120,12 +124,7 @@ class RunOptions:
 
     def _provider(self) -> dict[str, Any]:
         """The provider settings a run passes to litellm and on to its sub-agents."""
-        return {
-            "tool_choice": self.tool_choice,
-            "parallel_tool_calls": self.parallel_tool_calls,
-            "api_base": self.api_base,
-            "api_key": self.api_key,
-        }
+        return {name: getattr(self, name) for name in _PROVIDER}
 
     def child(self, agent: Agent) -> tuple[str, dict[str, Any]]:
         """The model and the keyword arguments of a sub-agent's run.
