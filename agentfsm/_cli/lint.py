@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm._cli._options import Once
+from agentfsm._cli._options import Once, subcommand
 from agentfsm._engine.policy import (
     NAMED_TOOLS,
     Policy,
@@ -78,11 +78,8 @@ class Finding:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `lint` on an argparse subparsers object; `args.handler(args)` runs it."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "lint",
-        help="report what in a policy file can never work as written",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = subcommand(
+        subparsers, "lint", "report what in a policy file can never work as written", __doc__
     )
     parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
     parser.add_argument(
