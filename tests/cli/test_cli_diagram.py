@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,21 @@ from agentfsm import Action, Controller, Policy, ToolResult
 from agentfsm._diagrams import dot, mermaid
 from agentfsm._replay.trace import TraceWriter
 from agentfsm.testing import call, turn
+from tests.processes import python
 
 
 def diagram(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m agentfsm diagram ARGS` in a fresh interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentfsm", "diagram", *args],
+    return python(
+        "-m",
+        "agentfsm",
+        "diagram",
+        *args,
         cwd=cwd,
         env=env if env is not None else {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
 
 

@@ -4,6 +4,7 @@ talks to the proxy process, which starts a real server process that logs every c
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -17,6 +18,8 @@ import mcp.types as mt
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests import processes
 
 SERVER = str(Path(__file__).with_name("mcp_proxy_server.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -78,20 +81,8 @@ def run(work: Callable[[], Awaitable[T]]) -> T:
     return asyncio.run(bounded())
 
 
-def python(
-    *args: str | Path, timeout: float = 60, **given: Any
-) -> subprocess.CompletedProcess[str]:
-    """This interpreter run with `args` under ENV to its end, its output captured as text;
-    `given` are further `subprocess.run` arguments (cwd, input, stdin)."""
-    return subprocess.run(
-        [sys.executable, *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-        timeout=timeout,
-        **given,
-    )
+python = functools.partial(processes.python, env=ENV, timeout=60)
+"""`tests.processes.python` under ENV, a minute at most unless told."""
 
 
 def replayed(trace: Path) -> dict[str, Any]:

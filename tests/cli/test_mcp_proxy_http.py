@@ -44,6 +44,7 @@ from tests.cli.test_mcp_proxy import (
     run,
     text,
 )
+from tests.processes import free_port, wait_until_listening
 
 
 class HttpProxy(Proxy):
@@ -368,9 +369,7 @@ def _http_server(
     """A streamable HTTP MCP server on 127.0.0.1 (asking for `token`, when given): its URL,
     its call log, its process."""
     log = tmp_path / "http-calls.log"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     with subprocess.Popen(
         [sys.executable, SERVER, str(log), str(port), *([token] if token else [])],
         stdout=subprocess.DEVNULL,
@@ -378,15 +377,7 @@ def _http_server(
         env=ENV,
     ) as process:
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert process.poll() is None, "the HTTP MCP server exited"
-                    assert time.monotonic() < deadline, "the HTTP MCP server did not start"
-                    time.sleep(0.1)
+            wait_until_listening(port, process, "HTTP MCP server")
             yield f"http://127.0.0.1:{port}/mcp", log, process
         finally:
             process.kill()
@@ -519,9 +510,7 @@ class TestArguments:
     def test_bad_http_arguments_exit_2(self, tmp_path: Path, args: list[str], said: str) -> None:
         """Both a URL and a command, a URL that is not http(s) or not listening, a --http
         that is not [HOST:]PORT: exit 2, a message naming it, nothing on stdout."""
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            free = probe.getsockname()[1]
+        free = free_port()
         done = proxy_exits(tmp_path, *(a.replace("{free}", str(free)) for a in args))
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("agentfsm mcp-proxy: ")

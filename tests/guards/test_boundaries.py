@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm import ExitReason, FinishReason, ModelTurn, Priority
+from agentfsm import FinishReason, ModelTurn
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards import (
     ContentFiltered,
     ContextLimit,
     CostBudget,
     Deadline,
-    Guard,
     HumanApproved,
     HumanDeclined,
     MaxToolCalls,
@@ -22,30 +21,7 @@ from agentfsm.guards import (
     TokenBudget,
 )
 from agentfsm.testing import call, snapshot, turn
-
-
-@pytest.mark.parametrize(
-    ("guard", "priority", "exit_reason"),
-    [
-        (MaxTurns(50), Priority.P6, ExitReason.MAX_TURNS),
-        (MaxToolCalls(10), Priority.P6, ExitReason.MAX_TOOL_CALLS),
-        (TokenBudget(1_000), Priority.P6, ExitReason.TOKEN_BUDGET),
-        (CostBudget(0.5), Priority.P6, ExitReason.COST_BUDGET),
-        (Deadline(60), Priority.P6, ExitReason.DEADLINE),
-        (ContextLimit(100_000), Priority.P6, ExitReason.CONTEXT_EXHAUSTED),
-        (Refused(), Priority.P6, ExitReason.REFUSAL),
-        (ContentFiltered(), Priority.P6, ExitReason.CONTENT_FILTER),
-        (NeedsApproval(), Priority.P6, None),
-        (PermissionDenied(), Priority.P6, ExitReason.PERMISSION_DENIED),
-        (HumanDeclined(), Priority.P6, ExitReason.HUMAN_DECLINED),
-        (HumanApproved(), Priority.P1, None),
-    ],
-)
-def test_layer_priority_and_exit_reason(
-    guard: Guard, priority: Priority, exit_reason: ExitReason | None
-) -> None:
-    """Every boundary is a layer 5 guard with the priority and exit reason of DESIGN.md."""
-    assert (guard.layer, guard.priority, guard.exit_reason) == (5, priority, exit_reason)
+from tests.guards.hits import fires
 
 
 @pytest.mark.parametrize(
@@ -60,8 +36,7 @@ def test_a_negative_limit_is_refused(cls: type[MaxTurns]) -> None:
 class TestMaxTurns:
     def test_applies_at_the_limit(self) -> None:
         """At turn 50 of 50 no model call is left; the reason gives both numbers."""
-        hit = MaxTurns(50)(snapshot(turn=50))
-        assert hit is not None
+        hit = fires(MaxTurns(50), turn=50)
         assert "turn 50 of 50" in hit.reason
 
     def test_does_not_apply_before_the_limit(self) -> None:
@@ -86,8 +61,7 @@ class TestMaxToolCalls:
 class TestTokenBudget:
     def test_applies_when_the_budget_is_spent(self) -> None:
         """200,000 tokens of 200,000 are spent; the reason gives both."""
-        hit = TokenBudget(200_000)(snapshot(tokens_used=200_000))
-        assert hit is not None
+        hit = fires(TokenBudget(200_000), tokens_used=200_000)
         assert "200000 tokens used of a budget of 200000" in hit.reason
 
     def test_does_not_apply_under_budget(self) -> None:
@@ -98,8 +72,7 @@ class TestTokenBudget:
 class TestCostBudget:
     def test_applies_when_the_money_is_spent(self) -> None:
         """$0.75 of $0.50 is over budget; the reason gives both amounts."""
-        hit = CostBudget(0.5)(snapshot(cost_used=0.75))
-        assert hit is not None
+        hit = fires(CostBudget(0.5), cost_used=0.75)
         assert "$0.7500 spent" in hit.reason
         assert "$0.5000" in hit.reason
 
@@ -111,8 +84,7 @@ class TestCostBudget:
 class TestDeadline:
     def test_applies_after_the_deadline(self) -> None:
         """61.5s of 60s is past the deadline; the reason gives both."""
-        hit = Deadline(60)(snapshot(elapsed=61.5))
-        assert hit is not None
+        hit = fires(Deadline(60), elapsed=61.5)
         assert "61.5s elapsed of 60s" in hit.reason
 
     def test_does_not_apply_before_the_deadline(self) -> None:
@@ -123,8 +95,7 @@ class TestDeadline:
 class TestContextLimit:
     def test_applies_when_the_context_is_full(self) -> None:
         """A context of 130,000 tokens with a limit of 128,000 applies; the reason gives both."""
-        hit = ContextLimit(128_000)(snapshot(context_tokens=130_000))
-        assert hit is not None
+        hit = fires(ContextLimit(128_000), context_tokens=130_000)
         assert "130000" in hit.reason
         assert "128000" in hit.reason
 
@@ -136,21 +107,18 @@ class TestContextLimit:
 class TestRefused:
     def test_applies_to_a_refusal_finish(self) -> None:
         """A `refusal` finish ends the run; the reason quotes the text."""
-        hit = Refused()(snapshot(output=turn("I can't help with that.", finish="refusal")))
-        assert hit is not None
+        hit = fires(Refused(), output=turn("I can't help with that.", finish="refusal"))
         assert "I can't help with that." in hit.reason
 
     def test_applies_to_a_separate_refusal_field(self) -> None:
         """A refusal reported beside the answer (OpenAI `refusal`) applies under `stop`."""
         out = ModelTurn(refusal="No.", finish_reason=FinishReason.STOP)
-        hit = Refused()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(Refused(), output=out)
         assert "'No.'" in hit.reason
 
     def test_quotes_at_most_120_characters(self) -> None:
         """A long refusal is quoted in part."""
-        hit = Refused()(snapshot(output=turn("n" * 500, finish="refusal")))
-        assert hit is not None
+        hit = fires(Refused(), output=turn("n" * 500, finish="refusal"))
         assert "n" * 120 in hit.reason
         assert "n" * 121 not in hit.reason
 
@@ -164,8 +132,7 @@ class TestContentFiltered:
     def test_applies_to_a_filtered_output(self) -> None:
         """A content-filter finish ends the run; the reason quotes the raw reason."""
         out = ModelTurn(finish_reason=FinishReason.CONTENT_FILTER, raw_finish_reason="SAFETY")
-        hit = ContentFiltered()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(ContentFiltered(), output=out)
         assert "SAFETY" in hit.reason
 
     def test_does_not_apply_otherwise(self) -> None:
@@ -176,8 +143,7 @@ class TestContentFiltered:
 class TestNeedsApproval:
     def test_applies_and_names_the_calls(self) -> None:
         """Calls marked `ask` need a human; the reason names them."""
-        hit = NeedsApproval()(snapshot(needs_approval=(call("write_file"), call("rm"))))
-        assert hit is not None
+        hit = fires(NeedsApproval(), needs_approval=(call("write_file"), call("rm")))
         assert "write_file, rm" in hit.reason
 
     def test_does_not_apply_without_such_calls(self) -> None:
@@ -188,8 +154,7 @@ class TestNeedsApproval:
 class TestPermissionDenied:
     def test_applies_and_names_the_denied_calls(self) -> None:
         """Denied calls stop the run; the reason names them."""
-        hit = PermissionDenied()(snapshot(denied=(call("rm"),)))
-        assert hit is not None
+        hit = fires(PermissionDenied(), denied=(call("rm"),))
         assert hit.reason == "permission denied for rm"
 
     def test_does_not_apply_without_denials(self) -> None:
@@ -200,8 +165,7 @@ class TestPermissionDenied:
 class TestHumanDeclined:
     def test_applies_to_a_bare_no(self) -> None:
         """A human who declines without a message ends the run."""
-        hit = HumanDeclined()(snapshot(phase="human_reply", human_approved=False))
-        assert hit is not None
+        hit = fires(HumanDeclined(), phase="human_reply", human_approved=False)
         assert hit.reason == "the human declined"
 
     def test_does_not_apply_when_the_human_explains(self) -> None:

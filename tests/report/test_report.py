@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from agentfsm import Policy
 from agentfsm._report import build
 from agentfsm._report.collect import MAX_TEXT, clip
+from tests.processes import python
 from tests.report.conftest import INJECTED, write_doom_loop, write_final
 
 TAU = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "trajectories"
@@ -20,14 +20,14 @@ TAU = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "trajec
 
 def report_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run `python -m agentfsm report ARGS` in a fresh interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentfsm", "report", *args],
+    return python(
+        "-m",
+        "agentfsm",
+        "report",
+        *args,
         cwd=cwd,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-        capture_output=True,
-        text=True,
         timeout=120,
-        check=False,
     )
 
 
