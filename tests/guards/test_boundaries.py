@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agentfsm import FinishReason, ModelTurn
@@ -11,6 +13,7 @@ from agentfsm.guards import (
     ContextLimit,
     CostBudget,
     Deadline,
+    Guard,
     HumanApproved,
     HumanDeclined,
     MaxToolCalls,
@@ -58,50 +61,53 @@ class TestMaxToolCalls:
         assert MaxToolCalls(10)(snap) is None
 
 
-class TestTokenBudget:
-    def test_applies_when_the_budget_is_spent(self) -> None:
-        """200,000 tokens of 200,000 are spent; the reason gives both."""
-        hit = fires(TokenBudget(200_000), tokens_used=200_000)
-        assert "200000 tokens used of a budget of 200000" in hit.reason
-
-    def test_does_not_apply_under_budget(self) -> None:
-        """One token under the budget is fine."""
-        assert TokenBudget(200_000)(snapshot(tokens_used=199_999)) is None
-
-
-class TestCostBudget:
-    def test_applies_when_the_money_is_spent(self) -> None:
-        """$0.75 of $0.50 is over budget; the reason gives both amounts."""
-        hit = fires(CostBudget(0.5), cost_used=0.75)
-        assert "$0.7500 spent" in hit.reason
-        assert "$0.5000" in hit.reason
-
-    def test_does_not_apply_under_budget(self) -> None:
-        """$0.49 of $0.50 is fine."""
-        assert CostBudget(0.5)(snapshot(cost_used=0.49)) is None
-
-
-class TestDeadline:
-    def test_applies_after_the_deadline(self) -> None:
-        """61.5s of 60s is past the deadline; the reason gives both."""
-        hit = fires(Deadline(60), elapsed=61.5)
-        assert "61.5s elapsed of 60s" in hit.reason
-
-    def test_does_not_apply_before_the_deadline(self) -> None:
-        """59.9s of 60s is in time."""
-        assert Deadline(60)(snapshot(elapsed=59.9)) is None
+BUDGETS = [
+    # 200,000 tokens of 200,000 are spent; one under is fine.
+    pytest.param(
+        TokenBudget(200_000),
+        {"tokens_used": 200_000},
+        {"tokens_used": 199_999},
+        ["200000 tokens used of a budget of 200000"],
+        id="TokenBudget",
+    ),
+    # $0.75 of $0.50 is over budget; $0.49 is fine.
+    pytest.param(
+        CostBudget(0.5),
+        {"cost_used": 0.75},
+        {"cost_used": 0.49},
+        ["$0.7500 spent", "$0.5000"],
+        id="CostBudget",
+    ),
+    # 61.5s of 60s is past the deadline; 59.9s is in time.
+    pytest.param(
+        Deadline(60), {"elapsed": 61.5}, {"elapsed": 59.9}, ["61.5s elapsed of 60s"], id="Deadline"
+    ),
+    # A context of 130,000 tokens with a limit of 128,000 applies; one under the limit is fine.
+    pytest.param(
+        ContextLimit(128_000),
+        {"context_tokens": 130_000},
+        {"context_tokens": 127_999},
+        ["130000", "128000"],
+        id="ContextLimit",
+    ),
+]
 
 
-class TestContextLimit:
-    def test_applies_when_the_context_is_full(self) -> None:
-        """A context of 130,000 tokens with a limit of 128,000 applies; the reason gives both."""
-        hit = fires(ContextLimit(128_000), context_tokens=130_000)
-        assert "130000" in hit.reason
-        assert "128000" in hit.reason
+@pytest.mark.parametrize(("guard", "spent", "within", "said"), BUDGETS)
+class TestBudgets:
+    """Token, cost, time and context budgets: each applies once spent and says how much of
+    how much; just within it, the run goes on."""
 
-    def test_does_not_apply_below_the_limit(self) -> None:
-        """A context under the limit is fine."""
-        assert ContextLimit(128_000)(snapshot(context_tokens=127_999)) is None
+    def test_applies_when_spent_naming_both_amounts(
+        self, guard: Guard, spent: dict[str, Any], within: dict[str, Any], said: list[str]
+    ) -> None:
+        hit = fires(guard, **spent)
+        assert [part for part in said if part not in hit.reason] == []
+
+    def test_does_not_apply_within(
+        self, guard: Guard, spent: dict[str, Any], within: dict[str, Any], said: list[str]
+    ) -> None:
+        assert guard(snapshot(**within)) is None
 
 
 class TestRefused:

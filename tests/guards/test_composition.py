@@ -287,17 +287,26 @@ class TestParseGuard:
         guard = parse_guard("~(MaxTurns(limit=3) | Otherwise(reason='x')) & HasToolCalls()")
         assert guard == ~(MaxTurns(3) | Otherwise("x")) & HasToolCalls()
 
-    def test_rejects_an_unknown_guard_name(self) -> None:
-        """An unknown name is a PolicyError naming it and listing the known guards."""
-        with pytest.raises(PolicyError, match=r"unknown guard 'Nope'.*known: .*MaxTurns"):
-            parse_guard("MaxTurns(5) | Nope(1)")
-
-    def test_rejects_non_literal_arguments(self) -> None:
-        """Arguments that are names or calls are a PolicyError: nothing is evaluated."""
-        with pytest.raises(PolicyError, match="literals"):
-            parse_guard("MaxTurns(limit)")
-        with pytest.raises(PolicyError, match="literals"):
-            parse_guard("MaxTurns(__import__('os').getpid())")
+    @pytest.mark.parametrize(
+        ("text", "said"),
+        [
+            # An unknown name: named, with the known guards listed.
+            ("MaxTurns(5) | Nope(1)", r"unknown guard 'Nope'.*known: .*MaxTurns"),
+            # Arguments that are names or calls: nothing is evaluated.
+            ("MaxTurns(limit)", "literals"),
+            ("MaxTurns(__import__('os').getpid())", "literals"),
+            # Unbalanced or empty text is not an expression.
+            ("MaxTurns(5", "not an expression"),
+            ("", "not an expression"),
+            # Wrong arity or an invalid value: the guard is named.
+            ("MaxTurns(1, 2)", "cannot build MaxTurns"),
+            ("RepeatedCall(0)", "cannot build RepeatedCall"),
+        ],
+    )
+    def test_rejects_what_it_cannot_build(self, text: str, said: str) -> None:
+        """Text that does not read as a guard is a PolicyError saying why."""
+        with pytest.raises(PolicyError, match=said):
+            parse_guard(text)
 
     @pytest.mark.parametrize(
         "text",
@@ -316,17 +325,3 @@ class TestParseGuard:
         with pytest.raises(PolicyError, match="unsupported syntax") as info:
             parse_guard(text)
         assert text in str(info.value)
-
-    def test_rejects_text_that_is_not_an_expression(self) -> None:
-        """Unbalanced or empty text is a PolicyError saying it is not an expression."""
-        with pytest.raises(PolicyError, match="not an expression"):
-            parse_guard("MaxTurns(5")
-        with pytest.raises(PolicyError, match="not an expression"):
-            parse_guard("")
-
-    def test_rejects_arguments_the_guard_does_not_take(self) -> None:
-        """Wrong arity or an invalid value is a PolicyError naming the guard."""
-        with pytest.raises(PolicyError, match="cannot build MaxTurns"):
-            parse_guard("MaxTurns(1, 2)")
-        with pytest.raises(PolicyError, match="cannot build RepeatedCall"):
-            parse_guard("RepeatedCall(0)")

@@ -135,12 +135,15 @@ class TestCommand:
         done = report_cli(str(runs), "-o", str(out), cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         html = out.read_text()
-        assert "Runs by exit reason" in html
-        assert "<td>doom_loop</td>" in html
-        assert "<td>completed</td>" in html
-        assert "href='#r0'" in html
-        assert "href='#r1'" in html
-        assert "1 file(s) skipped" in html
+        shown = (
+            "Runs by exit reason",
+            "<td>doom_loop</td>",
+            "<td>completed</td>",
+            "href='#r0'",
+            "href='#r1'",
+            "1 file(s) skipped",
+        )
+        assert [part for part in shown if part not in html] == []
 
     def test_against_lists_the_differing_turns_and_exits_one(
         self, doom_trace: Path, tmp_path: Path
