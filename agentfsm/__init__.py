@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from agentfsm import exceptions, guards, states
+from agentfsm import _public, exceptions, guards, states
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
 from agentfsm._model._errors import at_call as _at_call
@@ -98,6 +98,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'agentfsm' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
+    _public.sweep()
     globals()[name] = value
     return value
 
@@ -112,3 +113,7 @@ def normalize(payload: Any, provider: str | None = None) -> ModelTurn:
     from agentfsm.providers import normalize as _normalize
 
     return _normalize(payload, provider=provider)
+
+
+_public.publish(__name__, globals(), __all__)
+_public.publish_lazy(__name__, _LAZY)

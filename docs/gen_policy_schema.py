@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm import Policy
+from agentfsm._public import class_source
 
 OUT = Path(__file__).resolve().parent / "policy.schema.json"
 
@@ -51,7 +52,7 @@ RULE_MAPPING = {
 
 def field_docs() -> dict[str, str]:
     """Each Policy field's docstring: the string literal right after its annotated assignment."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(Policy)))
+    tree = ast.parse(textwrap.dedent(class_source(Policy)))
     body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
     docs: dict[str, str] = {}
     for node, after in zip(body, [*body[1:], None], strict=True):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
 from enum import Enum
 from pathlib import Path
@@ -19,6 +20,7 @@ from pydantic_core import PydanticUndefined
 
 import agentfsm as af
 from agentfsm._model.records import Record
+from agentfsm._public import class_source
 
 OUT = Path(__file__).resolve().parent / "reference.md"
 MODELS: tuple[type[BaseModel], ...] = (
@@ -62,7 +64,7 @@ def _field_docs(model: type[BaseModel]) -> dict[str, str]:
     for klass in reversed(model.__mro__):
         if klass in (BaseModel, Record) or not issubclass(klass, BaseModel | Record):
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        tree = ast.parse(textwrap.dedent(class_source(klass)))
         body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
         for node, after in zip(body, [*body[1:], None], strict=True):
             if (
@@ -79,7 +81,8 @@ def _field_docs(model: type[BaseModel]) -> dict[str, str]:
 def _type(info: FieldInfo) -> str:
     annotation: Any = info.annotation
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
-    return text or str(annotation).replace("typing.", "").replace("agentfsm._model.types.", "")
+    # A class exported by `agentfsm` itself reads as the page's other names do: bare.
+    return text or re.sub(r"\bagentfsm\.(?=[A-Z])", "", str(annotation).replace("typing.", ""))
 
 
 def _default(info: FieldInfo) -> str:

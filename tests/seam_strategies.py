@@ -25,6 +25,7 @@ from agentfsm.testing.scripted import Reply, ScriptedCall
 __all__ = [
     "HANDOFF",
     "TOOLS",
+    "Call",
     "SideEffects",
     "as_reply",
     "calls_by_n",
@@ -32,9 +33,13 @@ __all__ = [
     "check_log",
     "exchanges",
     "handoff_outputs",
+    "human_answers",
     "model_outputs",
     "policies",
+    "raw_calls",
     "scripts",
+    "tool_kinds",
+    "turns_of_a_run",
 ]
 
 HANDOFF = "research"
@@ -231,6 +236,40 @@ class SideEffects:
     def ran(self) -> Iterator[int]:
         """The `n` of every call that ran, in order."""
         return (n for _, n in self.log)
+
+
+def turns_of_a_run(max_size: int = 4) -> st.SearchStrategy[list[dict[str, Any]]]:
+    """The model's outputs of one run, in order: calls (a handoff among them) or text."""
+    return st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=max_size)
+
+
+def human_answers() -> st.SearchStrategy[list[bool]]:
+    """A human's yes or no to the next four questions (tests cycle them)."""
+    return st.lists(st.booleans(), min_size=4, max_size=4)
+
+
+def tool_kinds(kinds: tuple[str, ...]) -> st.SearchStrategy[dict[str, str]]:
+    """A kind for each of `TOOLS` (how a framework's own tool of that name behaves)."""
+    return st.fixed_dictionaries({name: st.sampled_from(kinds) for name in TOOLS})
+
+
+Call = tuple[str, str, dict[str, Any]]
+"""A call as the model made it: (id, name, arguments)."""
+
+
+def raw_calls(output: dict[str, Any]) -> list[Call]:
+    """The calls of a drawn output as the model made them: a `parallel` wrapper stays one call."""
+    if "choices" in output:
+        message = output["choices"][0]["message"]
+        return [
+            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in message.get("tool_calls") or []
+        ]
+    return [
+        (i["call_id"], i["name"], json.loads(i["arguments"]))
+        for i in output["output"]
+        if i["type"] == "function_call"
+    ]
 
 
 def calls_by_n(outputs: list[dict[str, Any]]) -> dict[int, af.ToolCall]:

@@ -41,6 +41,7 @@ __all__ = [
     "map_finish_reason",
     "model_turns",
     "odd_values",
+    "one_argument_tool",
     "snapshots",
     "tool_calls",
     "tool_results",
@@ -73,6 +74,15 @@ PROVIDER_FINISH_REASONS: dict[str, FinishReason] = {
     "error": FinishReason.ERROR,
 }
 """Raw finish reasons providers send, with the mapped reason DESIGN.md gives them."""
+
+
+def one_argument_tool(name: str, description: str, argument: str, **schema: Any) -> dict[str, Any]:
+    """An OpenAI-style function spec whose one required argument is a string; `schema` adds
+    keys to its parameters' schema (`additionalProperties=False`)."""
+    properties = {argument: {"type": "string"}}
+    parameters = {"type": "object", "properties": properties, "required": [argument], **schema}
+    return {"name": name, "description": description, "parameters": parameters}
+
 
 TOOL_NAMES = ("search", "get_weather", "write_file", "handoff_to_billing")
 """A small set of names, so that repeated and identical calls are drawn often."""

@@ -22,7 +22,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "agentfsm"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("agentfsm._version", "agentfsm.exceptions"),
+    ("agentfsm._version", "agentfsm._public", "agentfsm.exceptions"),
     ("agentfsm._shell", "agentfsm._model"),
     ("agentfsm._permissions", "agentfsm.guards", "agentfsm.providers"),
     ("agentfsm.states",),

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import Any
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["Once"]
+__all__ = ["Once", "bounded", "subcommand"]
+
+_N = TypeVar("_N", int, float)
 
 _GIVEN = "_agentfsm_given_once"
 """The namespace attribute holding the destinations a `Once` option has already set."""
@@ -36,3 +39,37 @@ class Once(argparse.Action):
             )
         setattr(namespace, _GIVEN, given | {self.dest})
         setattr(namespace, self.dest, values)
+
+
+def subcommand(
+    subparsers: Any, name: str, summary: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """Register subcommand `name` on an argparse subparsers object: `summary` is its line in
+    `agentfsm --help`; `doc`, its module docstring, the text of its own `--help` as written."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=summary,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+def bounded(
+    kind: Callable[[str], _N], what: str, minimum: _N, maximum: _N | None = None
+) -> Callable[[str], _N]:
+    """An argparse type: a finite `kind` from `minimum` to `maximum`; anything else is a usage
+    error (exit 2) saying `expected <what>, got <the text>`."""
+
+    def parse(text: str) -> _N:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (math.isfinite(value) and minimum <= value) or (
+            maximum is not None and value > maximum
+        ):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    return parse

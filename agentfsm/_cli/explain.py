@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from agentfsm._cli._options import subcommand
 from agentfsm._engine.policy import Policy
 from agentfsm._model.types import ToolCall
 from agentfsm.exceptions import AgentFSMError
@@ -27,11 +28,8 @@ __all__ = ["add_parser", "main"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `explain` on an argparse subparsers object; `args.handler(args)` runs it."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "explain",
-        help="say which rule decides a tool call under a policy, and why",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = subcommand(
+        subparsers, "explain", "say which rule decides a tool call under a policy, and why", __doc__
     )
     parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
     parser.add_argument("call", metavar="CALL", help='{"name": ..., "arguments": {...}}')

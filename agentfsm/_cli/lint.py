@@ -32,11 +32,11 @@ import argparse
 import fnmatch
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentfsm._cli._options import Once
+from agentfsm._cli._options import Once, subcommand
 from agentfsm._engine.policy import (
     NAMED_TOOLS,
     Policy,
@@ -78,11 +78,8 @@ class Finding:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `lint` on an argparse subparsers object; `args.handler(args)` runs it."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "lint",
-        help="report what in a policy file can never work as written",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = subcommand(
+        subparsers, "lint", "report what in a policy file can never work as written", __doc__
     )
     parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
     parser.add_argument(
@@ -248,37 +245,46 @@ def _listed(value: Any) -> list[Any] | None:
     return list(value) if isinstance(value, list) else None
 
 
-def _guards(value: Any, lines: Lines) -> list[Finding]:
+def _each(
+    name: str, value: Any, lines: Lines, check: Callable[[Any, int | None], str | None]
+) -> list[Finding]:
+    """The findings of a field that takes one item or a list: the field's own problem when it
+    is neither, else an error at each item's line for which `check(item, line)` says what is
+    wrong (None: nothing)."""
     items = _listed(value)
     if items is None:
-        return _field("guards", value, lines)
-    findings = []
-    for text, line in zip(items, lines.items("guards", items), strict=True):
-        try:
-            parse_guard(text)
-        except PolicyError as exc:
-            unknown = re.match(r"unknown guard '([^']+)'", exc.message)
-            message = exc.message.split("; known:")[0] if unknown else exc.message
-            hint = did_you_mean(unknown.group(1), REGISTRY) if unknown else ""
-            findings.append(Finding(line, "error", f"guards: {message}{hint}"))
-    return findings
+        return _field(name, value, lines)
+    said = [(line, check(i, line)) for i, line in zip(items, lines.items(name, items), strict=True)]
+    return [Finding(line, "error", why) for line, why in said if why is not None]
+
+
+def _guards(value: Any, lines: Lines) -> list[Finding]:
+    return _each("guards", value, lines, lambda text, _: _guard_problem(text))
+
+
+def _guard_problem(text: Any) -> str | None:
+    try:
+        parse_guard(text)
+    except PolicyError as exc:
+        unknown = re.match(r"unknown guard '([^']+)'", exc.message)
+        message = exc.message.split("; known:")[0] if unknown else exc.message
+        hint = did_you_mean(unknown.group(1), REGISTRY) if unknown else ""
+        return f"guards: {message}{hint}"
+    return None
 
 
 def _rules(value: Any, lines: Lines, rules: list[tuple[Rule, int | None]]) -> list[Finding]:
-    items = _listed(value)
-    if items is None:
-        return _field("permission_rules", value, lines)
-    findings = []
-    for item, line in zip(items, lines.items("permission_rules", items), strict=True):
+    """The rules' findings; each rule that reads is added to `rules` with its line."""
+
+    def check(item: Any, line: int | None) -> str | None:
         try:
             (rule,) = Policy.model_validate({"permission_rules": [item]}).permission_rules
         except PolicyError as exc:
-            findings.append(
-                Finding(line, "error", _problem({"permission_rules": [item]}) or str(exc))
-            )
-            continue
+            return _problem({"permission_rules": [item]}) or str(exc)
         rules.append((rule, line))
-    return findings
+        return None
+
+    return _each("permission_rules", value, lines, check)
 
 
 def _against(

@@ -33,31 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm._cli import _mcp_proxy
-from agentfsm._cli._options import Once
+from agentfsm._cli._options import Once, bounded, subcommand
 from agentfsm._engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["add_parser", "main"]
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text!r}")
-    return value
+_positive = bounded(int, "a whole number >= 1", 1)
+_seconds = bounded(float, "0 or more seconds", 0.0)
 
 
 DEFAULT_SESSION_IDLE = 1800.0
@@ -67,11 +51,11 @@ keep an idle session as long) before the proxy ends it and stops its server chil
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `mcp-proxy` on an argparse subparsers object; `args.handler(args)` runs it."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = subcommand(
+        subparsers,
         "mcp-proxy",
-        help="put an MCP server behind a policy (stdio or streamable HTTP proxy)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "put an MCP server behind a policy (stdio or streamable HTTP proxy)",
+        __doc__,
     )
     parser.add_argument(
         "--policy", action=Once, required=True, metavar="FILE", help="policy (JSON or TOML)"

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfsm._cli._divergence import Totals, Verdict, junit_xml
-from agentfsm._cli._options import Once
+from agentfsm._cli._options import Once, bounded, subcommand
 from agentfsm._cli._replay_jobs import (
     AHEAD,
     EngineError,
@@ -106,12 +106,7 @@ ENGINES = {"serial": _serial, "process": _pool}
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `replay` subcommand to an argparse subparsers object."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "replay",
-        help="replay recorded runs through a policy",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = subcommand(subparsers, "replay", "replay recorded runs through a policy", __doc__)
     _arguments(parser)
     return parser
 
@@ -152,15 +147,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _positive(text: str) -> int:
-    """An argparse type: an int >= 1 (argparse reports anything else as a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
+_positive = bounded(int, "a whole number >= 1", 1)
 
 
 def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:

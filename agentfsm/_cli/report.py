@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentfsm._cli._options import Once
+from agentfsm._cli._options import Once, subcommand
 from agentfsm._cli._replay_jobs import Progress
 from agentfsm._engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
@@ -24,11 +24,8 @@ __all__ = ["add_parser", "main"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `report` on an argparse subparsers object; `args.handler(args)` runs it."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "report",
-        help="write one HTML page to review recorded runs step by step",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = subcommand(
+        subparsers, "report", "write one HTML page to review recorded runs step by step", __doc__
     )
     parser.add_argument("traces", nargs="+", metavar="TRACE", help="files, directories or globs")
     parser.add_argument(

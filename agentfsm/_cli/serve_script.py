@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentfsm._cli._options import Once
+from agentfsm._cli._options import Once, bounded, subcommand
 from agentfsm._cli._text import one_line
 from agentfsm.exceptions import AgentFSMError
 
@@ -41,11 +41,11 @@ __all__ = ["add_parser", "main", "read_script"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `serve-script` on an argparse subparsers object; `args.handler(args)` runs it."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
+    parser = subcommand(
+        subparsers,
         "serve-script",
-        help="serve scripted replies as an OpenAI/Anthropic-compatible server",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "serve scripted replies as an OpenAI/Anthropic-compatible server",
+        __doc__,
     )
     parser.add_argument("script", metavar="SCRIPT", help="replies: JSON list or JSON Lines")
     parser.add_argument(
@@ -59,15 +59,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _port(text: str) -> int:
-    """An argparse type: a port number, 0 to 65535 (anything else is a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
-    return value
+_port = bounded(int, "a port from 0 to 65535", 0, 65535)
 
 
 def read_script(path: str) -> list[Any]:

@@ -18,6 +18,7 @@ Pydantic stays at the boundary, where outside data becomes a record:
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Self, get_type_hints
 
@@ -39,7 +40,7 @@ def validator_of(cls: type[Record]) -> type[Checked]:
     """The pydantic model that checks `cls`'s fields, named as `cls`, made on first use."""
     model = _VALIDATORS.get(cls)
     if model is None:
-        hints = get_type_hints(cls)
+        hints = get_type_hints(cls, globalns=cls._namespace)
         fields: dict[str, Any] = {name: (hints[name], cls._defaults[name]) for name in cls._fields}
         model = _VALIDATORS[cls] = create_model(cls.__name__, __base__=_Frozen, **fields)
         model.__doc__ = cls.__doc__
@@ -65,6 +66,7 @@ class Record:
 
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, Any] = {}  # noqa: RUF012  # set per subclass, never changed
+    _namespace: dict[str, Any] = {}  # noqa: RUF012  # likewise
 
     model_fields = _ModelFields()
 
@@ -72,6 +74,9 @@ class Record:
         super().__init_subclass__(**kwargs)
         cls._fields = tuple(cls.__annotations__)
         cls._defaults = {name: cls.__dict__.get(name, FieldInfo()) for name in cls._fields}
+        # The annotations are strings, read in the module that defines the class: its
+        # `__module__` may later name the public module that exports it (`agentfsm._public`).
+        cls._namespace = vars(sys.modules[cls.__module__])
 
     # -- built from outside: validated ----------------------------------------------
 

@@ -31,6 +31,10 @@ PROVIDER_TIMEOUT = 120.0
 retried timeout, not in litellm's 6,000 s wait."""
 
 
+_PROVIDER = ("tool_choice", "parallel_tool_calls", "api_base", "api_key")
+"""The fields that are litellm arguments, passed as given."""
+
+
 class Flag(Protocol):
     def is_set(self) -> bool: ...
 
@@ -107,13 +111,7 @@ class RunOptions:
 
     def request(self) -> dict[str, Any]:
         """The provider settings every model request of the run carries."""
-        options: dict[str, Any] = {
-            "tool_choice": self.tool_choice,
-            "parallel_tool_calls": self.parallel_tool_calls,
-            "api_base": self.api_base,
-            "api_key": self.api_key,
-        }
-        options = {k: v for k, v in options.items() if v is not None}
+        options = {k: v for k, v in self._provider().items() if v is not None}
         # tenacity owns the retries: the SDK underneath must not retry on its own.
         options["max_retries"] = 0
         if self.stream:
@@ -124,6 +122,10 @@ class RunOptions:
             options["timeout"] = self.timeout
         return options
 
+    def _provider(self) -> dict[str, Any]:
+        """The provider settings a run passes to litellm and on to its sub-agents."""
+        return {name: getattr(self, name) for name in _PROVIDER}
+
     def child(self, agent: Agent) -> tuple[str, dict[str, Any]]:
         """The model and the keyword arguments of a sub-agent's run.
 
@@ -132,10 +134,7 @@ class RunOptions:
         like any run, so the agent's options are checked there.
         """
         options: dict[str, Any] = {
-            "tool_choice": self.tool_choice,
-            "parallel_tool_calls": self.parallel_tool_calls,
-            "api_base": self.api_base,
-            "api_key": self.api_key,
+            **self._provider(),
             "stream": self.stream,
             "retry": self.retry,
             "on_ask": self.on_ask,

@@ -19,7 +19,8 @@ import asyncio
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, assert_never, cast
 
 from agentfsm._model._errors import at_call
@@ -111,28 +112,8 @@ def run(
     """
     if inspect.iscoroutinefunction(on_ask):
         raise DefinitionError("run() needs a synchronous on_ask; use arun() for a coroutine")
-    options = RunOptions.checked(
-        model,
-        messages,
-        tools=tools,
-        policy=policy,
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls,
-        api_base=api_base,
-        api_key=api_key,
-        stream=stream,
-        max_tokens=max_tokens,
-        observers=observers,
-        trace=trace,
-        retry=retry,
-        on_ask=on_ask,
-        timeout=timeout,
-        executor=executor,
-        cancel=cancel,
-        inbox=inbox,
-        agents=agents,
-        completion_kwargs=completion_kwargs,
-    )
+    # Every parameter, by name, and nothing else yet: RunOptions has a field for each.
+    options = RunOptions.checked(**locals())
     with open_loop(options) as loop:
         _drive(loop)
         return loop.session.result()
@@ -168,28 +149,8 @@ async def arun(
     cancelled and `arun` returns the INTERRUPTED `RunResult`, with every message and
     result produced so far, instead of raising CancelledError.
     """
-    options = RunOptions.checked(
-        model,
-        messages,
-        tools=tools,
-        policy=policy,
-        tool_choice=tool_choice,
-        parallel_tool_calls=parallel_tool_calls,
-        api_base=api_base,
-        api_key=api_key,
-        stream=stream,
-        max_tokens=max_tokens,
-        observers=observers,
-        trace=trace,
-        retry=retry,
-        on_ask=on_ask,
-        timeout=timeout,
-        executor=executor,
-        cancel=cancel,
-        inbox=inbox,
-        agents=agents,
-        completion_kwargs=completion_kwargs,
-    )
+    # Every parameter, by name, and nothing else yet: RunOptions has a field for each.
+    options = RunOptions.checked(**locals())
     with open_loop(options) as loop:
         try:
             await _adrive(loop)
@@ -323,7 +284,7 @@ def _complete(request: dict[str, Any]) -> Answer:
     litellm = _litellm()
     from agentfsm._runner._stream import StreamReading, answer_of
 
-    try:
+    with _provider_errors(request):
         response = litellm.completion(**request)
         if not request.get("stream"):
             return answer_of(response)
@@ -334,11 +295,6 @@ def _complete(request: dict[str, Any]) -> Answer:
         except Exception as exc:
             return reading.cut(exc)
         return reading.answer()
-    except Exception as exc:
-        error = _provider_error(exc, request)
-        if error is exc:
-            raise
-        raise error from exc
 
 
 async def _acomplete(request: dict[str, Any]) -> Answer:
@@ -346,7 +302,7 @@ async def _acomplete(request: dict[str, Any]) -> Answer:
     litellm = _litellm()
     from agentfsm._runner._stream import StreamReading, answer_of
 
-    try:
+    with _provider_errors(request):
         response = await litellm.acompletion(**request)
         if not request.get("stream"):
             return answer_of(response)
@@ -357,6 +313,14 @@ async def _acomplete(request: dict[str, Any]) -> Answer:
         except Exception as exc:
             return reading.cut(exc)
         return reading.answer()
+
+
+@contextmanager
+def _provider_errors(request: Mapping[str, Any]) -> Iterator[None]:
+    """Let transient failures through as they are (tenacity retries them); raise the rest as
+    `_provider_error` has them, from the original."""
+    try:
+        yield
     except Exception as exc:
         error = _provider_error(exc, request)
         if error is exc:

@@ -69,6 +69,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "agentfsm.durable needs DBOS Transact: pip install 'agentfsm[durable]'"
     ) from exc
 
+from agentfsm import _public
 from agentfsm._model._checked import read
 from agentfsm._model._errors import at_call as _at_call
 from agentfsm.durable import _runs
@@ -462,3 +463,6 @@ def result(run_id: str, *, timeout: float | None = None) -> DurableResult:
         CheckpointError: the run's record in the database was edited (it names the run).
     """
     return _runs.result(_HERE, run_id, timeout)
+
+
+_public.publish(__name__, globals(), __all__)

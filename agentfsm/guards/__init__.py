@@ -7,6 +7,7 @@ them with `|`, `&` and `~`; `parse_guard` reads a repr back into a guard.
 
 from __future__ import annotations
 
+from agentfsm import _public
 from agentfsm._model._errors import at_call as _at_call
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import AllOf, AnyOf, FunctionGuard, Guard, Hit, Not, Otherwise, as_guard
@@ -126,3 +127,6 @@ def parse_guard(text: str) -> Guard:
     if not isinstance(text, str):
         raise PolicyError(f"a guard's code is a str, not {type(text).__name__}")
     return _parse(text, REGISTRY)
+
+
+_public.publish(__name__, globals(), __all__, submodules=True)

@@ -7,6 +7,7 @@ own claim, mapped onto `FinishReason`; reconciling it with the structure is the
 controller's job.
 """
 
+from agentfsm import _public
 from agentfsm.providers._normalize import StreamAccumulator, detect_provider, normalize
 from agentfsm.providers._registry import Provider
 
@@ -14,3 +15,6 @@ PROVIDERS: tuple[str, ...] = tuple(Provider)
 """Every provider name `normalize` accepts."""
 
 __all__ = ["PROVIDERS", "Provider", "StreamAccumulator", "detect_provider", "normalize"]
+
+
+_public.publish(__name__, globals(), __all__)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agentfsm import _public
 from agentfsm._engine.controller import Controller
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.types import (
@@ -179,3 +180,6 @@ def _run_tools(calls: list[ToolCall], tools: Mapping[str, Callable[..., Any]]) -
                 ToolResult(call_id=item.id, name=item.name, content=f"{exc!r}", is_error=True)
             )
     return results
+
+
+_public.publish(__name__, globals(), __all__)

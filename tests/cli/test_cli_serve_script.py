@@ -18,6 +18,7 @@ import pytest
 
 from agentfsm._cli.serve_script import read_script
 from agentfsm.exceptions import AgentFSMError
+from tests.processes import free_port, python
 
 SCRIPT = [
     {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
@@ -123,14 +124,7 @@ class TestServeScript:
             "    print(m.tool_calls[0].function.name if m.tool_calls else m.content)\n"
         )
         env = {**os.environ, "OPENAI_BASE_URL": base}
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        done = python("-c", code, env=env, timeout=120)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == ["get_weather", "Sunny in Paris."]
         assert _stop(server)[0] == 0
@@ -144,9 +138,7 @@ class TestServeScript:
 
     def test_given_port(self, tmp_path: Path) -> None:
         """--port N listens on N and says so on the first line."""
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         server = _start(_script(tmp_path / "s.jsonl"), "--port", str(port))
         try:
             assert server.stdout is not None
@@ -159,13 +151,7 @@ class TestBadScripts:
     """A script or port that cannot serve exits 2 with one line saying why."""
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "agentfsm", "serve-script", *args],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
+        return python("-m", "agentfsm", "serve-script", *args, timeout=TIMEOUT)
 
     def test_invalid_reply_names_the_line(self, tmp_path: Path) -> None:
         """A reply with an unknown field is named by file and line."""
@@ -281,14 +267,8 @@ class TestExamplesAgainstServeScript:
             else:
                 env.pop("OPENAI_BASE_URL", None)
             args = [base] if how == "arg" else []
-            done = subprocess.run(
-                [sys.executable, str(ROOT / "examples" / example), *args],
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=tmp_path,
-                timeout=300,
-                check=False,
+            done = python(
+                str(ROOT / "examples" / example), *args, env=env, cwd=tmp_path, timeout=300
             )
             assert done.returncode == 0, done.stderr
             assert done.stdout.splitlines()[-1].endswith(ends), done.stdout

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.cli.test_cli_errors import assert_bad_input, trace
+from tests.processes import python
 
 COMMANDS = {
     "replay": ("replay", "{file}"),
@@ -22,11 +22,10 @@ COMMANDS = {
 
 def agentfsm(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the command; a run still going after 60 s fails the test instead of hanging it."""
-    return subprocess.run(
-        [sys.executable, "-m", "agentfsm", *args],
-        capture_output=True,
-        text=True,
-        check=False,
+    return python(
+        "-m",
+        "agentfsm",
+        *args,
         timeout=60,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     )

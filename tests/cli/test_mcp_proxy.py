@@ -4,6 +4,7 @@ talks to the proxy process, which starts a real server process that logs every c
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -17,6 +18,8 @@ import mcp.types as mt
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests import processes
 
 SERVER = str(Path(__file__).with_name("mcp_proxy_server.py"))
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -59,12 +62,49 @@ class Proxy:
                 await session.list_tools()
                 yield session
 
+    def call(
+        self, *calls: tuple[str, dict[str, Any]], elicit: Elicit | None = None
+    ) -> list[mt.CallToolResult]:
+        """One session through the proxy making these calls in order: their results."""
+
+        async def go() -> list[mt.CallToolResult]:
+            async with self.session(elicit) as host:
+                return [await host.call_tool(name, arguments) for name, arguments in calls]
+
+        return run(go)
+
 
 def run(work: Callable[[], Awaitable[T]]) -> T:
     async def bounded() -> T:
         return await asyncio.wait_for(work(), 60)
 
     return asyncio.run(bounded())
+
+
+python = functools.partial(processes.python, env=ENV, timeout=60)
+"""`tests.processes.python` under ENV, a minute at most unless told."""
+
+
+def replayed(trace: Path) -> dict[str, Any]:
+    """The one run of a trace as `agentfsm replay --json` reads it, which must not differ."""
+    done = python("-m", "agentfsm", "replay", trace, "--json", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = [json.loads(line) for line in done.stdout.splitlines()]
+    return cast(dict[str, Any], record)
+
+
+def proxy_exits(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The proxy run with an empty policy and `args`, for arguments it must refuse at once."""
+    (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
+    return python(
+        "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json", *args, input="", cwd=tmp_path
+    )
+
+
+def last_decision(trace: Path) -> dict[str, Any]:
+    """The last decision event of a trace file."""
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    return cast(dict[str, Any], [e for e in events if e.get("event") == "decision"][-1])
 
 
 def text(result: mt.CallToolResult) -> str:
@@ -87,14 +127,7 @@ class TestPermissions:
     def test_denied_call_never_reaches_the_server(self, tmp_path: Path) -> None:
         """A call the policy denies gets an error result saying so; the server never sees it."""
         proxy = Proxy(tmp_path, {"permissions": {"drop_table": "deny"}})
-
-        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
-            async with proxy.session() as host:
-                denied = await host.call_tool("drop_table", {"table": "users"})
-                allowed = await host.call_tool("read_row", {"key": "a"})
-                return denied, allowed
-
-        denied, allowed = run(go)
+        denied, allowed = proxy.call(("drop_table", {"table": "users"}), ("read_row", {"key": "a"}))
         assert denied.is_error
         assert "denied" in text(denied)
         assert not allowed.is_error
@@ -104,14 +137,9 @@ class TestPermissions:
     def test_shell_rule_denies_a_compound_command(self, tmp_path: Path) -> None:
         """A shell-aware rule matches every simple command of `ls && rm -rf /`."""
         proxy = Proxy(tmp_path, {"permission_rules": ["deny bash(command~rm *)"]})
-
-        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
-            async with proxy.session() as host:
-                bad = await host.call_tool("bash", {"command": "ls && rm -rf /"})
-                good = await host.call_tool("bash", {"command": "ls -l"})
-                return bad, good
-
-        bad, good = run(go)
+        bad, good = proxy.call(
+            ("bash", {"command": "ls && rm -rf /"}), ("bash", {"command": "ls -l"})
+        )
         assert bad.is_error
         assert not good.is_error
         assert proxy.calls() == ['bash:{"command": "ls -l"}']
@@ -119,12 +147,7 @@ class TestPermissions:
     def test_ask_without_elicitation_denies(self, tmp_path: Path) -> None:
         """A tool hinted as changing things asks; a host that cannot elicit gets a denial."""
         proxy = Proxy(tmp_path, {})
-
-        async def go() -> mt.CallToolResult:
-            async with proxy.session() as host:
-                return await host.call_tool("drop_table", {"table": "users"})
-
-        result = run(go)
+        (result,) = proxy.call(("drop_table", {"table": "users"}))
         assert result.is_error
         assert "approv" in text(result)
         assert proxy.calls() == []
@@ -132,24 +155,17 @@ class TestPermissions:
     def test_policy_naming_the_tool_overrides_the_hint(self, tmp_path: Path) -> None:
         """A policy that allows drop_table by name runs it without asking."""
         proxy = Proxy(tmp_path, {"permissions": {"drop_table": "allow"}})
-
-        async def go() -> mt.CallToolResult:
-            async with proxy.session() as host:
-                return await host.call_tool("drop_table", {"table": "users"})
-
-        assert not run(go).is_error
+        (result,) = proxy.call(("drop_table", {"table": "users"}))
+        assert not result.is_error
         assert proxy.calls() == ['drop_table:{"table": "users"}']
 
     def test_accepting_elicitation_runs_the_call(self, tmp_path: Path) -> None:
         """An explicit accept with a yes runs the asked call, and the question names it."""
         proxy = Proxy(tmp_path, {"permissions": {"drop_table": "ask"}})
         asked: list[str] = []
-
-        async def go() -> mt.CallToolResult:
-            async with proxy.session(answering("accept", True, asked)) as host:
-                return await host.call_tool("drop_table", {"table": "users"})
-
-        result = run(go)
+        (result,) = proxy.call(
+            ("drop_table", {"table": "users"}), elicit=answering("accept", True, asked)
+        )
         assert not result.is_error
         assert text(result) == "dropped users"
         assert len(asked) == 1
@@ -164,14 +180,11 @@ class TestPermissions:
     ) -> None:
         """A decline, a cancel, or an accept without a yes leaves the call unrun."""
         proxy = Proxy(tmp_path, {"permissions": {"drop_table": "ask"}})
-
-        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
-            async with proxy.session(answering(action, approve)) as host:
-                asked = await host.call_tool("drop_table", {"table": "users"})
-                after = await host.call_tool("read_row", {"key": "b"})
-                return asked, after
-
-        asked, after = run(go)
+        asked, after = proxy.call(
+            ("drop_table", {"table": "users"}),
+            ("read_row", {"key": "b"}),
+            elicit=answering(action, approve),
+        )
         assert asked.is_error
         assert not after.is_error  # the session goes on
         assert proxy.calls() == ['read_row:{"key": "b"}']
@@ -181,14 +194,7 @@ class TestSessionGuards:
     def test_repeated_call_is_refused_then_the_session_stops(self, tmp_path: Path) -> None:
         """The third identical call is not run; repeating it on ends the session (doom loop)."""
         proxy = Proxy(tmp_path, {})
-
-        async def go() -> list[mt.CallToolResult]:
-            async with proxy.session() as host:
-                results = [await host.call_tool("read_row", {"key": "a"}) for _ in range(5)]
-                results.append(await host.call_tool("read_row", {"key": "other"}))
-                return results
-
-        results = run(go)
+        results = proxy.call(*[("read_row", {"key": "a"})] * 5, ("read_row", {"key": "other"}))
         assert [r.is_error for r in results] == [False, False, True, True, True, True]
         assert "doom_loop" in text(results[4])
         assert "stopped" in text(results[5])
@@ -197,12 +203,7 @@ class TestSessionGuards:
     def test_tool_call_budget_stops_the_session(self, tmp_path: Path) -> None:
         """With max_tool_calls 2 the third call is answered with the budget's stop."""
         proxy = Proxy(tmp_path, {"max_tool_calls": 2})
-
-        async def go() -> list[mt.CallToolResult]:
-            async with proxy.session() as host:
-                return [await host.call_tool("read_row", {"key": k}) for k in "abc"]
-
-        results = run(go)
+        results = proxy.call(*[("read_row", {"key": k}) for k in "abc"])
         assert [r.is_error for r in results] == [False, False, True]
         assert "max_tool_calls" in text(results[2])
         assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
@@ -211,12 +212,7 @@ class TestSessionGuards:
         """Every call is a turn: a policy that does not set max_turns does not stop an
         editor's session at the Policy's default of 50."""
         proxy = Proxy(tmp_path, {})
-
-        async def go() -> list[mt.CallToolResult]:
-            async with proxy.session() as host:
-                return [await host.call_tool("read_row", {"key": f"k{i}"}) for i in range(60)]
-
-        results = run(go)
+        results = proxy.call(*[("read_row", {"key": f"k{i}"}) for i in range(60)])
         assert not any(r.is_error for r in results)
         assert text(results[-1]) == "row k59"
         assert len(proxy.calls()) == 60
@@ -225,12 +221,7 @@ class TestSessionGuards:
         """A policy that sets max_turns gets it, as an agent's run does: the last turn is
         kept for reading the last result, so with 3 the third call is refused."""
         proxy = Proxy(tmp_path, {"max_turns": 3})
-
-        async def go() -> list[mt.CallToolResult]:
-            async with proxy.session() as host:
-                return [await host.call_tool("read_row", {"key": k}) for k in "abcd"]
-
-        results = run(go)
+        results = proxy.call(*[("read_row", {"key": k}) for k in "abcd"])
         assert [r.is_error for r in results] == [False, False, True, True]
         assert "max_turns" in text(results[2])
         assert "stopped" in text(results[3])
@@ -240,50 +231,24 @@ class TestSessionGuards:
         """A server that exits mid-session: the trace's run ends, stopped from outside with
         the server's exit, so replay reads how it ended."""
         proxy = Proxy(tmp_path, {})
-
-        async def go() -> None:
-            async with proxy.session() as host:
-                await host.call_tool("read_row", {"key": "a"})
-                await host.call_tool("crash", {})
-
-        run(go)
-        events = [json.loads(line) for line in proxy.trace.read_text(encoding="utf-8").splitlines()]
-        last = [e for e in events if e.get("event") == "decision"][-1]
+        proxy.call(("read_row", {"key": "a"}), ("crash", {}))
+        last = last_decision(proxy.trace)
         assert last["exit_reason"] == "interrupted"
         assert "exited (status 3)" in last["reason"]
-        replay = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "replay", str(proxy.trace), "--json"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-        assert replay.returncode == 0, replay.stdout + replay.stderr  # no divergence
-        (record,) = [json.loads(line) for line in replay.stdout.splitlines()]
+        record = replayed(proxy.trace)  # no divergence
         assert record["exit_reason"] == record["recorded_end"] == "interrupted"
 
     def test_trace_replays_and_reports(self, tmp_path: Path) -> None:
         """The session's trace (an allowed, a denied and an approved call) replays with
         `agentfsm replay` to the same decisions, and `agentfsm report` reads it."""
         proxy = Proxy(tmp_path, {"permissions": {"drop_table": "deny", "bash": "ask"}})
-
-        async def go() -> None:
-            async with proxy.session(answering("accept", True)) as host:
-                await host.call_tool("read_row", {"key": "a"})
-                await host.call_tool("drop_table", {"table": "users"})
-                await host.call_tool("bash", {"command": "ls"})
-
-        run(go)
-        replay = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "replay", str(proxy.trace), "--json"],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            check=False,
-            timeout=120,
+        proxy.call(
+            ("read_row", {"key": "a"}),
+            ("drop_table", {"table": "users"}),
+            ("bash", {"command": "ls"}),
+            elicit=answering("accept", True),
         )
-        assert replay.returncode == 0, replay.stderr
-        (record,) = [json.loads(line) for line in replay.stdout.splitlines()]
+        record = replayed(proxy.trace)
         assert record["steps"] == 4  # three calls, then the host closing the session
         assert record["recorded_end"] == "completed"
         assert record["exit_reason"] == "completed"
@@ -292,14 +257,8 @@ class TestSessionGuards:
         assert actions.count("execute_tools") == 2
         assert "ask_human" in actions
         assert any("denied" in d["reason"] for d in record["decisions"])
-        report = subprocess.run(
-            [sys.executable, "-m", "agentfsm", "report", str(proxy.trace), "-o", "r.html"],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=tmp_path,
-            check=False,
-            timeout=120,
+        report = python(
+            "-m", "agentfsm", "report", proxy.trace, "-o", "r.html", cwd=tmp_path, timeout=120
         )
         assert report.returncode == 0, report.stderr
         assert "read_row" in (tmp_path / "r.html").read_text(encoding="utf-8")
@@ -347,12 +306,7 @@ class TestHostileServer:
     def test_huge_result_is_capped(self, tmp_path: Path) -> None:
         """A result over --max-result-bytes reaches the host cut, with a note."""
         proxy = Proxy(tmp_path, {}, "--max-result-bytes", "10000")
-
-        async def go() -> mt.CallToolResult:
-            async with proxy.session() as host:
-                return await host.call_tool("big", {"size": 1_000_000})
-
-        said = text(run(go))
+        said = text(proxy.call(("big", {"size": 1_000_000}))[0])
         assert len(said) < 10_000
         assert "result cut from" in said
         assert said.startswith("xxxx")
@@ -364,13 +318,7 @@ class TestHostileServer:
         """A line that is not MCP, or a result of the wrong shape, is an error result; the
         session goes on."""
         proxy = Proxy(tmp_path, {})
-
-        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
-            async with proxy.session() as host:
-                broken = await host.call_tool(tool, {})
-                return broken, await host.call_tool("read_row", {"key": "a"})
-
-        broken, after = run(go)
+        broken, after = proxy.call((tool, {}), ("read_row", {"key": "a"}))
         assert broken.is_error
         assert why in text(broken)
         assert text(after) == "row a"
@@ -378,12 +326,7 @@ class TestHostileServer:
     def test_server_crash_mid_call(self, tmp_path: Path) -> None:
         """A server that exits mid-call: an error result, a message on stderr."""
         proxy = Proxy(tmp_path, {})
-
-        async def go() -> mt.CallToolResult:
-            async with proxy.session() as host:
-                return await host.call_tool("crash", {})
-
-        result = run(go)
+        (result,) = proxy.call(("crash", {}))
         assert result.is_error
         assert "exited (status 3)" in text(result)
         assert "exited (status 3)" in proxy.stderr.read_text(encoding="utf-8")
@@ -392,15 +335,7 @@ class TestHostileServer:
 def _raw(proxy: Proxy, lines: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
     """Run the proxy with these messages on its stdin, then end of input."""
     given = "".join(json.dumps(m) + "\n" for m in lines)
-    return subprocess.run(
-        [sys.executable, *proxy.args],
-        input=given,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-        timeout=60,
-    )
+    return python(*proxy.args, input=given)
 
 
 INIT = {
@@ -467,15 +402,7 @@ class TestProcess:
         given = tmp_path / "host.jsonl"
         given.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
         with given.open("rb") as stdin:
-            done = subprocess.run(
-                [sys.executable, *proxy.args],
-                stdin=stdin,
-                capture_output=True,
-                text=True,
-                env=ENV,
-                check=False,
-                timeout=60,
-            )
+            done = python(*proxy.args, stdin=stdin)
         assert done.returncode == 0, done.stderr
         answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
         assert answers[3]["result"]["content"][0]["text"] == "row a"
@@ -485,26 +412,7 @@ class TestProcess:
 
     def test_server_that_cannot_start_exits_2(self, tmp_path: Path) -> None:
         """A server command that does not exist: exit 2 with a message, nothing on stdout."""
-        (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agentfsm",
-                "mcp-proxy",
-                "--policy",
-                "policy.json",
-                "--",
-                str(tmp_path / "no-such-server"),
-            ],
-            input="",
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=tmp_path,
-            check=False,
-            timeout=60,
-        )
+        done = proxy_exits(tmp_path, "--", str(tmp_path / "no-such-server"))
         assert done.returncode == 2
         assert "cannot start the server" in done.stderr
         assert done.stdout == ""
@@ -521,15 +429,7 @@ class TestProcess:
         """A missing or broken policy file, or no server command: exit 2 with a message."""
         (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
         (tmp_path / "bad.json").write_text('{"max_turns": 0}', encoding="utf-8")
-        done = subprocess.run(
-            [sys.executable, "-m", "agentfsm", *args],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            cwd=tmp_path,
-            check=False,
-            timeout=60,
-        )
+        done = python("-m", "agentfsm", *args, cwd=tmp_path)
         assert done.returncode == 2
         assert done.stderr.startswith("agentfsm mcp-proxy: ")
         assert done.stdout == ""

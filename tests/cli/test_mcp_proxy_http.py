@@ -31,21 +31,31 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from agentfsm.exceptions import AgentFSMError
-from tests.cli.test_mcp_proxy import ENV, INIT, SERVER, Elicit, Proxy, answering, run, text
+from tests.cli.test_mcp_proxy import (
+    ENV,
+    INIT,
+    SERVER,
+    Elicit,
+    Proxy,
+    answering,
+    last_decision,
+    proxy_exits,
+    replayed,
+    run,
+    text,
+)
+from tests.processes import free_port, wait_until_listening
 
 
-class HttpProxy:
-    """A proxy process serving hosts over streamable HTTP, its server the stdio test server."""
+class HttpProxy(Proxy):
+    """A proxy process serving hosts over streamable HTTP, its server the stdio test server;
+    the files, `calls` and `call` are the stdio `Proxy`'s."""
 
     def __init__(
         self, tmp_path: Path, policy: dict[str, Any], server: list[str] | None = None
     ) -> None:
+        super().__init__(tmp_path, policy)
         self.tmp_path = tmp_path
-        self.policy = tmp_path / "policy.json"
-        self.policy.write_text(json.dumps(policy), encoding="utf-8")
-        self.trace = tmp_path / "trace.jsonl"
-        self.log = tmp_path / "calls.log"
-        self.stderr = tmp_path / "stderr.txt"
         self.url = ""
         self.args = [
             *(sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", str(self.policy)),
@@ -53,11 +63,6 @@ class HttpProxy:
             *(server or ["--", sys.executable, SERVER, str(self.log)]),
         ]
         self.status: int | None = None
-
-    def calls(self) -> list[str]:
-        if not self.log.exists():
-            return []
-        return self.log.read_text(encoding="utf-8").splitlines()
 
     @contextmanager
     def running(self) -> Iterator[HttpProxy]:
@@ -100,34 +105,15 @@ def _first_line(proc: subprocess.Popen[bytes]) -> str:
     return line
 
 
-def _replay(trace: Path) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "agentfsm", "replay", str(trace), "--json"],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    (record,) = [json.loads(line) for line in done.stdout.splitlines()]
-    return cast(dict[str, Any], record)
-
-
 class TestHttpHost:
     def test_denied_call_never_reaches_the_server(self, tmp_path: Path) -> None:
         """A host by URL: a denied call is an error result the server never sees; an allowed
         one runs; the proxy exits 0 on SIGTERM."""
         proxy = HttpProxy(tmp_path, {"permissions": {"drop_table": "deny"}})
-
-        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
-            async with proxy.session() as host:
-                denied = await host.call_tool("drop_table", {"table": "users"})
-                allowed = await host.call_tool("read_row", {"key": "a"})
-                return denied, allowed
-
         with proxy.running():
-            denied, allowed = run(go)
+            denied, allowed = proxy.call(
+                ("drop_table", {"table": "users"}), ("read_row", {"key": "a"})
+            )
         assert denied.is_error
         assert "denied" in text(denied)
         assert text(allowed) == "row a"
@@ -140,15 +126,12 @@ class TestHttpHost:
         hostile = str(Path(__file__).with_name("mcp_hostile_server.py"))
         server = ["--", sys.executable, hostile, str(tmp_path / "calls.log"), "forge"]
         proxy = HttpProxy(tmp_path, {"permissions": {"drop_table": "ask"}}, server)
-
-        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
-            async with proxy.session(answering("decline")) as host:
-                declined = await host.call_tool("drop_table", {"table": "users"})
-                ran = await host.call_tool("read_row", {"key": "a"})
-                return declined, ran
-
         with proxy.running():
-            declined, ran = run(go)
+            declined, ran = proxy.call(
+                ("drop_table", {"table": "users"}),
+                ("read_row", {"key": "a"}),
+                elicit=answering("decline"),
+            )
         assert declined.is_error
         assert "forged" not in text(declined)
         assert text(ran) == "read_row ran"
@@ -235,13 +218,9 @@ class TestHttpHost:
                     failed = exc
             return result, failed
 
-        async def fresh() -> mt.CallToolResult:
-            async with proxy.session() as host:
-                return await host.call_tool("read_row", {"key": "new"})
-
         with proxy.running():
             result, failed = run(crashed)
-            after = run(fresh)
+            (after,) = proxy.call(("read_row", {"key": "new"}))
         assert result.is_error
         assert "exited (status 3)" in text(result)
         assert failed is not None
@@ -270,19 +249,13 @@ class TestHttpHost:
         """A session's trace is a file of its own, named by the session id; a session the
         host ended replays with `agentfsm replay` to a completed end."""
         proxy = HttpProxy(tmp_path, {})
-
-        async def closed() -> None:
-            async with proxy.session() as host:
-                await host.call_tool("read_row", {"key": "a"})
-                await host.call_tool("bash", {"command": "ls"})
-
         with proxy.running():
-            run(closed)
+            proxy.call(("read_row", {"key": "a"}), ("bash", {"command": "ls"}))
             deadline = time.monotonic() + 30
             while not _finished_traces(tmp_path) and time.monotonic() < deadline:
                 time.sleep(0.1)
         (trace,) = tmp_path.glob("trace.*.jsonl")
-        record = _replay(trace)
+        record = replayed(trace)
         assert record["steps"] == 3  # two calls, then the host ending the session
         assert record["recorded_end"] == "completed"
         assert record["exit_reason"] == "completed"
@@ -296,11 +269,10 @@ class TestHttpHost:
             _open_session(proxy.url)
         assert proxy.status == 0
         (trace,) = tmp_path.glob("trace.*.jsonl")
-        events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
-        last = [e for e in events if e.get("event") == "decision"][-1]
+        last = last_decision(trace)
         assert last["exit_reason"] == "interrupted"
         assert "the proxy shut down" in last["reason"]
-        record = _replay(trace)  # the proxy's stop is replayed: no divergence
+        record = replayed(trace)  # the proxy's stop is replayed: no divergence
         assert record["differs"] is False, record
         assert record["exit_reason"] == record["recorded_end"] == "interrupted"
 
@@ -360,16 +332,15 @@ class TestIdleSessions:
             ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
             gone = httpx2.post(proxy.url, json=ping, headers=headers, timeout=30)
         assert gone.status_code == 404
-        events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
-        last = [e for e in events if e.get("event") == "decision"][-1]
+        last = last_decision(trace)
         assert "idle for 1 s" in last["reason"]
-        record = _replay(trace)
+        record = replayed(trace)
         assert record["differs"] is False
         assert "was idle for 1 s: ended" in proxy.stderr.read_text(encoding="utf-8")
 
     @pytest.mark.parametrize("idle", ["-1", "soon", "inf"])
     def test_a_bad_idle_time_exits_2(self, tmp_path: Path, idle: str) -> None:
-        done = _proxy_exits(tmp_path, "--http", "0", "--session-idle", idle, "--", "true")
+        done = proxy_exits(tmp_path, "--http", "0", "--session-idle", idle, "--", "true")
         assert done.returncode == 2
         assert "--session-idle" in done.stderr
         assert done.stdout == ""
@@ -392,30 +363,13 @@ class TestIdleSessions:
         assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
 
 
-def _proxy_exits(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The proxy run with an empty policy and `args`, for arguments it must refuse at once."""
-    (tmp_path / "policy.json").write_text("{}", encoding="utf-8")
-    return subprocess.run(
-        [sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", "policy.json", *args],
-        input="",
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=tmp_path,
-        check=False,
-        timeout=60,
-    )
-
-
 def _http_server(
     tmp_path: Path, token: str | None = None
 ) -> Generator[tuple[str, Path, subprocess.Popen[bytes]], None, None]:
     """A streamable HTTP MCP server on 127.0.0.1 (asking for `token`, when given): its URL,
     its call log, its process."""
     log = tmp_path / "http-calls.log"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     with subprocess.Popen(
         [sys.executable, SERVER, str(log), str(port), *([token] if token else [])],
         stdout=subprocess.DEVNULL,
@@ -423,15 +377,7 @@ def _http_server(
         env=ENV,
     ) as process:
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert process.poll() is None, "the HTTP MCP server exited"
-                    assert time.monotonic() < deadline, "the HTTP MCP server did not start"
-                    time.sleep(0.1)
+            wait_until_listening(port, process, "HTTP MCP server")
             yield f"http://127.0.0.1:{port}/mcp", log, process
         finally:
             process.kill()
@@ -465,12 +411,7 @@ class TestHttpServer:
         requests without its bearer token runs the allowed call."""
         url, log, _ = server_with_token
         proxy = self._proxy(tmp_path, url, {}, "--header", "Authorization: Bearer s3cret")
-
-        async def go() -> mt.CallToolResult:
-            async with proxy.session() as host:
-                return await host.call_tool("read_row", {"key": "a"})
-
-        allowed = run(go)
+        (allowed,) = proxy.call(("read_row", {"key": "a"}))
         assert not allowed.is_error, text(allowed)
         assert text(allowed) == "row a"
         assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
@@ -482,16 +423,11 @@ class TestHttpServer:
         allowed call does, and its answer comes back."""
         url, log, _ = server
         proxy = self._proxy(tmp_path, url, {"permissions": {"bash": "deny"}})
-
-        async def go() -> list[mt.CallToolResult]:
-            async with proxy.session() as host:
-                return [
-                    await host.call_tool("bash", {"command": "ls"}),
-                    await host.call_tool("drop_table", {"table": "users"}),
-                    await host.call_tool("read_row", {"key": "a"}),
-                ]
-
-        denied, unasked, allowed = run(go)
+        denied, unasked, allowed = proxy.call(
+            ("bash", {"command": "ls"}),
+            ("drop_table", {"table": "users"}),
+            ("read_row", {"key": "a"}),
+        )
         assert denied.is_error
         assert "denied" in text(denied)
         assert unasked.is_error
@@ -499,7 +435,7 @@ class TestHttpServer:
         assert not allowed.is_error
         assert text(allowed) == "row a"
         assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
-        record = _replay(proxy.trace)
+        record = replayed(proxy.trace)
         assert record["recorded_end"] == "completed"
 
     def test_elicitation_through_to_http_server(
@@ -508,12 +444,10 @@ class TestHttpServer:
         """An `ask` the host's user approves runs at the HTTP server."""
         url, log, _ = server
         proxy = self._proxy(tmp_path, url, {})
-
-        async def go() -> mt.CallToolResult:
-            async with proxy.session(answering("accept", True)) as host:
-                return await host.call_tool("drop_table", {"table": "users"})
-
-        assert text(run(go)) == "dropped users"
+        (dropped,) = proxy.call(
+            ("drop_table", {"table": "users"}), elicit=answering("accept", True)
+        )
+        assert text(dropped) == "dropped users"
         assert log.read_text(encoding="utf-8").splitlines() == ['drop_table:{"table": "users"}']
 
     def test_http_host_to_http_server(
@@ -522,14 +456,8 @@ class TestHttpServer:
         """Streamable HTTP on both sides: a host by URL, a server by URL; the policy holds."""
         url, log, _ = server
         proxy = HttpProxy(tmp_path, {"permissions": {"bash": "deny"}}, ["--url", url])
-
-        async def go() -> tuple[mt.CallToolResult, mt.CallToolResult]:
-            async with proxy.session() as host:
-                denied = await host.call_tool("bash", {"command": "ls"})
-                return denied, await host.call_tool("read_row", {"key": "a"})
-
         with proxy.running():
-            denied, allowed = run(go)
+            denied, allowed = proxy.call(("bash", {"command": "ls"}), ("read_row", {"key": "a"}))
         assert denied.is_error
         assert text(allowed) == "row a"
         assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
@@ -555,8 +483,7 @@ class TestHttpServer:
         assert after.is_error
         assert "the connection to the MCP server failed" in text(after)
         assert log.read_text(encoding="utf-8").splitlines() == ['read_row:{"key": "a"}']
-        events = [json.loads(line) for line in proxy.trace.read_text(encoding="utf-8").splitlines()]
-        last = [e for e in events if e.get("event") == "decision"][-1]
+        last = last_decision(proxy.trace)
         assert last["exit_reason"] == "interrupted"
 
 
@@ -583,10 +510,8 @@ class TestArguments:
     def test_bad_http_arguments_exit_2(self, tmp_path: Path, args: list[str], said: str) -> None:
         """Both a URL and a command, a URL that is not http(s) or not listening, a --http
         that is not [HOST:]PORT: exit 2, a message naming it, nothing on stdout."""
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            free = probe.getsockname()[1]
-        done = _proxy_exits(tmp_path, *(a.replace("{free}", str(free)) for a in args))
+        free = free_port()
+        done = proxy_exits(tmp_path, *(a.replace("{free}", str(free)) for a in args))
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("agentfsm mcp-proxy: ")
         assert said in done.stderr
@@ -598,7 +523,7 @@ class TestArguments:
             holder.bind(("127.0.0.1", 0))
             holder.listen()
             port = holder.getsockname()[1]
-            done = _proxy_exits(tmp_path, "--http", f"127.0.0.1:{port}", "--", "true")
+            done = proxy_exits(tmp_path, "--http", f"127.0.0.1:{port}", "--", "true")
         assert done.returncode == 2
         assert "cannot listen" in done.stderr
         assert done.stdout == ""

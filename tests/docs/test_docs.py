@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tests.docs.scripts import DOCS, load
+from tests.processes import python
 
 PAGES = {
     "langgraph": "completed",
@@ -78,14 +77,7 @@ class TestIntegrationPages:
         """The example runs in a fresh interpreter and ends with the exit reason it shows."""
         script = tmp_path / f"example_{page}.py"
         script.write_text(example(page), encoding="utf-8")
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            cwd=tmp_path,
-        )
+        done = python(str(script), timeout=300, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[-1].endswith(PAGES[page]), done.stdout
 

@@ -10,40 +10,41 @@ from agentfsm.testing import call, turn
 A = af.Action
 
 
+def replied_and_loaded(
+    calls: list[af.ToolCall], approved: bool, message: str | None, action: af.Action
+) -> tuple[af.Controller, af.Controller]:
+    """A controller that asked about `rm` among `calls` and got this reply (deciding
+    `action`), and the controller loaded from its dump, in the same state."""
+    ctl = af.Controller(af.Policy(permissions={"rm": "ask"}))
+    assert ctl.on_model_output(turn(calls=calls)).action is A.ASK_HUMAN
+    assert ctl.on_human_reply(approved, message).action is action
+    loaded = af.Controller.load(ctl.dump())
+    assert (loaded.state, loaded.pending_calls) == (ctl.state, ctl.pending_calls)
+    return ctl, loaded
+
+
+@pytest.mark.parametrize(
+    ("approved", "message", "action"),
+    [(True, None, A.EXECUTE_TOOLS), (False, None, A.STOP), (False, "no", A.CONTINUE)],
+)
 class TestDumpAfterHumanReply:
     """Nothing is left awaiting approval once the human has answered."""
 
-    @pytest.mark.parametrize(
-        ("approved", "message", "action"),
-        [(True, None, A.EXECUTE_TOOLS), (False, None, A.STOP), (False, "no", A.CONTINUE)],
-    )
     def test_dump_loads_and_decides_the_same(
         self, approved: bool, message: str | None, action: af.Action
     ) -> None:
         """Approve, decline, or decline with a message: the dump loads, in the same state."""
-        ctl = af.Controller(af.Policy(permissions={"rm": "ask"}))
-        assert ctl.on_model_output(turn(calls=[call("rm", {}, id="c1")])).action is A.ASK_HUMAN
-        assert ctl.on_human_reply(approved, message).action is action
-        loaded = af.Controller.load(ctl.dump())
-        assert (loaded.state, loaded.pending_calls) == (ctl.state, ctl.pending_calls)
+        ctl, loaded = replied_and_loaded([call("rm", {}, id="c1")], approved, message, action)
         if action is A.EXECUTE_TOOLS:
             results = [af.ToolResult(call_id="c1", content="removed")]
             assert loaded.on_tool_results(results) == ctl.on_tool_results(results)
 
-    @pytest.mark.parametrize(
-        ("approved", "message", "action"),
-        [(True, None, A.EXECUTE_TOOLS), (False, None, A.STOP), (False, "no", A.CONTINUE)],
-    )
     def test_a_sibling_of_an_ask_call_is_not_left_waiting(
         self, approved: bool, message: str | None, action: af.Action
     ) -> None:
         """With an allowed call beside the asked one, every reply leaves a dump that loads."""
-        ctl = af.Controller(af.Policy(permissions={"rm": "ask"}))
         calls = [call("rm", {}, id="c1"), call("ls", {}, id="c2")]
-        assert ctl.on_model_output(turn(calls=calls)).action is A.ASK_HUMAN
-        assert ctl.on_human_reply(approved, message).action is action
-        loaded = af.Controller.load(ctl.dump())
-        assert (loaded.state, loaded.pending_calls) == (ctl.state, ctl.pending_calls)
+        replied_and_loaded(calls, approved, message, action)
 
 
 class TestApprovalAtTheLastTurn:

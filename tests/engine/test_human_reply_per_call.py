@@ -24,18 +24,10 @@ from agentfsm._replay.trajectories import read_runs
 from agentfsm._report import build
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.testing import call, turn
+from tests.strategies import one_argument_tool
 
 A, X = af.Action, af.ExitReason
-DELETE = {
-    "name": "delete_file",
-    "description": "delete a file",
-    "parameters": {
-        "type": "object",
-        "properties": {"path": {"type": "string"}},
-        "required": ["path"],
-        "additionalProperties": False,
-    },
-}
+DELETE = one_argument_tool("delete_file", "delete a file", "path", additionalProperties=False)
 LS = {"name": "ls", "description": "list", "parameters": {"type": "object", "properties": {}}}
 GUARDED = af.Policy(
     permissions={"delete_file": "ask", "ls": "allow"},

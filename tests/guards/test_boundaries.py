@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from agentfsm import ExitReason, FinishReason, ModelTurn, Priority
+from agentfsm import FinishReason, ModelTurn
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards import (
     ContentFiltered,
@@ -22,30 +24,7 @@ from agentfsm.guards import (
     TokenBudget,
 )
 from agentfsm.testing import call, snapshot, turn
-
-
-@pytest.mark.parametrize(
-    ("guard", "priority", "exit_reason"),
-    [
-        (MaxTurns(50), Priority.P6, ExitReason.MAX_TURNS),
-        (MaxToolCalls(10), Priority.P6, ExitReason.MAX_TOOL_CALLS),
-        (TokenBudget(1_000), Priority.P6, ExitReason.TOKEN_BUDGET),
-        (CostBudget(0.5), Priority.P6, ExitReason.COST_BUDGET),
-        (Deadline(60), Priority.P6, ExitReason.DEADLINE),
-        (ContextLimit(100_000), Priority.P6, ExitReason.CONTEXT_EXHAUSTED),
-        (Refused(), Priority.P6, ExitReason.REFUSAL),
-        (ContentFiltered(), Priority.P6, ExitReason.CONTENT_FILTER),
-        (NeedsApproval(), Priority.P6, None),
-        (PermissionDenied(), Priority.P6, ExitReason.PERMISSION_DENIED),
-        (HumanDeclined(), Priority.P6, ExitReason.HUMAN_DECLINED),
-        (HumanApproved(), Priority.P1, None),
-    ],
-)
-def test_layer_priority_and_exit_reason(
-    guard: Guard, priority: Priority, exit_reason: ExitReason | None
-) -> None:
-    """Every boundary is a layer 5 guard with the priority and exit reason of DESIGN.md."""
-    assert (guard.layer, guard.priority, guard.exit_reason) == (5, priority, exit_reason)
+from tests.guards.hits import fires
 
 
 @pytest.mark.parametrize(
@@ -60,8 +39,7 @@ def test_a_negative_limit_is_refused(cls: type[MaxTurns]) -> None:
 class TestMaxTurns:
     def test_applies_at_the_limit(self) -> None:
         """At turn 50 of 50 no model call is left; the reason gives both numbers."""
-        hit = MaxTurns(50)(snapshot(turn=50))
-        assert hit is not None
+        hit = fires(MaxTurns(50), turn=50)
         assert "turn 50 of 50" in hit.reason
 
     def test_does_not_apply_before_the_limit(self) -> None:
@@ -83,74 +61,70 @@ class TestMaxToolCalls:
         assert MaxToolCalls(10)(snap) is None
 
 
-class TestTokenBudget:
-    def test_applies_when_the_budget_is_spent(self) -> None:
-        """200,000 tokens of 200,000 are spent; the reason gives both."""
-        hit = TokenBudget(200_000)(snapshot(tokens_used=200_000))
-        assert hit is not None
-        assert "200000 tokens used of a budget of 200000" in hit.reason
-
-    def test_does_not_apply_under_budget(self) -> None:
-        """One token under the budget is fine."""
-        assert TokenBudget(200_000)(snapshot(tokens_used=199_999)) is None
-
-
-class TestCostBudget:
-    def test_applies_when_the_money_is_spent(self) -> None:
-        """$0.75 of $0.50 is over budget; the reason gives both amounts."""
-        hit = CostBudget(0.5)(snapshot(cost_used=0.75))
-        assert hit is not None
-        assert "$0.7500 spent" in hit.reason
-        assert "$0.5000" in hit.reason
-
-    def test_does_not_apply_under_budget(self) -> None:
-        """$0.49 of $0.50 is fine."""
-        assert CostBudget(0.5)(snapshot(cost_used=0.49)) is None
-
-
-class TestDeadline:
-    def test_applies_after_the_deadline(self) -> None:
-        """61.5s of 60s is past the deadline; the reason gives both."""
-        hit = Deadline(60)(snapshot(elapsed=61.5))
-        assert hit is not None
-        assert "61.5s elapsed of 60s" in hit.reason
-
-    def test_does_not_apply_before_the_deadline(self) -> None:
-        """59.9s of 60s is in time."""
-        assert Deadline(60)(snapshot(elapsed=59.9)) is None
+BUDGETS = [
+    # 200,000 tokens of 200,000 are spent; one under is fine.
+    pytest.param(
+        TokenBudget(200_000),
+        {"tokens_used": 200_000},
+        {"tokens_used": 199_999},
+        ["200000 tokens used of a budget of 200000"],
+        id="TokenBudget",
+    ),
+    # $0.75 of $0.50 is over budget; $0.49 is fine.
+    pytest.param(
+        CostBudget(0.5),
+        {"cost_used": 0.75},
+        {"cost_used": 0.49},
+        ["$0.7500 spent", "$0.5000"],
+        id="CostBudget",
+    ),
+    # 61.5s of 60s is past the deadline; 59.9s is in time.
+    pytest.param(
+        Deadline(60), {"elapsed": 61.5}, {"elapsed": 59.9}, ["61.5s elapsed of 60s"], id="Deadline"
+    ),
+    # A context of 130,000 tokens with a limit of 128,000 applies; one under the limit is fine.
+    pytest.param(
+        ContextLimit(128_000),
+        {"context_tokens": 130_000},
+        {"context_tokens": 127_999},
+        ["130000", "128000"],
+        id="ContextLimit",
+    ),
+]
 
 
-class TestContextLimit:
-    def test_applies_when_the_context_is_full(self) -> None:
-        """A context of 130,000 tokens with a limit of 128,000 applies; the reason gives both."""
-        hit = ContextLimit(128_000)(snapshot(context_tokens=130_000))
-        assert hit is not None
-        assert "130000" in hit.reason
-        assert "128000" in hit.reason
+@pytest.mark.parametrize(("guard", "spent", "within", "said"), BUDGETS)
+class TestBudgets:
+    """Token, cost, time and context budgets: each applies once spent and says how much of
+    how much; just within it, the run goes on."""
 
-    def test_does_not_apply_below_the_limit(self) -> None:
-        """A context under the limit is fine."""
-        assert ContextLimit(128_000)(snapshot(context_tokens=127_999)) is None
+    def test_applies_when_spent_naming_both_amounts(
+        self, guard: Guard, spent: dict[str, Any], within: dict[str, Any], said: list[str]
+    ) -> None:
+        hit = fires(guard, **spent)
+        assert [part for part in said if part not in hit.reason] == []
+
+    def test_does_not_apply_within(
+        self, guard: Guard, spent: dict[str, Any], within: dict[str, Any], said: list[str]
+    ) -> None:
+        assert guard(snapshot(**within)) is None
 
 
 class TestRefused:
     def test_applies_to_a_refusal_finish(self) -> None:
         """A `refusal` finish ends the run; the reason quotes the text."""
-        hit = Refused()(snapshot(output=turn("I can't help with that.", finish="refusal")))
-        assert hit is not None
+        hit = fires(Refused(), output=turn("I can't help with that.", finish="refusal"))
         assert "I can't help with that." in hit.reason
 
     def test_applies_to_a_separate_refusal_field(self) -> None:
         """A refusal reported beside the answer (OpenAI `refusal`) applies under `stop`."""
         out = ModelTurn(refusal="No.", finish_reason=FinishReason.STOP)
-        hit = Refused()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(Refused(), output=out)
         assert "'No.'" in hit.reason
 
     def test_quotes_at_most_120_characters(self) -> None:
         """A long refusal is quoted in part."""
-        hit = Refused()(snapshot(output=turn("n" * 500, finish="refusal")))
-        assert hit is not None
+        hit = fires(Refused(), output=turn("n" * 500, finish="refusal"))
         assert "n" * 120 in hit.reason
         assert "n" * 121 not in hit.reason
 
@@ -164,8 +138,7 @@ class TestContentFiltered:
     def test_applies_to_a_filtered_output(self) -> None:
         """A content-filter finish ends the run; the reason quotes the raw reason."""
         out = ModelTurn(finish_reason=FinishReason.CONTENT_FILTER, raw_finish_reason="SAFETY")
-        hit = ContentFiltered()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(ContentFiltered(), output=out)
         assert "SAFETY" in hit.reason
 
     def test_does_not_apply_otherwise(self) -> None:
@@ -176,8 +149,7 @@ class TestContentFiltered:
 class TestNeedsApproval:
     def test_applies_and_names_the_calls(self) -> None:
         """Calls marked `ask` need a human; the reason names them."""
-        hit = NeedsApproval()(snapshot(needs_approval=(call("write_file"), call("rm"))))
-        assert hit is not None
+        hit = fires(NeedsApproval(), needs_approval=(call("write_file"), call("rm")))
         assert "write_file, rm" in hit.reason
 
     def test_does_not_apply_without_such_calls(self) -> None:
@@ -188,8 +160,7 @@ class TestNeedsApproval:
 class TestPermissionDenied:
     def test_applies_and_names_the_denied_calls(self) -> None:
         """Denied calls stop the run; the reason names them."""
-        hit = PermissionDenied()(snapshot(denied=(call("rm"),)))
-        assert hit is not None
+        hit = fires(PermissionDenied(), denied=(call("rm"),))
         assert hit.reason == "permission denied for rm"
 
     def test_does_not_apply_without_denials(self) -> None:
@@ -200,8 +171,7 @@ class TestPermissionDenied:
 class TestHumanDeclined:
     def test_applies_to_a_bare_no(self) -> None:
         """A human who declines without a message ends the run."""
-        hit = HumanDeclined()(snapshot(phase="human_reply", human_approved=False))
-        assert hit is not None
+        hit = fires(HumanDeclined(), phase="human_reply", human_approved=False)
         assert hit.reason == "the human declined"
 
     def test_does_not_apply_when_the_human_explains(self) -> None:

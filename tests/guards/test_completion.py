@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
-from agentfsm import ExitReason, Priority, RunSnapshot
-from agentfsm.guards import AnswerComplete, AnswerIncomplete, Guard, Paused, non_empty_answer
+from agentfsm import ExitReason, RunSnapshot
+from agentfsm.guards import AnswerComplete, AnswerIncomplete, Paused, non_empty_answer
 from agentfsm.testing import call, snapshot, turn
+from tests.guards.hits import fires
 
 
 def cites_a_source(snap: RunSnapshot) -> str | None:
@@ -23,21 +22,6 @@ def says_no(snap: RunSnapshot) -> bool:
 def says_yes(snap: RunSnapshot) -> bool:
     """A verifier that always passes with True."""
     return True
-
-
-@pytest.mark.parametrize(
-    ("guard", "layer", "priority", "exit_reason"),
-    [
-        (AnswerComplete(), 3, Priority.P3, ExitReason.COMPLETED),
-        (AnswerIncomplete(), 3, Priority.P4, None),
-        (Paused(), 3, Priority.P4, None),
-    ],
-)
-def test_layer_priority_and_exit_reason(
-    guard: Guard, layer: int, priority: Priority, exit_reason: ExitReason | None
-) -> None:
-    """Each completion guard carries the layer, priority and exit reason of DESIGN.md."""
-    assert (guard.layer, guard.priority, guard.exit_reason) == (layer, priority, exit_reason)
 
 
 class TestNonEmptyAnswer:
@@ -57,8 +41,7 @@ class TestNonEmptyAnswer:
 class TestAnswerComplete:
     def test_applies_to_a_plain_answer(self) -> None:
         """An answer with text, no calls and a stop finish is complete."""
-        hit = AnswerComplete()(snapshot(output=turn("Paris.")))
-        assert hit is not None
+        hit = fires(AnswerComplete(), output=turn("Paris."))
         assert hit.exit_reason is ExitReason.COMPLETED
         assert "passes the completion checks" in hit.reason
 
@@ -103,20 +86,17 @@ class TestAnswerComplete:
 class TestAnswerIncomplete:
     def test_applies_with_the_verifiers_problem(self) -> None:
         """An answer failing a verifier applies, with that verifier's words as the reason."""
-        hit = AnswerIncomplete(cites_a_source)(snapshot(output=turn("It is 12C.")))
-        assert hit is not None
+        hit = fires(AnswerIncomplete(cites_a_source), output=turn("It is 12C."))
         assert hit.reason == "the answer cites no source"
 
     def test_names_a_verifier_that_said_false(self) -> None:
         """A bare False is reported as that verifier failing, by name."""
-        hit = AnswerIncomplete(says_no)(snapshot(output=turn("ok")))
-        assert hit is not None
+        hit = fires(AnswerIncomplete(says_no), output=turn("ok"))
         assert hit.reason == "verifier says_no failed"
 
     def test_applies_to_an_empty_answer(self) -> None:
         """An empty answer is not done."""
-        hit = AnswerIncomplete()(snapshot(output=turn("")))
-        assert hit is not None
+        hit = fires(AnswerIncomplete(), output=turn(""))
         assert hit.reason == "the answer is empty"
 
     def test_does_not_apply_to_an_answer_that_passes_every_check(self) -> None:
@@ -133,16 +113,14 @@ class TestAnswerIncomplete:
         a human's reply is never judged."""
         assert AnswerIncomplete()(snapshot(phase="tool_results")) is None
         assert AnswerIncomplete()(snapshot(phase="human_reply", output=turn(""))) is None
-        hit = AnswerIncomplete()(snapshot(phase="tool_results", output=turn("")))
-        assert hit is not None
+        hit = fires(AnswerIncomplete(), phase="tool_results", output=turn(""))
         assert hit.reason == "the answer is empty"
 
 
 class TestPaused:
     def test_applies_to_a_pause_without_calls(self) -> None:
         """`pause_turn` means call again; the reason quotes the raw finish reason."""
-        hit = Paused()(snapshot(output=turn("Searching...", finish="pause")))
-        assert hit is not None
+        hit = fires(Paused(), output=turn("Searching...", finish="pause"))
         assert "pause" in hit.reason
         assert "not final" in hit.reason
 

@@ -29,6 +29,7 @@ from agentfsm.guards import (
     parse_guard,
 )
 from agentfsm.testing import call, snapshot
+from tests.guards.hits import fires
 from tests.strategies import guards, snapshots
 
 
@@ -166,8 +167,7 @@ class TestWhichChildFired:
     def test_anyof_reports_the_first_child_that_applies(self) -> None:
         """The Hit of an AnyOf names the leaf that fired, with that leaf's exit reason."""
         guard = MaxTurns(50) | RetriesExhausted(2)
-        hit = guard(snapshot(turn=3, retries_in_a_row=2))
-        assert hit is not None
+        hit = fires(guard, turn=3, retries_in_a_row=2)
         assert hit.guard == RetriesExhausted(2)
         assert hit.exit_reason is ExitReason.UNRECOVERABLE_OUTPUT
         assert hit.guard.leaf_priority() is Priority.P0
@@ -175,8 +175,7 @@ class TestWhichChildFired:
 
     def test_anyof_prefers_the_earlier_child_when_both_apply(self) -> None:
         """When several children apply, the first in order is the one reported."""
-        hit = (MaxTurns(5) | ToolErrorLimit(2))(snapshot(turn=5, tool_errors_in_a_row=2))
-        assert hit is not None
+        hit = fires((MaxTurns(5) | ToolErrorLimit(2)), turn=5, tool_errors_in_a_row=2)
         assert hit.guard == MaxTurns(5)
         assert hit.exit_reason is ExitReason.MAX_TURNS
 
@@ -192,8 +191,7 @@ class TestWhichChildFired:
 
     def test_allof_reports_its_first_child_and_joins_the_reasons(self) -> None:
         """An AllOf that applies names its first child and gives every child's reason."""
-        hit = (MaxTurns(5) & ToolErrorLimit(2))(snapshot(turn=7, tool_errors_in_a_row=3))
-        assert hit is not None
+        hit = fires((MaxTurns(5) & ToolErrorLimit(2)), turn=7, tool_errors_in_a_row=3)
         assert hit.guard == MaxTurns(5)
         assert "turn 7 of 5" in hit.reason
         assert "3 rounds of tool calls in a row failed" in hit.reason
@@ -211,22 +209,19 @@ class TestWhichChildFired:
     def test_not_applies_exactly_when_its_child_does_not(self) -> None:
         """`~a` applies when a does not, with a reason naming a."""
         guard = ~HasToolCalls()
-        hit = guard(snapshot())
-        assert hit is not None
+        hit = fires(guard)
         assert hit.reason == "not HasToolCalls()"
         assert guard(snapshot(executable=(call("search"),))) is None
 
     def test_a_function_guard_uses_a_returned_string_as_the_reason(self) -> None:
         """A plain function that returns a string applies with that string as the reason."""
-        hit = (MaxTurns(50) | named)(snapshot(human_message="stop"))
-        assert hit is not None
+        hit = fires((MaxTurns(50) | named), human_message="stop")
         assert hit.reason == "the user said stop"
         assert hit.exit_reason is ExitReason.INTERRUPTED
 
     def test_a_function_guard_defaults_to_a_p6_layer_5_boundary(self) -> None:
         """A plain function that returns True fires as a P6, layer 5 guard naming itself."""
-        hit = as_guard(late)(snapshot(turn=10))
-        assert hit is not None
+        hit = fires(as_guard(late), turn=10)
         assert hit.guard.leaf_priority() is Priority.P6
         assert hit.guard.leaf_layer() == 5
         assert "late" in hit.reason
@@ -292,17 +287,26 @@ class TestParseGuard:
         guard = parse_guard("~(MaxTurns(limit=3) | Otherwise(reason='x')) & HasToolCalls()")
         assert guard == ~(MaxTurns(3) | Otherwise("x")) & HasToolCalls()
 
-    def test_rejects_an_unknown_guard_name(self) -> None:
-        """An unknown name is a PolicyError naming it and listing the known guards."""
-        with pytest.raises(PolicyError, match=r"unknown guard 'Nope'.*known: .*MaxTurns"):
-            parse_guard("MaxTurns(5) | Nope(1)")
-
-    def test_rejects_non_literal_arguments(self) -> None:
-        """Arguments that are names or calls are a PolicyError: nothing is evaluated."""
-        with pytest.raises(PolicyError, match="literals"):
-            parse_guard("MaxTurns(limit)")
-        with pytest.raises(PolicyError, match="literals"):
-            parse_guard("MaxTurns(__import__('os').getpid())")
+    @pytest.mark.parametrize(
+        ("text", "said"),
+        [
+            # An unknown name: named, with the known guards listed.
+            ("MaxTurns(5) | Nope(1)", r"unknown guard 'Nope'.*known: .*MaxTurns"),
+            # Arguments that are names or calls: nothing is evaluated.
+            ("MaxTurns(limit)", "literals"),
+            ("MaxTurns(__import__('os').getpid())", "literals"),
+            # Unbalanced or empty text is not an expression.
+            ("MaxTurns(5", "not an expression"),
+            ("", "not an expression"),
+            # Wrong arity or an invalid value: the guard is named.
+            ("MaxTurns(1, 2)", "cannot build MaxTurns"),
+            ("RepeatedCall(0)", "cannot build RepeatedCall"),
+        ],
+    )
+    def test_rejects_what_it_cannot_build(self, text: str, said: str) -> None:
+        """Text that does not read as a guard is a PolicyError saying why."""
+        with pytest.raises(PolicyError, match=said):
+            parse_guard(text)
 
     @pytest.mark.parametrize(
         "text",
@@ -321,17 +325,3 @@ class TestParseGuard:
         with pytest.raises(PolicyError, match="unsupported syntax") as info:
             parse_guard(text)
         assert text in str(info.value)
-
-    def test_rejects_text_that_is_not_an_expression(self) -> None:
-        """Unbalanced or empty text is a PolicyError saying it is not an expression."""
-        with pytest.raises(PolicyError, match="not an expression"):
-            parse_guard("MaxTurns(5")
-        with pytest.raises(PolicyError, match="not an expression"):
-            parse_guard("")
-
-    def test_rejects_arguments_the_guard_does_not_take(self) -> None:
-        """Wrong arity or an invalid value is a PolicyError naming the guard."""
-        with pytest.raises(PolicyError, match="cannot build MaxTurns"):
-            parse_guard("MaxTurns(1, 2)")
-        with pytest.raises(PolicyError, match="cannot build RepeatedCall"):
-            parse_guard("RepeatedCall(0)")

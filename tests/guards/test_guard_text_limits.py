@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import agentfsm as af
 from agentfsm._model import limits
 from agentfsm.exceptions import CheckpointError, PolicyError
 from agentfsm.guards import AnyOf, MaxTurns, Not, parse_guard
+from tests.processes import python
 
 HOSTILE = {
     "50,000 | terms": ("|".join(["MaxTurns(3)"] * 50_000), "MAX_GUARD_CHARS"),
@@ -90,11 +89,12 @@ class TestPolicyFilesOnTheCommandLine:
         with af.TraceWriter(trace) as writer:
             af.Controller(observers=[writer]).on_model_output(af.ModelTurn(text="hi"))
         args = [a.format(trace=trace) for a in command]
-        done = subprocess.run(
-            [sys.executable, "-m", "agentfsm", *args, "--policy", str(policy)],
-            capture_output=True,
-            text=True,
-            check=False,
+        done = python(
+            "-m",
+            "agentfsm",
+            *args,
+            "--policy",
+            str(policy),
             timeout=120,
             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
         )

@@ -4,25 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm import ExitReason, Priority
+from agentfsm import ExitReason
 from agentfsm.exceptions import PolicyError
-from agentfsm.guards import Guard, NoProgress, RepeatedCall, RetriesExhausted
+from agentfsm.guards import NoProgress, RepeatedCall, RetriesExhausted
 from agentfsm.testing import snapshot
-
-
-@pytest.mark.parametrize(
-    ("guard", "layer", "priority", "exit_reason"),
-    [
-        (RepeatedCall(3), 4, Priority.P6, ExitReason.DOOM_LOOP),
-        (NoProgress(4), 4, Priority.P6, ExitReason.NO_PROGRESS),
-        (RetriesExhausted(2), 4, Priority.P0, ExitReason.UNRECOVERABLE_OUTPUT),
-    ],
-)
-def test_layer_priority_and_exit_reason(
-    guard: Guard, layer: int, priority: Priority, exit_reason: ExitReason | None
-) -> None:
-    """Each loop guard carries the layer, priority and exit reason of DESIGN.md."""
-    assert (guard.layer, guard.priority, guard.exit_reason) == (layer, priority, exit_reason)
+from tests.guards.hits import fires
 
 
 @pytest.mark.parametrize("cls", [RepeatedCall, NoProgress])
@@ -68,22 +54,19 @@ class TestRepeatedCall:
     )
     def test_names_the_streak_as_an_english_ordinal(self, streak: int, ordinal: str) -> None:
         """The reason spells the streak as an ordinal: 1st, 2nd, 11th, 21st, 111th."""
-        hit = RepeatedCall(1)(snapshot(repeat_streak=streak, repeated="f()"))
-        assert hit is not None
+        hit = fires(RepeatedCall(1), repeat_streak=streak, repeated="f()")
         assert f"the {ordinal} identical call" in hit.reason
 
 
 class TestNoProgress:
     def test_applies_after_rounds_with_identical_results(self) -> None:
         """n tool rounds in a row that repeated recent results trip it; the reason gives n."""
-        hit = NoProgress(4)(snapshot(same_results_in_a_row=4))
-        assert hit is not None
+        hit = fires(NoProgress(4), same_results_in_a_row=4)
         assert hit.reason.startswith("4 tool rounds in a row")
 
     def test_applies_after_answers_that_failed_the_checks(self) -> None:
         """n answers in a row that failed completion checks trip it too."""
-        hit = NoProgress(4)(snapshot(incomplete_in_a_row=5))
-        assert hit is not None
+        hit = fires(NoProgress(4), incomplete_in_a_row=5)
         assert hit.reason == "5 answers in a row failed the completion checks"
 
     def test_does_not_apply_below_the_threshold(self) -> None:
@@ -94,8 +77,7 @@ class TestNoProgress:
 class TestRetriesExhausted:
     def test_applies_at_the_threshold(self) -> None:
         """n recoveries in a row give up; the reason gives the count."""
-        hit = RetriesExhausted(2)(snapshot(retries_in_a_row=2))
-        assert hit is not None
+        hit = fires(RetriesExhausted(2), retries_in_a_row=2)
         assert hit.reason == "2 retries in a row did not give a usable output"
         assert hit.exit_reason is ExitReason.UNRECOVERABLE_OUTPUT
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm import ExitReason, Priority, ToolResult
+from agentfsm import ExitReason, ToolResult
 from agentfsm.exceptions import PolicyError
-from agentfsm.guards import Guard, ResultsReady, ToolErrorLimit, ToolFailed
+from agentfsm.guards import ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.testing import snapshot
+from tests.guards.hits import fires
 
 
 def failed(call_id: str, content: str = "boom") -> ToolResult:
@@ -18,26 +19,10 @@ def ok(call_id: str) -> ToolResult:
     return ToolResult(call_id=call_id, content="fine")
 
 
-@pytest.mark.parametrize(
-    ("guard", "layer", "priority", "exit_reason"),
-    [
-        (ToolErrorLimit(5), 2, Priority.P6, ExitReason.TOOL_ERRORS),
-        (ToolFailed(), 2, Priority.P5, None),
-        (ResultsReady(), 2, Priority.P1, None),
-    ],
-)
-def test_layer_priority_and_exit_reason(
-    guard: Guard, layer: int, priority: Priority, exit_reason: ExitReason | None
-) -> None:
-    """Each results guard has its layer, priority and exit reason; the error limit is a P6 stop."""
-    assert (guard.layer, guard.priority, guard.exit_reason) == (layer, priority, exit_reason)
-
-
 class TestToolErrorLimit:
     def test_applies_at_the_limit(self) -> None:
         """The n-th failed round in a row trips it; the reason gives the count and the limit."""
-        hit = ToolErrorLimit(3)(snapshot(tool_errors_in_a_row=3))
-        assert hit is not None
+        hit = fires(ToolErrorLimit(3), tool_errors_in_a_row=3)
         assert hit.reason == "3 rounds of tool calls in a row failed (limit 3)"
         assert hit.exit_reason is ExitReason.TOOL_ERRORS
 
@@ -58,22 +43,19 @@ class TestToolErrorLimit:
 class TestToolFailed:
     def test_applies_to_an_error_result(self) -> None:
         """An error result from the host goes back to the model; the reason quotes it."""
-        hit = ToolFailed()(snapshot(results=(ok("c1"), failed("c2", "file not found"))))
-        assert hit is not None
+        hit = fires(ToolFailed(), results=(ok("c1"), failed("c2", "file not found")))
         assert "1 tool call(s) failed" in hit.reason
         assert "c2: file not found" in hit.reason
 
     def test_applies_to_a_call_the_controller_rejected(self) -> None:
         """A rejected call (undeclared tool, bad arguments) counts as a failure."""
-        hit = ToolFailed()(snapshot(rejected=(failed("c7", "unknown tool 'rm'"),)))
-        assert hit is not None
+        hit = fires(ToolFailed(), rejected=(failed("c7", "unknown tool 'rm'"),))
         assert "c7: unknown tool 'rm'" in hit.reason
 
     def test_lists_three_failures_and_counts_the_rest(self) -> None:
         """Past three failures, the reason quotes three and says how many more."""
         results = tuple(failed(f"c{i}") for i in range(5))
-        hit = ToolFailed()(snapshot(results=results))
-        assert hit is not None
+        hit = fires(ToolFailed(), results=results)
         assert hit.reason.startswith("5 tool call(s) failed")
         assert "c2: boom" in hit.reason
         assert "c3" not in hit.reason
@@ -81,8 +63,7 @@ class TestToolFailed:
 
     def test_shortens_long_error_text(self) -> None:
         """A long error is cut to 80 characters in the reason."""
-        hit = ToolFailed()(snapshot(results=(failed("c1", "x" * 500),)))
-        assert hit is not None
+        hit = fires(ToolFailed(), results=(failed("c1", "x" * 500),))
         assert "x" * 77 + "..." in hit.reason
         assert "x" * 78 not in hit.reason
 
@@ -94,8 +75,7 @@ class TestToolFailed:
 class TestResultsReady:
     def test_applies_in_the_tool_results_phase(self) -> None:
         """When results arrive, the model is called again; the reason counts them."""
-        hit = ResultsReady()(snapshot(phase="tool_results", results=(ok("c1"), ok("c2"))))
-        assert hit is not None
+        hit = fires(ResultsReady(), phase="tool_results", results=(ok("c1"), ok("c2")))
         assert "2 result(s)" in hit.reason
 
     def test_does_not_apply_to_a_model_output(self) -> None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentfsm import ExitReason, FinishReason, ModelTurn, Priority, ToolCall
+from agentfsm import FinishReason, ModelTurn, ToolCall
 from agentfsm.guards import (
-    Guard,
     HandoffRequested,
     HasToolCalls,
     MalformedToolCall,
@@ -15,51 +14,31 @@ from agentfsm.guards import (
     SignalConflict,
 )
 from agentfsm.testing import call, snapshot, turn
+from tests.guards.hits import fires
 
 BROKEN = ToolCall(
     id="call_9", name="search", arguments=None, raw_arguments='{"q": "wea', error="truncated JSON"
 )
 
 
-@pytest.mark.parametrize(
-    ("guard", "layer", "priority", "exit_reason"),
-    [
-        (OutputTruncated(), 1, Priority.P0, None),
-        (MalformedToolCall(), 1, Priority.P0, None),
-        (ProviderFailed(), 5, Priority.P6, ExitReason.PROVIDER_ERROR),
-        (SignalConflict(), 1, Priority.P7, None),
-        (HasToolCalls(), 1, Priority.P1, None),
-        (HandoffRequested(), 1, Priority.P2, None),
-    ],
-)
-def test_layer_priority_and_exit_reason(
-    guard: Guard, layer: int, priority: Priority, exit_reason: ExitReason | None
-) -> None:
-    """Each structural guard carries the layer, priority and exit reason of DESIGN.md."""
-    assert (guard.layer, guard.priority, guard.exit_reason) == (layer, priority, exit_reason)
-
-
 class TestOutputTruncated:
     def test_applies_to_a_length_finish(self) -> None:
         """A `length` finish is a cut output, and the reason quotes the raw finish reason."""
-        hit = OutputTruncated()(snapshot(output=turn("The answer is", finish="length")))
-        assert hit is not None
+        hit = fires(OutputTruncated(), output=turn("The answer is", finish="length"))
         assert "length" in hit.reason
         assert "incomplete" in hit.reason
 
     def test_applies_to_a_truncated_stream_whatever_the_finish(self) -> None:
         """A stream cut mid-block is truncated even when the provider claimed `stop`."""
         out = turn("", [call("search", {"q": "x"})], finish="stop", truncated=True)
-        hit = OutputTruncated()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(OutputTruncated(), output=out)
         assert "1 tool call(s)" in hit.reason
         assert "none is executed" in hit.reason
 
     def test_counts_the_calls_inside_the_cut_output(self) -> None:
         """The reason says how many tool calls were in the cut output."""
         out = turn("", [call("a"), call("b"), BROKEN], finish="max_tokens", truncated=True)
-        hit = OutputTruncated()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(OutputTruncated(), output=out)
         assert "3 tool call(s)" in hit.reason
         assert "max_tokens" in hit.reason
 
@@ -76,8 +55,7 @@ class TestOutputTruncated:
 class TestMalformedToolCall:
     def test_applies_to_a_call_with_an_error(self) -> None:
         """A call whose arguments did not parse is unusable; the reason names it and the error."""
-        hit = MalformedToolCall()(snapshot(output=turn("", [call("ok"), BROKEN])))
-        assert hit is not None
+        hit = fires(MalformedToolCall(), output=turn("", [call("ok"), BROKEN]))
         assert "'search'" in hit.reason
         assert "call_9" in hit.reason
         assert "truncated JSON" in hit.reason
@@ -101,8 +79,7 @@ class TestProviderFailed:
     def test_applies_to_an_error_reported_in_the_output(self) -> None:
         """An error chunk in the output ends the run, and the reason quotes the error."""
         out = ModelTurn(text="partial", error="overloaded_error", finish_reason=FinishReason.ERROR)
-        hit = ProviderFailed()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(ProviderFailed(), output=out)
         assert "overloaded_error" in hit.reason
 
     def test_applies_to_an_error_finish_with_no_output(self) -> None:
@@ -110,8 +87,7 @@ class TestProviderFailed:
         out = ModelTurn(
             finish_reason=FinishReason.ERROR, raw_finish_reason="MALFORMED_FUNCTION_CALL"
         )
-        hit = ProviderFailed()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(ProviderFailed(), output=out)
         assert "MALFORMED_FUNCTION_CALL" in hit.reason
 
     def test_a_failed_turn_with_text_is_never_an_answer(self) -> None:
@@ -122,8 +98,7 @@ class TestProviderFailed:
     def test_a_failed_turn_never_runs_its_calls(self) -> None:
         """Tool calls beside a provider error apply too, and the reason says they do not run."""
         out = ModelTurn(tool_calls=[call("search")], error="overloaded_error")
-        hit = ProviderFailed()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(ProviderFailed(), output=out)
         assert "not run" in hit.reason
 
     def test_does_not_apply_to_a_normal_answer(self) -> None:
@@ -136,23 +111,20 @@ class TestSignalConflict:
     def test_applies_when_tool_calls_come_without_a_tool_finish(self, finish: str) -> None:
         """Tool calls under `stop` (Ollama, Gemini, compatible servers) are a P7 conflict."""
         out = turn("", [call("search"), call("now")], finish=finish)
-        hit = SignalConflict()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(SignalConflict(), output=out)
         assert repr(finish) in hit.reason
         assert "2 tool call(s)" in hit.reason
 
     def test_names_a_missing_finish_reason(self) -> None:
         """With no finish reason at all, the reason says so."""
         out = ModelTurn(tool_calls=[call("search")], raw_finish_reason=None)
-        hit = SignalConflict()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(SignalConflict(), output=out)
         assert "no finish reason" in hit.reason
 
     def test_applies_when_a_tool_finish_has_no_tool_call(self) -> None:
         """`tool_calls` claimed with no call present is a conflict too."""
         out = turn("Hello", finish="tool_calls")
-        hit = SignalConflict()(snapshot(output=out))
-        assert hit is not None
+        hit = fires(SignalConflict(), output=out)
         assert "no tool call" in hit.reason
 
     def test_does_not_apply_when_claim_and_structure_agree(self) -> None:
@@ -165,8 +137,7 @@ class TestSignalConflict:
 class TestHasToolCalls:
     def test_applies_to_executable_calls_and_names_them(self) -> None:
         """Valid calls that may run apply; the reason counts and names them."""
-        hit = HasToolCalls()(snapshot(executable=(call("search"), call("get_weather"))))
-        assert hit is not None
+        hit = fires(HasToolCalls(), executable=(call("search"), call("get_weather")))
         assert "2 valid tool calls" in hit.reason
         assert "search, get_weather" in hit.reason
 
@@ -178,8 +149,7 @@ class TestHasToolCalls:
 class TestHandoffRequested:
     def test_applies_to_a_handoff_and_names_the_agent(self) -> None:
         """A handoff call applies; the reason names where the task goes."""
-        hit = HandoffRequested()(snapshot(handoffs=(call("billing_agent"),)))
-        assert hit is not None
+        hit = fires(HandoffRequested(), handoffs=(call("billing_agent"),))
         assert "'billing_agent'" in hit.reason
 
     def test_does_not_apply_without_a_handoff(self) -> None:

@@ -8,15 +8,12 @@ the span current where the application runs the framework.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from agents import Runner
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic_ai import Agent, InstrumentationSettings
 from pydantic_ai.capabilities.instrumentation import Instrumentation
@@ -30,16 +27,6 @@ from agentfsm.integrations.otel import DecisionSpans
 from tests.integrations import test_langgraph as lgt
 from tests.integrations import test_openai_agents as oat
 from tests.integrations import test_pydantic_ai as pat
-
-
-@pytest.fixture
-def memory() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    """A tracer provider writing every finished span to memory."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def split(exporter: InMemorySpanExporter) -> tuple[list[ReadableSpan], list[ReadableSpan]]:

@@ -287,19 +287,28 @@ class TestOwnGraph:
             return {"messages": [fake.invoke(state["messages"])]}
 
         decide = Decide(af.Policy(), tools.all)
-        builder: Any = StateGraph(AgentState)
-        builder.add_node("agent", agent)
-        builder.add_node("tools", ToolNode(tools.all))
-        builder.add_node("decide", decide)
-        builder.add_node("human", decide.human)
-        builder.add_edge(START, "agent")
-        builder.add_edge("agent", "decide")
-        builder.add_edge("tools", "decide")
-        builder.add_conditional_edges("decide", decide.route, decide.destinations)
-        builder.add_conditional_edges("human", decide.route, decide.destinations)
-        out = builder.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
+        graph = decided_graph(agent, decide, ToolNode(tools.all), human_routes=True)
+        out = graph.invoke({"messages": [("user", "hi")]}, CONFIG)
         assert len(tools.ran) == 2
         assert out["decisions"][-1]["exit_reason"] == X.DOOM_LOOP
+
+
+def decided_graph(agent: Any, decide: Decide, tools_node: Any, *, human_routes: bool) -> Any:
+    """The agent, its tools and `decide` (and its human node) wired as a user would: the model
+    and the tools both lead to `decide`, which routes; the human node routes too when
+    `human_routes`."""
+    builder: Any = StateGraph(AgentState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools_node)
+    builder.add_node("decide", decide)
+    builder.add_node("human", decide.human)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "decide")
+    builder.add_edge("tools", "decide")
+    builder.add_conditional_edges("decide", decide.route, decide.destinations)
+    if human_routes:
+        builder.add_conditional_edges("human", decide.route, decide.destinations)
+    return builder.compile()
 
 
 class Unrouted(Decide):
@@ -332,16 +341,9 @@ class TestMayRun:
 
         policy = af.Policy(permission_rules=["deny delete_file(path=/etc/*)"])
         decide = Unrouted(policy, tools.all)
-        builder: Any = StateGraph(AgentState)
-        builder.add_node("agent", agent)
-        builder.add_node("tools", ToolNode(tools.all, wrap_tool_call=decide.wrap_tool_call))
-        builder.add_node("decide", decide)
-        builder.add_node("human", decide.human)
-        builder.add_edge(START, "agent")
-        builder.add_edge("agent", "decide")
-        builder.add_edge("tools", "decide")
-        builder.add_conditional_edges("decide", decide.route, decide.destinations)
-        out = builder.compile().invoke({"messages": [("user", "hi")]}, CONFIG)
+        tools_node = ToolNode(tools.all, wrap_tool_call=decide.wrap_tool_call)
+        graph = decided_graph(agent, decide, tools_node, human_routes=False)
+        out = graph.invoke({"messages": [("user", "hi")]}, CONFIG)
         assert tools.ran == [("get_weather", {"city": "Oslo"})]
         assert answered(out["messages"])
 

@@ -8,22 +8,23 @@ and every tool runs exactly once across the two processes.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests.processes import python
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def worker(phase: str, db: Path, log: Path) -> dict[str, Any]:
     """Run one phase in a fresh interpreter and read the JSON it prints last."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integrations.checkpoint_worker", phase, str(db), str(log)],
-        capture_output=True,
-        text=True,
+    done = python(
+        "-m",
+        "tests.integrations.checkpoint_worker",
+        phase,
+        str(db),
+        str(log),
         timeout=300,
-        check=False,
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr

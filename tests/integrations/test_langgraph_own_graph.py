@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +25,8 @@ from typing_extensions import TypedDict
 import agentfsm as af
 from agentfsm.exceptions import DefinitionError, InvalidInputError
 from agentfsm.integrations.langgraph import Decide
+from tests.integrations.test_langgraph import CappedFake
+from tests.processes import python
 from tests.strategies import Raising, RaisingMapping, hostile_values
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,19 +64,6 @@ class Mine(MessagesState):
     topic: str
 
 
-class CappedFake(GenericFakeChatModel):
-    """LangChain's fake chat model with a declared `max_tokens`, recording what each call got."""
-
-    max_tokens: int = 100
-    seen: list[Any] = []  # noqa: RUF012  (a pydantic field: each instance gets its own copy)
-
-    def _generate(
-        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> Any:
-        self.seen.append(kwargs.get("max_tokens"))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
 def own_graph(model: Any, schema: type[Any], policy: af.Policy | None = None) -> Any:
     """The documented wiring on `schema`, the model called through `decide.adjusted`."""
     decide = Decide(policy or af.Policy(), [get_weather])
@@ -111,14 +98,7 @@ class TestDocumentedProgram:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         }
-        done = subprocess.run(
-            [sys.executable, str(EXAMPLE)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=ROOT,
-            env=env,
-        )
+        done = python(str(EXAMPLE), timeout=300, cwd=ROOT, env=env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [
             "sunny in Paris",

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from agentfsm.testing import turn
 from agentfsm.testing.scripted import Reply, call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
+from tests.processes import free_port, python, wait_until_listening
 from tests.runner.conftest import close_litellm_event_loop, scripted_arun, scripted_run
 
 pytestmark = LITELLM_CLIENT
@@ -630,23 +630,14 @@ class TestStreamableHTTP:
         """Given the server's URL, the tools come over streamable HTTP; a denied call is not
         sent, an allowed one is."""
         log = tmp_path / "calls.log"
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         process = subprocess.Popen(
             [sys.executable, str(SERVER), str(log), str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, "the HTTP MCP server did not start"
-                    time.sleep(0.2)
+            wait_until_listening(port, process, "HTTP MCP server")
             with MCPServerTools(f"http://127.0.0.1:{port}/mcp") as tools:
                 http = Notes(log, tools)
                 assert "read_note" in [s.name for s in tools.tools]
@@ -674,15 +665,7 @@ class TestDocs:
         assert found, "docs/integrations/mcp.md has no python example"
         (tmp_path / "tests").symlink_to(root / "tests")  # the example runs from the root
         env = {**os.environ, "PYTHONPATH": str(root), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        done = subprocess.run(
-            [sys.executable, "-c", found.group(1)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        done = python("-c", found.group(1), cwd=tmp_path, env=env, timeout=180)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.splitlines()[:2] == [
             "completed Read it; deleting was declined.",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -52,15 +51,6 @@ def body(*calls: str, finish: str = "tool_calls", text: str | None = None) -> di
         ],
         "usage": {"prompt_tokens": 11, "completion_tokens": 7},
     }
-
-
-@pytest.fixture
-def memory() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def decisions(exporter: InMemorySpanExporter) -> list[ReadableSpan]:

@@ -17,62 +17,32 @@ declined.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import event, given
-from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 import agentfsm as af
 from agentfsm.integrations.langgraph import create_agent
+from tests.integrations.test_seam_properties import calls_message
 from tests.seam_strategies import (
     TOOLS,
     SideEffects,
     calls_by_n,
     check_log,
-    handoff_outputs,
-    model_outputs,
+    human_answers,
     policies,
+    raw_calls,
+    tool_kinds,
+    turns_of_a_run,
 )
 
 KINDS = ("plain", "direct", "asks")
-Call = tuple[str, str, dict[str, Any]]
-
-
-def raw_calls(output: dict[str, Any]) -> list[Call]:
-    """The calls of a drawn output as the model made them (a `parallel` wrapper stays one)."""
-    if "choices" in output:
-        message = output["choices"][0]["message"]
-        return [
-            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
-            for c in message.get("tool_calls") or []
-        ]
-    return [
-        (i["call_id"], i["name"], json.loads(i["arguments"]))
-        for i in output["output"]
-        if i["type"] == "function_call"
-    ]
-
-
-def ai_message(calls: list[Call]) -> AIMessage:
-    """The AI message a chat model returns with these calls (text when none)."""
-    if not calls:
-        return AIMessage(content="done", response_metadata={"finish_reason": "stop"})
-    return AIMessage(
-        content="",
-        tool_calls=[
-            {"name": name, "args": arguments, "id": i, "type": "tool_call"}
-            for i, name, arguments in calls
-        ],
-        response_metadata={"finish_reason": "tool_calls"},
-    )
 
 
 @dataclass
@@ -132,17 +102,14 @@ class Host:
         return out
 
 
-_KINDS = st.fixed_dictionaries({name: st.sampled_from(KINDS) for name in TOOLS})
-
-
 class TestOwnFeaturesBesidePolicy:
     """Plain, `return_direct` and self-asking (`interrupt()`) tools under random policies."""
 
     @given(
         policies(hooks=True),
-        _KINDS,
-        st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
-        st.lists(st.booleans(), min_size=4, max_size=4),
+        tool_kinds(KINDS),
+        turns_of_a_run(),
+        human_answers(),
     )
     def test_no_stopped_call_runs_and_every_story_is_true(
         self,
@@ -155,8 +122,8 @@ class TestOwnFeaturesBesidePolicy:
         `return_direct` tool answered; every ASK_HUMAN was put to agentfsm's human and a
         HUMAN_DECLINED end had that human decline."""
         host = Host(kinds, iter(answers * 8))
-        replies = [ai_message(raw_calls(o)) for o in outputs]
-        fake = GenericFakeChatModel(messages=iter([*replies, *[ai_message([])] * 12]))
+        replies = [calls_message(raw_calls(o)) for o in outputs]
+        fake = GenericFakeChatModel(messages=iter([*replies, *[calls_message([])] * 12]))
         graph = create_agent(fake, host.tools(), policy, checkpointer=InMemorySaver())
         out = host.run(graph)
         calls = calls_by_n(outputs)
@@ -197,9 +164,9 @@ class TestReturnDirect:
         """Natively LangGraph ends the run once it answered; the governed graph used to call
         the model again, whose next call then ran. Now the run ends FINAL with its result."""
         host = Host({name: "plain" for name in TOOLS} | {"sql": "direct"}, iter([]))
-        first = ai_message([("c1", "sql", {"n": 1})])
-        after = ai_message([("c2", "read", {"n": 2})])
-        fake = GenericFakeChatModel(messages=iter([first, after, ai_message([])]))
+        first = calls_message([("c1", "sql", {"n": 1})])
+        after = calls_message([("c2", "read", {"n": 2})])
+        fake = GenericFakeChatModel(messages=iter([first, after, calls_message([])]))
         graph = create_agent(fake, host.tools(), af.Policy(), checkpointer=InMemorySaver())
         out = host.run(graph)
         assert host.effects.log == [("sql", 1)]

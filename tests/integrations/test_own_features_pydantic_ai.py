@@ -34,13 +34,14 @@ import agentfsm as af
 from agentfsm.exceptions import ToolDefinitionError
 from agentfsm.integrations.pydantic_ai import GovernedModel
 from tests.seam_strategies import (
-    TOOLS,
     SideEffects,
     calls_by_n,
     check_log,
-    handoff_outputs,
-    model_outputs,
+    human_answers,
     policies,
+    raw_calls,
+    tool_kinds,
+    turns_of_a_run,
 )
 
 KINDS = ("plain", "approval", "toolset", "external")
@@ -55,21 +56,6 @@ SCHEMA = {
     },
     "required": ["n"],
 }
-
-
-def raw_calls(output: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """The calls of a drawn output as the model made them (a `parallel` wrapper stays one)."""
-    if "choices" in output:
-        message = output["choices"][0]["message"]
-        return [
-            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
-            for c in message.get("tool_calls") or []
-        ]
-    return [
-        (i["call_id"], i["name"], json.loads(i["arguments"]))
-        for i in output["output"]
-        if i["type"] == "function_call"
-    ]
 
 
 def scripted(outputs: list[dict[str, Any]]) -> FunctionModel:
@@ -149,17 +135,14 @@ class Host:
             )
 
 
-_KINDS = st.fixed_dictionaries({name: st.sampled_from(KINDS) for name in TOOLS})
-
-
 class TestOwnFeaturesBesidePolicy:
     """pydantic-ai's plain, approval, toolset and external tools under random policies."""
 
     @given(
         policies(hooks=True),
-        _KINDS,
-        st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
-        st.lists(st.booleans(), min_size=4, max_size=4),
+        tool_kinds(KINDS),
+        turns_of_a_run(),
+        human_answers(),
         st.sampled_from([True, True, True, False]),
     )
     def test_no_stopped_call_runs_and_every_story_is_true(

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agentfsm.testing.scripted import Reply, call, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
+from tests.processes import python
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["langgraph", "mini_swe_agent", "openai_agents", "pydantic_ai"]
@@ -58,12 +57,10 @@ class TestRealClients:
         ran, and the tool's output reached the model over HTTP."""
         path = ROOT / "examples" / "integrations" / f"{name}_example.py"
         with ScriptedServer(SCRIPTS.get(name, WEATHER)) as server:
-            done = subprocess.run(
-                [sys.executable, str(path), server.openai_base],
-                capture_output=True,
-                text=True,
+            done = python(
+                str(path),
+                server.openai_base,
                 timeout=300,
-                check=False,
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
             )
         assert done.returncode == 0, done.stderr

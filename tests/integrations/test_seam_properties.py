@@ -45,33 +45,19 @@ from agentfsm.integrations.openai_agents import governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
 from tests.seam_strategies import (
     HANDOFF,
+    Call,
     SideEffects,
     calls_by_n,
     chat_body,
     check_log,
-    handoff_outputs,
-    model_outputs,
+    human_answers,
     policies,
+    raw_calls,
+    turns_of_a_run,
 )
 
-Call = tuple[str, str, dict[str, Any]]
 SDK_CONFIG = RunConfig(tracing_disabled=True)
 DONE = "done"
-
-
-def raw_calls(output: dict[str, Any]) -> list[Call]:
-    """The calls of a drawn output as the model made them: a `parallel` wrapper stays one call."""
-    if "choices" in output:
-        message = output["choices"][0]["message"]
-        return [
-            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
-            for c in message.get("tool_calls") or []
-        ]
-    return [
-        (i["call_id"], i["name"], json.loads(i["arguments"]))
-        for i in output["output"]
-        if i["type"] == "function_call"
-    ]
 
 
 def check_cleared(cleared: list[af.ToolCall], policy: af.Policy, approved: set[int]) -> None:
@@ -186,7 +172,7 @@ class TestAgentsSDKHandoffs:
 
     @given(
         policies(hooks=True),
-        st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
+        turns_of_a_run(),
         st.lists(st.sampled_from(["yes", "always", "no"]), min_size=4, max_size=4),
         st.booleans(),
     )
@@ -318,8 +304,8 @@ class TestPydanticAIStreamed:
 
     @given(
         policies(hooks=True),
-        st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
-        st.lists(st.booleans(), min_size=4, max_size=4),
+        turns_of_a_run(),
+        human_answers(),
         st.sampled_from(["events", "iter"]),
     )
     @example(  # one asked call approved, its sibling denied: each keeps its own answer
@@ -363,7 +349,11 @@ def langchain_tools(effects: SideEffects) -> list[StructuredTool]:
 
 def ai_message(output: dict[str, Any]) -> AIMessage:
     """A drawn output as the AI message a chat model returns."""
-    calls = raw_calls(output)
+    return calls_message(raw_calls(output))
+
+
+def calls_message(calls: list[Call]) -> AIMessage:
+    """The AI message a chat model returns with these calls (text when none)."""
     if not calls:
         return AIMessage(content=DONE, response_metadata={"finish_reason": "stop"})
     return AIMessage(
@@ -383,8 +373,8 @@ class TestLangGraphOwnGraph:
     @pytest.mark.filterwarnings("ignore::langchain_core._api.beta_decorator.LangChainBetaWarning")
     @given(
         policies(hooks=True),
-        st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=4),
-        st.lists(st.booleans(), min_size=4, max_size=4),
+        turns_of_a_run(),
+        human_answers(),
     )
     @example(  # approved at the last turn: the run ends, and the asked call still gets a result
         af.Policy(

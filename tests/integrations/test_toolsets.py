@@ -42,8 +42,7 @@ from agentfsm.exceptions import PolicyError
 from agentfsm.integrations.langgraph import Decide
 from agentfsm.integrations.openai_agents import governed
 from agentfsm.integrations.pydantic_ai import GovernedModel
-from tests.integrations.test_seam_properties import raw_calls
-from tests.seam_strategies import VALUES, SideEffects, check_log, model_outputs, policies
+from tests.seam_strategies import VALUES, SideEffects, check_log, model_outputs, policies, raw_calls
 
 Toolset = AbstractToolset[Any]
 Step = tuple[str, Any]

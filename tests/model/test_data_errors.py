@@ -21,6 +21,7 @@ from pydantic import BaseModel
 import agentfsm as af
 from agentfsm._engine.policy import Policy
 from agentfsm._model._checked import Checked
+from agentfsm._public import defined_in
 from agentfsm.exceptions import AgentFSMError, DataError
 from tests.strategies import odd_values
 
@@ -44,7 +45,7 @@ def _models() -> list[type[BaseModel]]:
             if (
                 inspect.isclass(value)
                 and issubclass(value, BaseModel)
-                and value.__module__ == name
+                and defined_in(value) == name  # its own, not one imported from elsewhere
                 and not value.__name__.startswith("_")
             ):
                 found.append(value)

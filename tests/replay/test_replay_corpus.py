@@ -16,6 +16,7 @@ from agentfsm._replay.trajectories import (
     expand_paths,
     read_runs,
 )
+from tests.processes import python
 
 LOOPING = {"doom_loop", "no_progress"}
 
@@ -130,17 +131,9 @@ print(len(results), sum(r.episodes for r in results), garbage)
 
     def test_replaying_the_corpus_leaves_no_cycles_behind(self, corpus: Path) -> None:
         """Hundreds of replayed runs and their Controllers leave under 100 objects in cycles."""
-        import subprocess
-        import sys
 
         root = Path(__file__).resolve().parents[2]
-        done = subprocess.run(
-            [sys.executable, "-c", self._COUNT, str(root), str(corpus)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = python("-c", self._COUNT, str(root), str(corpus), timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         runs, episodes, garbage = (int(word) for word in done.stdout.split())
         assert runs >= 100

@@ -24,6 +24,7 @@ from agentfsm._cli._replay_jobs import Job, replay_file
 from agentfsm._cli.replay import main
 from agentfsm._cli.replay_ray import Window, replay_chunk, shipped
 from agentfsm._engine.policy import Policy
+from tests.processes import python
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
 
 ray = pytest.importorskip("ray")
@@ -57,15 +58,7 @@ def _replay(
 ) -> subprocess.CompletedProcess[str]:
     """`agentfsm replay ARGS` in a fresh interpreter, run from the repository."""
     env = {**env, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run(
-        [sys.executable, "-m", "agentfsm", "replay", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return python("-m", "agentfsm", "replay", *args, cwd=REPO, env=env, timeout=timeout)
 
 
 def _skips(stderr: str) -> list[str]:

@@ -27,19 +27,11 @@ from agentfsm._replay.trace import TraceWriter
 from agentfsm._replay.trajectories import read_runs
 from agentfsm.exceptions import TraceError
 from agentfsm.testing import call, turn
-from tests.strategies import model_turns, tool_calls
+from tests.strategies import model_turns, one_argument_tool, tool_calls
 
 A = af.Action
 Key = tuple[str, str, str, str | None]
-SPEC = {
-    "name": "get_weather",
-    "description": "the weather",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
+SPEC = one_argument_tool("get_weather", "the weather", "city")
 POLICIES = [
     af.Policy(),
     af.Policy(max_turns=4, max_retries=0, repeat_threshold=2, on_repeat="ask"),

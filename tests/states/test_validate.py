@@ -10,6 +10,7 @@ import pytest
 import agentfsm as af
 from agentfsm.exceptions import PolicyError
 from agentfsm.testing import call, turn
+from tests.strategies import one_argument_tool
 
 A = af.Action
 
@@ -97,15 +98,7 @@ class TestHandoffSchema:
 
     def test_a_handoff_with_bad_arguments_is_refused(self) -> None:
         """A handoff whose arguments do not fit its schema is refused, never handed off."""
-        spec = {
-            "name": "research",
-            "description": "hand off",
-            "parameters": {
-                "type": "object",
-                "properties": {"task": {"type": "string"}},
-                "required": ["task"],
-            },
-        }
+        spec = one_argument_tool("research", "hand off", "task")
         ctl = af.Controller(af.Policy(handoffs=frozenset({"research"})), tools=[spec])
         d = ctl.on_model_output(turn(calls=[call("research", {"task": 3}, id="h")]))
         assert d.action is A.CONTINUE
