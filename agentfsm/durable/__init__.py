@@ -73,6 +73,7 @@ from agentfsm._model._checked import read
 from agentfsm._model._errors import at_call as _at_call
 from agentfsm.durable import _runs
 from agentfsm.durable._client import Client, history_of
+from agentfsm.durable._data import check_text
 from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
 from agentfsm.durable._runs import DurableResult, RunStatus
 from agentfsm.durable._serializer import JsonSerializer, refuse_pickles
@@ -194,12 +195,11 @@ def _settings(
 ) -> dict[str, Any]:
     """`launch`'s arguments checked, as DBOSConfig entries (all but the version)."""
     for field, value in (("database_url", database_url), ("name", name)):
-        if not isinstance(value, str) or not value:
-            raise DefinitionError(f"launch: {field} must be a non-empty str, not {value!r}")
+        check_text(value, "launch", field, DefinitionError)
     if config is not None and not isinstance(config, Mapping):
         raise DefinitionError(f"launch: config must be a mapping, not {type(config).__name__}")
-    if executor_id is not None and (not isinstance(executor_id, str) or not executor_id):
-        raise DefinitionError(f"launch: executor_id must be a non-empty str, not {executor_id!r}")
+    if executor_id is not None:
+        check_text(executor_id, "launch", "executor_id", DefinitionError)
     if other_versions not in ("refuse", "leave"):
         raise DefinitionError(
             f"launch: other_versions must be 'refuse' or 'leave', not {other_versions!r}"
@@ -295,6 +295,7 @@ def recover(executor_id: str) -> list[str]:
         raise InvalidInputError(
             f"recover: executor_id must be a non-empty str, not {executor_id!r}"
         )
+    check_text(executor_id, "recover", "executor_id")
     try:
         # The call DBOS's own recovery endpoint makes; it re-queues, so one worker claims each run.
         handles = DBOS._recover_pending_workflows([executor_id])
