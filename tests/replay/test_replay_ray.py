@@ -299,6 +299,35 @@ class TestEngineFailures:
         assert "Traceback" not in err
         assert all("decisions" in json.loads(line) for line in out.splitlines())
 
+    def test_a_stopped_head_is_named_as_the_lost_head(self, corpus: Path) -> None:
+        """The head (the only node, running the tasks) killed with all its processes: exit 3,
+        and the line names the lost cluster, never an installation problem."""
+        with ray_cluster((1,)) as cluster:
+            env = {**cluster.env, "RAY_ADDRESS": cluster.address}
+            env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            args = [sys.executable, "-m", "agentfsm", "replay", str(corpus), "--json"]
+            replay = subprocess.Popen(
+                [*args, "--engine", "ray"],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _when_a_chunk_runs(cluster, replay)
+            # The head machine gone: every process of the cluster (GCS, raylet, workers).
+            os.killpg(cluster.nodes[0].pid, signal.SIGKILL)
+            for pid in _mine(str(cluster.root)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            out, err = replay.communicate(timeout=TIMEOUT)
+        assert replay.returncode == 3, err
+        mine = [line for line in err.splitlines() if line.startswith("agentfsm replay: ")]
+        assert "lost the Ray cluster" in mine[-1], mine
+        assert "installed on every node" not in err
+        assert "Traceback" not in err
+        assert all("decisions" in json.loads(line) for line in out.splitlines())
+
 
 @contextlib.contextmanager
 def _listening() -> Iterator[str]:
