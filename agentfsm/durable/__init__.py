@@ -207,7 +207,8 @@ def _settings(
         raise DefinitionError(f"launch: config must be a mapping, not {type(config).__name__}")
     if executor_id is not None:
         check_text(executor_id, "launch", "executor_id", DefinitionError)
-    if other_versions not in ("refuse", "leave"):
+    # A str first: `in` would call the value's own __eq__, which may raise.
+    if not isinstance(other_versions, str) or other_versions not in ("refuse", "leave"):
         raise DefinitionError(
             f"launch: other_versions must be 'refuse' or 'leave', not {other_versions!r}"
         )
