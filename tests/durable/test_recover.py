@@ -1,6 +1,7 @@
 """`recover(dead worker)`: it answers within a bound, and it names the runs it cannot take.
 
-A run pauses for a human on worker `dead` (DBOS in this test process, on a SQLite file), and
+A run pauses for a human on worker `dead` (DBOS in this test process, on a SQLite file, and
+on PostgreSQL where AGENTFSM_TEST_POSTGRES_DSN is set), and
 that worker stops for good. Then:
 - a worker of another version calls `recover("dead")`: it takes nothing, and says which run
   waits for which version (it used to return `[]` and say nothing);
@@ -30,10 +31,18 @@ from agentfsm.exceptions import RunError
 from agentfsm.testing import ScriptedServer
 from agentfsm.testing.scripted import Reply, call, say, tool_calls
 from tests.conftest import LITELLM_CLIENT
+from tests.durable.conftest import database
 from tests.replay.ray_cluster import _free_ports
 
 pytestmark = [pytest.mark.xdist_group("dbos-in-process"), *LITELLM_CLIENT]
 
+KINDS = pytest.mark.parametrize(
+    "kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+POOL = 1
+"""The live worker's pool, all held by the pool test. SQLite only: on PostgreSQL DBOS's own
+threads keep connections checked out, so a test cannot take a whole pool, and a pool of one
+deadlocks DBOS there (a workflow needs a second connection)."""
 BOUND = 120.0
 """Seconds a step of these tests may take before it fails with its cause: a generous bound
 for a loaded machine, never a speed requirement."""
@@ -86,12 +95,13 @@ def paused_on_dead_worker(agent: durable.DurableAgent, url: str) -> tuple[str, s
     return run_id, version
 
 
+@KINDS
 def test_a_worker_of_another_version_names_the_runs_it_cannot_take(
-    server: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kind: str, server: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """recover() from another version returns no run, lists the dead worker's run under its
     version in `waiting`, and warns; a worker of that version then takes it over."""
-    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    url = database(kind, tmp_path)
     old = deployer(server)
     run_id, old_version = paused_on_dead_worker(old, url)
 
@@ -132,17 +142,18 @@ def test_a_worker_of_another_version_names_the_runs_it_cannot_take(
 
 
 def test_recover_does_not_wait_for_the_workers_pool(server: ScriptedServer, tmp_path: Path) -> None:
-    """With the live worker's pool (one connection) held elsewhere, recover() still takes the
+    """With the live worker's whole pool held elsewhere, recover() still takes the
     dead worker's run over (on its own connection); once the pool is free the run ends there."""
     url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     agent = deployer(server)
     run_id, _ = paused_on_dead_worker(agent, url)
 
-    durable.launch([agent], database_url=url, executor_id="live", config={"sys_db_pool_size": 1})
+    durable.launch([agent], database_url=url, executor_id="live", config={"sys_db_pool_size": POOL})
     try:
-        # The worker's whole pool: its one connection, checked out and held (no transaction
-        # begun, so SQLite holds no lock: only the pool is exhausted).
-        held = _get_dbos_instance()._sys_db.engine.connect()
+        # The worker's whole pool: its connections, checked out and held (no transaction
+        # begun, so no lock is held: only the pool is exhausted).
+        engine = _get_dbos_instance()._sys_db.engine
+        held = [engine.connect() for _ in range(POOL)]
         answered = threading.Event()
         answer: dict[str, Any] = {}
 
@@ -158,7 +169,8 @@ def test_recover_does_not_wait_for_the_workers_pool(server: ScriptedServer, tmp_
             threading.Thread(target=recovering, daemon=True).start()
             assert answered.wait(BOUND), "recover() waited for the worker's exhausted pool"
         finally:
-            held.close()
+            for connection in held:
+                connection.close()
         assert "error" not in answer, answer.get("error")
         assert answer["taken"] == [run_id]
         until(
