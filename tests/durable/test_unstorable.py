@@ -82,7 +82,7 @@ UNSTORABLE: st.SearchStrategy[Unstorable] = st.one_of(
     st.complex_numbers(allow_nan=False).map(lambda v: Unstorable(v, "complex")),
     st.sampled_from([math.nan, math.inf, -math.inf]).map(lambda v: Unstorable(v, repr(v))),
     st.one_of(st.integers(), st.none(), st.booleans(), st.floats(allow_nan=False)).map(
-        lambda k: Unstorable({k: "v"}, f"{type(k).__name__} key")
+        lambda k: Unstorable({k: "v"}, f"key of type {type(k).__name__}")
     ),
     st.tuples(st.text(max_size=3), st.integers(0x0D800, 0x0DFFF), st.text(max_size=3)).map(
         lambda t: Unstorable(t[0] + chr(t[1]) + t[2], "lone surrogate")
