@@ -56,6 +56,7 @@ __all__ = [
     "replay_chunk",
     "replay_on_ray",
     "shipped",
+    "task_failure",
 ]
 
 GCS_TIMEOUT = 10.0
@@ -90,12 +91,14 @@ def replay_on_ray(
         )
         task = ray.remote(replay_chunk)
         cwd = os.getcwd()
+        head = Heartbeat(where)
         window = Window(
             ray,
             lambda chunk: task.remote(cwd, chunk),
             workers,
             workers * AHEAD,
-            check=Heartbeat(where).check,
+            check=head.check,
+            head=head,
         )
         for outcomes in window.results(chunks(shipped(jobs))):
             for outcome in outcomes:
@@ -152,38 +155,53 @@ def _answers(target: str) -> None:
 
 
 class Heartbeat:
-    """Whether the cluster's GCS still answers: a TCP connection to its port, at most every
-    `POLL` seconds; `check` raises EngineError once it has not answered for `timeout` seconds.
+    """Whether the cluster's GCS (on its head node) still answers: a TCP connection to its
+    port, at most every `POLL` seconds; `check` raises EngineError once it has not answered
+    for `timeout` seconds.
 
     Ray's own driver waits 60 s for a lost GCS and then ends the process with status 1; a
     killed GCS refuses connections at once, so this notices within `timeout` instead.
+    `clock` is the time it counts with (a test gives its own, so no test waits on it).
     """
 
-    def __init__(self, address: str, timeout: float = GCS_TIMEOUT) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout: float = GCS_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.address = address
         self.timeout = timeout
+        self.clock = clock
         self.silent_since: float | None = None
-        self.last_look = 0.0
+        self.last_look: float | None = None
 
     def check(self) -> None:
         """Look at the GCS (at most every `POLL` s); raise EngineError when it is gone."""
-        now = time.monotonic()
-        if now - self.last_look < POLL:
+        now = self.clock()
+        if self.last_look is not None and now - self.last_look < POLL:
             return
         self.last_look = now
+        silence = self.silence()
+        if silence is None:
+            self.silent_since = None
+            return
+        self.silent_since = now if self.silent_since is None else self.silent_since
+        if now - self.silent_since >= self.timeout:
+            raise EngineError(
+                f"--engine ray: lost the Ray cluster: its GCS at {self.address} has not "
+                f"answered for {self.timeout:g} s ({silence}); the replay stopped with no "
+                "answer about the runs"
+            )
+
+    def silence(self) -> str | None:
+        """Why the GCS does not answer now (one connection attempt), or None when it does."""
         host, _, port = self.address.rpartition(":")
         try:
             socket.create_connection((host.strip("[]"), int(port)), timeout=POLL).close()
-        except OSError as exc:
-            self.silent_since = self.silent_since or now
-            if now - self.silent_since >= self.timeout:
-                raise EngineError(
-                    f"--engine ray: lost the Ray cluster: its GCS at {self.address} has not "
-                    f"answered for {self.timeout:g} s ({exc.strerror or exc}); the replay "
-                    "stopped with no answer about the runs"
-                ) from exc
-            return
-        self.silent_since = None
+        except (OSError, ValueError) as exc:
+            return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        return None
 
 
 def shipped(jobs: list[Job]) -> list[Job]:
@@ -234,11 +252,14 @@ class Window:
         running: int,
         held: int,
         check: Callable[[], None] = lambda: None,
+        head: Heartbeat | None = None,
     ) -> None:
         self.ray = ray
         self.submit = submit
         self.check = check
         """Called about every `POLL` seconds while waiting; raises to stop the replay."""
+        self.head = head
+        """The cluster's head, asked whether it still answers when a task fails."""
         self.running = running
         self.held = max(held, running)
         self.order: deque[Any] = deque()
@@ -282,8 +303,52 @@ class Window:
         try:
             return self.ray.get(ref)
         except self.ray.exceptions.RayError as exc:
-            lines = str(exc).strip().splitlines() or [type(exc).__name__]
-            raise EngineError(
-                f"--engine ray: a replay task failed on the cluster: {lines[-1]} (is the same "
-                "agentfsm installed on every node?)"
-            ) from exc
+            raise task_failure(self.ray, exc, self.head) from exc
+
+
+_LOST = (
+    "LocalRayletDiedError",
+    "NodeDiedError",
+    "WorkerCrashedError",
+    "ObjectLostError",
+    "RaySystemError",
+    "RpcError",
+    "GetTimeoutError",
+)
+"""Ray's errors for a task lost with its node, worker or connection, not failed in its code."""
+
+
+def task_failure(ray: Any, exc: BaseException, head: Heartbeat | None) -> EngineError:
+    """What a replay task's failure means, as the replay's EngineError.
+
+    The task's own code failing (a `RayTaskError`: an import error, another agentfsm on
+    the node) asks whether every node has the same agentfsm; a head that no longer
+    answers is named as the lost head (it is no installation problem); a node or worker
+    lost under the task says so.
+    """
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    said = f"{type(exc).__name__}: {lines[-1]}" if lines[-1] != type(exc).__name__ else lines[-1]
+    silence = None if head is None else head.silence()
+    if silence is not None and head is not None:
+        return EngineError(
+            f"--engine ray: lost the Ray cluster's head: its GCS at {head.address} does not "
+            f"answer ({silence}), and a replay task failed with it ({said}); the replay "
+            "stopped with no answer about the runs: restart the head (ray start --head) and "
+            "replay again"
+        )
+    errors = ray.exceptions
+    lost = tuple(getattr(errors, name) for name in _LOST if hasattr(errors, name))
+    if isinstance(exc, lost):
+        return EngineError(
+            f"--engine ray: a replay task was lost with its node or worker ({said}); the "
+            "replay stopped with no answer about the runs"
+        )
+    code = tuple(
+        getattr(errors, n) for n in ("RayTaskError", "RuntimeEnvSetupError") if hasattr(errors, n)
+    )
+    if isinstance(exc, code):
+        return EngineError(
+            f"--engine ray: a replay task failed on the cluster: {lines[-1]} (is the same "
+            "agentfsm installed on every node?)"
+        )
+    return EngineError(f"--engine ray: a replay task failed on the cluster: {said}")

@@ -15,11 +15,12 @@ from typing import Any, Protocol
 
 from agentfsm._model._checked import check_number, read
 from agentfsm._model.types import Decision
+from agentfsm._runner._json_values import unsendable
 from agentfsm._runner.agents import Agent
 from agentfsm._runner.executor import Executor
 from agentfsm._runner.retry import ProviderRetry
 from agentfsm._runner.session import Inbox
-from agentfsm.exceptions import DefinitionError
+from agentfsm.exceptions import DataError, DefinitionError
 
 __all__ = ["PROVIDER_TIMEOUT", "Flag", "OnAsk", "RunOptions"]
 
@@ -164,6 +165,15 @@ def _conversation(messages: object) -> Sequence[Mapping[str, Any]]:
     for index, message in enumerate(copies):
         if not all(type(key) is str for key in message):
             raise DefinitionError(f"messages[{index}] must have str keys ('role', 'content')")
+    # The messages go to the provider as JSON: a value no encoder writes failed only in the
+    # provider call, retried as if the provider had failed, and ended the run PROVIDER_ERROR.
+    # Objects an SDK encodes itself (pydantic models) are left to it.
+    problem = unsendable(copies, "messages", objects=True)
+    if problem is not None:
+        path, what = problem
+        raise DataError(
+            f"{path} {what}; the messages go to the model as JSON", problems=[(path, what)]
+        )
     return conversation
 
 

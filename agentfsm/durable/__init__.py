@@ -63,7 +63,6 @@ from typing import Any, Literal
 
 try:
     from dbos import DBOS, DBOSConfig, SetWorkflowID
-    from dbos._error import DBOSException
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "agentfsm.durable needs DBOS Transact: pip install 'agentfsm[durable]'"
@@ -74,6 +73,8 @@ from agentfsm._model._checked import read
 from agentfsm._model._errors import at_call as _at_call
 from agentfsm.durable import _runs
 from agentfsm.durable._client import Client, history_of
+from agentfsm.durable._data import check_text
+from agentfsm.durable._recovery import Launched, RecoveredRuns, take_over
 from agentfsm.durable._registry import DurableAgent, Progress, agent_named, app_version, register
 from agentfsm.durable._runs import DurableResult, RunStatus
 from agentfsm.durable._serializer import JsonSerializer, refuse_pickles
@@ -101,6 +102,7 @@ __all__ = [
     "DurableResult",
     "OtherVersions",
     "Progress",
+    "RecoveredRuns",
     "RunStatus",
     "StrandedRunsError",
     "app_version",
@@ -179,7 +181,13 @@ def launch(
             DBOS.destroy()
             raise
     DBOS.register_queue(RUNS_QUEUE, polling_interval_sec=_QUEUE_POLL)
+    global _LAUNCHED
+    _LAUNCHED = Launched(database_url, settings["name"], version)
     return version
+
+
+_LAUNCHED: Launched | None = None
+"""The database and version of the worker launched in this process, for `recover`."""
 
 
 _QUEUE_POLL = 0.5
@@ -195,13 +203,13 @@ def _settings(
 ) -> dict[str, Any]:
     """`launch`'s arguments checked, as DBOSConfig entries (all but the version)."""
     for field, value in (("database_url", database_url), ("name", name)):
-        if not isinstance(value, str) or not value:
-            raise DefinitionError(f"launch: {field} must be a non-empty str, not {value!r}")
+        check_text(value, "launch", field, DefinitionError)
     if config is not None and not isinstance(config, Mapping):
         raise DefinitionError(f"launch: config must be a mapping, not {type(config).__name__}")
-    if executor_id is not None and (not isinstance(executor_id, str) or not executor_id):
-        raise DefinitionError(f"launch: executor_id must be a non-empty str, not {executor_id!r}")
-    if other_versions not in ("refuse", "leave"):
+    if executor_id is not None:
+        check_text(executor_id, "launch", "executor_id", DefinitionError)
+    # A str first: `in` would call the value's own __eq__, which may raise.
+    if not isinstance(other_versions, str) or other_versions not in ("refuse", "leave"):
         raise DefinitionError(
             f"launch: other_versions must be 'refuse' or 'leave', not {other_versions!r}"
         )
@@ -281,33 +289,49 @@ def _refuse_others(stranded: Mapping[str, str], version: str) -> None:
 
 
 @_at_call
-def recover(executor_id: str) -> list[str]:
+def recover(executor_id: str) -> RecoveredRuns:
     """Take over the pending runs of the worker `executor_id`, which is gone for good.
 
     DBOS recovers a worker's runs only when a worker with the same executor id launches;
     when that worker will not come back, call this from a live worker: the runs are queued
     again and continue (from their last recorded step) in a worker of this database.
     Never call it for a worker that is still running: its runs would run in two places.
+    Calling it twice, or from two workers, takes each run over once.
+
+    Only the runs of this worker's application version are taken over. The dead worker's
+    runs of other versions are listed in the result's `waiting` (run id -> version) and
+    in a warning on the `agentfsm.durable` logger: launch a worker of their version
+    (`other_versions="leave"`) and call `recover` from it.
+
+    It answers within a bound: it uses a database connection of its own (never waiting
+    for the worker's pool), and when the database cannot be reached it tries
+    five times, waiting 0.5 s, 1 s, 2 s, 4 s between attempts, then raises.
 
     Returns:
-        The ids of the runs taken over.
+        The ids of the runs taken over, sorted (a `RecoveredRuns`: a list of str, with
+        `waiting`).
+
+    Raises:
+        InvalidInputError: `executor_id` is not a non-empty str.
+        RunError: no `launch` in this process, or the database did not answer; the runs
+            stay pending under `executor_id`, and calling `recover` again is safe.
     """
     if not isinstance(executor_id, str) or not executor_id:
         raise InvalidInputError(
             f"recover: executor_id must be a non-empty str, not {executor_id!r}"
         )
-    try:
-        # The call DBOS's own recovery endpoint makes; it re-queues, so one worker claims each run.
-        handles = DBOS._recover_pending_workflows([executor_id])
-    except DBOSException as exc:
-        raise _runs.dbos_failed("recover", exc, _HERE.hint) from exc
-    return sorted(h.get_workflow_id() for h in handles)
+    check_text(executor_id, "recover", "executor_id")
+    launched = _LAUNCHED
+    if launched is None:
+        raise RunError(f"recover: no worker runs in this process ({_HERE.hint})")
+    return take_over(executor_id, launched)
 
 
 @_at_call
 def shutdown() -> None:
     """Stop DBOS in this process; pending runs stay in the database for the next `launch`."""
-    global _LOOP
+    global _LOOP, _LAUNCHED
+    _LAUNCHED = None
     with _LOOP_LOCK:
         loop, _LOOP = _LOOP, None
     if loop is not None and loop.is_running():

@@ -18,6 +18,7 @@ from dbos import DBOSClient, EnqueueOptions
 from agentfsm._model._checked import read
 from agentfsm._model._errors import at_call
 from agentfsm.durable import _runs
+from agentfsm.durable._data import check_stored, check_text
 from agentfsm.durable._runs import DurableResult, RunStatus
 from agentfsm.durable._serializer import JsonSerializer, refuse_pickles
 from agentfsm.durable._workflow import RUNS_QUEUE, WORKFLOW_NAME
@@ -27,8 +28,15 @@ __all__ = ["Client", "history_of"]
 
 
 def history_of(messages: object, where: str) -> list[dict[str, Any]]:
-    """The messages a run starts with: a str is one user message; else a list of mappings."""
+    """The messages a run starts with: a str is one user message; else a list of mappings.
+
+    Raises:
+        InvalidInputError: `messages` is neither.
+        DataError: a message holds a value the durable database cannot store as given
+            (it names the message's index, the key and the value's type).
+    """
     if isinstance(messages, str):
+        check_stored(messages, where, "messages")
         return [{"role": "user", "content": messages}]
     wrong = InvalidInputError(
         f"{where}: messages must be a str or a list of message mappings ({{'role', 'content'}})"
@@ -43,6 +51,8 @@ def history_of(messages: object, where: str) -> list[dict[str, Any]]:
     # Keys that are not str would be stored as JSON text keys: another message than given.
     if len(history) != len(messages) or any(type(k) is not str for m in history for k in m):
         raise wrong
+    # Before anything is written: a message the database cannot hold fails here, naming it.
+    check_stored(history, where, "messages")
     return history
 
 
@@ -64,6 +74,7 @@ class Client:
         for field, value in (("database_url", database_url), ("name", name)):
             if not isinstance(value, str) or not value:
                 raise DefinitionError(f"Client: {field} must be a non-empty str, not {value!r}")
+            check_text(value, "Client", field, DefinitionError)
         refuse_pickles()
         try:
             self._dbos = DBOSClient(
@@ -103,6 +114,7 @@ class Client:
         """Queue a run of the agent named `agent`; returns its run id (an id twice is one run)."""
         if not isinstance(agent, str) or not agent:
             raise InvalidInputError(f"start: agent must be an agent's name, not {agent!r}")
+        check_text(agent, "start", "agent")
         if run_id is not None:
             _runs.checked_id(run_id, "start")
         history = history_of(messages, "start")

@@ -20,6 +20,7 @@ from agentfsm._model._checked import check_number
 from agentfsm._model._errors import at_call
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._runner.executor import ToolOptions, options_of
+from agentfsm.durable._data import check_text
 from agentfsm.exceptions import DefinitionError, InvalidInputError
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DurableAgent", "Progress", "agent_named", "app_version"]
@@ -69,6 +70,8 @@ class DurableAgent:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise DefinitionError(f"a durable agent needs a name (a non-empty str), not {name!r}")
+        # Every run records the name: text the database cannot encode fails here, not there.
+        check_text(name, "DurableAgent", "name", DefinitionError)
         if not isinstance(model, str) or not model:
             raise DefinitionError(f"durable agent {name!r}: model must be a litellm model name")
         for field, value in (("api_base", api_base), ("api_key", api_key)):

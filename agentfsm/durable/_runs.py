@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from agentfsm._model._checked import Checked, check_number
 from agentfsm._model.types import Decision, ExitReason
+from agentfsm.durable._data import check_text
 from agentfsm.durable._serializer import RecordedError, failure_text
 from agentfsm.durable._workflow import HUMAN_TOPIC, WAITING_KEY
 from agentfsm.exceptions import AgentFSMError, CheckpointError, InvalidInputError, RunError
@@ -70,10 +71,8 @@ class Backend(Protocol):
 
 
 def checked_id(run_id: object, where: str) -> str:
-    """A run id as given to `where`: a non-empty str, or InvalidInputError."""
-    if not isinstance(run_id, str) or not run_id:
-        raise InvalidInputError(f"{where}: run_id must be a non-empty str, not {run_id!r}")
-    return run_id
+    """A run id as given to `where`: a non-empty str UTF-8 encodes, or InvalidInputError."""
+    return check_text(run_id, where, "run_id")
 
 
 def dbos_failed(where: str, exc: Exception, hint: str) -> RunError:
@@ -140,6 +139,8 @@ def reply(
         raise InvalidInputError(f"reply: approved must be True or False, not {approved!r}")
     if message is not None and not isinstance(message, str):
         raise InvalidInputError(f"reply: message must be a str or None, not {message!r}")
+    if message:  # the run reads it back from the database, as UTF-8 text
+        check_text(message, "reply", "message")
     if question is None:
         raise InvalidInputError(
             "reply: name the question you answer: reply(run_id, approved, "
@@ -151,6 +152,7 @@ def reply(
         raise InvalidInputError(
             f"reply: question must be the question's id from asked(), not {question!r}"
         )
+    check_text(question, "reply", "question")
     now = status(backend, run_id)
     waiting = asked(backend, run_id) if now == "waiting_for_human" else None
     if waiting is None:

@@ -18,7 +18,8 @@ import dbos._serialization as dbos_serialization
 from dbos import Serializer
 from dbos._serialization import DefaultSerializer
 
-from agentfsm.exceptions import CheckpointError, DefinitionError, RunError
+from agentfsm.durable._data import check_stored
+from agentfsm.exceptions import CheckpointError, DataError, DefinitionError, RunError
 
 __all__ = ["FORMAT", "JsonSerializer", "RecordedError", "failure_text", "refuse_pickles"]
 
@@ -56,7 +57,16 @@ class JsonSerializer(Serializer):
             payload: dict[str, Any] = {"error": _message(data), "kind": _kind(data)}
         else:
             payload = {"value": data}
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        try:
+            return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError) as exc:
+            # The entry points check what callers give before this; a value that still
+            # gets here (a step's output) is named as well as it can be, in agentfsm's error.
+            check_stored(data, "the durable database", "a value to write")
+            raise DataError(
+                f"the durable database cannot store a value as JSON: {exc}",
+                problems=[("value", str(exc))],
+            ) from exc
 
     def deserialize(self, serialized_data: str) -> Any:
         try:

@@ -17,7 +17,7 @@ import inspect
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dbos import DBOS
@@ -41,6 +41,7 @@ __all__ = [
     "idempotency_key",
     "load_litellm",
     "question_id",
+    "use_wall_clock",
 ]
 
 WORKFLOW_NAME = "agentfsm.durable.run"
@@ -166,10 +167,20 @@ def _error(call: ToolCall, text: str) -> dict[str, Any]:
     )
 
 
+_WALL_CLOCK: list[Callable[[], float]] = [time.time]
+"""The wall clock the recorded clock steps read (one slot): `time.time` unless a test process
+gave its own with `use_wall_clock`, so that no test waits for real time to pass."""
+
+
+def use_wall_clock(clock: Callable[[], float]) -> None:
+    """Read the run's wall time from `clock` in this process from now on (for tests)."""
+    _WALL_CLOCK[0] = clock
+
+
 @DBOS.step(name="agentfsm.durable.clock")
 async def clock_step() -> float:
     """The wall time, recorded: a recovered run reads the times its first pass read."""
-    return time.time()
+    return _WALL_CLOCK[0]()
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)

@@ -21,7 +21,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentfsm.durable import Client
-from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError
+from agentfsm.exceptions import DataError, DefinitionError, InvalidInputError, RunError
 from agentfsm.testing import ScriptedServer
 from tests.durable.conftest import ROOT, Forked, Worker, database
 from tests.durable.test_kill import ONCE
@@ -209,8 +209,9 @@ class TestClientArguments:
         timeout: Any,
         tmp_path_factory: pytest.TempPathFactory,
     ) -> None:
-        """On a database no worker created, each call names a bad argument (InvalidInputError)
-        or, given good ones, says the database has no runs (RunError): nothing else."""
+        """On a database no worker created, each call names a bad argument (InvalidInputError,
+        or DataError for a message the database cannot store) or, given good ones, says the
+        database has no runs (RunError): nothing else."""
         db = f"sqlite:///{tmp_path_factory.getbasetemp() / 'no-worker.sqlite'}"
         with Client(db) as c:
             for ask in (
@@ -220,7 +221,7 @@ class TestClientArguments:
                 lambda: c.reply(run_id, approved, message),
                 lambda: c.result(run_id, timeout=timeout),
             ):
-                with pytest.raises((InvalidInputError, RunError)):
+                with pytest.raises((InvalidInputError, DataError, RunError)):
                     ask()
             with pytest.raises(InvalidInputError, match="messages must be a str or a list"):
                 c.start("support", [{1: "a"}])  # type: ignore[dict-item]

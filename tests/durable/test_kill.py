@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +45,12 @@ def untimed(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in e.items() if k != "elapsed"} for e in events]
 
 
-def killed(worker: Worker, point: str, policy: str = "same") -> None:
+def killed(
+    worker: Worker, point: str, policy: str = "same", env: Mapping[str, str] | None = None
+) -> None:
     """Run a worker that must die at `point`."""
     how = point.rsplit(":", 1)[1]
-    died = worker.run(point, policy=policy)
+    died = worker.run(point, policy=policy, env=env)
     expected = 3 if how == "exit" else -signal.SIGKILL
     assert died.returncode == expected, (point, died.returncode, died.stderr[-3000:])
 
@@ -108,32 +110,40 @@ class TestKilledWorkers:
         assert worker.effects() == Counter({"search a": 1, "search c": 1})
 
 
+START = "1800000000.0"
+"""The frozen wall time (seconds) of the runs that test `max_seconds`."""
+
+
 class TestTimeAcrossRecovery:
     def test_max_seconds_counts_the_time_the_worker_was_down(
         self, server: ScriptedServer, tmp_path: Path
     ) -> None:
-        """Killed while paused, restarted after the budget: the reply is routed past DEADLINE."""
+        """Killed while paused, restarted after the budget: the reply is routed past DEADLINE.
+
+        The run's wall clock is frozen in each worker: the first stands still at START, the
+        second at START + DEADLINE + 1 (the worker was down that long); no test time passes."""
         from tests.durable.worker import DEADLINE
 
         worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
-        killed(worker, "ask_human:1:exit", policy="deadline")
-        time.sleep(DEADLINE + 1)
-        done = worker.run(policy="deadline")
+        killed(worker, "ask_human:1:exit", policy="deadline", env={"AGENTFSM_TEST_CLOCK": START})
+        later = str(float(START) + DEADLINE + 1)
+        done = worker.run(policy="deadline", env={"AGENTFSM_TEST_CLOCK": later})
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])["result"]
         assert result["exit_reason"] == "deadline"
         last = result["decisions"][-1]
         elapsed = float(last["reason"].split("s elapsed")[0].rsplit(" ", 1)[-1])
-        assert elapsed >= DEADLINE + 1
+        assert elapsed == DEADLINE + 1  # exactly the time the frozen clocks say passed
         # The approved write never ran: the budget was spent before the reply was routed.
         assert worker.effects() == Counter({"search a": 1, "slow_search b": 1, "search c": 1})
 
     def test_a_run_within_its_budget_completes(
         self, server: ScriptedServer, tmp_path: Path
     ) -> None:
-        """The same policy without a crash: the run ends completed, every tool once."""
+        """The same policy without a crash: the run ends completed, every tool once (its wall
+        clock frozen: however slow the machine, the run spends none of its budget)."""
         worker = Worker(f"sqlite:///{tmp_path / 'runs.sqlite'}", server, tmp_path / "effects.log")
-        done = worker.run(policy="deadline")
+        done = worker.run(policy="deadline", env={"AGENTFSM_TEST_CLOCK": START})
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])["result"]
         assert result["exit_reason"] == "completed"

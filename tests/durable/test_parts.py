@@ -235,6 +235,7 @@ class TestArguments:
     @settings(deadline=None)
     @given(executor_id=_odd)
     @example(executor_id=Raising())
+    @example(executor_id="worker-\udc80")
     def test_recover_any_executor_id(self, executor_id: Any) -> None:
         """recover(anything): InvalidInputError for a value that is no id; a RunError (no DBOS
         launched in this process) or the runs taken over for one that is."""
@@ -247,7 +248,9 @@ class TestArguments:
         else:
             assert isinstance(taken, list)
             return
-        assert "recover: executor_id must be a non-empty str" in error
+        assert error.startswith(
+            ("recover: executor_id must be a non-empty str", "recover: executor_id holds a lone")
+        ), error
 
     def test_before_launch_dbos_failures_are_run_errors(self) -> None:
         """In a process that never launched, status() is a RunError that says to launch."""

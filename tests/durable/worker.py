@@ -13,7 +13,8 @@ result (or the error `result` raised) as JSON. The environment names the worker'
 (`AGENTFSM_TEST_EXECUTOR`), a dead worker whose runs it takes over (`AGENTFSM_TEST_TAKE_OVER`),
 the seconds it waits for the run before reporting it pending (`AGENTFSM_TEST_WAIT`), whether
 a client starts and answers the run (`AGENTFSM_TEST_CLIENT`: the worker prints `ready` once
-launched, then only runs it) and `launch`'s `other_versions` (`AGENTFSM_TEST_OTHER_VERSIONS`).
+launched, then only runs it), `launch`'s `other_versions` (`AGENTFSM_TEST_OTHER_VERSIONS`) and
+a frozen wall clock for the run's recorded times (`AGENTFSM_TEST_CLOCK`, seconds).
 The tools append `name value` to LOG each time they really run; `charge` adds its
 idempotency key.
 """
@@ -31,10 +32,12 @@ from typing import Any
 
 from agentfsm import AgentFSMError, Controller, Policy, durable
 from agentfsm._runner.executor import tool
+from agentfsm.durable._workflow import use_wall_clock
 
 AGENT = "killable"
 DEADLINE = 8.0
-"""The `max_seconds` of the "deadline" policy; the whole run takes about 2 s."""
+"""The `max_seconds` of the "deadline" policy. The tests that use it freeze the run's wall
+clock (`AGENTFSM_TEST_CLOCK`), so how long the run really takes never decides them."""
 LOG = os.environ.get("AGENTFSM_SIDE_EFFECTS", "")
 INSIDE: dict[tuple[str, str], str] = {}
 """Kill points inside tools: (tool, before/after) -> how."""
@@ -183,6 +186,9 @@ def main(argv: list[str]) -> int:
     global LOG
     LOG = log
     kills = points(argv[4:])
+    if os.environ.get("AGENTFSM_TEST_CLOCK"):  # a frozen wall clock: the run's time is given
+        frozen = float(os.environ["AGENTFSM_TEST_CLOCK"])
+        use_wall_clock(lambda: frozen)
     if os.environ.get("AGENTFSM_TEST_NOT_CLEARED"):
         refuse(os.environ["AGENTFSM_TEST_NOT_CLEARED"])
     executor = os.environ.get("AGENTFSM_TEST_EXECUTOR")

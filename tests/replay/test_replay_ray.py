@@ -7,10 +7,12 @@ fresh process, from the repository with relative paths, and must print what the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,9 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from agentfsm._cli._replay_jobs import Job, replay_file
+from agentfsm._cli._replay_jobs import EngineError, Job, replay_file
 from agentfsm._cli.replay import main
-from agentfsm._cli.replay_ray import Window, replay_chunk, shipped
+from agentfsm._cli.replay_ray import (
+    GCS_TIMEOUT,
+    POLL,
+    Heartbeat,
+    Window,
+    replay_chunk,
+    shipped,
+    task_failure,
+)
 from agentfsm._engine.policy import Policy
 from tests.processes import python
 from tests.replay.ray_cluster import REPO, RayCluster, _free_ports, _mine, ray_cluster
@@ -235,7 +245,7 @@ class TestEngineFailures:
 
     def test_dead_workers_nodes_and_gcs(self, corpus: Path) -> None:
         """A killed worker is retried (all runs printed, Ray's notice on stderr, exit 0); a
-        killed node then GCS ends with exit 3 and one line, well before Ray's 60 s."""
+        killed node then GCS ends with exit 3 and agentfsm's one line, not Ray's exit 1."""
         with ray_cluster((0, 1)) as cluster:  # the head has no CPU: tasks run on node 1
             env = {
                 **cluster.env,
@@ -273,15 +283,141 @@ class TestEngineFailures:
             ]
             for pid in gcs:
                 os.kill(pid, signal.SIGKILL)
-            lost = time.monotonic()
+            # Ray's own driver would end the process with status 1 after 60 s; exit 3 with
+            # agentfsm's line is the heartbeat's answer (TIMEOUT only bounds a hang).
             out, err = replay.communicate(timeout=TIMEOUT)
-            took = time.monotonic() - lost
         assert replay.returncode == 3, err
-        assert took < 45
         mine = [line for line in err.splitlines() if line.startswith("agentfsm replay: ")]
         assert "lost the Ray cluster: its GCS at" in mine[-1]
         assert "Traceback" not in err
         assert all("decisions" in json.loads(line) for line in out.splitlines())
+
+    def test_a_stopped_head_is_named_as_the_lost_head(self, corpus: Path) -> None:
+        """The head (the only node, running the tasks) killed with all its processes: exit 3,
+        and the line names the lost cluster, never an installation problem."""
+        with ray_cluster((1,)) as cluster:
+            env = {**cluster.env, "RAY_ADDRESS": cluster.address}
+            env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+            args = [sys.executable, "-m", "agentfsm", "replay", str(corpus), "--json"]
+            replay = subprocess.Popen(
+                [*args, "--engine", "ray"],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _when_a_chunk_runs(cluster, replay)
+            # The head machine gone: every process of the cluster (GCS, raylet, workers).
+            os.killpg(cluster.nodes[0].pid, signal.SIGKILL)
+            for pid in _mine(str(cluster.root)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            out, err = replay.communicate(timeout=TIMEOUT)
+        assert replay.returncode == 3, err
+        mine = [line for line in err.splitlines() if line.startswith("agentfsm replay: ")]
+        assert "lost the Ray cluster" in mine[-1], mine
+        assert "installed on every node" not in err
+        assert "Traceback" not in err
+        assert all("decisions" in json.loads(line) for line in out.splitlines())
+
+
+@contextlib.contextmanager
+def _listening() -> Iterator[str]:
+    """A TCP server on 127.0.0.1 that accepts connections (a head that answers): its address."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+
+
+def _closed() -> str:
+    """An address where nothing listens (a stopped head): connections are refused at once."""
+    (port,) = _free_ports(1)
+    return f"127.0.0.1:{port}"
+
+
+class FakeClock:
+    """The time a Heartbeat counts with, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TestTaskFailures:
+    """What the replay says when a task fails, on Ray's own exception types (no cluster)."""
+
+    def _code_failure(self) -> BaseException:
+        cause = ModuleNotFoundError("No module named 'agentfsm'")
+        trace = (
+            "Traceback (most recent call last):\nModuleNotFoundError: No module named 'agentfsm'"
+        )
+        return ray.exceptions.RayTaskError("replay_chunk", trace, cause).as_instanceof_cause()
+
+    def test_a_stopped_head_is_named_not_an_installation_problem(self) -> None:
+        """Whatever Ray raised, a head that refuses connections is the lost head."""
+        head = Heartbeat(_closed())
+        for raised in (
+            ray.exceptions.LocalRayletDiedError(),
+            ray.exceptions.WorkerCrashedError(),
+            ray.exceptions.RaySystemError("System error: GCS is unreachable"),
+            self._code_failure(),
+        ):
+            said = str(task_failure(ray, raised, head))
+            assert f"lost the Ray cluster's head: its GCS at {head.address} does not answer" in (
+                said
+            ), said
+            assert "installed on every node" not in said
+            assert "ray start --head" in said
+
+    def test_a_node_lost_under_a_task_while_the_head_answers(self) -> None:
+        """The head answers: a lost raylet, worker or node is named as such."""
+        with _listening() as address:
+            head = Heartbeat(address)
+            for raised in (
+                ray.exceptions.LocalRayletDiedError(),
+                ray.exceptions.WorkerCrashedError(),
+                ray.exceptions.NodeDiedError("node 1 died"),
+            ):
+                said = str(task_failure(ray, raised, head))
+                assert "was lost with its node or worker" in said, said
+                assert type(raised).__name__ in said
+                assert "installed on every node" not in said
+
+    def test_the_tasks_own_code_failing_asks_about_the_installation(self) -> None:
+        """A task that raised (an import error on a node) keeps the installation question."""
+        with _listening() as address:
+            said = str(task_failure(ray, self._code_failure(), Heartbeat(address)))
+        assert "No module named 'agentfsm'" in said
+        assert "is the same agentfsm installed on every node?" in said
+
+
+class TestHeartbeat:
+    """The GCS watch, on real sockets, counting with a clock the test moves."""
+
+    def test_a_silent_gcs_stops_the_replay_after_the_timeout_not_before(self) -> None:
+        clock = FakeClock()
+        heartbeat = Heartbeat(_closed(), clock=clock)
+        heartbeat.check()  # first silence: noted, not yet fatal
+        clock.now += POLL / 2
+        heartbeat.check()  # within POLL: not even looked at
+        clock.now += GCS_TIMEOUT - POLL
+        heartbeat.check()
+        clock.now += POLL
+        with pytest.raises(EngineError, match=f"has not answered for {GCS_TIMEOUT:g} s"):
+            heartbeat.check()
+
+    def test_an_answer_resets_the_silence(self) -> None:
+        clock = FakeClock()
+        with _listening() as address:
+            heartbeat = Heartbeat(address, clock=clock)
+            heartbeat.silent_since = clock.now - 10 * GCS_TIMEOUT
+            heartbeat.check()
+            assert heartbeat.silent_since is None
+            clock.now += 10 * GCS_TIMEOUT
+            heartbeat.check()
+            assert heartbeat.silent_since is None
 
 
 _CHAT = "".join(
