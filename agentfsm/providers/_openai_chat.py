@@ -26,7 +26,7 @@ from agentfsm.providers._common import (
     make_usage,
 )
 
-__all__ = ["TABLE", "ChatStream", "is_body", "is_chat", "is_message", "read_body"]
+__all__ = ["TABLE", "ChatStream", "is_body", "is_chat", "is_completion", "is_message", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
     # OpenAI Chat Completions API reference, `choices[].finish_reason`.
@@ -51,9 +51,18 @@ def is_chat(payload: dict[str, Any]) -> bool:
     return type(payload.get("choices")) is list
 
 
+def is_completion(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a whole chat completion: choices, the first no stream delta."""
+    choices = payload.get("choices")
+    if type(choices) is not list:
+        return False
+    choice = choices[0] if choices else None
+    return not (type(choice) is dict and "message" not in choice and "delta" in choice)
+
+
 def is_body(payload: dict[str, Any]) -> bool:
-    """Whether a JSON object is read whole: a chat completion body, or one assistant message."""
-    return type(payload.get("choices")) is list or is_message(payload)
+    """Whether a JSON object is read whole: a chat completion, or one assistant message."""
+    return is_completion(payload) or is_message(payload)
 
 
 def is_message(payload: dict[str, Any]) -> bool:
@@ -149,12 +158,11 @@ def _calls(message: dict[str, Any]) -> list[ToolCall]:
 
 
 def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
-    """Read a chat completion, a lone stream chunk, or one assistant message.
+    """Read a chat completion, or one assistant message (see `is_body`; chunks: `ChatStream`).
 
-    This is the one reader of the format: `normalize` reads the most common payload of
-    all through it. A lone chunk is read as a one-chunk stream. An assistant message (as
-    chat histories and the OpenAI SDK's `ChatCompletionMessage.model_dump()` hold it)
-    carries no finish claim, usage or model: its claim is UNKNOWN.
+    `normalize` reads the most common payload of all through this one reader. An assistant
+    message (as chat histories and the OpenAI SDK's `ChatCompletionMessage.model_dump()` hold
+    it) carries no finish claim, usage or model: its claim is UNKNOWN.
     """
     choices = payload.get("choices")
     if type(choices) is not list:
@@ -165,10 +173,6 @@ def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
         choice = _EMPTY
     message = choice.get("message")
     if type(message) is not dict:
-        if "message" not in choice and "delta" in choice:
-            stream = ChatStream(provider)
-            stream.add(payload)
-            return stream.draft()
         message = _EMPTY
     text, calls, refusal, reasoning = _message(message)
     usage = payload.get("usage")

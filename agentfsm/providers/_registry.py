@@ -153,7 +153,7 @@ FORMATS: dict[str, Format] = {
         ),
         Format(
             Provider.LITELLM,
-            _openai_chat.is_chat,
+            _openai_chat.is_completion,
             _litellm.read_body,
             _openai_chat.is_chat,
             _litellm.LitellmStream,
