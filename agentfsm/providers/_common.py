@@ -31,6 +31,7 @@ __all__ = [
     "call_from_string",
     "checked_call",
     "checked_turn",
+    "json_loads",
     "json_text",
     "make_usage",
     "of_kind",
@@ -62,6 +63,23 @@ def as_int(value: object) -> int:
     if type(value) is float and value == value and abs(value) < 1e18:
         return int(value)
     return 0
+
+
+_DECODER = json.JSONDecoder()
+
+
+def json_loads(text: str) -> Any:
+    """`json.loads(text)`, the common case (a JSON document with no white space around it)
+    in one call of the decoder's public `raw_decode`.
+
+    Anything else (white space around the document, a byte-order mark, text that is not
+    JSON) goes to `json.loads` itself, so values and errors are exactly its own.
+    """
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def json_text(value: object) -> str:
@@ -171,7 +189,7 @@ def _parse(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if not raw or raw.isspace():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = json_loads(raw)
     except ValueError as exc:
         return None, f"arguments are not valid JSON ({exc})"
     except RecursionError:

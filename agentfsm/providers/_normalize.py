@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import codecs
 import copy
-import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from agentfsm._model._errors import at_call
 from agentfsm._model.types import ModelTurn
 from agentfsm.exceptions import PayloadError
 from agentfsm.providers import _openai_chat
+from agentfsm.providers._common import json_loads
 from agentfsm.providers._frameworks import read_object, unknown_object
 from agentfsm.providers._litellm import is_litellm_object
 from agentfsm.providers._registry import FORMATS, Provider, Reader, detect_body, detect_event
@@ -200,7 +200,7 @@ class _Unparsed:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_loads(text)
     except ValueError as exc:
         return _Unparsed(str(exc))
     except RecursionError:

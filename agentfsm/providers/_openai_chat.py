@@ -54,15 +54,21 @@ def is_chat(payload: dict[str, Any]) -> bool:
 def is_completion(payload: dict[str, Any]) -> bool:
     """Whether a JSON object is a whole chat completion: choices, the first no stream delta."""
     choices = payload.get("choices")
-    if type(choices) is not list:
-        return False
-    choice = choices[0] if choices else None
-    return not (type(choice) is dict and "message" not in choice and "delta" in choice)
+    return type(choices) is list and not _is_chunk(choices)
 
 
 def is_body(payload: dict[str, Any]) -> bool:
     """Whether a JSON object is read whole: a chat completion, or one assistant message."""
-    return is_completion(payload) or is_message(payload)
+    choices = payload.get("choices")
+    if type(choices) is list:
+        return not _is_chunk(choices)
+    return is_message(payload)
+
+
+def _is_chunk(choices: list[Any]) -> bool:
+    """Whether the choices are a stream chunk's: the first holds a `delta`, no `message`."""
+    choice = choices[0] if choices else None
+    return type(choice) is dict and "message" not in choice and "delta" in choice
 
 
 def is_message(payload: dict[str, Any]) -> bool:
