@@ -312,24 +312,6 @@ class Draft:
         """Mark every call not executable (the provider said the calls are broken)."""
         self.calls = [broken(call, why) for call in self.calls]
 
-    @classmethod
-    def of(cls, values: dict[str, Any]) -> Draft:
-        """The draft of a turn's fields (what `build` makes of a draft, read back)."""
-        return cls(
-            values["provider"],
-            values["text"],
-            values["tool_calls"],
-            values["finish_reason"],
-            values["raw_finish_reason"],
-            values["truncated"],
-            values["usage"],
-            values["refusal"],
-            values["reasoning"],
-            values["error"],
-            values["model"],
-            values["server_tool_calls"],
-        )
-
     def build(self) -> ModelTurn:
         """Freeze the draft into a validated `ModelTurn` (see `checked_turn`)."""
         return checked_turn(
