@@ -31,6 +31,7 @@ __all__ = [
     "call_from_string",
     "checked_call",
     "checked_turn",
+    "json_loads",
     "json_text",
     "make_usage",
     "of_kind",
@@ -64,6 +65,23 @@ def as_int(value: object) -> int:
     return 0
 
 
+_DECODER = json.JSONDecoder()
+
+
+def json_loads(text: str) -> Any:
+    """`json.loads(text)`, the common case (a JSON document with no white space around it)
+    in one call of the decoder's public `raw_decode`.
+
+    Anything else (white space around the document, a byte-order mark, text that is not
+    JSON) goes to `json.loads` itself, so values and errors are exactly its own.
+    """
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
 def json_text(value: object) -> str:
     """`value` as JSON text, for an error message or a raw copy of arguments.
 
@@ -81,7 +99,7 @@ def _noted(earlier: object, note: str) -> str:
     return f"{earlier}; {note}" if type(earlier) is str and earlier else note
 
 
-def checked_call(values: dict[str, Any]) -> ToolCall:
+def checked_call(values: dict[str, Any], own: bool = False) -> ToolCall:
     """A `ToolCall` of values read from a payload, validated.
 
     Values that do not validate (arguments a framework keyed by non-strings, say)
@@ -90,9 +108,14 @@ def checked_call(values: dict[str, Any]) -> ToolCall:
 
     The call's arguments are its own: a payload's argument object (Anthropic's `input`,
     a framework's `args`) stays the caller's, and changing it later changes no call.
+
+    Args:
+        values: The call's fields.
+        own: The arguments were made here (parsed from JSON text) and no one else holds
+            them, so they need no copy.
     """
     arguments = values.get("arguments")
-    if type(arguments) is dict:
+    if not own and type(arguments) is dict:
         values = {**values, "arguments": copied(arguments)}
     try:
         return ToolCall(**values)
@@ -127,11 +150,14 @@ def checked_turn(values: dict[str, Any]) -> ModelTurn:
 
 def make_usage(input_tokens: object, output_tokens: object, cost: object = None) -> Usage:
     """Make a `Usage` from raw counts; a count or cost that is not a number reads as 0 or None."""
-    real_cost = (
-        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-    )
+    real_cost = None
+    if cost is not None and isinstance(cost, int | float) and not isinstance(cost, bool):
+        real_cost = float(cost)
+    # Whole-number counts, the usual ones, need no coercion.
     return Usage(
-        input_tokens=as_int(input_tokens), output_tokens=as_int(output_tokens), cost=real_cost
+        input_tokens=input_tokens if type(input_tokens) is int else as_int(input_tokens),
+        output_tokens=output_tokens if type(output_tokens) is int else as_int(output_tokens),
+        cost=real_cost,
     )
 
 
@@ -141,6 +167,7 @@ def _call(
     arguments: dict[str, Any] | None,
     raw: str | None,
     error: str | None,
+    own: bool,
 ) -> ToolCall:
     tool = name if type(name) is str else ""
     if not tool and error is None:
@@ -154,6 +181,7 @@ def _call(
             "error": error,
             "kind": "function",
         },
+        own,
     )
 
 
@@ -161,7 +189,7 @@ def _parse(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     if not raw or raw.isspace():
         return {}, None
     try:
-        value = json.loads(raw)
+        value = json_loads(raw)
     except ValueError as exc:
         return None, f"arguments are not valid JSON ({exc})"
     except RecursionError:
@@ -203,9 +231,9 @@ def call_from_string(call_id: object, name: object, raw: object) -> ToolCall:
     """
     if type(raw) is str:
         arguments, error = _parse(raw)
-        return _call(call_id, name, arguments, raw, error)
+        return _call(call_id, name, arguments, raw, error, True)  # parsed here: no one else's
     if raw is None:
-        return _call(call_id, name, {}, None, None)
+        return _call(call_id, name, {}, None, None, True)
     return call_from_object(call_id, name, raw)
 
 
@@ -217,7 +245,7 @@ def call_from_object(call_id: object, name: object, value: object) -> ToolCall:
     if type(value) is str:
         return call_from_string(call_id, name, value)
     arguments, error = _as_arguments(value)
-    return _call(call_id, name, arguments, None, error)
+    return _call(call_id, name, arguments, None, error, False)
 
 
 def broken(call: ToolCall, why: str) -> ToolCall:
@@ -283,24 +311,6 @@ class Draft:
     def break_calls(self, why: str) -> None:
         """Mark every call not executable (the provider said the calls are broken)."""
         self.calls = [broken(call, why) for call in self.calls]
-
-    @classmethod
-    def of(cls, values: dict[str, Any]) -> Draft:
-        """The draft of a turn's fields (what `build` makes of a draft, read back)."""
-        return cls(
-            values["provider"],
-            values["text"],
-            values["tool_calls"],
-            values["finish_reason"],
-            values["raw_finish_reason"],
-            values["truncated"],
-            values["usage"],
-            values["refusal"],
-            values["reasoning"],
-            values["error"],
-            values["model"],
-            values["server_tool_calls"],
-        )
 
     def build(self) -> ModelTurn:
         """Freeze the draft into a validated `ModelTurn` (see `checked_turn`)."""

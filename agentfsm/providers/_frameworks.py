@@ -1,7 +1,5 @@
 """What agent frameworks hold, read into turns and results: recognised by shape, never imported.
 
-- an OpenAI chat assistant message dict (`{"role": "assistant", "content", "tool_calls"}`), as
-  the OpenAI SDK's `ChatCompletionMessage.model_dump()` and every chat history hold it;
 - a LangChain `AIMessage` / `AIMessageChunk` (or its `model_dump()`, `type: "ai"`), with its
   `invalid_tool_calls` and `response_metadata` finish reason;
 - an OpenAI Agents SDK `ModelResponse` (`output` items of the Responses API, `usage`);
@@ -33,9 +31,7 @@ from agentfsm.providers._common import (
 
 __all__ = [
     "LOOKED_FOR",
-    "is_assistant_message",
     "is_langchain",
-    "read_assistant_message",
     "read_langchain",
     "read_object",
     "tool_result",
@@ -97,42 +93,6 @@ _QUIET_BLOCKS = frozenset(
     }
 )
 """LangChain content blocks that hold no answer text, refusal or reasoning of their own."""
-
-
-# -- OpenAI chat assistant message dicts -------------------------------------------------
-
-
-def is_assistant_message(payload: dict[str, Any]) -> bool:
-    """Whether a JSON object is one chat assistant message (not a body, not a typed block)."""
-    return payload.get("role") == "assistant" and "type" not in payload and "choices" not in payload
-
-
-def read_assistant_message(payload: dict[str, Any], provider: str = "openai") -> Draft:
-    """Read an assistant message dict; it carries no finish claim, so the claim is UNKNOWN.
-
-    Arguments may be a JSON string (OpenAI) or an object (Ollama-style histories).
-    """
-    draft = Draft(provider)
-    content = payload.get("content")
-    parts = [as_dict(part) for part in as_list(content)]
-    if type(content) is str:
-        draft.text = content
-    else:
-        draft.text = "".join(as_str(part.get("text")) for part in parts)
-    for item in as_list(payload.get("tool_calls")):
-        entry = as_dict(item)
-        function = as_dict(entry.get("function"))
-        draft.calls.append(
-            call_from_object(entry.get("id"), function.get("name"), function.get("arguments"))
-        )
-    legacy = as_dict(payload.get("function_call"))
-    if as_str(legacy.get("name")):
-        draft.calls.append(call_from_object("", legacy.get("name"), legacy.get("arguments")))
-    # A refusal comes as the message's `refusal`, or as a `refusal` content part.
-    refused = [as_str(p.get("refusal")) for p in parts if p.get("type") == "refusal"]
-    draft.refusal = as_str(payload.get("refusal")) + "".join(refused)
-    draft.reasoning = as_str(payload.get("reasoning_content")) or as_str(payload.get("reasoning"))
-    return draft
 
 
 # -- LangChain ------------------------------------------------------------------------------

@@ -59,19 +59,25 @@ def is_litellm_dict(payload: dict[str, Any]) -> bool:
     return False
 
 
-def _native(payload: dict[str, Any]) -> object:
+def _native(payload: dict[str, Any], inner: str) -> object:
+    """The provider's own finish claim that litellm keeps beside its mapped one.
+
+    The first choice's `provider_specific_fields["native_finish_reason"]`, else Anthropic's
+    `stop_reason` in the `provider_specific_fields` of its `inner` object: the `message` of
+    a body, the `delta` of a stream chunk.
+    """
     choices = as_list(payload.get("choices"))
     choice = as_dict(choices[0]) if choices else as_dict(None)
     native = as_dict(choice.get("provider_specific_fields")).get("native_finish_reason")
     if native is None:
-        message = as_dict(choice.get("message"))
-        native = as_dict(message.get("provider_specific_fields")).get("stop_reason")
+        fields = as_dict(as_dict(choice.get(inner)).get("provider_specific_fields"))
+        native = fields.get("stop_reason")
     return native
 
 
 def read_body(payload: dict[str, Any], provider: str = "litellm") -> Draft:
     """Read a litellm response dict, restoring the provider's own finish reason."""
-    return _restored(_openai_chat.read_body(payload, provider), _native(payload))
+    return _restored(_openai_chat.read_body(payload, provider), _native(payload, "message"))
 
 
 class LitellmStream(_openai_chat.ChatStream):
@@ -90,12 +96,7 @@ class LitellmStream(_openai_chat.ChatStream):
     def add(self, chunk: dict[str, Any]) -> None:
         """Fold one chunk into the turn, keeping the provider's own finish reason."""
         super().add(chunk)
-        choices = as_list(chunk.get("choices"))
-        choice = as_dict(choices[0]) if choices else as_dict(None)
-        native = as_dict(choice.get("provider_specific_fields")).get("native_finish_reason")
-        if native is None:
-            delta = as_dict(choice.get("delta"))
-            native = as_dict(delta.get("provider_specific_fields")).get("stop_reason")
+        native = _native(chunk, "delta")
         if type(native) is str and native:
             self._native = native
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import codecs
 import copy
-import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -19,8 +18,9 @@ from agentfsm._model._errors import at_call
 from agentfsm._model.types import ModelTurn
 from agentfsm.exceptions import PayloadError
 from agentfsm.providers import _openai_chat
+from agentfsm.providers._common import json_loads
 from agentfsm.providers._frameworks import read_object, unknown_object
-from agentfsm.providers._litellm import is_litellm_dict, is_litellm_object
+from agentfsm.providers._litellm import is_litellm_object
 from agentfsm.providers._registry import FORMATS, Provider, Reader, detect_body, detect_event
 
 __all__ = ["StreamAccumulator", "detect_provider", "normalize"]
@@ -200,7 +200,7 @@ class _Unparsed:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_loads(text)
     except ValueError as exc:
         return _Unparsed(str(exc))
     except RecursionError:
@@ -386,9 +386,15 @@ class StreamAccumulator:
 
 
 def _read_dict(payload: dict[str, Any], provider: str | None) -> ModelTurn:
-    name = provider or detect_body(payload)
-    if name is None:
-        raise _unknown(payload)
+    """A JSON object read as its format's body, or as a one-event stream: the one path of every
+    dict `normalize` is given, the most common payload of all (a chat completion) included."""
+    if provider is None:
+        name = detect_body(payload)
+        if name is None:
+            raise _unknown(payload)
+    else:
+        _check_provider(provider)
+        name = provider
     fmt = FORMATS[name]
     if fmt.is_body(payload):
         return fmt.read_body(payload, name).build()
@@ -416,13 +422,6 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
         PayloadError: No format recognises the payload, or it does not fit `provider`.
     """
     if type(payload) is dict:
-        # The most common payload of all, a chat completion body, named `openai` or detected as
-        # one (not litellm's), goes to the chat reader without the dispatch around it.
-        if type(payload.get("choices")) is list and (
-            provider == "openai" or (provider is None and not is_litellm_dict(payload))
-        ):
-            return _openai_chat.read_turn(payload, provider or Provider.OPENAI)
-        _check_provider(provider)
         return _read_dict(payload, provider)
     _check_provider(provider)
     if isinstance(payload, str | bytes):
@@ -442,8 +441,10 @@ def normalize(payload: object, provider: str | None = None) -> ModelTurn:
 
 
 def _check_provider(provider: object) -> None:
-    """Raise PayloadError unless `provider` is None or the name of a format."""
-    if provider is not None and (type(provider) is not str or provider not in FORMATS):
+    """Raise PayloadError unless `provider` is None or the name of a format (a `Provider` too)."""
+    if provider is not None and (
+        (type(provider) is not str and type(provider) is not Provider) or provider not in FORMATS
+    ):
         raise PayloadError(
             f"unknown provider {provider!r}; expected None or one of {', '.join(FORMATS)}"
         )

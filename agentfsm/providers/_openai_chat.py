@@ -1,4 +1,5 @@
-"""OpenAI Chat Completions, and every server that speaks it, body and stream chunks.
+"""OpenAI Chat Completions, and every server that speaks it: body, stream chunks, and one
+assistant message as chat histories hold it.
 
 The same reader serves DeepSeek, Qwen/DashScope, Groq, xAI, Mistral, Cerebras,
 OpenRouter, Snowflake Cortex, Moonshot, vLLM-style servers and litellm's dumps.
@@ -22,11 +23,10 @@ from agentfsm.providers._common import (
     as_str,
     broken,
     call_from_string,
-    checked_turn,
     make_usage,
 )
 
-__all__ = ["TABLE", "ChatStream", "is_chat", "read_body", "read_turn"]
+__all__ = ["TABLE", "ChatStream", "is_body", "is_chat", "is_completion", "is_message", "read_body"]
 
 TABLE: dict[str, FinishReason] = {
     # OpenAI Chat Completions API reference, `choices[].finish_reason`.
@@ -49,6 +49,31 @@ _CUT = "the stream ended before the call was complete"
 def is_chat(payload: dict[str, Any]) -> bool:
     """Whether a JSON object is a chat completion body or chunk."""
     return type(payload.get("choices")) is list
+
+
+def is_completion(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is a whole chat completion: choices, the first no stream delta."""
+    choices = payload.get("choices")
+    return type(choices) is list and not _is_chunk(choices)
+
+
+def is_body(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is read whole: a chat completion, or one assistant message."""
+    choices = payload.get("choices")
+    if type(choices) is list:
+        return not _is_chunk(choices)
+    return is_message(payload)
+
+
+def _is_chunk(choices: list[Any]) -> bool:
+    """Whether the choices are a stream chunk's: the first holds a `delta`, no `message`."""
+    choice = choices[0] if choices else None
+    return type(choice) is dict and "message" not in choice and "delta" in choice
+
+
+def is_message(payload: dict[str, Any]) -> bool:
+    """Whether a JSON object is one chat assistant message (not a body, not a typed block)."""
+    return payload.get("role") == "assistant" and "type" not in payload and "choices" not in payload
 
 
 def _first_choice(payload: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +120,33 @@ def _error_text(error: object) -> str:
     return str(error)
 
 
-def _body_calls(message: dict[str, Any]) -> list[ToolCall]:
+def _message(message: dict[str, Any]) -> tuple[str, list[ToolCall], str, str]:
+    """An assistant message's answer text, calls, refusal and reasoning.
+
+    The text is `content`, a string or text parts, or an audio answer's transcript. A
+    refusal is the message's `refusal`, or a `refusal` content part (chat histories hold
+    them). Arguments are JSON text (OpenAI) or an object (Ollama-style histories).
+    """
+    content = message.get("content")
+    refusal = message.get("refusal")
+    refused = refusal if type(refusal) is str else ""
+    if type(content) is str:
+        text = content
+    elif not content:
+        text = _transcript(message["audio"]) if "audio" in message else ""
+    else:
+        text = _content_text(content)
+        for part in content if type(content) is list else ():
+            if type(part) is dict and part.get("type") == "refusal":
+                refused += as_str(part.get("refusal"))
+    calls = _calls(message) if "tool_calls" in message or "function_call" in message else []
+    reasoning = (
+        _reasoning(message) if "reasoning_content" in message or "reasoning" in message else ""
+    )
+    return text, calls, refused, reasoning
+
+
+def _calls(message: dict[str, Any]) -> list[ToolCall]:
     calls = []
     items = message.get("tool_calls")
     for item in items if type(items) is list else ():
@@ -112,74 +163,42 @@ def _body_calls(message: dict[str, Any]) -> list[ToolCall]:
     return calls
 
 
-def read_turn(payload: dict[str, Any], provider: str = "openai") -> ModelTurn:
-    """Read a chat completion body into a turn: `read_body(...).build()` in one pass.
-
-    The most common payload of all takes this path (`normalize`), so it builds the
-    turn's fields directly instead of going through a `Draft`.
-    """
-    values = _body_values(payload, provider)
-    if values is None:
-        return _one_chunk(payload, provider).build()
-    return checked_turn(values)
-
-
 def read_body(payload: dict[str, Any], provider: str = "openai") -> Draft:
-    """Read a non-streamed chat completion; a lone chunk is read as a one-chunk stream."""
-    values = _body_values(payload, provider)
-    if values is None:
-        return _one_chunk(payload, provider)
-    return Draft.of(values)
+    """Read a chat completion, or one assistant message (see `is_body`; chunks: `ChatStream`).
 
-
-def _one_chunk(chunk: dict[str, Any], provider: str) -> Draft:
-    stream = ChatStream(provider)
-    stream.add(chunk)
-    return stream.draft()
-
-
-def _body_values(payload: dict[str, Any], provider: str) -> dict[str, Any] | None:
-    """The turn's fields of a chat completion body, or None for a lone stream chunk."""
+    `normalize` reads the most common payload of all through this one reader. An assistant
+    message (as chat histories and the OpenAI SDK's `ChatCompletionMessage.model_dump()` hold
+    it) carries no finish claim, usage or model: its claim is UNKNOWN.
+    """
     choices = payload.get("choices")
-    choice = choices[0] if type(choices) is list and choices else None
+    if type(choices) is not list:
+        text, calls, refusal, reasoning = _message(payload)
+        return Draft(provider, text, calls, refusal=refusal, reasoning=reasoning)
+    choice = choices[0] if choices else None
     if type(choice) is not dict:
         choice = _EMPTY
     message = choice.get("message")
     if type(message) is not dict:
-        if "message" not in choice and "delta" in choice:
-            return None
         message = _EMPTY
-    content = message.get("content")
-    raw = choice.get("finish_reason")
-    finish = TABLE.get(raw, FinishReason.UNKNOWN) if type(raw) is str else FinishReason.UNKNOWN
-    refusal = message.get("refusal")
+    text, calls, refusal, reasoning = _message(message)
     usage = payload.get("usage")
     error = payload.get("error")
     model = payload.get("model")
-    return {
-        "text": content
-        if type(content) is str
-        else _content_text(content)
-        if content
-        else _transcript(message.get("audio")),
-        "tool_calls": _body_calls(message)
-        if "tool_calls" in message or "function_call" in message
-        else [],
-        "finish_reason": finish,
-        "raw_finish_reason": raw if type(raw) is str else None,
-        "truncated": finish is FinishReason.LENGTH,
-        "usage": _usage_of(usage) if type(usage) is dict else None,
-        "refusal": refusal if type(refusal) is str and refusal else None,
-        "reasoning": (
-            (_reasoning(message) or None)
-            if "reasoning_content" in message or "reasoning" in message
-            else None
-        ),
-        "error": _error_text(error) if error else None,
-        "provider": provider,
-        "model": model if type(model) is str and model else None,
-        "server_tool_calls": 0,
-    }
+    draft = Draft(
+        provider,
+        text,
+        calls,
+        FinishReason.UNKNOWN,
+        None,
+        False,
+        _usage_of(usage) if type(usage) is dict else None,
+        refusal,
+        reasoning,
+        _error_text(error) if error else None,
+        model if type(model) is str else None,
+    )
+    draft.set_finish(choice.get("finish_reason"), TABLE)
+    return draft
 
 
 class _Pending:

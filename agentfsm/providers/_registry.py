@@ -68,16 +68,6 @@ def _langchain_stream(provider: str) -> Reader:
     return _OneShot(provider, _frameworks.read_langchain)
 
 
-def _is_chat_body(payload: dict[str, Any]) -> bool:
-    return _openai_chat.is_chat(payload) or _frameworks.is_assistant_message(payload)
-
-
-def _read_chat_body(payload: dict[str, Any], provider: str) -> Draft:
-    if _frameworks.is_assistant_message(payload):
-        return _frameworks.read_assistant_message(payload, provider)
-    return _openai_chat.read_body(payload, provider)
-
-
 class _OneShot:
     """A stream reader for a format without a stream reader of its own: the last body wins."""
 
@@ -114,8 +104,8 @@ FORMATS: dict[str, Format] = {
     for fmt in (
         Format(
             Provider.OPENAI,
-            _is_chat_body,
-            _read_chat_body,
+            _openai_chat.is_body,
+            _openai_chat.read_body,
             _openai_chat.is_chat,
             _openai_chat.ChatStream,
         ),
@@ -163,7 +153,7 @@ FORMATS: dict[str, Format] = {
         ),
         Format(
             Provider.LITELLM,
-            _openai_chat.is_chat,
+            _openai_chat.is_completion,
             _litellm.read_body,
             _openai_chat.is_chat,
             _litellm.LitellmStream,
@@ -186,7 +176,7 @@ OBJECT_PROVIDERS = (Provider.OPENAI_AGENTS, Provider.PYDANTIC_AI)
 
 def detect_body(payload: dict[str, Any]) -> str | None:
     """The format of a JSON object read as a whole body, or None if none recognises it."""
-    if _openai_chat.is_chat(payload):
+    if type(payload.get("choices")) is list:  # a chat completion, the most common body of all
         return Provider.LITELLM if _litellm.is_litellm_dict(payload) else Provider.OPENAI
     for name, fmt in FORMATS.items():
         if fmt.is_body(payload):

@@ -1,4 +1,4 @@
-"""A chat completion body read in one pass gives the turn its fields say, by the API's rules."""
+"""The chat reader gives the turn a body's fields say, by the API's rules, on normalize's path."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agentfsm._model.types import FinishReason
 from agentfsm.providers import normalize
-from agentfsm.providers._openai_chat import TABLE, read_body, read_turn
+from agentfsm.providers._openai_chat import TABLE, read_body
 
 JSON_SCALARS = (
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats() | st.text(max_size=8)
@@ -67,13 +67,13 @@ def bodies(draw: Any) -> dict[str, Any]:
     return body
 
 
-class TestChatBodyInOnePass:
-    """`read_turn` (normalize's path for chat bodies) against the fields of the body."""
+class TestChatBodyReader:
+    """`read_body`, the chat format's one reader, against the fields of the body."""
 
     @given(bodies())
     def test_the_turn_is_what_the_body_says(self, body: dict[str, Any]) -> None:
         """Text, finish, usage, refusal, reasoning and model are the body's, coerced as said."""
-        turn = read_turn(body, "openai")
+        turn = read_body(body, "openai").build()
         choice = body["choices"][0]
         message = choice["message"]
         content = message.get("content")
@@ -104,7 +104,7 @@ class TestChatBodyInOnePass:
     @given(bodies())
     def test_calls_carry_their_arguments_or_an_error(self, body: dict[str, Any]) -> None:
         """Each call is parsed from its JSON text; anything but an object is kept broken."""
-        turn = read_turn(body, "openai")
+        turn = read_body(body, "openai").build()
         calls = body["choices"][0]["message"].get("tool_calls")
         sent = calls if isinstance(calls, list) else []
         assert len(turn.tool_calls) == len(sent)
@@ -132,9 +132,23 @@ class TestChatBodyInOnePass:
                 assert call.error is not None
 
     @given(bodies())
-    def test_one_pass_equals_the_draft_and_the_dispatch(self, body: dict[str, Any]) -> None:
-        """`read_turn`, `read_body(...).build()` and normalize's detection give one turn."""
-        turn = read_turn(body, "openai")
-        assert read_body(body, "openai").build() == turn
+    def test_normalize_reads_through_the_reader(self, body: dict[str, Any]) -> None:
+        """Detected or named, a chat body takes the one path: the reader's turn."""
+        turn = read_body(body, "openai").build()
         assert normalize(body) == turn
         assert normalize(body, "openai") == turn
+
+    @given(bodies())
+    def test_a_message_alone_reads_as_in_its_body(self, body: dict[str, Any]) -> None:
+        """An assistant message read alone (a chat history's) gives its body's answer, calls,
+        refusal and reasoning; it carries no finish claim, usage or model of its own."""
+        whole = normalize(body)
+        alone = normalize(body["choices"][0]["message"])
+        assert (alone.provider, alone.finish_reason, alone.raw_finish_reason) == (
+            "openai",
+            FinishReason.UNKNOWN,
+            None,
+        )
+        assert (alone.usage, alone.model, alone.error, alone.truncated) == (None, None, None, False)
+        fields = ("text", "tool_calls", "refusal", "reasoning")
+        assert [getattr(alone, f) for f in fields] == [getattr(whole, f) for f in fields]

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from agentfsm._model.types import FinishReason, ModelTurn, ToolCall, Usage
 from agentfsm.providers._common import (
     Draft,
@@ -9,8 +15,39 @@ from agentfsm.providers._common import (
     call_from_object,
     call_from_string,
     checked_turn,
+    json_loads,
     make_usage,
 )
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+AROUND = st.sampled_from(["", " ", "\n", "\t ", "\ufeff", "x", "}", "\u2028", "1"])
+
+
+def _outcome(parse: Callable[[str], object], text: str) -> tuple[str, str]:
+    try:
+        return "value", repr(parse(text))
+    except ValueError as exc:
+        return type(exc).__name__, str(exc)
+
+
+class TestJsonLoads:
+    """The one-call parse gives what `json.loads` gives, value or error, for any text."""
+
+    @given(value=JSON, before=AROUND, after=AROUND, cut=st.integers(0, 40))
+    def test_same_as_json_loads(self, value: object, before: str, after: str, cut: int) -> None:
+        """Whole documents, white space or junk around them, and documents cut short."""
+        whole = json.dumps(value)
+        for text in (whole, before + whole + after, whole[:cut], before + whole[cut:]):
+            assert _outcome(json_loads, text) == _outcome(json.loads, text)
+
+    @given(st.text(max_size=12))
+    def test_any_text(self, text: str) -> None:
+        """Text that is mostly not JSON fails with json's own error."""
+        assert _outcome(json_loads, text) == _outcome(json.loads, text)
 
 
 class TestConstruct:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -90,3 +91,12 @@ class TestNativeReason:
             return
         assert turn.finish_reason is ANTHROPIC[reason]
         assert turn.truncated is (ANTHROPIC[reason] is FinishReason.LENGTH)
+
+    @pytest.mark.parametrize("reason", sorted(KEPT_RAW))
+    def test_a_lone_chunk_reads_as_a_stream_of_one(self, reason: str) -> None:
+        """One chunk given alone is read by the stream reader: its delta's own reason is kept."""
+        one = chunk({"content": "hi", "provider_specific_fields": {"stop_reason": reason}})
+        one["choices"][0]["finish_reason"] = LITELLM_MAPS[reason]
+        turn = normalize(one, "litellm")
+        assert turn == normalize([one], "litellm")
+        assert (turn.finish_reason, turn.raw_finish_reason) == (ANTHROPIC[reason], reason)
