@@ -151,7 +151,10 @@ def replay(base: Path, rounds: int, engines: list[str], copies: int) -> dict[str
     return out
 
 
-_PROBE = "import time\nt = time.perf_counter()\nimport {module}\nprint((time.perf_counter() - t) * 1000)\n"
+_PROBE = (
+    "import time\nt = time.perf_counter()\nimport {module}\n"
+    "print((time.perf_counter() - t) * 1000)\n"
+)
 
 
 def _import_ms(module: str) -> float:
