@@ -1,6 +1,6 @@
 """Issue 36's wall-clock figures, each taken in one run with the two sides interleaved.
 
-    python bench/pair_issue36.py step [--ns 10 100 500] [--rounds 5]
+    python bench/pair_issue36.py step [--ns 10 100 500] [--rounds 30] [--chunk 0.3]
     python bench/pair_issue36.py replay --base /path/to/other/checkout [--rounds 5]
     python bench/pair_issue36.py import [--rounds 15]
 
@@ -11,8 +11,10 @@ round, so that a change of load between rounds moves both sides of a pair alike.
 median of the per-round ratios is the figure to quote; min and max show the spread.
 
 `step`: per-step µs of the Controller's variants (bench/impl_agentfsm_controller.py)
-and of LangGraph (bench/impl_langgraph.py), each in its own subprocess as bench/run.py
-runs them, at each N; ratio = LangGraph / variant.
+and of LangGraph (bench/impl_langgraph.py) at each N. Each side is built and warmed once
+in a worker process of its own; a round asks each worker in turn (the order rotated every
+round) for `--chunk` seconds of whole runs and takes their median wall and CPU µs per
+step; ratio = LangGraph / variant, per round. Only one worker runs at a time.
 
 `replay`: the shared trajectories copied 20 times, replayed by `agentfsm replay DIR
 --policy FILE --json` as one whole process (bench/bench_controller_replay.py's
@@ -59,40 +61,98 @@ def _spread(values: list[float]) -> dict[str, float]:
     }
 
 
-def _impl(script: str, variant: str | None, n: int, budget: float) -> float:
-    """Median µs per step of one implementation at N, from its own subprocess."""
-    warmup, min_reps = ("1", "3") if n >= 500 else ("3", "5")
-    cmd = [PYTHON, str(BENCH / script), "--n", str(n), "--warmup", warmup]
-    cmd += ["--budget", str(budget), "--min-reps", min_reps]
-    if variant:
-        cmd += ["--variant", variant]
-    done = subprocess.run(
-        cmd, capture_output=True, text=True, env=_env(REPO), cwd=BENCH, check=False
-    )
-    record = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
-    if not record.get("available"):
-        raise SystemExit(f"{script} {variant} N={n} failed: {done.stderr[-2000:] or record}")
-    return float(record["median"])
+class _Worker:
+    """One implementation at one N, built and warmed once in its own process, timed on request.
+
+    Workers wait on their stdin, so only the one being asked runs; the sides of a pair
+    are timed a fraction of a second apart instead of a whole subprocess start apart.
+    """
+
+    def __init__(self, script: str, variant: str | None, n: int) -> None:
+        cmd = [PYTHON, str(Path(__file__).resolve()), "_worker", script, variant or "", str(n)]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(REPO), cwd=BENCH
+        )
+        self.ready = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"worker {self.proc.args} ended: {self.proc.wait()}")
+        return json.loads(line)
+
+    def time(self, seconds: float) -> dict[str, Any]:
+        """Median wall and CPU µs per step of the runs done in about `seconds`."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{seconds}\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
-def step(ns: list[int], rounds: int, variants: list[str], budget: float) -> dict[str, Any]:
-    """Per round and N: LangGraph, then each variant (order reversed every other round)."""
+def _worker(script: str, variant: str, n: int) -> None:
+    """The worker's side: build, warm up, then one timed chunk per line read."""
+    import gc
+    import importlib
+
+    sys.path[:0] = [str(BENCH)]
+    module = importlib.import_module(Path(script).stem)
+    built = module.builders()
+    run = built[variant or next(iter(built))](n)
+    for _ in range(3 if n < 500 else 1):
+        run()
+    gc.collect()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        budget = float(line)
+        walls: list[float] = []
+        cpus: list[float] = []
+        deadline = time.perf_counter() + budget
+        while not walls or time.perf_counter() < deadline:
+            cpu, start = time.process_time(), time.perf_counter()
+            outcome = run()
+            walls.append((time.perf_counter() - start) / n * 1e6)
+            cpus.append((time.process_time() - cpu) / n * 1e6)
+            if outcome[1] != n - 1:
+                raise SystemExit(f"wrong outcome {outcome!r}")
+        wall, used = statistics.median(walls), statistics.median(cpus)
+        print(json.dumps({"wall": wall, "cpu": used, "runs": len(walls)}), flush=True)
+
+
+def step(ns: list[int], rounds: int, variants: list[str], chunk: float) -> dict[str, Any]:
+    """Per N: a worker per side; per round each side timed for `chunk` s, order rotated."""
     sides = [("langgraph", "impl_langgraph.py", None)]
     sides += [(v, "impl_agentfsm_controller.py", v) for v in variants]
     out: dict[str, Any] = {}
     for n in ns:
-        times: dict[str, list[float]] = {name: [] for name, _, _ in sides}
-        ratios: dict[str, list[float]] = {v: [] for v in variants}
+        workers = {name: _Worker(script, variant, n) for name, script, variant in sides}
+        wall: dict[str, list[float]] = {name: [] for name in workers}
+        cpu: dict[str, list[float]] = {name: [] for name in workers}
+        ratios: dict[str, list[float]] = {f"{v} wall": [] for v in variants}
+        ratios |= {f"{v} cpu": [] for v in variants}
+        names = list(workers)
         for index in range(rounds):
-            order = sides if index % 2 == 0 else sides[::-1]
-            got = {name: _impl(script, variant, n, budget) for name, script, variant in order}
+            shift = index % len(names)
+            order = names[shift:] + names[:shift]
+            got = {name: workers[name].time(chunk) for name in order}
             for name, value in got.items():
-                times[name].append(value)
+                wall[name].append(value["wall"])
+                cpu[name].append(value["cpu"])
             for v in variants:
-                ratios[v].append(got["langgraph"] / got[v])
+                ratios[f"{v} wall"].append(got["langgraph"]["wall"] / got[v]["wall"])
+                ratios[f"{v} cpu"].append(got["langgraph"]["cpu"] / got[v]["cpu"])
             print(f"N={n} round {index + 1}: {json.dumps(got)}", file=sys.stderr)
+        for worker in workers.values():
+            worker.close()
         out[str(n)] = {
-            "us_per_step": {k: _spread(v) for k, v in times.items()},
+            "rounds": rounds,
+            "wall_us_per_step": {k: _spread(v) for k, v in wall.items()},
+            "cpu_us_per_step": {k: _spread(v) for k, v in cpu.items()},
             "langgraph_over": {k: _spread(v) for k, v in ratios.items()},
         }
     return out
@@ -193,9 +253,9 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     p_step = sub.add_parser("step")
     p_step.add_argument("--ns", type=int, nargs="+", default=[10, 100, 500])
-    p_step.add_argument("--rounds", type=int, default=5)
+    p_step.add_argument("--rounds", type=int, default=30)
     p_step.add_argument("--variants", default="turn,turn_declared,openai,declared")
-    p_step.add_argument("--budget", type=float, default=0.5, help="timed seconds per side")
+    p_step.add_argument("--chunk", type=float, default=0.25, help="timed seconds a side a round")
     p_replay = sub.add_parser("replay")
     p_replay.add_argument("--base", type=Path, required=True, help="a checkout of the base commit")
     p_replay.add_argument("--rounds", type=int, default=5)
@@ -203,9 +263,12 @@ def main() -> None:
     p_replay.add_argument("--copies", type=int, default=20)
     p_import = sub.add_parser("import")
     p_import.add_argument("--rounds", type=int, default=15)
+    if sys.argv[1:2] == ["_worker"]:
+        _worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
     args = parser.parse_args()
     if args.what == "step":
-        figures = step(args.ns, args.rounds, args.variants.split(","), args.budget)
+        figures = step(args.ns, args.rounds, args.variants.split(","), args.chunk)
     elif args.what == "replay":
         figures = replay(args.base.resolve(), args.rounds, args.engines.split(","), args.copies)
     else:
