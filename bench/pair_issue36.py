@@ -2,6 +2,7 @@
 
     python bench/pair_issue36.py step [--ns 10 100 500] [--rounds 30] [--chunk 0.3]
     python bench/pair_issue36.py replay --base /path/to/other/checkout [--rounds 5]
+    python bench/pair_issue36.py replay-instructions --base /path/to/other/checkout
     python bench/pair_issue36.py import [--rounds 15]
 
 The machine this was written on has 2 cores shared with other work, so no figure here
@@ -211,6 +212,49 @@ def replay(base: Path, rounds: int, engines: list[str], copies: int) -> dict[str
     return out
 
 
+def replay_instructions(base: Path) -> dict[str, Any]:
+    """Instructions per model output of a serial replay, this tree and the base, by cachegrind.
+
+    Each tree replays 1 and 2 copies of the corpus; (I(2) - I(1)) / model outputs of a copy,
+    so start-up cancels. The load does not move the count.
+    """
+    valgrind = [
+        "valgrind",
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        "--cachegrind-out-file=/dev/null",
+    ]
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        policy = Path(tmp) / "policy.json"
+        policy.write_text(json.dumps({"max_turns": 250}))
+        folders = {}
+        for copies in (1, 2):
+            folders[copies] = Path(tmp) / f"corpus{copies}"
+            folders[copies].mkdir()
+            per_copy = _copy_corpus(folders[copies], copies) // copies
+        for name, tree in (("now", REPO), ("base", base)):
+            counts = {}
+            for copies, folder in folders.items():
+                cmd = [*valgrind, PYTHON, "-m", "agentfsm", "replay", str(folder)]
+                cmd += ["--policy", str(policy), "--json", "--engine", "serial"]
+                done = subprocess.run(
+                    cmd,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=_env(tree),
+                    cwd=tree,
+                    check=True,
+                )
+                line = next(x for x in done.stderr.splitlines() if "I" in x and "refs:" in x)
+                counts[copies] = int(line.split("refs:")[1].replace(",", "").strip())
+            out[name] = round((counts[2] - counts[1]) / per_copy)
+            print(f"{name}: {counts}", file=sys.stderr)
+    out["now_over_base"] = round(out["now"] / out["base"], 3)
+    return out
+
+
 _PROBE = (
     "import time\nt = time.perf_counter()\nimport {module}\n"
     "print((time.perf_counter() - t) * 1000)\n"
@@ -261,6 +305,8 @@ def main() -> None:
     p_replay.add_argument("--rounds", type=int, default=5)
     p_replay.add_argument("--engines", default="serial,process")
     p_replay.add_argument("--copies", type=int, default=20)
+    p_count = sub.add_parser("replay-instructions")
+    p_count.add_argument("--base", type=Path, required=True, help="a checkout of the base commit")
     p_import = sub.add_parser("import")
     p_import.add_argument("--rounds", type=int, default=15)
     if sys.argv[1:2] == ["_worker"]:
@@ -271,6 +317,8 @@ def main() -> None:
         figures = step(args.ns, args.rounds, args.variants.split(","), args.chunk)
     elif args.what == "replay":
         figures = replay(args.base.resolve(), args.rounds, args.engines.split(","), args.copies)
+    elif args.what == "replay-instructions":
+        figures = replay_instructions(args.base.resolve())
     else:
         figures = imports(args.rounds)
     print(json.dumps(figures, indent=1))
