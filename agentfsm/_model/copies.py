@@ -42,10 +42,29 @@ _CONTAINERS = frozenset({dict, list, tuple})
 
 
 def own_call(call: ToolCall) -> ToolCall:
-    """`call` with arguments no one else holds (the call itself when it has none)."""
+    """`call` with arguments no one else holds (the call itself when it has none).
+
+    The copy is validated by the model's own validator, from the fields the call holds
+    (`exclude_unset` dumps it alike): pydantic-core builds it in one call, where `model_copy`
+    copies the instance's dict, its set of fields and its extras in Python.
+    """
     if not call.arguments:
         return call if call.arguments is None else replaced(call, {"arguments": {}})
-    return replaced(call, {"arguments": copied(call.arguments)})
+    given = call.model_fields_set
+    # A field holds its default unless given (`model_construct` can say otherwise, so a value
+    # that differs from the default is taken too): the copy reports the same fields as set.
+    values = {
+        name: value
+        for name, value in vars(call).items()
+        if name in given or value != _CALL_DEFAULTS.get(name)
+    }
+    values["arguments"] = copied(call.arguments)
+    made: ToolCall = type(call).__pydantic_validator__.validate_python(values)
+    return made
+
+
+_CALL_DEFAULTS = {name: field.default for name, field in ToolCall.model_fields.items()}
+"""Each field of a `ToolCall` and its default (`PydanticUndefined` for the required name)."""
 
 
 def own_turn(turn: ModelTurn) -> ModelTurn:
