@@ -54,12 +54,38 @@ def backquoted(text: str, *, in_string: bool = False) -> list[str] | None:
     return found
 
 
-_SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*\$\((?!\()")
+_SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*\$\((\()?")
 
 
 def runs_substitution(text: str) -> bool:
-    """Whether `text` holds an unescaped `$(` or backquote: a substitution bash runs."""
-    return "`" in text.replace("\\`", "") or _SUBSTITUTION.search(text) is not None
+    """Whether `text` holds an unescaped `$(` or backquote: a substitution bash runs.
+
+    `$((` counts too unless it closes as arithmetic, with its last two parentheses side by
+    side: bash reads `$((` as arithmetic only then, and otherwise as a command substitution
+    of a subshell (`$((\nrm\n)\ngit)` runs rm, then git).
+    """
+    if "`" in text.replace("\\`", ""):
+        return True
+    for match in _SUBSTITUTION.finditer(text):
+        if match.group(1) is None or not _closes_as_arithmetic(text, match.end()):
+            return True
+    return False
+
+
+def _closes_as_arithmetic(text: str, start: int) -> bool:
+    """Whether the `$((` ending at `start` closes with `))`, its parentheses balanced."""
+    depth, one_open_at = 2, -1
+    for at in range(start, len(text)):
+        char = text[at]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 1:
+                one_open_at = at
+            elif depth == 0:
+                return one_open_at == at - 1
+    return False  # never closed: not read as arithmetic here
 
 
 _CONTINUATION = re.compile(rb"(?<!\\)(?:\\\\)*\\\n")

@@ -89,10 +89,13 @@ EVALUATING_BUILTINS = [
     "y='($(rm -rf /))'; f() { local -a x=\"$y\"; }; f",
     "i='b[$(rm -rf /)]'; a=([$i]=1)",
     "a=(['$(rm -rf /)']=1)",
+    "PS4='$((\nrm -rf /\n)\n)'; set -x; true",
+    "PS4='$((\nrm -rf /\n)\ntrue)'; set -x; true; set +x",
 ]
 """Builtins and assignments that evaluate text the reader never read: aliases, subscripts
 (of names given to builtins, and of keys in `a=([KEY]=v)`), the history, completions, the
-command table."""
+command table; a prompt whose `$((` does not close as arithmetic, which bash runs as a command
+substitution each time it traces a command."""
 
 ALLOW = [
     f"allow bash(command~{name}:*)"
