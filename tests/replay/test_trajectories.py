@@ -21,14 +21,12 @@ from agentfsm._replay.trajectories import (
     expand_paths,
     read_runs,
 )
-from agentfsm._replay.trajectories._miniswe import MINISWE
 from agentfsm._replay.trajectories._openai import (
     Conventions,
     message_steps,
     result_of,
 )
 from agentfsm._replay.trajectories._pairing import pair_results, paired_by_rules
-from agentfsm._replay.trajectories._taubench import TAU
 from agentfsm.exceptions import TraceError
 
 
@@ -338,23 +336,6 @@ class TestExpandPaths:
             ("b.jsonl", False),
             ("a.json", True),
         ]
-
-
-def _assistant_bodies(corpus: Path) -> list[dict[str, Any]]:
-    """The body every tau-bench and mini-swe-agent assistant message is normalized from."""
-    bodies = []
-    for path, _ in expand_paths(
-        [str(corpus / "tau-bench"), str(corpus / "mini-swe-agent-deepseek")]
-    ):
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        if isinstance(doc, list):
-            chats, body = [entry["traj"] for entry in doc], TAU.body
-        elif isinstance(doc, dict) and "messages" in doc:
-            chats, body = [doc["messages"]], MINISWE.body
-        else:
-            continue
-        bodies += [body(m) for chat in chats for m in chat if m.get("role") == "assistant"]
-    return bodies
 
 
 class TestReadingShortcuts:
