@@ -112,7 +112,7 @@ class TestTheStepGivesGuardsSnapshots:
         assert snap.output.text == "done"
         assert snap.run_id == ctl.run_id
         with pytest.raises(DataError):
-            snap.turn = 5  # type: ignore[misc]
+            snap.turn = 5
 
 
 def _decisions() -> list[af.Decision]:
@@ -197,7 +197,7 @@ class TestDecision:
         with pytest.raises(DataError, match="update must be a mapping"):
             d.model_copy(update=[("turn", 1)])  # type: ignore[arg-type]
         with pytest.raises(DataError, match="frozen"):
-            d.turn = 4  # type: ignore[misc]
+            d.turn = 4
         with pytest.raises(DataError, match=r"Decision\.model_dump_json: indent"):
             d.model_dump_json(indent=-1)
         with pytest.raises(DataError, match=r"Decision\.model_dump"):

@@ -353,7 +353,10 @@ class TestTaskFailures:
         trace = (
             "Traceback (most recent call last):\nModuleNotFoundError: No module named 'agentfsm'"
         )
-        return ray.exceptions.RayTaskError("replay_chunk", trace, cause).as_instanceof_cause()
+        failure: BaseException = ray.exceptions.RayTaskError(
+            "replay_chunk", trace, cause
+        ).as_instanceof_cause()
+        return failure
 
     def test_a_stopped_head_is_named_not_an_installation_problem(self) -> None:
         """Whatever Ray raised, a head that refuses connections is the lost head."""
