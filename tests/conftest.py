@@ -22,12 +22,14 @@ settings.register_profile(
     max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,  # a failing property prints the @reproduce_failure line that replays it
 )
 settings.register_profile(
     "deep",
     max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
 )
 settings.load_profile("quick")  # `--hypothesis-profile=deep` (hypothesis' own option) overrides
 
