@@ -524,6 +524,10 @@ class Reader:
                 self.unsure.append(
                     f"{name} (expanded when bash prompts) is not known until run time"
                 )
+            elif "$((" in value:
+                # Arithmetic in a prompt is evaluated each time bash prompts, subscripts and the
+                # values of the names it reads included: not modelled here.
+                self.unsure.append(f"{name} holds arithmetic bash evaluates when it prompts")
             else:
                 self._substitutions(value, depth)
         elif name.startswith("BASH_FUNC_"):

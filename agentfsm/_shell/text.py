@@ -60,9 +60,9 @@ _SUBSTITUTION = re.compile(r"(?<!\\)(?:\\\\)*\$\((\()?")
 def runs_substitution(text: str) -> bool:
     """Whether `text` holds an unescaped `$(` or backquote: a substitution bash runs.
 
-    `$((` counts too unless it closes as arithmetic, with its last two parentheses side by
-    side: bash reads `$((` as arithmetic only then, and otherwise as a command substitution
-    of a subshell (`$((\nrm\n)\ngit)` runs rm, then git).
+    `$((` counts too unless bash reads it as arithmetic (`_closes_as_arithmetic`); otherwise
+    bash runs it as a command substitution of a subshell (`$((\nrm\n)\ngit)` runs rm, then
+    git; so does `$((echo a); (rm))`).
     """
     if "`" in text.replace("\\`", ""):
         return True
@@ -73,8 +73,10 @@ def runs_substitution(text: str) -> bool:
 
 
 def _closes_as_arithmetic(text: str, start: int) -> bool:
-    """Whether the `$((` ending at `start` closes with `))`, its parentheses balanced."""
-    depth, one_open_at = 2, -1
+    """Whether bash reads the `$((` ending at `start` as arithmetic: the parenthesis that
+    closes the inner `(` is followed at once by the one that closes `$(` (`$((1+2))`, not
+    `$((echo a); (rm))`, which bash runs as a command substitution)."""
+    depth = 2
     for at in range(start, len(text)):
         char = text[at]
         if char == "(":
@@ -82,9 +84,7 @@ def _closes_as_arithmetic(text: str, start: int) -> bool:
         elif char == ")":
             depth -= 1
             if depth == 1:
-                one_open_at = at
-            elif depth == 0:
-                return one_open_at == at - 1
+                return text[at + 1 : at + 2] == ")"
     return False  # never closed: not read as arithmetic here
 
 

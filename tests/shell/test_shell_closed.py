@@ -91,6 +91,8 @@ EVALUATING_BUILTINS = [
     "a=(['$(rm -rf /)']=1)",
     "PS4='$((\nrm -rf /\n)\n)'; set -x; true",
     "PS4='$((\nrm -rf /\n)\ntrue)'; set -x; true; set +x",
+    "PS4='$((echo a); (rm -rf /))'; set -x; true",
+    "x='a[$(rm -rf /)]'; PS4='$((x))'; set -x; true",
 ]
 """Builtins and assignments that evaluate text the reader never read: aliases, subscripts
 (of names given to builtins, and of keys in `a=([KEY]=v)`), the history, completions, the
