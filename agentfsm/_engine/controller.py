@@ -266,10 +266,9 @@ class Controller:
         if self._last is None:
             return None
         turn, calls = self._last
-        if turn.tool_calls is not calls:
-            turn = replaced(turn, {"tool_calls": calls})
-            self._last = (turn, calls)
-        return turn
+        # Made on each read, not kept: `last_output` reads it without the lock, and writing it
+        # back could put an older output over a newer one.
+        return turn if turn.tool_calls is calls else replaced(turn, {"tool_calls": calls})
 
     @property
     def tools(self) -> dict[str, ToolSpec] | None:

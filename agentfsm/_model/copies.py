@@ -50,6 +50,8 @@ def own_call(call: ToolCall) -> ToolCall:
     """
     if not call.arguments:
         return call if call.arguments is None else replaced(call, {"arguments": {}})
+    if type(call) is not ToolCall:  # a host's subclass keeps its class and private values
+        return replaced(call, {"arguments": copied(call.arguments)})
     given = call.model_fields_set
     # A field holds its default unless given (`model_construct` can say otherwise, so a value
     # that differs from the default is taken too): the copy reports the same fields as set.
@@ -59,7 +61,7 @@ def own_call(call: ToolCall) -> ToolCall:
         if name in given or value != _CALL_DEFAULTS.get(name)
     }
     values["arguments"] = copied(call.arguments)
-    made: ToolCall = type(call).__pydantic_validator__.validate_python(values)
+    made: ToolCall = ToolCall.__pydantic_validator__.validate_python(values)
     return made
 
 
