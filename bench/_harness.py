@@ -18,8 +18,10 @@ import argparse
 import asyncio
 import gc
 import json
+import re
 import resource
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -160,3 +162,26 @@ def main(name: str, builders: dict[str, Builder] | Callable[[], dict[str, Builde
             )
         )
     _emit({**record, "available": True})
+
+
+VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+"""Instruction counts without cache simulation and without an output file."""
+
+
+def cachegrind(command: list[str], **options: Any) -> int:
+    """Instructions (`I refs`) cachegrind counts while `command` runs in a process of its own.
+
+    `options` go to `subprocess.run` (`env`, `cwd`). Exits naming the command when it fails.
+    """
+    done = subprocess.run(
+        [*VALGRIND, *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        **options,
+    )
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"cachegrind failed for {command[:6]}:\n{done.stderr[-3000:]}")
+    return int(found.group(1).replace(",", ""))

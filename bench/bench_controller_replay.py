@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _harness import cachegrind
 from bench_replay import corpus_files
 from impl_agentfsm_controller import _openai_bodies, builders
 
@@ -50,7 +51,6 @@ COPIES = 20
 TARGET_STEPS_PER_S = 20_000
 TARGET_STEP_US = 45.0
 ENV = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 
 
 def copy_corpus(folder: Path, copies: int) -> tuple[int, int]:
@@ -169,28 +169,10 @@ def instructions(variant: str) -> int | None:
         "run = builders()[sys.argv[2]](100); [run() for _ in range(int(sys.argv[3]))]"
     )
     here = str(Path(__file__).resolve().parent)
-    counts = []
-    for reps in (2, 8):
-        done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=cachegrind",
-                "--cache-sim=no",
-                "--cachegrind-out-file=/dev/null",
-                sys.executable,
-                "-c",
-                code,
-                here,
-                variant,
-                str(reps),
-            ],
-            capture_output=True,
-            text=True,
-            env=ENV,
-            check=True,
-        )
-        line = next(x for x in done.stderr.splitlines() if "I" in x and "refs:" in x)
-        counts.append(int(line.split("refs:")[1].replace(",", "").strip()))
+    counts = [
+        cachegrind([sys.executable, "-c", code, here, variant, str(reps)], env=ENV)
+        for reps in (2, 8)
+    ]
     return (counts[1] - counts[0]) // 600
 
 
@@ -207,20 +189,10 @@ def replay_instructions() -> int | None:
             folder.mkdir()
             outputs, _ = copy_corpus(folder, copies)
             command = [
-                *VALGRIND,
                 *(sys.executable, "-m", "agentfsm", "replay", str(folder), "--policy", str(policy)),
                 *("--json", "--engine", "serial"),
             ]
-            done = subprocess.run(
-                command,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-                env={**ENV, "PYTHONHASHSEED": "0"},
-                check=True,
-            )
-            line = next(x for x in done.stderr.splitlines() if "I" in x and "refs:" in x)
-            counts.append((int(line.split("refs:")[1].replace(",", "").strip()), outputs))
+            counts.append((cachegrind(command, env={**ENV, "PYTHONHASHSEED": "0"}), outputs))
     (one, per_copy), (two, _) = counts
     return (two - one) // per_copy
 

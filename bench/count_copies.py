@@ -11,10 +11,10 @@ interpreters; the difference over 10,000 is one call's count, start-up cancelled
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
+
+from _harness import cachegrind
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -36,14 +36,7 @@ def instructions(what: str, k: int) -> int:
     """Instructions of a fresh interpreter making `k` copies with `what`."""
     program = _PROGRAM.format(bench=str(BENCH), repo=str(REPO), what=what, k=k)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONHASHSEED": "0"}
-    cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-    done = subprocess.run(
-        [*cmd, sys.executable, "-c", program], capture_output=True, text=True, env=env, check=False
-    )
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"cachegrind failed for {what}:\n{done.stderr[-3000:]}")
-    return int(found.group(1).replace(",", ""))
+    return cachegrind([sys.executable, "-c", program], env=env)
 
 
 def main() -> None:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from _harness import cachegrind
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -41,25 +41,7 @@ def instructions(variant: str, n: int, runs: int) -> int:
     """Instructions cachegrind counts for a fresh interpreter doing `runs` runs of N steps."""
     program = _PROGRAM.format(bench=str(BENCH), repo=str(REPO), variant=variant, n=n, runs=runs)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONHASHSEED": "0"}
-    done = subprocess.run(
-        [
-            "valgrind",
-            "--tool=cachegrind",
-            "--cache-sim=no",
-            "--cachegrind-out-file=/dev/null",
-            sys.executable,
-            "-c",
-            program,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"cachegrind failed for {variant}:\n{done.stderr[-3000:]}")
-    return int(found.group(1).replace(",", ""))
+    return cachegrind([sys.executable, "-c", program], env=env)
 
 
 def per_step(variant: str, n: int) -> float:

@@ -42,6 +42,9 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 PYTHON = sys.executable
+sys.path.insert(0, str(BENCH))
+
+from _harness import cachegrind  # noqa: E402  # bench/ is put on the path just above
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -218,12 +221,6 @@ def replay_instructions(base: Path) -> dict[str, Any]:
     Each tree replays 1 and 2 copies of the corpus; (I(2) - I(1)) / model outputs of a copy,
     so start-up cancels. The load does not move the count.
     """
-    valgrind = [
-        "valgrind",
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-    ]
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         policy = Path(tmp) / "policy.json"
@@ -236,19 +233,9 @@ def replay_instructions(base: Path) -> dict[str, Any]:
         for name, tree in (("now", REPO), ("base", base)):
             counts = {}
             for copies, folder in folders.items():
-                cmd = [*valgrind, PYTHON, "-m", "agentfsm", "replay", str(folder)]
+                cmd = [PYTHON, "-m", "agentfsm", "replay", str(folder)]
                 cmd += ["--policy", str(policy), "--json", "--engine", "serial"]
-                done = subprocess.run(
-                    cmd,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    env=_env(tree),
-                    cwd=tree,
-                    check=True,
-                )
-                line = next(x for x in done.stderr.splitlines() if "I" in x and "refs:" in x)
-                counts[copies] = int(line.split("refs:")[1].replace(",", "").strip())
+                counts[copies] = cachegrind(cmd, env=_env(tree), cwd=tree)
             out[name] = round((counts[2] - counts[1]) / per_copy)
             print(f"{name}: {counts}", file=sys.stderr)
     out["now_over_base"] = round(out["now"] / out["base"], 3)
