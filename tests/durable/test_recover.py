@@ -128,17 +128,20 @@ def test_a_worker_of_another_version_names_the_runs_it_cannot_take(
         again = durable.recover("dead")
         assert again == [run_id]
         assert again.waiting == {}
-        until(
-            "the taken-over run asks again", lambda: durable.status(run_id) == "waiting_for_human"
-        )
-        question = durable.asked(run_id)
-        assert question is not None
-        durable.reply(run_id, approved=True, question=question["question"])
-        done = durable.result(run_id, timeout=BOUND)
+        done = _approved_to_the_end(run_id)
         assert durable.recover("dead") == []  # a second call takes nothing twice
     finally:
         durable.shutdown()
     assert done.exit_reason is af.ExitReason.COMPLETED
+
+
+def _approved_to_the_end(run_id: str) -> Any:
+    """Wait for the taken-over run to ask its human again, approve, and return its result."""
+    until("the taken-over run asks again", lambda: durable.status(run_id) == "waiting_for_human")
+    question = durable.asked(run_id)
+    assert question is not None
+    durable.reply(run_id, approved=True, question=question["question"])
+    return durable.result(run_id, timeout=BOUND)
 
 
 def test_recover_does_not_wait_for_the_workers_pool(server: ScriptedServer, tmp_path: Path) -> None:
@@ -173,13 +176,7 @@ def test_recover_does_not_wait_for_the_workers_pool(server: ScriptedServer, tmp_
                 connection.close()
         assert "error" not in answer, answer.get("error")
         assert answer["taken"] == [run_id]
-        until(
-            "the taken-over run asks again", lambda: durable.status(run_id) == "waiting_for_human"
-        )
-        question = durable.asked(run_id)
-        assert question is not None
-        durable.reply(run_id, approved=True, question=question["question"])
-        done = durable.result(run_id, timeout=BOUND)
+        done = _approved_to_the_end(run_id)
     finally:
         durable.shutdown()
     assert done.exit_reason is af.ExitReason.COMPLETED
