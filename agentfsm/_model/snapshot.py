@@ -17,7 +17,7 @@ from typing import Any, Literal
 from agentfsm._model.records import Record
 from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
 
-__all__ = ["Phase", "RunSnapshot", "unchecked_evolve", "unchecked_snapshot"]
+__all__ = ["FIELDS", "Phase", "RunSnapshot", "default_snapshot", "unchecked_evolve"]
 
 Phase = Literal["model_output", "tool_results", "human_reply"]
 
@@ -94,11 +94,6 @@ FIELDS: tuple[str, ...] = RunSnapshot._fields
 _DEFAULTS: dict[str, Any] = dict(RunSnapshot._defaults)
 
 
-def unchecked_snapshot(values: dict[str, Any]) -> RunSnapshot:
-    """A snapshot of `values` (every field), unvalidated: the step's own data, checked already."""
-    return RunSnapshot._made(values)
-
-
 def unchecked_evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
     """A copy of `snap` with `changes`, unvalidated: the routing path's own data."""
     return RunSnapshot._made({**vars(snap), **changes})
@@ -106,4 +101,4 @@ def unchecked_evolve(snap: RunSnapshot, **changes: Any) -> RunSnapshot:
 
 def default_snapshot(run_id: str) -> RunSnapshot:
     """The defaults with `run_id`: what a run's first input starts from."""
-    return unchecked_snapshot({**_DEFAULTS, "run_id": run_id})
+    return RunSnapshot._made({**_DEFAULTS, "run_id": run_id})
