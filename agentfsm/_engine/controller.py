@@ -20,7 +20,7 @@ from agentfsm._engine._answers import Reply, read_reply, split
 from agentfsm._engine.events import Emitter, Observer, as_observers
 from agentfsm._engine.machine import TransitionsEngine, shared_machine
 from agentfsm._engine.persistence import dump_run, load_run
-from agentfsm._engine.policy import Policy, as_policy, check_against_tools
+from agentfsm._engine.policy import Policy, as_policy, as_shadow, check_against_tools
 from agentfsm._engine.routes import WAITING, Route, RouteTable
 from agentfsm._model._checked import listed, read, replaced
 from agentfsm._model._errors import at_call
@@ -133,6 +133,7 @@ class Controller:
         observers: Iterable[Observer] = (),
         engine: Literal["compiled", "transitions"] = "compiled",
         clock: Callable[[], float] | None = None,
+        shadow: Policy | Mapping[str, Any] | None = None,
     ) -> None:
         self.policy = as_policy(policy)
         clock = _as_clock(clock)
@@ -143,9 +144,10 @@ class Controller:
         observers = as_observers(observers)
         specs = tool_specs(tools)
         check_against_tools(self.policy, specs)  # a rule that can never match is an error
+        self.shadow = as_shadow(shadow, specs)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
-        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, specs, clock)
+        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, specs, clock, self.shadow)
         self._engine: TransitionsEngine | None = None
         # The latest model output as routed, and the run's own copies of its calls: a turn the
         # host built is kept as given (its calls equal the copies when routed), and one holding
@@ -163,7 +165,8 @@ class Controller:
         self._base = default_snapshot(self._run.run_id)
         self._events = Emitter(self._run.run_id, observers)
         if self._events.active:
-            self._events.started(self.policy.to_json(), _declared(self._run.specs))
+            shadowed = None if self.shadow is None else self.shadow.to_json()
+            self._events.started(self.policy.to_json(), _declared(self._run.specs), shadowed)
 
     # -- what the host can read -------------------------------------------------
 
@@ -289,7 +292,7 @@ class Controller:
         guards, callable tools) is recorded by name and must be given again to `load`.
         """
         engine = "compiled" if self._engine is None else "transitions"
-        return dump_run(self._run, self.policy, self._routed(), engine)
+        return dump_run(self._run, self.policy, self._routed(), engine, self.shadow)
 
     @classmethod
     @at_call
@@ -301,6 +304,7 @@ class Controller:
         tools: Iterable[Any] | None = None,
         observers: Iterable[Observer] = (),
         clock: Callable[[], float] | None = None,
+        shadow: Policy | None = None,
     ) -> Controller:
         """Restore a run from `dump()`'s data; it decides exactly as the original would.
 
@@ -312,14 +316,25 @@ class Controller:
             observers: Callables that receive every later event.
             clock: The clock of the restored run (see `Controller`); the time the
                 run had already used is kept.
+            shadow: The live shadow policy, required when the saved one holds code; it
+                must equal the saved shadow. A run saved without a shadow may be given
+                one: it changes no decision.
 
         Raises:
             CheckpointError: another state-format version, a corrupted or impossible
                 state, or a policy or tools that differ from the saved ones.
         """
         clock = _as_clock(clock)
-        loaded = load_run(data, policy=policy, tools=tools, clock=clock)
-        ctl = cls(loaded.policy, run_id=loaded.run.run_id, engine=loaded.engine, clock=clock)
+        if shadow is not None and not isinstance(shadow, Policy):
+            raise CheckpointError(f"shadow must be an agentfsm.Policy, not {type(shadow).__name__}")
+        loaded = load_run(data, policy=policy, tools=tools, clock=clock, shadow=shadow)
+        ctl = cls(
+            loaded.policy,
+            run_id=loaded.run.run_id,
+            engine=loaded.engine,
+            clock=clock,
+            shadow=loaded.shadow,
+        )
         ctl._run = loaded.run
         last = loaded.last_output
         ctl._last = None if last is None else (last, last.tool_calls)
@@ -341,7 +356,8 @@ class Controller:
                 s.fn or {"name": s.name, "description": s.description, "parameters": s.parameters}
                 for s in specs.values()
             ]
-        return (functools.partial(Controller.load, policy=self.policy, tools=tools), (self.dump(),))
+        load = functools.partial(Controller.load, policy=self.policy, tools=tools, shadow=self.shadow)
+        return (load, (self.dump(),))
 
     # -- inputs -------------------------------------------------------------------
 
@@ -605,6 +621,7 @@ class Controller:
                 "adjust": {},
                 "answer": None,
                 "note": None,
+                "shadow": (),
             },
         )
         if self._events.active:
@@ -798,6 +815,7 @@ class Controller:
                 if action is not Action.FINAL
                 else _answer(action, snap, run.policy.final_tools),
                 "note": snap.human_message if calls and snap.human_approved else None,
+                "shadow": step.shadow,
             },
         )
 

@@ -216,11 +216,17 @@ class Emitter:
         """Deliver one event of the run, with its id and turn."""
         self.deliver(turn, [{"event": name, "run_id": self.run_id, "turn": turn, **fields}])
 
-    def started(self, policy: dict[str, Any], tools: list[dict[str, Any]] | None = None) -> None:
+    def started(
+        self,
+        policy: dict[str, Any],
+        tools: list[dict[str, Any]] | None = None,
+        shadow: dict[str, Any] | None = None,
+    ) -> None:
         """Deliver the start of the run: the policy that routes it and the declared tools.
 
         `tools` is None when any tool name is accepted, else each tool's name,
         description and JSON schema: replay rebuilds the same Controller from them.
+        `shadow`, the shadow policy, is recorded only when there is one.
         """
         started = {
             "event": "run_started",
@@ -229,6 +235,8 @@ class Emitter:
             "policy": policy,
             "tools": tools,
         }
+        if shadow is not None:
+            started["shadow"] = shadow
         self.deliver(0, [started])
 
     def user_message(self, turn: int, text: str, episode: int | None) -> None:
@@ -324,6 +332,8 @@ class Emitter:
         }
         if decision.note is not None:  # a human's note with an approval, for the model
             event["note"] = decision.note
+        if decision.shadow:  # only with a shadow policy: other traces read as they did
+            event["shadow"] = [v.model_dump(mode="json") for v in decision.shadow]
         return event
 
 

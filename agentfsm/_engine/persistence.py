@@ -82,6 +82,8 @@ class Loaded:
     run: Run
     policy: Policy
     """The run's policy, as the live Policy (the run holds it as the states' `RunRules`)."""
+    shadow: Policy | None
+    """The shadow policy judged beside it, or None."""
     last_output: ModelTurn | None
     engine: Literal["compiled", "transitions"]
 
@@ -283,6 +285,8 @@ class RunState(_Data):
     """The run's id, the same as the dump's."""
     same_results: Count
     """Rounds in a row whose results repeated an earlier round's."""
+    shadow: None = None
+    """Always null: the shadow policy is written at the top of the dump (absent in older dumps)."""
     specs: None = None
     """Always null: the tools are written at the top of the dump."""
     started: Amount
@@ -301,7 +305,7 @@ class RunState(_Data):
     """Model outputs taken so far."""
 
 
-_GIVEN = frozenset({"clock", "policy", "prices", "specs", "run_id", "started"})
+_GIVEN = frozenset({"clock", "policy", "prices", "shadow", "specs", "run_id", "started"})
 """Fields of `Run` not copied from `RunState`: code, derived from the policy, or converted."""
 
 
@@ -338,6 +342,8 @@ class RunDump(_Data):
     """The run's id."""
     policy: SavedPolicy
     """The run's policy."""
+    shadow: SavedPolicy | None = None
+    """The shadow policy judged beside it, never enforced; absent when the run has none."""
     tools: list[SavedTool] | None = None
     """The declared tools, or null when the run accepts any tool name."""
     engine: Literal["compiled", "transitions"] = "compiled"
@@ -406,7 +412,11 @@ def _legacy_text(rule: Rule) -> str:
     return f"{rule.action} {rule.tool}" + (f"({inner})" if inner else "")
 
 
-def _load_policy(run_id: str, saved: SavedPolicy, given: Policy | None) -> Policy:
+def _load_policy(
+    run_id: str, saved: SavedPolicy, given: Policy | None, keyword: str = "policy"
+) -> Policy:
+    """The saved policy (or shadow: `keyword`), or the live one given, which must equal it."""
+    name = "policy" if keyword == "policy" else f"{keyword} policy"
     text_rules = _text_rules(saved.data)
     if given is not None:
         mine = _saved_policy(given)
@@ -415,7 +425,7 @@ def _load_policy(run_id: str, saved: SavedPolicy, given: Policy | None) -> Polic
         diff = _differences(saved.data, mine.data)
         if diff or mine.code != saved.code:
             raise CheckpointError(
-                f"run {run_id}: the policy given differs from the saved one in "
+                f"run {run_id}: the {name} given differs from the saved one in "
                 f"{', '.join(diff) or 'its code (' + ', '.join(saved.code) + ')'}",
                 run_id=run_id,
                 fields=diff,
@@ -423,20 +433,21 @@ def _load_policy(run_id: str, saved: SavedPolicy, given: Policy | None) -> Polic
         return given
     if saved.code:
         raise CheckpointError(
-            f"run {run_id}: the saved policy has code that a dump cannot hold "
-            f"({', '.join(saved.code)}): pass the live policy, Controller.load(data, policy=...)",
+            f"run {run_id}: the saved {name} has code that a dump cannot hold "
+            f"({', '.join(saved.code)}): pass the live {name}, "
+            f"Controller.load(data, {keyword}=...)",
             run_id=run_id,
             code=saved.code,
         )
     if text_rules:
         raise CheckpointError(
-            f"run {run_id}: the saved policy holds permission rules as text (an older "
+            f"run {run_id}: the saved {name} holds permission rules as text (an older "
             "agentfsm), which may not read back as the same rules (a glob holding ', name=' "
-            "or edge spaces): pass the live policy, Controller.load(data, policy=...)",
+            f"or edge spaces): pass the live {name}, Controller.load(data, {keyword}=...)",
             run_id=run_id,
         )
     try:
-        return Policy.from_mapping(saved.data, source=f"run {run_id}: saved policy")
+        return Policy.from_mapping(saved.data, source=f"run {run_id}: saved {name}")
     except AgentFSMError as exc:
         raise CheckpointError(exc.message, run_id=run_id) from exc
 
@@ -501,7 +512,11 @@ def _load_tools(
 
 
 def dump_run(
-    run: Run, policy: Policy, last_output: ModelTurn | None, engine: str
+    run: Run,
+    policy: Policy,
+    last_output: ModelTurn | None,
+    engine: str,
+    shadow: Policy | None = None,
 ) -> dict[str, Any]:
     """The whole state of `run` as JSON-compatible data (see the module docstring)."""
     values = {name: getattr(run, name) for name in RunState.model_fields if name not in _GIVEN}
@@ -514,11 +529,15 @@ def dump_run(
         tools=_saved_tools(run.specs),
         last_output=last_output,
         run=state,
+        shadow=None if shadow is None else _saved_policy(shadow),
     )
     try:
-        return dump.model_dump(mode="json")
+        data = dump.model_dump(mode="json")
     except PydanticSerializationError as exc:
         raise CheckpointError(f"run {run.run_id}: {exc}", run_id=run.run_id) from exc
+    if shadow is None:  # a run without a shadow dumps as it always did
+        del data["shadow"]
+    return data
 
 
 def load_run(
@@ -527,6 +546,7 @@ def load_run(
     policy: Policy | None = None,
     tools: Iterable[Any] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    shadow: Policy | None = None,
 ) -> Loaded:
     """Decode a dump, checking it is whole, of this version and a state a run can reach."""
     run_id = _header(data)
@@ -542,12 +562,14 @@ def load_run(
         )
     run = Run.__new__(Run)
     live_policy = _load_policy(run_id, dump.policy, policy)
+    live_shadow = _load_shadow(run_id, dump.shadow, shadow)
     given = {
         "clock": clock,
         "policy": live_policy,
         "prices": live_policy.prices_turns,
         "specs": _load_tools(run_id, dump.tools, tools),
         "run_id": run_id,
+        "shadow": live_shadow,
         # A monotonic clock means nothing in another process: keep the time already used.
         "started": clock() - saved.started,
     }
@@ -556,7 +578,18 @@ def load_run(
     _check_reachable(run, live_policy, dump.last_output)
     # Nothing in a dump clears a call by itself: the live policy checks every one again.
     recheck(run)
-    return Loaded(run, live_policy, dump.last_output, dump.engine)
+    return Loaded(run, live_policy, live_shadow, dump.last_output, dump.engine)
+
+
+def _load_shadow(run_id: str, saved: SavedPolicy | None, given: Policy | None) -> Policy | None:
+    """The shadow of a restored run: the saved one, checked as the policy is.
+
+    A shadow never changes a decision, so a run saved without one may be given one on
+    load; a saved shadow must be given again as it was when it holds code.
+    """
+    if saved is None:
+        return given
+    return _load_policy(run_id, saved, given, "shadow")
 
 
 def _header(data: Any) -> str:

@@ -69,6 +69,7 @@ __all__ = [
     "Permission",
     "Policy",
     "as_policy",
+    "as_shadow",
     "boundary_guards",
     "build_routes",
     "check_against_tools",
@@ -433,6 +434,24 @@ def as_policy(policy: object, where: str = "policy") -> Policy:
         f"{where} must be an agentfsm.Policy, a mapping of its fields or None, "
         f"not {type(policy).__name__}"
     )
+
+
+def as_shadow(shadow: object, tools: Mapping[str, ToolSpec] | None) -> Policy | None:
+    """The shadow policy given beside the enforced one: None (no shadow), a Policy or a
+    mapping of its fields, fitting the declared `tools`; PolicyError naming `shadow`."""
+    if shadow is None:
+        return None
+    if not isinstance(shadow, Policy | Mapping):
+        raise PolicyError(
+            f"shadow must be an agentfsm.Policy, a mapping of its fields or None, "
+            f"not {type(shadow).__name__}"
+        )
+    candidate = as_policy(shadow, "shadow")
+    try:
+        check_against_tools(candidate, tools)
+    except PolicyError as exc:
+        raise PolicyError(f"shadow: {exc.message}", **exc.details) from exc
+    return candidate
 
 
 # -- the route table a policy builds -----------------------------------------------------

@@ -12,7 +12,15 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentfsm._model.snapshot import Phase, RunSnapshot
-from agentfsm._model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult, Verdict
+from agentfsm._model.types import (
+    ExitReason,
+    ModelTurn,
+    ShadowVerdict,
+    State,
+    ToolCall,
+    ToolResult,
+    Verdict,
+)
 
 if TYPE_CHECKING:
     from agentfsm._model.tools import ToolSpec
@@ -96,6 +104,7 @@ class Run:
         "round_failed",
         "run_id",
         "same_results",
+        "shadow",
         "specs",
         "started",
         "state",
@@ -112,9 +121,12 @@ class Run:
         policy: RunRules,
         specs: dict[str, ToolSpec] | None,
         clock: Callable[[], float] = time.monotonic,
+        shadow: RunRules | None = None,
     ) -> None:
         self.run_id = run_id
         self.policy = policy
+        self.shadow = shadow
+        """A candidate policy judged beside `policy` on every call, recorded and never enforced."""
         self.specs = specs
         self.clock = clock
         """Seconds on a monotonic clock; the run's elapsed time is read from it once per input."""
@@ -189,7 +201,7 @@ class Run:
             setattr(self, name, value)
 
 
-_FIXED = frozenset({"clock", "policy", "prices", "run_id", "specs", "started"})
+_FIXED = frozenset({"clock", "policy", "prices", "run_id", "shadow", "specs", "started"})
 """Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)
@@ -198,7 +210,7 @@ _SAVE = attrgetter(*_CHANGING)
 class Step:
     """The input being routed and what the states found out about it."""
 
-    __slots__ = ("calls", "hit", "output", "payload", "round", "sigs", "snap")
+    __slots__ = ("calls", "hit", "output", "payload", "round", "shadow", "sigs", "snap")
 
     def __init__(self, snap: RunSnapshot, payload: Any = None) -> None:
         self.snap = snap
@@ -214,6 +226,8 @@ class Step:
         """Each call's key, by id (validate); read only, so one empty dict is shared."""
         self.round: Hashable | None = None
         """The key of the turn's round of calls (validate), for the streak."""
+        self.shadow: tuple[ShadowVerdict, ...] = ()
+        """The shadow policy's verdicts on the turn's calls (validate), for the decision."""
 
 
 _NO_SIGS: dict[str, Hashable] = {}

@@ -35,6 +35,8 @@ __all__ = [
     "ModelTurn",
     "Permission",
     "Priority",
+    "ShadowPermission",
+    "ShadowVerdict",
     "State",
     "ToolCall",
     "ToolResult",
@@ -299,6 +301,35 @@ class ToolResult(Checked):
     """The tool's name, for hosts whose wire format needs it."""
 
 
+ShadowPermission = Literal["allow", "ask", "deny", "error"]
+"""What a shadow policy said of a call: a permission, or "error" when evaluating it failed."""
+
+
+class ShadowVerdict(Record):
+    """What a shadow policy would have said of one call, beside what the enforced policy said.
+
+    Recorded, never enforced: the call ran, waited or was refused as `enforced` says.
+    """
+
+    call_id: str
+    """The id of the call both policies judged."""
+    tool: str
+    """The call's tool name."""
+    enforced: Permission
+    """The enforced policy's verdict: what happened to the call."""
+    shadow: ShadowPermission
+    """The shadow policy's verdict; "error" when evaluating it raised (see `source`)."""
+    source: str = ""
+    """Why the shadow said so: the deciding rule, the table, the hook, or the error."""
+    enforced_source: str = ""
+    """Why the enforced policy said so."""
+
+    @property
+    def differs(self) -> bool:
+        """Whether the shadow would have decided the call otherwise."""
+        return self.shadow != self.enforced
+
+
 class Decision(Record):
     """What the controller decided after one input, and why.
 
@@ -340,6 +371,9 @@ class Decision(Record):
     """What a human said with an approval (`on_human_reply(approved=True, message=...)`), for
     the model: send it as a user message after the results of the calls this decision clears.
     A note given with a refusal travels in the declined calls' error results instead."""
+    shadow: tuple[ShadowVerdict, ...] = ()
+    """What the shadow policy (`Controller(shadow=...)`) would have said of each call this
+    decision judged; empty without a shadow. Recorded only: it never changes the decision."""
 
 
 # The Controller's decision, made on every step from values it checked itself.

@@ -14,7 +14,8 @@ from __future__ import annotations
 from agentfsm._model.call_identity import CallKey, describe, round_signature, signature
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
-from agentfsm._model.types import State, ToolCall, ToolResult
+from agentfsm._model.types import ShadowVerdict, State, ToolCall, ToolResult
+from agentfsm.states import _shadow
 
 __all__ = ["enter", "recheck", "verdict"]
 
@@ -37,7 +38,10 @@ def enter(run: Run, step: Step) -> None:
     if not calls:
         step.snap = unchecked_evolve(snap, incomplete_in_a_row=run.incomplete + 1)
         return
-    executable, approval, denied, handoffs, rejected, asked = _plan(run, calls)
+    shadow: list[ShadowVerdict] | None = None if run.shadow is None else []
+    executable, approval, denied, handoffs, rejected, asked = _plan(run, calls, shadow)
+    if shadow:
+        step.shadow = tuple(shadow)
     sigs: dict[str, CallKey] = {call.id: signature(call) for call in calls}
     step.sigs = sigs
     runnable = (*executable, *approval)
@@ -70,7 +74,7 @@ def enter(run: Run, step: Step) -> None:
     )
 
 
-def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
+def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -> _Plan:
     executable: list[ToolCall] = []
     approval: list[ToolCall] = []
     denied: list[ToolCall] = []
@@ -88,8 +92,12 @@ def _plan(run: Run, calls: list[ToolCall]) -> _Plan:
         problem = _check(run, call)
         if problem is not None:
             rejected.append(_refusal(call, problem))
+            if shadow is not None:
+                shadow.append(_shadow.refused(call, problem))
             continue
         permission, why = _permission(run, call)
+        if shadow is not None and run.shadow is not None:  # recorded, never enforced
+            shadow.append(_shadow.judged(run.shadow, call, permission, why))
         if permission == "allow":
             (handoffs if handoff else executable).append(call)
         elif permission == "ask":
