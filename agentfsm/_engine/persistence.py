@@ -286,7 +286,7 @@ class RunState(_Data):
     same_results: Count
     """Rounds in a row whose results repeated an earlier round's."""
     shadow: None = None
-    """Always null: the shadow policy is written at the top of the dump (absent in older dumps)."""
+    """Never written: the shadow policy is written at the top of the dump (`RunDump.shadow`)."""
     specs: None = None
     """Always null: the tools are written at the top of the dump."""
     started: Amount
@@ -535,7 +535,8 @@ def dump_run(
         data = dump.model_dump(mode="json")
     except PydanticSerializationError as exc:
         raise CheckpointError(f"run {run.run_id}: {exc}", run_id=run.run_id) from exc
-    if shadow is None:  # a run without a shadow dumps as it always did
+    del data["run"]["shadow"]  # written at the top; a run without one dumps as it always did
+    if shadow is None:
         del data["shadow"]
     return data
 

@@ -138,6 +138,7 @@ class TestBuild:
             "adjust": {},
             "answer": None,
             "note": None,
+            "shadow": (),
         }
         built = unchecked_decision(dict(values))
         assert type(built) is af.Decision

@@ -28,6 +28,7 @@ def decision_values() -> dict[str, object]:
         "adjust": {},
         "answer": None,
         "note": None,
+        "shadow": (),
     }
 
 
