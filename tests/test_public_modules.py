@@ -164,6 +164,9 @@ def _samples() -> dict[type[BaseModel], BaseModel]:
         af.Usage: af.Usage(input_tokens=3, output_tokens=4),
         af.Policy: af.Policy(max_turns=3, permissions={"rm": "deny"}),
         af.RunSnapshot: testing.snapshot(turn=2),
+        af.ShadowVerdict: af.ShadowVerdict(
+            call_id="c1", tool="read", enforced="allow", shadow="deny", source="rule 'deny read'"
+        ),
         af.ToolSpec: af.ToolSpec(name="read", description="reads"),
         af.RunResult: af.RunResult(exit_reason=af.ExitReason.COMPLETED, text="done"),
         testing.Reply: testing.say("hello"),
