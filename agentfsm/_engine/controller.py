@@ -356,7 +356,9 @@ class Controller:
                 s.fn or {"name": s.name, "description": s.description, "parameters": s.parameters}
                 for s in specs.values()
             ]
-        load = functools.partial(Controller.load, policy=self.policy, tools=tools, shadow=self.shadow)
+        load = functools.partial(
+            Controller.load, policy=self.policy, tools=tools, shadow=self.shadow
+        )
         return (load, (self.dump(),))
 
     # -- inputs -------------------------------------------------------------------

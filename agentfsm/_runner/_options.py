@@ -52,6 +52,8 @@ class RunOptions:
     """The conversation so far (a str given as `messages` is the user's one message)."""
     tools: Sequence[Any] | None
     policy: Any
+    shadow: Any
+    """A candidate policy recorded beside `policy`, never enforced (None: no shadow)."""
     tool_choice: str | Mapping[str, Any] | None
     parallel_tool_calls: bool | None
     api_base: str | None

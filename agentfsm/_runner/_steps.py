@@ -101,6 +101,7 @@ def open_loop(options: RunOptions) -> Iterator[Loop]:
         options.observers,
         options.trace,
         max_tokens=options.max_tokens,
+        shadow=options.shadow,
     ) as session:
         yield Loop(options, session)
 

@@ -54,6 +54,7 @@ def run(
     *,
     tools: Sequence[Any] | None = None,
     policy: Any = None,
+    shadow: Any = None,
     tool_choice: str | Mapping[str, Any] | None = None,
     parallel_tool_calls: bool | None = None,
     api_base: str | None = None,
@@ -84,6 +85,8 @@ def run(
             of another run takes that run's tools (and, without a policy of its own, its
             permissions) unless given its own (`tools=[]` for none).
         policy: The `agentfsm.Policy`; None uses the defaults.
+        shadow: A candidate policy judged beside `policy` on every call and recorded
+            (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
         tool_choice: Passed to litellm unchanged (`"auto"`, `"required"`, a function): a str
             or a mapping, else a DefinitionError before any request.
         parallel_tool_calls: Passed to litellm unchanged when not None (True or False).
@@ -126,6 +129,7 @@ async def arun(
     *,
     tools: Sequence[Any] | None = None,
     policy: Any = None,
+    shadow: Any = None,
     tool_choice: str | Mapping[str, Any] | None = None,
     parallel_tool_calls: bool | None = None,
     api_base: str | None = None,

@@ -160,6 +160,7 @@ class Session:
         trace: str | os.PathLike[str] | None,
         *,
         max_tokens: int | None = None,
+        shadow: Any = None,
     ) -> Iterator[Session]:
         """Build the Controller (and the trace writer) for one run; close the trace after.
 
@@ -180,6 +181,7 @@ class Session:
                 policy if policy is not None else Policy(),
                 tools=None if specs is None else list(specs.values()),
                 observers=(*observers, *([writer] if writer else [])),
+                shadow=shadow,
             )
             session = cls(model, messages, controller, specs)
             session.max_tokens = max_tokens
