@@ -22,6 +22,7 @@ def restore(
     policy: Policy,
     tools: Sequence[Any] | None,
     observers: Iterable[Observer] = (),
+    shadow: Policy | None = None,
 ) -> Controller:
     """The controller `save` described, with the live policy, tools and observers.
 
@@ -29,4 +30,4 @@ def restore(
         CheckpointError: the data is from another format version, corrupted, or saved under
             another policy or other tools.
     """
-    return Controller.load(data, policy=policy, tools=tools, observers=observers)
+    return Controller.load(data, policy=policy, tools=tools, observers=observers, shadow=shadow)

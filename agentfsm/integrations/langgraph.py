@@ -57,7 +57,7 @@ from typing_extensions import is_typeddict
 
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.events import Observer, as_observers
-from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._engine.policy import Policy, as_policy, as_shadow
 from agentfsm._model._checked import read
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
@@ -276,6 +276,8 @@ class Decide:
         on_decline: What a decline without a message does: `"stop"` ends the run (the
             Controller's default), `"feedback"` tells the model and goes on.
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
+        shadow: A candidate policy judged beside `policy` on every call and recorded
+            (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
     """
 
     def __init__(
@@ -288,8 +290,10 @@ class Decide:
         human: str = "human",
         on_decline: _decline.OnDecline = "stop",
         observers: Iterable[Observer] = (),
+        shadow: Policy | Mapping[str, Any] | None = None,
     ) -> None:
         self.policy = _returning_direct(as_policy(policy, "Decide: policy"), tools)
+        self.shadow = as_shadow(shadow, None)
         self.on_decline = _decline.checked(on_decline, "Decide")
         self.observers = as_observers(observers, "Decide")
         # Specs built once: each run's Controller then skips checking the schemas again.
@@ -302,7 +306,8 @@ class Decide:
             if not isinstance(value, str) or not value:
                 raise DefinitionError(f"Decide: {name} must be a node name, not {value!r}")
         self.agent, self.tools_node, self.human_node = agent, tools_node, human
-        Controller(self.policy, self.tools)  # a bad policy or tool list fails here, not mid-run
+        # A bad policy, shadow or tool list fails here, not mid-run.
+        Controller(self.policy, self.tools, shadow=self.shadow)
         self._live: dict[str, tuple[dict[str, Any], Controller]] = {}
 
     def controller(self, state: Mapping[str, Any]) -> Controller:
@@ -318,11 +323,11 @@ class Decide:
             )
         data = read("the graph state", InvalidInputError, lambda: state.get("agentfsm"))
         if not data:
-            return Controller(self.policy, self.tools, observers=self.observers)
+            return Controller(self.policy, self.tools, observers=self.observers, shadow=self.shadow)
         for saved, ctl in self._live.values():
             if saved is data:
                 return ctl
-        return restore(data, self.policy, self.tools, self.observers)
+        return restore(data, self.policy, self.tools, self.observers, self.shadow)
 
     def _for_model_step(self, ctl: Controller) -> Controller:
         """The Controller a model step decides with: a new run once the thread's run ended.
@@ -335,7 +340,7 @@ class Decide:
             RunError: the thread's run still waits for a human's answer.
         """
         if ctl.done:
-            return Controller(self.policy, self.tools, observers=self.observers)
+            return Controller(self.policy, self.tools, observers=self.observers, shadow=self.shadow)
         if ctl.state == "await_human":
             asked = ", ".join(f"{c.name!r} ({c.id})" for c in ctl.pending_calls)
             raise RunError(

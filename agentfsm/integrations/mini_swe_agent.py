@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from minisweagent.agents.default import DefaultAgent
@@ -43,7 +43,7 @@ from pydantic import ValidationError
 
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.events import Observer, as_observers
-from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._engine.policy import Policy, as_policy, as_shadow
 from agentfsm._model._checked import listed, problems_of
 from agentfsm._model.types import (
     Action,
@@ -113,6 +113,8 @@ class GovernedAgent(DefaultAgent):
         observers: Receive every event of each run's Controller (e.g. a `TraceWriter`).
         on_decline: What a decline without a message does: `"stop"` ends the run (the
             Controller's default), `"feedback"` tells the model and goes on.
+        shadow: A candidate policy judged beside `policy` on every call and recorded
+            (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
         **kwargs: `AgentConfig` fields, as for `DefaultAgent`.
     """
 
@@ -125,9 +127,11 @@ class GovernedAgent(DefaultAgent):
         approve: Approver | None = None,
         observers: Iterable[Observer] = (),
         on_decline: _decline.OnDecline = "stop",
+        shadow: Policy | Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         self.policy = as_policy(policy, "GovernedAgent: policy")
+        self.shadow = as_shadow(shadow, None)
         self.on_decline = _decline.checked(on_decline, "GovernedAgent")
         if approve is not None and not callable(approve):
             raise DefinitionError(
@@ -147,7 +151,9 @@ class GovernedAgent(DefaultAgent):
         """Whether the output being acted on is text-based (its results go as user messages)."""
 
     def _controller(self) -> Controller:
-        return Controller(self.policy, [BASH_TOOL["function"]], observers=self.observers)
+        return Controller(
+            self.policy, [BASH_TOOL["function"]], observers=self.observers, shadow=self.shadow
+        )
 
     def run(self, task: str = "", **kwargs: Any) -> dict[str, Any]:
         """Run the task to its end with a fresh Controller."""

@@ -72,7 +72,7 @@ from openai.types.responses import (
 
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.events import Observer, as_observers
-from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._engine.policy import Policy, as_policy, as_shadow
 from agentfsm._model.types import Action, Decision, ModelTurn, ToolCall, ToolResult
 from agentfsm._permissions import Permission
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
@@ -232,6 +232,8 @@ class GovernedModel(Model):
         on_decline: What a rejection without a message of its own does: `"stop"` ends the run
             (the Controller's default), `"feedback"` tells the model and goes on.
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
+        shadow: A candidate policy judged beside `policy` on every call and recorded
+            (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
     """
 
     def __init__(
@@ -242,6 +244,7 @@ class GovernedModel(Model):
         *,
         on_decline: _decline.OnDecline = "stop",
         observers: Iterable[Observer] = (),
+        shadow: Policy | Mapping[str, Any] | None = None,
     ) -> None:
         if stream not in ("held", "text"):
             raise DefinitionError(f"stream must be 'held' or 'text', not {stream!r}")
@@ -252,6 +255,7 @@ class GovernedModel(Model):
         self.inner = inner
         self.stream = stream
         self.policy = as_policy(policy, "GovernedModel: policy")
+        self.shadow = as_shadow(shadow, None)
         self.on_decline = _decline.checked(on_decline, "GovernedModel")
         self.observers = as_observers(observers, "GovernedModel")
         self.controller: Controller | None = None
@@ -273,6 +277,12 @@ class GovernedModel(Model):
         # The Controller's policy: the given one, and the tools' own approval flags beside it
         # (the strongest verdict wins, as between the policy's own sources).
         self._ruled = self.policy.model_copy(update={"permission": self._permission})
+        # The shadow is judged as the policy is: the tools' own flags count beside it too.
+        self._shadow = (
+            None
+            if self.shadow is None
+            else self.shadow.model_copy(update={"permission": self._shadow_permission})
+        )
 
     # -- the run's Controller --------------------------------------------------------------
 
@@ -294,7 +304,9 @@ class GovernedModel(Model):
             # Declared even when empty: a rule or permission naming no tool the model can call
             # is refused, and a call of a name the model was not given is never cleared.
             declared = _declared(tools, handoffs)
-            ctl = self.controller = Controller(self._ruled, declared, observers=self.observers)
+            ctl = self.controller = Controller(
+                self._ruled, declared, observers=self.observers, shadow=self._shadow
+            )
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
             self._asked, self._shown, self._stop = set(), set(), None
         return ctl
@@ -317,7 +329,15 @@ class GovernedModel(Model):
 
     def _permission(self, call: ToolCall) -> Permission:
         """The policy's verdict on `call`, raised to `ask` when the tool's own flag asks."""
-        verdict = self.policy.permission_for(call)
+        return self._with_flags(self.policy, call)
+
+    def _shadow_permission(self, call: ToolCall) -> Permission:
+        """The shadow's verdict on `call`, raised to `ask` when the tool's own flag asks."""
+        assert self.shadow is not None  # only the shadow's copy holds this hook
+        return self._with_flags(self.shadow, call)
+
+    def _with_flags(self, policy: Policy, call: ToolCall) -> Permission:
+        verdict = policy.permission_for(call)
         if verdict == "allow" and self._framework_asks(call):
             return "ask"
         return verdict
@@ -943,6 +963,7 @@ def governed(
     stream: StreamMode = "text",
     on_decline: _decline.OnDecline = "stop",
     observers: Iterable[Observer] = (),
+    shadow: Policy | Mapping[str, Any] | None = None,
 ) -> Agent[Any]:
     """A clone of `agent` whose every turn agentfsm decides (see the module's docstring).
 
@@ -954,6 +975,8 @@ def governed(
         on_decline: What `state.reject(...)` without a `rejection_message` does: `"stop"`
             ends the run (the Controller's default), `"feedback"` tells the model and goes on.
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
+        shadow: A candidate policy judged beside `policy` on every call and recorded
+            (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
     """
     if not isinstance(agent, Agent):
         raise DefinitionError(f"governed takes an agents.Agent, not {type(agent).__name__}")
@@ -969,7 +992,9 @@ def governed(
         if not isinstance(tool, FunctionTool):
             raise DefinitionError(_unsupported(tool))
         given.append(tool)
-    model = GovernedModel(inner, policy, stream, on_decline=on_decline, observers=observers)
+    model = GovernedModel(
+        inner, policy, stream, on_decline=on_decline, observers=observers, shadow=shadow
+    )
     tools = [_approval(model, t) for t in given]
     handoffs: list[Any] = [_guarded(model, h) for h in agent.handoffs]
     clone = agent.clone(model=model, tools=tools, handoffs=handoffs)

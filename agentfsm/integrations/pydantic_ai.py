@@ -76,7 +76,7 @@ from pydantic_core import to_jsonable_python
 
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.events import Observer, as_observers
-from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._engine.policy import Policy, as_policy, as_shadow
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
@@ -217,6 +217,8 @@ class GovernedModel(WrapperModel):
             `"stop"` ends the run (the Controller's default), `"feedback"` tells the model and
             goes on.
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
+        shadow: A candidate policy judged beside `policy` on every call and recorded
+            (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
     """
 
     def __init__(
@@ -226,8 +228,10 @@ class GovernedModel(WrapperModel):
         *,
         on_decline: _decline.OnDecline = "stop",
         observers: Iterable[Observer] = (),
+        shadow: Policy | Mapping[str, Any] | None = None,
     ) -> None:
         self.policy = as_policy(policy, "GovernedModel: policy")
+        self.shadow = as_shadow(shadow, None)
         self.on_decline = _decline.checked(on_decline, "GovernedModel")
         self.observers = as_observers(observers, "GovernedModel")
         if not isinstance(wrapped, Model | str):
@@ -289,7 +293,9 @@ class GovernedModel(WrapperModel):
             # Declared even when empty: a rule or permission naming no tool the model can call
             # is refused, and a call of a name the model was not given is never cleared.
             declared = _declared(params)
-            ctl = self.controller = Controller(self.policy, declared, observers=self.observers)
+            ctl = self.controller = Controller(
+                self.policy, declared, observers=self.observers, shadow=self.shadow
+            )
             self.decisions, self._refused, self._held, self._started = [], [], [], set()
             self._stop, self._approving, self._edits = None, {}, {}
         return ctl
