@@ -695,12 +695,13 @@ def create_agent(
     state_schema: type[Any] = AgentState,
     on_decline: _decline.OnDecline = "stop",
     observers: Iterable[Observer] = (),
+    shadow: Policy | Mapping[str, Any] | None = None,
 ) -> Any:
     """Build a ReAct-style graph whose every step agentfsm decides.
 
     Nodes: `agent` (calls the model and decides, `Decide.wrap`), `tools` (LangGraph's
-    `ToolNode`), `human` (an `interrupt()`; needs a checkpointer). `on_decline` and
-    `observers` are `Decide`'s. Returns the compiled graph.
+    `ToolNode`), `human` (an `interrupt()`; needs a checkpointer). `on_decline`,
+    `observers` and `shadow` are `Decide`'s. Returns the compiled graph.
     """
     if not isinstance(model, Runnable):
         raise DefinitionError(
@@ -708,7 +709,7 @@ def create_agent(
             f"{type(model).__name__}"
         )
     tools = _tool_list(tools, "create_agent")
-    decide = Decide(policy, tools, on_decline=on_decline, observers=observers)
+    decide = Decide(policy, tools, on_decline=on_decline, observers=observers, shadow=shadow)
     bound = _bind(model, tools)
     try:
         node = ToolNode(list(tools), wrap_tool_call=decide.wrap_tool_call)
