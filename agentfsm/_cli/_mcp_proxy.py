@@ -184,6 +184,8 @@ class Proxy:
         observers: The Controller's observers (a TraceWriter), if any.
         max_result_bytes: The largest tool result passed on whole.
         run_id: The Controller's run id (the HTTP session's id), or a random one.
+        shadow: A candidate policy judged beside `policy` on every call and recorded in the
+            trace, never enforced (with the listing's annotations as its ask floor too).
     """
 
     def __init__(
@@ -193,8 +195,10 @@ class Proxy:
         observers: Sequence[Any] = (),
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         run_id: str | None = None,
+        shadow: Policy | None = None,
     ) -> None:
         self.policy = session_policy(policy)
+        self.shadow = shadow
         self.connect = connect
         self.observers = list(observers)
         self.max_result_bytes = max_result_bytes
@@ -698,7 +702,10 @@ class Proxy:
         if self.controller is None:
             hints = {name: tool.get("annotations") for name, tool in self.tools.items()}
             hinted = with_hints(self.policy, hints)
-            self.controller = Controller(hinted, run_id=self.run_id, observers=self.observers)
+            shadow = None if self.shadow is None else with_hints(self.shadow, hints)
+            self.controller = Controller(
+                hinted, run_id=self.run_id, observers=self.observers, shadow=shadow
+            )
             notes, self._notes = self._notes, []
             for what in notes:
                 self._trace(what)
@@ -1003,7 +1010,8 @@ def serve(
     connect: ServerConnect,
     observers: Sequence[Any] = (),
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    shadow: Policy | None = None,
 ) -> int:
     """Serve the host on stdio until it closes the session; the exit status."""
-    proxy = Proxy(policy, connect, observers, max_result_bytes)
+    proxy = Proxy(policy, connect, observers, max_result_bytes, shadow=shadow)
     return asyncio.run(proxy.run(StdioHost()))

@@ -1,4 +1,4 @@
-"""`agentfsm mcp-proxy --policy FILE [--http [HOST:]PORT] [--trace FILE]
+"""`agentfsm mcp-proxy --policy FILE [--shadow FILE] [--http [HOST:]PORT] [--trace FILE]
 (--url URL [--header H]... | -- CMD...)`: an MCP server behind a policy.
 
 The proxy speaks MCP to the host (Claude Code, Cursor, any MCP client) on its own stdin and
@@ -14,7 +14,8 @@ session that runs away. `max_turns` applies only when the policy file sets it. A
 description or input schema changes after its first listing is flagged and asked again. With
 `--trace`, the session is written as an agentfsm trace (with `--http`, one file per session:
 FILE's name with the session id before its suffix) that `agentfsm replay` and `agentfsm
-report` read.
+report` read. `--shadow FILE` judges every call by a candidate policy too and records its
+verdict in the trace beside the enforced one, never enforcing it (docs/shadow.md).
 
 Exit 0 when the host closes the session (with --http: on SIGINT or SIGTERM), 1 when the
 server exits or breaks, 2 for bad arguments, a policy file that cannot be read, a server
@@ -59,6 +60,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--policy", action=Once, required=True, metavar="FILE", help="policy (JSON or TOML)"
+    )
+    parser.add_argument(
+        "--shadow",
+        action=Once,
+        metavar="FILE",
+        help="a candidate policy judged beside --policy and recorded in the trace, never enforced",
     )
     parser.add_argument(
         "--trace", action=Once, metavar="FILE", help="write the session as an agentfsm trace"
@@ -110,6 +117,7 @@ def main(args: argparse.Namespace) -> int:
         raise AgentFSMError("--header is sent to the --url server: give --url too")
     if args.http is None and args.url is None:
         policy = Policy.from_file(args.policy)
+        args.shadow = _shadow(args.shadow)
         return _serve_stdio(args, policy, _mcp_proxy.child_server(command))
     try:
         from agentfsm._cli import _mcp_http
@@ -124,11 +132,22 @@ def main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise AgentFSMError(f"--http takes [HOST:]PORT: {exc}") from None
     policy = Policy.from_file(args.policy)
+    args.shadow = _shadow(args.shadow)
     connect = _server(args.url, command, listen is not None, _headers(args.header))
     if listen is None:
         return _serve_stdio(args, policy, connect)
     idle = DEFAULT_SESSION_IDLE if args.session_idle is None else args.session_idle
     return _mcp_http.serve_http(_sessions(args, policy, connect), *listen, idle=idle or None)
+
+
+def _shadow(path: str | None) -> Policy | None:
+    """The --shadow policy file's policy, or None; AgentFSMError naming --shadow."""
+    if path is None:
+        return None
+    try:
+        return Policy.from_file(path)
+    except AgentFSMError as exc:
+        raise AgentFSMError(f"--shadow: {exc.message}") from None
 
 
 def _command(args: argparse.Namespace) -> list[str]:
@@ -198,11 +217,11 @@ def _serve_stdio(
     args: argparse.Namespace, policy: Policy, connect: _mcp_proxy.ServerConnect
 ) -> int:
     if args.trace is None:
-        return _mcp_proxy.serve(policy, connect, (), args.max_result_bytes)
+        return _mcp_proxy.serve(policy, connect, (), args.max_result_bytes, args.shadow)
     from agentfsm._replay.trace import TraceWriter
 
     with TraceWriter(args.trace) as writer:
-        return _mcp_proxy.serve(policy, connect, (writer,), args.max_result_bytes)
+        return _mcp_proxy.serve(policy, connect, (writer,), args.max_result_bytes, args.shadow)
 
 
 def session_trace(path: str, session_id: str) -> Path:
@@ -228,7 +247,12 @@ def _sessions(
                 else:
                     observers.append(stack.enter_context(writer))
             proxy = _mcp_proxy.Proxy(
-                policy, connect, observers, args.max_result_bytes, run_id=session_id
+                policy,
+                connect,
+                observers,
+                args.max_result_bytes,
+                run_id=session_id,
+                shadow=args.shadow,
             )
             return await proxy.run(host)
 
