@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentfsm._cli import _shadow
 from agentfsm._cli._divergence import Verdict, verdict_of
 from agentfsm._cli._text import one_line
 from agentfsm._engine.policy import Policy
@@ -59,6 +60,9 @@ class Job:
     keep_going: bool
     only_diff: bool = False
     """Print only the runs that differ (every run still gets a verdict)."""
+    shadow: str | Policy | None = None
+    """A candidate policy file judged on the replayed calls (`_shadow`); None shows the
+    shadow verdicts the trace recorded, if any."""
 
 
 @dataclass(slots=True)
@@ -137,8 +141,16 @@ def _replay_runs(
     for run in read_runs(job.path, errors):
         if other is not None:
             run.steps = list(run.steps)  # replayed twice
-        result = replay_run(run, policy)
+        judged = _shadow.Verdicts()
+        candidate = load_policy(job.shadow) if job.shadow else None
+        observers = [judged] if candidate is not None else []
+        result = replay_run(run, policy, observers=observers, shadow=candidate)
         against = replay_run(run, other) if other is not None else None
+        shadow = (
+            _shadow.summary(judged.found, str(job.shadow))
+            if candidate is not None
+            else _shadow.summary(run.shadow, "recorded")
+        )
         outcome.runs += 1
         # Replayed with the policy it recorded, an agentfsm trace must decide as it did live.
         diverged = divergence(run, result) if policy is None else None
@@ -146,7 +158,7 @@ def _replay_runs(
         outcome.verdicts.append(verdict)
         outcome.differs |= verdict.differs
         if verdict.differs or not job.only_diff:
-            _report(result, against, job.as_json, write, verdict, diverged)
+            _report(result, against, job.as_json, write, verdict, diverged, shadow)
         if on_run is not None:
             on_run()
 
@@ -158,6 +170,7 @@ def _report(
     write: Emit,
     verdict: Verdict,
     diverged: str | None,
+    shadow: dict[str, Any] | None = None,
 ) -> None:
     marks = compare(result, against).against if against is not None else {}
     if as_json:
@@ -167,12 +180,16 @@ def _report(
             data["first_difference"] = verdict.first_difference()
         if diverged is not None:
             data["diverges"] = diverged
+        if shadow is not None:
+            data["shadow"] = shadow
         write(json.dumps(data, ensure_ascii=False))
     else:
         for line in _text_of(result, against, marks):
             write(line)
         if diverged is not None:
             write(f"  DIVERGES from the recording: {diverged}")
+        for line in _shadow.lines(shadow) if shadow is not None else ():
+            write(line)
 
 
 def _json_of(

@@ -18,6 +18,10 @@ policy), and the runs counted by exit reason under each policy; with `--json` it
 last line `{"totals": {...}}`, and every run's line carries `differs` (and
 `first_difference` when true). `--only-diff` prints only the runs that differ;
 `--junit FILE` writes a JUnit XML report, one testcase per run, failed where it differs.
+A trace recorded with a shadow policy shows, after each run, where the shadow's recorded
+verdicts differ from the enforced ones (`shadow` in `--json`); `--shadow FILE` judges the
+replayed calls by that candidate policy instead. Shadow differences never change the exit
+status (docs/shadow.md).
 Progress goes to stderr (runs replayed, files done) when stderr is a terminal, or
 anywhere with `--progress`; `--json` turns it off unless `--progress` is given.
 
@@ -117,6 +121,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--against", action=Once, metavar="FILE", help="second policy; exit 1 if it differs"
     )
+    parser.add_argument(
+        "--shadow",
+        action=Once,
+        metavar="FILE",
+        help="judge every replayed call by this candidate policy too; show where it differs",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
     parser.add_argument(
@@ -171,13 +181,23 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
     try:  # once here, not in every worker: a bad policy file is one error, not one per trace
         load_policy(args.policy)
         load_policy(args.against)
+        load_policy(getattr(args, "shadow", None))
         _check_junit(getattr(args, "junit", None))
     except AgentFSMError as exc:
         print(f"agentfsm replay: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     only_diff = bool(getattr(args, "only_diff", False))
     jobs = [
-        Job(path, explicit, args.policy, args.against, args.json, args.keep_going, only_diff)
+        Job(
+            path,
+            explicit,
+            args.policy,
+            args.against,
+            args.json,
+            args.keep_going,
+            only_diff,
+            getattr(args, "shadow", None),
+        )
         for path, explicit in files
     ]
     with fewer_collections():

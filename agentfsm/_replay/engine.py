@@ -297,6 +297,7 @@ def replay_run(
     *,
     observers: Iterable[Observer] = (),
     keep_decisions: bool = True,
+    shadow: Any = None,
 ) -> ReplayResult:
     """Replay one recorded run through `policy`; by default the one its trace recorded.
 
@@ -310,6 +311,8 @@ def replay_run(
         policy: An `agentfsm.Policy`, or None for the recorded one (or the defaults).
         observers: Passed to every Controller the replay creates (e.g. a TraceWriter).
         keep_decisions: Keep every decision in the result (False keeps only counts).
+        shadow: A candidate policy judged beside `policy` on every replayed call; its
+            verdicts are in the decision events `observers` receive (docs/shadow.md).
     """
     if not isinstance(run, RecordedRun):
         raise TraceError(
@@ -320,7 +323,7 @@ def replay_run(
         raise DefinitionError(
             f"observers must be a list of callables, not {type(observers).__name__}"
         )
-    replayer = _Replayer(run, policy, tuple(observers), keep_decisions)
+    replayer = _Replayer(run, policy, tuple(observers), keep_decisions, shadow)
     for step in run.steps:
         replayer.feed(step)
     return replayer.finish()
@@ -330,7 +333,12 @@ class _Replayer:
     """The replay of one run: the live controller and what it has decided so far."""
 
     def __init__(
-        self, run: RecordedRun, policy: Any, observers: tuple[Observer, ...], keep: bool
+        self,
+        run: RecordedRun,
+        policy: Any,
+        observers: tuple[Observer, ...],
+        keep: bool,
+        shadow: Any = None,
     ) -> None:
         if policy is None:
             policy = recorded_policy(run) or Policy()
@@ -346,6 +354,8 @@ class _Replayer:
         self.clock = partial(list.__getitem__, self.now, 0)
         """Reads `now` with no reference back to this replayer, so a finished run's
         controllers are freed at once instead of waiting in a cycle for the collector."""
+        self.shadow = shadow
+        """A candidate policy the replayed controllers judge every call by (never enforced)."""
         self.ctl = self._new_controller()
         self.last: Decision | None = None
         self.turn_calls: list[ToolCall] = []
@@ -355,7 +365,12 @@ class _Replayer:
     def _new_controller(self) -> Any:
         run_id = f"{self.run.id}#{self.result.episodes}"
         return Controller(
-            self.policy, self.tools, run_id=run_id, observers=self.observers, clock=self.clock
+            self.policy,
+            self.tools,
+            run_id=run_id,
+            observers=self.observers,
+            clock=self.clock,
+            shadow=self.shadow,
         )
 
     # -- what the controller waits for -----------------------------------------------------

@@ -72,6 +72,8 @@ def read_file(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
         if head[1].get("event") == "run_started":
             # Known before the steps are read, so replay can build the recorded Controller.
             run.info = {"policy": head[1].get("policy"), "tools": head[1].get("tools")}
+            if "shadow" in head[1]:
+                run.info["shadow"] = head[1]["shadow"]
         steps = _RunSteps(path, run, events, errors)
         run.steps = steps
         yield run
@@ -154,6 +156,10 @@ def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
         return _reply(event)
     if kind == "decision":
         exit_reason = event.get("exit_reason")
+        shadow = event.get("shadow")
+        if isinstance(shadow, list):  # recorded beside the decision, never enforced
+            turn = event.get("turn")
+            run.shadow.extend({"turn": turn, **v} for v in shadow if isinstance(v, dict))
         if run.recorded is not None:
             run.recorded.append(
                 (

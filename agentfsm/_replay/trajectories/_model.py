@@ -111,6 +111,9 @@ class RecordedRun:
     recorded: list[tuple[str, str, str, str | None]] | None = None
     """The decisions an agentfsm trace recorded, as (action, priority, guard, exit reason),
     filled while `steps` is read; None for formats that do not record decisions."""
+    shadow: list[dict[str, Any]] = field(default_factory=list)
+    """The shadow verdicts an agentfsm trace recorded (`Decision.shadow`, each with its
+    `turn`), filled while `steps` is read; empty when the run had no shadow policy."""
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
