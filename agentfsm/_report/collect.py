@@ -86,6 +86,8 @@ class RunView:
     differences: list[Difference] = field(default_factory=list)
     against_exit: str | None = None
     compared: bool = False
+    shadow: list[dict[str, Any]] = field(default_factory=list)
+    """The shadow verdicts the trace recorded (`Decision.shadow`, each with its turn)."""
 
     @property
     def exit_reason(self) -> str:
@@ -196,6 +198,7 @@ def collect_run(run: RecordedRun, policy: Policy | None, against: Policy | None 
     collector = _Collector()
     result = replay_run(run, policy, observers=[collector])
     view = RunView(run.source, run.id, run.format, result, collector.steps)
+    view.shadow = list(run.shadow)  # read with the steps: what the live run recorded
     if against is not None:
         other = replay_run(run, against)
         view.compared = True

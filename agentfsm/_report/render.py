@@ -216,6 +216,37 @@ def _difference_row(run: int, d: Difference) -> str:
     )
 
 
+def _shadow(view: RunView) -> str:
+    """Where the recorded shadow policy would have decided a call otherwise; nothing when the
+    run had no shadow."""
+    if not view.shadow:
+        return ""
+    differ = [v for v in view.shadow if v.get("shadow") != v.get("enforced")]
+    moves = Counter(f"{v.get('enforced')} → {v.get('shadow')}" for v in differ)
+    counts = "".join(f"<tr><td>{_e(m)}</td><td>{n}</td></tr>" for m, n in moves.most_common())
+    rows = "".join(
+        f"<tr class='difference'><td>{_e(v.get('turn', ''))}</td>"
+        f"<td><code>{_e(v.get('tool', '?'))}</code> <span class='muted'>id "
+        f"{_e(v.get('call_id', ''))}</span></td><td>{_e(v.get('enforced', ''))}</td>"
+        f"<td><strong>{_e(v.get('shadow', ''))}</strong></td><td>{_e(v.get('source', ''))}</td>"
+        "</tr>"
+        for v in differ
+    )
+    head = (
+        f"<h3>Shadow policy</h3><p>{len(differ)} of {len(view.shadow)} call(s) judged "
+        "differently by the shadow policy (recorded, never enforced).</p>"
+    )
+    if not differ:
+        return head
+    return (
+        f"{head}<table class='shadow-counts'><thead><tr><th scope='col'>enforced → shadow</th>"
+        f"<th scope='col'>calls</th></tr></thead><tbody>{counts}</tbody></table>"
+        "<table class='diff shadow'><thead><tr><th scope='col'>turn</th>"
+        "<th scope='col'>call</th><th scope='col'>enforced</th><th scope='col'>shadow</th>"
+        f"<th scope='col'>shadow's rule</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
 def _run(index: int, view: RunView) -> str:
     result = view.result
     count = len(view.steps)
@@ -244,7 +275,7 @@ def _run(index: int, view: RunView) -> str:
         f"<section class='run' id='r{index}' aria-labelledby='r{index}-title'>"
         f"<h2 id='r{index}-title'>Run {index + 1}: {_e(view.run)} "
         f"<span class='muted'>({_e(view.source)})</span></h2>"
-        f"{summary}{_differences(view, index)}{body}</section>"
+        f"{summary}{_differences(view, index)}{_shadow(view)}{body}</section>"
     )
 
 
