@@ -17,10 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfsm._cli import _shadow
-from agentfsm._cli._divergence import Verdict, verdict_of
+from agentfsm._cli._divergence import Impact, Verdict, verdict_of
 from agentfsm._cli._text import one_line
 from agentfsm._engine.policy import Policy
-from agentfsm._replay.engine import ReplayResult, compare, divergence, replay_run
+from agentfsm._replay.engine import (
+    DecisionRecord,
+    ReplayResult,
+    compare,
+    divergence,
+    recorded_policy,
+    replay_run,
+)
 from agentfsm._replay.trajectories import read_runs
 from agentfsm.exceptions import AgentFSMError, TraceError
 
@@ -77,6 +84,8 @@ class Outcome:
     skipped: bool = False
     verdicts: list[Verdict] = field(default_factory=list)
     """One per run replayed, in file order."""
+    impact: Impact | None = None
+    """The calls `--against` judges otherwise in this file (None without `--against`)."""
 
 
 def load_policy(path: str | Policy | None) -> Any:
@@ -139,26 +148,46 @@ def _replay_runs(
     policy = load_policy(job.policy)
     other = load_policy(job.against) if job.against else None
     for run in read_runs(job.path, errors):
+        against: ReplayResult | None = None
+        first_flip = ""
         if other is not None:
             run.steps = list(run.steps)  # replayed twice
-        judged = _shadow.Verdicts()
-        candidate = load_policy(job.shadow) if job.shadow else None
-        observers = [judged] if candidate is not None else []
-        result = replay_run(run, policy, observers=observers, shadow=candidate)
-        against = replay_run(run, other) if other is not None else None
-        shadow = (
-            _shadow.summary(judged.found, str(job.shadow))
-            if candidate is not None
-            else _shadow.summary(run.shadow, "recorded")
-        )
+            # Each policy is the other's shadow: every call a replay reaches then carries
+            # its verdict under the replayed policy and what decided it (the impact).
+            mine = policy if policy is not None else recorded_policy(run) or Policy()
+            result = replay_run(run, mine, shadow=other)
+            against = replay_run(run, other, shadow=mine)
+            if outcome.impact is None:
+                outcome.impact = Impact()
+            first_flip = outcome.impact.add_run(
+                f"{run.source} run {run.id}", result.judged, against.judged
+            )
+            result.judged, against.judged = [], []
+            shadow = _shadow.summary(run.shadow, "recorded")
+        else:
+            judged = _shadow.Verdicts()
+            candidate = load_policy(job.shadow) if job.shadow else None
+            observers = [judged] if candidate is not None else []
+            result = replay_run(run, policy, observers=observers, shadow=candidate)
+            shadow = (
+                _shadow.summary(judged.found, str(job.shadow))
+                if candidate is not None
+                else _shadow.summary(run.shadow, "recorded")
+            )
         outcome.runs += 1
         # Replayed with the policy it recorded, an agentfsm trace must decide as it did live.
         diverged = divergence(run, result) if policy is None else None
-        verdict = verdict_of(result, against, diverged)
+        verdict = verdict_of(result, against, diverged)._replace(rules=first_flip)
+        if first_flip and not verdict.differs:
+            # The same actions, but a call judged otherwise (a new deny beside an allowed
+            # call still executes tools): a policy change CI must see.
+            verdict = verdict._replace(
+                differs=True, detail=f"a call judged otherwise: {first_flip}"
+            )
         outcome.verdicts.append(verdict)
         outcome.differs |= verdict.differs
         if verdict.differs or not job.only_diff:
-            _report(result, against, job.as_json, write, verdict, diverged, shadow)
+            _report(result, against, job, write, verdict, diverged, shadow)
         if on_run is not None:
             on_run()
 
@@ -166,15 +195,15 @@ def _replay_runs(
 def _report(
     result: ReplayResult,
     against: ReplayResult | None,
-    as_json: bool,
+    job: Job,
     write: Emit,
     verdict: Verdict,
     diverged: str | None,
     shadow: dict[str, Any] | None = None,
 ) -> None:
     marks = compare(result, against).against if against is not None else {}
-    if as_json:
-        data = _json_of(result, against, marks)
+    if job.as_json:
+        data = _json_of(result, against, marks, job.only_diff)
         data["differs"] = verdict.differs
         if verdict.differs:
             data["first_difference"] = verdict.first_difference()
@@ -184,7 +213,10 @@ def _report(
             data["shadow"] = shadow
         write(json.dumps(data, ensure_ascii=False))
     else:
-        for line in _text_of(result, against, marks):
+        texts = (
+            _diff_of(result, against, marks) if job.only_diff else _text_of(result, against, marks)
+        )
+        for line in texts:
             write(line)
         if diverged is not None:
             write(f"  DIVERGES from the recording: {diverged}")
@@ -193,11 +225,16 @@ def _report(
 
 
 def _json_of(
-    result: ReplayResult, against: ReplayResult | None, marks: dict[int, str | None]
+    result: ReplayResult,
+    against: ReplayResult | None,
+    marks: dict[int, str | None],
+    only_diff: bool = False,
 ) -> dict[str, Any]:
     data = result.summary()
     decisions = []
     for index, record in enumerate(result.decisions):
+        if only_diff and index not in marks:
+            continue
         brief = record.brief()
         if index in marks:
             brief["against_action"] = marks[index]
@@ -213,15 +250,53 @@ def _text_of(
 ) -> Iterator[str]:
     yield f"== {result.source} run {result.run} ({result.format})"
     for index, r in enumerate(result.decisions):
-        path = ">".join(r.path) or "-"
-        reason = one_line(r.reason)
-        line = f"  turn {r.turn:>3}  {path}  {r.action} {r.priority} {r.guard}  {reason}"
-        if index in marks:
-            line += f"  [against: {marks[index]}]"
-        yield line
+        yield _step_line(r, marks.get(index, _SAME))
     yield "  " + _summary_line(result)
     if against is not None:
         yield f"  against: exit={against.exit_reason} turns={against.steps}"
+
+
+_SAME = "\0same"
+"""A step `--against` decided alike (no `[against: ...]` mark)."""
+
+
+def _step_line(r: DecisionRecord, against: str | None) -> str:
+    path = ">".join(r.path) or "-"
+    reason = one_line(r.reason)
+    line = f"  turn {r.turn:>3}  {path}  {r.action} {r.priority} {r.guard}  {reason}"
+    return line if against == _SAME else f"{line}  [against: {against}]"
+
+
+def _unmatched(records: list[DecisionRecord]) -> Iterator[str]:
+    if len(records) == 1:
+        yield _step_line(records[0], None)
+    elif records:
+        first, last = records[0].turn, records[-1].turn
+        yield (
+            f"  turns {first:>3}-{last}  {len(records)} decisions under the policy, "
+            "none under --against"
+        )
+
+
+def _diff_of(
+    result: ReplayResult, against: ReplayResult | None, marks: dict[int, str | None]
+) -> Iterator[str]:
+    """`--only-diff`: a differing run's header, the steps that differ, and its exits if
+    they differ; not every step of the run."""
+    yield f"== {result.source} run {result.run} ({result.format}): {len(marks)} step(s) differ"
+    unmatched: list[DecisionRecord] = []  # steps --against never reached, told in one line
+    for index, record in enumerate(result.decisions):
+        if index in marks and marks[index] is None:
+            unmatched.append(record)
+            continue
+        yield from _unmatched(unmatched)
+        unmatched = []
+        if index in marks:
+            yield _step_line(record, marks[index])
+    yield from _unmatched(unmatched)
+    theirs = None if against is None else against.exit_reason
+    if against is not None and (result.exit_reason != theirs or not marks):
+        yield f"  exit: {result.exit_reason} under the policy, {theirs} under --against"
 
 
 def _summary_line(result: ReplayResult) -> str:

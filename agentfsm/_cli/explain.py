@@ -9,6 +9,9 @@ the default. The policy file is read as `Policy.from_file` reads it (a repeated 
 fields beside a `policy` key, are refused with the line). Rules, the table and
 the default are what a policy file can hold; run-level guards (budgets, repeats) decide
 on a whole run and are not a single call's. Exit 0; 2 when the policy or CALL is bad.
+With `--exit-code`, for scripts, the exit status is the verdict: 0 allow, 1 deny, 3 ask
+(2 stays bad input), so `agentfsm explain --exit-code POLICY CALL && run` runs only
+what the policy allows outright.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
     parser.add_argument("call", metavar="CALL", help='{"name": ..., "arguments": {...}}')
+    parser.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit by the verdict: 0 allow, 1 deny, 3 ask (2 bad input)",
+    )
     parser.set_defaults(handler=main)
     return parser
 
@@ -42,7 +50,14 @@ def main(args: argparse.Namespace) -> int:
     policy = Policy.from_file(args.policy)
     permission, source = policy.permission_verdict(_call(args.call))
     print(f"{permission}: {source}")
-    return 0
+    if not getattr(args, "exit_code", False):
+        return 0
+    # Anything but the three permissions (never expected) is not an allow: fail closed.
+    return EXIT_BY_VERDICT.get(permission, EXIT_BY_VERDICT["deny"])
+
+
+EXIT_BY_VERDICT = {"allow": 0, "deny": 1, "ask": 3}
+"""`--exit-code`'s status for each verdict; 2 is bad input, as for every subcommand."""
 
 
 def _call(text: str) -> ToolCall:

@@ -12,12 +12,16 @@ Ray attaches to a running cluster (`--address`, else `RAY_ADDRESS`, else the one
 `ray start --head` started on this machine) and starts one only with `--address local`;
 stdout holds only the replay's lines (Ray's own notices go to stderr).
 
-With `--against`, a divergence summary ends the output: runs compared, runs that
-differ, the first differing step of each (file, run, turn, the decision under each
-policy), and the runs counted by exit reason under each policy; with `--json` it is one
-last line `{"totals": {...}}`, and every run's line carries `differs` (and
-`first_difference` when true). `--only-diff` prints only the runs that differ;
-`--junit FILE` writes a JUnit XML report, one testcase per run, failed where it differs.
+With `--against`, a summary that fits one screen ends the output: runs compared, runs
+that differ (the first ten named, with their first differing step), the runs counted by
+exit reason under each policy, and the impact: the calls judged otherwise, counted by
+transition (ALLOW -> DENY, ASK -> ALLOW, ... and `not reached` where one replay ended
+before the call), by tool and by the rule that decided under each policy, one example each.
+With `--json` it is one last line `{"totals": {...}}` (with `impact`, every group), and
+every run's line carries `differs` (and `first_difference` when true). `--only-diff`
+prints only the steps that differ, under a header naming the file and run; `--junit
+FILE` writes a JUnit XML report, one testcase per run, failed where it differs, its
+failure naming the first call judged otherwise and the rule on each side.
 A trace recorded with a shadow policy shows, after each run, where the shadow's recorded
 verdicts differ from the enforced ones (`shadow` in `--json`); `--shadow FILE` judges the
 replayed calls by that candidate policy instead. Shadow differences never change the exit
@@ -129,9 +133,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument("--keep-going", action="store_true", help="replay past bad lines")
-    parser.add_argument(
-        "--only-diff", action="store_true", help="print only the runs whose decisions differ"
-    )
+    parser.add_argument("--only-diff", action="store_true", help="print only the steps that differ")
     parser.add_argument(
         "--junit",
         action=Once,
@@ -176,6 +178,13 @@ def main(args: Sequence[str] | argparse.Namespace | None = None) -> int:
     if missing or not files:
         print(
             f"agentfsm replay: no such file: {', '.join(missing or args.traces)}", file=sys.stderr
+        )
+        return EXIT_BAD_INPUT
+    if args.against and getattr(args, "shadow", None):
+        print(
+            "agentfsm replay: --shadow and --against both judge the calls by a second policy; "
+            "give one (--against also compares the runs' decisions)",
+            file=sys.stderr,
         )
         return EXIT_BAD_INPUT
     try:  # once here, not in every worker: a bad policy file is one error, not one per trace
@@ -252,6 +261,7 @@ def _run_jobs(jobs: list[Job], args: argparse.Namespace) -> int:
             for outcome in outcomes:
                 _print_lines(outcome, progress, out)
                 totals.add(outcome.verdicts)
+                totals.add_impact(outcome.impact)
                 if junit:
                     verdicts.extend(outcome.verdicts)
                 errors.extend(outcome.errors)

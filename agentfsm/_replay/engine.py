@@ -20,6 +20,7 @@ The rules, in the order a reviewer asks about them:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ _LATER_STEPS = (ToolResults, UserMessage, HumanReply, Stopped)
 __all__ = [
     "Comparison",
     "DecisionRecord",
+    "JudgedCall",
     "ReplayResult",
     "compare",
     "divergence",
@@ -105,6 +107,25 @@ class DecisionRecord(NamedTuple):
         }
 
 
+class JudgedCall(NamedTuple):
+    """A call the replayed policy judged, kept when the replay has a shadow beside it.
+
+    `agentfsm replay --against` replays each run under each policy with the other as its
+    shadow, and compares the calls both reached by `turn` and `call_id`.
+    """
+
+    turn: int
+    """Model outputs replayed in this run when the call was judged (across episodes)."""
+    call_id: str
+    tool: str
+    call: str
+    """The call in one short line (`name({...})`), for an example."""
+    verdict: str
+    """The replayed policy's verdict: allow, ask or deny."""
+    source: str
+    """What decided it: the rule, the table entry, the hook, or why the call was refused."""
+
+
 @dataclass(slots=True)
 class ReplayResult:
     """What a policy decided over one recorded run, with the counts a summary needs."""
@@ -137,6 +158,8 @@ class ReplayResult:
     stops: list[str] = field(default_factory=list)
     """The reason of every STOP and ASK_HUMAN decision."""
     notes: list[str] = field(default_factory=list)
+    judged: list[JudgedCall] = field(default_factory=list)
+    """Every call the policy judged, with its verdict; kept only when a shadow is given."""
 
     def add(self, decision: Decision, kind: str, keep: bool) -> None:
         """Count one decision, and keep it when asked to."""
@@ -413,9 +436,28 @@ class _Replayer:
             self.result.not_replayed += 1
             return
         self.result.steps += 1
-        self._record(self.ctl.on_model_output(turn), "model_output")
+        decision = self._record(self.ctl.on_model_output(turn), "model_output")
+        if decision.shadow:
+            self._judged(turn, decision)
         self.turn_calls = turn.tool_calls  # read, never changed
         self.result.recorded_calls += len(turn.tool_calls)
+
+    def _judged(self, turn: ModelTurn, decision: Decision) -> None:
+        """Keep the policy's verdict on each call of `turn` (the shadow judged them too)."""
+        calls = {call.id: call for call in turn.tool_calls}
+        for judged in decision.shadow:
+            call = calls.get(judged.call_id)
+            brief = judged.tool if call is None else _brief_call(call)
+            self.result.judged.append(
+                JudgedCall(
+                    self.result.steps,
+                    judged.call_id,
+                    judged.tool,
+                    brief,
+                    judged.enforced,
+                    judged.enforced_source,
+                )
+            )
 
     def _ready_for_model(self) -> bool:
         """Bring the controller to await the model as the recording did; False if it ended."""
@@ -490,6 +532,20 @@ class _Replayer:
         self.result.exit_reason = None if exit_reason is None else str(exit_reason)
         self.result.recorded_end = self.run.end
         return self.result
+
+
+_BRIEF_CALL = 120
+"""Characters of a call's arguments an impact example shows."""
+
+
+def _brief_call(call: ToolCall) -> str:
+    try:
+        text = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError, RecursionError):  # an example only: never fail the replay
+        text = "{...}"
+    if len(text) > _BRIEF_CALL:
+        text = text[: _BRIEF_CALL - 3] + "..."
+    return f"{call.name}({text})"
 
 
 def _fitted(

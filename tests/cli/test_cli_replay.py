@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import agentfsm as af
+from agentfsm._cli._divergence import _short
 from agentfsm._cli._replay_jobs import Progress
 from agentfsm._cli.replay import main
 from agentfsm._replay.trace import TraceWriter
@@ -132,11 +133,14 @@ class TestDivergenceSummary:
         summary = out[out.index("== divergence") :].splitlines()
         assert summary[0] == "== divergence: 2 run(s) compared, 1 differ"
         assert summary[1] == (
-            f"  {_gui_trace(corpus)} run basic_gui_mode: turn 3: execute_tools P1 HasToolCalls() "
-            "under the policy, stop (max_turns) P6 MaxTurns(3) under --against"
+            f"  {_short(_gui_trace(corpus))} run basic_gui_mode: turn 3: execute_tools P1 "
+            "HasToolCalls() under the policy, stop (max_turns) P6 MaxTurns(3) under --against"
         )
         assert summary[2] == "  exit reasons under the policy: completed 2"
         assert summary[3] == "  exit reasons under --against: completed 1, max_turns 1"
+        # the calls of turns 4 and 5 ran under the policy; --against stopped before them
+        assert summary[4].startswith("== impact: ")
+        assert summary[5].startswith("  ALLOW -> NOT REACHED  ")
 
     def test_same_decisions_summary_says_none_differ(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -177,6 +181,7 @@ class TestDivergenceSummary:
             "== divergence: 1 run(s) compared, 0 differ",
             "  exit reasons under the policy: completed 1",
             "  exit reasons under --against: completed 1",
+            "== impact: 1 call(s) judged, 0 judged otherwise under --against",
         ]
 
 
@@ -201,6 +206,7 @@ class TestJsonTotals:
             "detail": "turn 3: execute_tools P1 HasToolCalls() under the policy, "
             "stop (max_turns) P6 MaxTurns(3) under --against",
         }
+        impact = lines[-1]["totals"].pop("impact")
         assert lines[-1] == {
             "totals": {
                 "files": 2,
@@ -210,6 +216,8 @@ class TestJsonTotals:
                 "against_exit_reasons": {"completed": 1, "max_turns": 1},
             }
         }
+        assert [(f["from"], f["to"]) for f in impact["flips"]] == [("allow", "not reached")]
+        assert impact["flipped"] == impact["flips"][0]["calls"] > 0
 
     def test_only_diff_keeps_the_totals_of_every_run(
         self, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
