@@ -189,8 +189,10 @@ class TestOnlyDiff:
         lines = capsys.readouterr().out.splitlines()
         run = lines[: lines.index(next(x for x in lines if x.startswith("== divergence")))]
         assert run[0].startswith(f"== {trace} run basic_gui_mode (openhands): ")
-        assert run[1].startswith("  turn   3  ") and run[1].endswith("[against: stop]")
-        assert run[2].startswith("  turns   3-") and run[2].endswith("none under --against")
+        assert run[1].startswith("  turn   3  ")
+        assert run[1].endswith("[against: stop]")
+        assert run[2].startswith("  turns   3-")
+        assert run[2].endswith("none under --against")
         assert run[3] == "  exit: completed under the policy, max_turns under --against"
         assert len(run) == 4  # the full replay prints a line per decision, and two more
 
