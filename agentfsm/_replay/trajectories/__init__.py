@@ -20,6 +20,7 @@ from agentfsm._replay.trajectories import (
     _miniswe,
     _openai,
     _openhands,
+    _otel,
     _taubench,
     _toolbench,
 )
@@ -56,6 +57,7 @@ _DOCUMENTS: tuple[tuple[str, Callable[[Any], bool], DocReader], ...] = (
     (_openhands.NAME, _openhands.detect, _openhands.read_doc),
     (_anthropic.NAME, _anthropic.detect, _anthropic.read_doc),
     (_openai.NAME, _openai.detect, _openai.read_doc),
+    (_otel.NAME, _otel.detect, _otel.read_doc),
 )
 FORMATS: tuple[str, ...] = (_agentfsm.NAME, *(name for name, _, _ in _DOCUMENTS))
 """Every format `read_runs` can detect, in the order it tries them."""
@@ -79,6 +81,8 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
         if _anthropic.sniff_jsonl(name):
             return _anthropic.read_jsonl(name, errors)
         return _openai.read_jsonl(name, errors)
+    if _otel.detect(head):  # one OTLP request per line (a single-line document is one line)
+        return _otel.read_jsonl(name, errors)
     if isinstance(head, dict) and "messages" in head and _is_jsonl(name):
         return _openai.read_jsonl(name, errors)
     return _read_document(name, errors)

@@ -1,0 +1,471 @@
+"""OpenTelemetry GenAI spans in OTLP JSON: one `ExportTraceServiceRequest` document, or one per line.
+
+The JSON encoding of OTLP (`{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]}`) is what
+the OpenTelemetry Collector's file exporter writes, one request per line. Spans are grouped
+by trace id, one run per trace, and read in start-time order:
+- a model span (`gen_ai.operation.name` `chat`, `generate_content` or `text_completion`) is a
+  model output, read from `gen_ai.output.messages` (the GenAI semantic conventions' parts:
+  `text`, `tool_call`), with `gen_ai.usage.*`, `gen_ai.response.model` (else
+  `gen_ai.request.model`) and the finish reason;
+- a tool span (`execute_tool`) is one tool result: `gen_ai.tool.call.result` (pydantic-ai's
+  older `tool_response`), failed when the span's status is an error.
+
+When content capture was off, a call's arguments were not recorded. An answer's text and a
+tool's result then read as `NOT_RECORDED`. The call is read with
+no arguments (`{}`), never with invented ones, and counted in the run's
+`info["calls_without_arguments"]`: an allow rule naming an argument never matches it, a
+deny or ask rule naming one asks (`agentfsm._permissions`). A model span with no output
+messages at all takes its calls from the tool spans that follow it, and its text is unknown.
+The whole file is read before the first run is yielded: a trace's spans may be spread over
+many requests.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
+from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report, wrap_run_error
+from agentfsm._replay.trajectories._model import ModelOutput, RecordedRun, Step, ToolResults
+from agentfsm._replay.trajectories._openai import normalized, result_of
+from agentfsm.exceptions import DataError, RunError, TraceError
+
+__all__ = ["NAME", "Call", "chat_turn", "detect", "read_doc", "read_jsonl"]
+
+NAME = "otel-genai"
+MODEL_OPERATIONS = frozenset({"chat", "generate_content", "text_completion"})
+TOOL_OPERATION = "execute_tool"
+NOT_RECORDED = "[not recorded: content capture was off]"
+"""The text of an answer, or the content of a tool result, that the recording does not hold."""
+_FINISH = {"tool_call": "tool_calls"}
+"""Semantic-convention finish reasons whose chat-completions spelling differs."""
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_STATUS_ERROR = (2, "STATUS_CODE_ERROR")
+
+
+class _Bad(Exception):
+    """A span this reader cannot use; the caller locates it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One tool call as a recording holds it; `arguments` None when not recorded."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | str | None
+
+
+def chat_turn(
+    text: str,
+    calls: list[Call],
+    finish: str | None,
+    usage: tuple[int | None, int | None],
+    model: str | None,
+) -> tuple[ModelTurn, int]:
+    """Normalize one model output through the chat-completions path; return it and how many
+    of its calls have no recorded arguments (read as `{}`)."""
+    unknown = sum(call.arguments is None for call in calls)
+    tool_calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": _arguments_text(call.arguments)},
+        }
+        for call in calls
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    body: dict[str, Any] = {
+        "choices": [{"message": message, "finish_reason": _FINISH.get(finish or "", finish)}]
+    }
+    if model:
+        body["model"] = model
+    if usage != (None, None):
+        body["usage"] = {"prompt_tokens": usage[0] or 0, "completion_tokens": usage[1] or 0}
+    return normalized(body, "openai"), unknown
+
+
+def _arguments_text(arguments: dict[str, Any] | str | None) -> str:
+    if arguments is None:
+        return "{}"  # not recorded: counted by the caller, never filled in
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+@dataclass(slots=True)
+class _Span:
+    trace: str
+    start: int
+    where: int | str
+    """Its line (JSON lines), or its place in the document."""
+    label: str
+    """Its place in its request and its id, for an error."""
+    attrs: dict[str, Any]
+    failed: str | None
+    """The status message when the span's status is an error ("" when it gives none)."""
+    operation: str
+
+
+@dataclass(slots=True)
+class _Trace:
+    spans: list[_Span] = field(default_factory=list)
+    agent: str | None = None
+    failed: str | None = None
+
+
+def detect(doc: Any) -> bool:
+    """Whether a JSON value is one OTLP `ExportTraceServiceRequest`."""
+    return isinstance(doc, Mapping) and isinstance(doc.get("resourceSpans"), list)
+
+
+def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun]:
+    """Read one OTLP JSON document: one run per trace."""
+    traces: dict[str, _Trace] = {}
+    _collect(path, doc, None, traces, errors)
+    yield from _runs(path, traces, errors)
+
+
+def read_jsonl(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
+    """Read one OTLP JSON request per line (the Collector's file exporter): one run per trace."""
+    traces: dict[str, _Trace] = {}
+    for number, obj in iter_jsonl(path, errors):
+        if not detect(obj):
+            what = "expected an OTLP ExportTraceServiceRequest ({'resourceSpans': [...]})"
+            report(errors, located(path, number, what))
+            continue
+        _collect(path, obj, number, traces, errors)
+    yield from _runs(path, traces, errors)
+
+
+def _collect(
+    path: str, doc: Mapping[str, Any], line: int | None, traces: dict[str, _Trace], errors: Errors
+) -> None:
+    for i, resource in enumerate(doc["resourceSpans"]):
+        for j, scope in enumerate(_list(resource, "scopeSpans")):
+            for k, span in enumerate(_list(scope, "spans")):
+                label = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
+                try:
+                    _add(span, line, label, traces)
+                except _Bad as exc:
+                    if isinstance(span, Mapping) and isinstance(span.get("spanId"), str):
+                        label += f" (span {span['spanId']})"
+                    where: int | str = label if line is None else line
+                    what = str(exc) if line is None else f"{label}: {exc}"
+                    report(errors, located(path, where, what))
+
+
+def _list(obj: Any, key: str) -> list[Any]:
+    value = obj.get(key) if isinstance(obj, Mapping) else None
+    return value if isinstance(value, list) else []
+
+
+def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> None:
+    if not isinstance(span, Mapping):
+        raise _Bad(f"a span must be a JSON object, not {type(span).__name__}")
+    attrs = attributes(span.get("attributes"))
+    operation = attrs.get("gen_ai.operation.name")
+    trace_id = span_id(span.get("traceId"), 16, "traceId")
+    trace = traces.setdefault(trace_id, _Trace())
+    failed = _failure(span.get("status"))
+    if operation == "invoke_agent" and not span.get("parentSpanId"):
+        trace.agent = _text(attrs.get("gen_ai.agent.name"))
+        trace.failed = failed
+    if operation not in MODEL_OPERATIONS and operation != TOOL_OPERATION:
+        return
+    start = _nanos(span.get("startTimeUnixNano"))
+    where: int | str = label if line is None else line
+    trace.spans.append(_Span(trace_id, start, where, label, attrs, failed, operation))
+
+
+def attributes(raw: Any) -> dict[str, Any]:
+    """An OTLP attribute list (`[{key, value: AnyValue}]`) as a plain dict."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise _Bad(f"'attributes' must be a list, not {type(raw).__name__}")
+    out: dict[str, Any] = {}
+    for n, item in enumerate(raw):
+        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+            raise _Bad(f"attribute {n} is not {{'key': <string>, 'value': <AnyValue>}}")
+        out[item["key"]] = any_value(item.get("value"), item["key"])
+    return out
+
+
+def any_value(value: Any, key: str) -> Any:
+    """One OTLP `AnyValue` as a Python value (`intValue` may be a JSON string, as int64 is)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _Bad(f"attribute {key!r}: the value must be an AnyValue object")
+    for kind, read in _VALUE_KINDS.items():
+        if kind in value:
+            try:
+                return read(value[kind], key)
+            except (TypeError, ValueError) as exc:
+                raise _Bad(f"attribute {key!r}: {kind} {value[kind]!r:.60} ({exc})") from exc
+    if not value:
+        return None
+    raise _Bad(f"attribute {key!r}: unknown value kind {sorted(value)[0]!r}")
+
+
+def _int(raw: Any, key: str) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        raise TypeError("not an integer")
+    return int(raw)
+
+
+def _array(raw: Any, key: str) -> list[Any]:
+    values = raw.get("values", []) if isinstance(raw, Mapping) else None
+    if not isinstance(values, list):
+        raise TypeError("not {'values': [...]}")
+    return [any_value(v, key) for v in values]
+
+
+def _kvlist(raw: Any, key: str) -> dict[str, Any]:
+    values = raw.get("values", []) if isinstance(raw, Mapping) else None
+    if not isinstance(values, list):
+        raise TypeError("not {'values': [...]}")
+    return attributes(values)
+
+
+def _string(raw: Any, key: str) -> str:
+    if not isinstance(raw, str):
+        raise TypeError("not a string")
+    return raw
+
+
+def _bool(raw: Any, key: str) -> bool:
+    if not isinstance(raw, bool):
+        raise TypeError("not a boolean")
+    return raw
+
+
+def _double(raw: Any, key: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise TypeError("not a number")
+    return float(raw)
+
+
+_VALUE_KINDS = {
+    "stringValue": _string,
+    "intValue": _int,
+    "boolValue": _bool,
+    "doubleValue": _double,
+    "arrayValue": _array,
+    "kvlistValue": _kvlist,
+    "bytesValue": _string,
+}
+
+
+def span_id(raw: Any, size: int, what: str) -> str:
+    """A trace or span id as lowercase hex: the OTLP JSON spec writes hex; protobuf's own JSON
+    mapping (`MessageToDict`) writes the bytes as base64, so both are read."""
+    if not isinstance(raw, str) or not raw:
+        raise _Bad(f"'{what}' is missing")
+    if len(raw) == 2 * size and _HEX.fullmatch(raw):
+        return raw.lower()
+    try:
+        decoded = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        decoded = b""
+    if len(decoded) != size:
+        raise _Bad(f"'{what}' {raw!r:.60} is neither {2 * size} hex digits nor {size} bytes")
+    return decoded.hex()
+
+
+def _nanos(raw: Any) -> int:
+    try:
+        return _int(raw, "startTimeUnixNano")
+    except (TypeError, ValueError) as exc:
+        raise _Bad(f"'startTimeUnixNano' {raw!r:.60} is not a whole number") from exc
+
+
+def _failure(status: Any) -> str | None:
+    if isinstance(status, Mapping) and status.get("code") in _STATUS_ERROR:
+        message = status.get("message")
+        return message if isinstance(message, str) else ""
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[RecordedRun]:
+    for trace_id, trace in traces.items():
+        if not trace.spans:
+            continue
+        trace.spans.sort(key=lambda s: s.start)  # stable: spans that start together keep file order
+        info: dict[str, Any] = {"trace_id": trace_id, "calls_without_arguments": 0}
+        if trace.agent:
+            info["agent"] = trace.agent
+        end = None if trace.failed is None else f"error: {trace.failed or 'the agent run failed'}"
+        run = RecordedRun(id=trace_id, source=path, format=NAME, steps=(), end=end, info=info)
+        run.steps = list(_steps(path, trace.spans, info, errors))
+        yield run
+
+
+def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) -> Iterator[Step]:
+    pending: list[ToolResult] = []
+    by_call = {
+        s.attrs.get("gen_ai.tool.call.id"): s for s in spans if s.operation == TOOL_OPERATION
+    }
+    for n, span in enumerate(spans):
+        try:
+            if span.operation == TOOL_OPERATION:
+                pending.append(_result(span))
+                continue
+            if pending:
+                yield ToolResults(tuple(pending))
+                pending = []
+            following = _tools_after(spans, n)
+            turn, unknown = _model_turn(span, by_call, following)
+        except _Bad as exc:
+            report(errors, _located(path, span, str(exc)))
+            continue
+        except RunError as exc:
+            report(errors, wrap_run_error(path, span.where, exc))
+            continue
+        except DataError as exc:  # a recorded value a ToolResult cannot hold
+            report(errors, _located(path, span, f"{type(exc).__name__}: {exc}"))
+            continue
+        info["calls_without_arguments"] += unknown
+        _note(info, turn)
+        yield ModelOutput(turn)
+    if pending:
+        yield ToolResults(tuple(pending))
+
+
+def _located(path: str, span: _Span, what: str) -> TraceError:
+    if isinstance(span.where, int):
+        return located(path, span.where, f"{span.label}: {what}")
+    return located(path, span.where, what)
+
+
+def _note(info: dict[str, Any], turn: ModelTurn) -> None:
+    if turn.model and "model" not in info:
+        info["model"] = turn.model
+
+
+def _tools_after(spans: list[_Span], n: int) -> list[_Span]:
+    out = []
+    for span in spans[n + 1 :]:
+        if span.operation != TOOL_OPERATION:
+            break
+        out.append(span)
+    return out
+
+
+def _model_turn(
+    span: _Span, by_call: Mapping[Any, _Span], following: list[_Span]
+) -> tuple[ModelTurn, int]:
+    attrs = span.attrs
+    raw = attrs.get("gen_ai.output.messages")
+    if raw is None:
+        # No output recorded: the calls are the tools that ran after it; the text is unknown.
+        calls = [_call_of_tool(tool) for tool in following]
+        text, finish = "", ("tool_call" if calls else None)
+    else:
+        text, calls, finish = _output(_json_list(raw, "gen_ai.output.messages"), by_call)
+    reasons = attrs.get("gen_ai.response.finish_reasons")
+    if finish is None and isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
+        finish = reasons[0]
+    usage = (
+        _count(attrs, "gen_ai.usage.input_tokens"),
+        _count(attrs, "gen_ai.usage.output_tokens"),
+    )
+    model = _text(attrs.get("gen_ai.response.model")) or _text(attrs.get("gen_ai.request.model"))
+    return chat_turn(text, calls, finish, usage, model)
+
+
+def _count(attrs: Mapping[str, Any], key: str) -> int | None:
+    value = attrs.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Bad(f"attribute {key!r} is {value!r:.60}, not a token count")
+    return value
+
+
+def _json_list(raw: Any, key: str) -> list[Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise _Bad(f"attribute {key!r} is not valid JSON ({exc})") from exc
+    if not isinstance(raw, list):
+        raise _Bad(f"attribute {key!r} must be a JSON list of messages")
+    return raw
+
+
+def _output(
+    messages: list[Any], by_call: Mapping[Any, _Span]
+) -> tuple[str, list[Call], str | None]:
+    texts: list[str] = []
+    calls: list[Call] = []
+    finish = None
+    for message in messages:
+        if not isinstance(message, Mapping):
+            raise _Bad("an output message is not a JSON object")
+        if isinstance(message.get("finish_reason"), str):
+            finish = message["finish_reason"]
+        for part in message.get("parts") or ():
+            if not isinstance(part, Mapping):
+                raise _Bad("a message part is not a JSON object")
+            if part.get("type") == "text":
+                # a text part without content: there was an answer, capture was off
+                content = part.get("content")
+                texts.append(content if isinstance(content, str) else NOT_RECORDED)
+            elif part.get("type") == "tool_call":
+                calls.append(_call_of_part(part, by_call))
+    return "".join(texts), calls, finish
+
+
+def _call_of_part(part: Mapping[str, Any], by_call: Mapping[Any, _Span]) -> Call:
+    name = part.get("name")
+    if not isinstance(name, str) or not name:
+        raise _Bad("a tool_call part has no name")
+    call_id = part.get("id") if isinstance(part.get("id"), str) else ""
+    arguments = part.get("arguments")
+    if arguments is None and call_id in by_call:
+        arguments = _tool_arguments(by_call[call_id].attrs)
+    if arguments is not None and not isinstance(arguments, dict | str):
+        raise _Bad(f"tool call {name!r}: arguments must be a JSON object or string")
+    return Call(call_id, name, arguments)
+
+
+def _tool_arguments(attrs: Mapping[str, Any]) -> dict[str, Any] | str | None:
+    for key in ("gen_ai.tool.call.arguments", "tool_arguments"):
+        value = attrs.get(key)
+        if isinstance(value, dict | str):
+            return value
+    return None
+
+
+def _call_of_tool(span: _Span) -> Call:
+    name = span.attrs.get("gen_ai.tool.name")
+    if not isinstance(name, str) or not name:
+        raise _Bad("an execute_tool span has no 'gen_ai.tool.name'")
+    call_id = span.attrs.get("gen_ai.tool.call.id")
+    return Call(call_id if isinstance(call_id, str) else "", name, _tool_arguments(span.attrs))
+
+
+def _result(span: _Span) -> ToolResult:
+    call = _call_of_tool(span)
+    content: Any = None
+    for key in ("gen_ai.tool.call.result", "tool_response"):
+        if key in span.attrs:
+            content = span.attrs[key]
+            break
+    if content is None:
+        content = span.failed or NOT_RECORDED
+    return result_of(call.id, content, span.failed is not None, call.name)
