@@ -1,4 +1,4 @@
-"""OpenTelemetry GenAI spans in OTLP JSON: one `ExportTraceServiceRequest` document, or one per line.
+"""OpenTelemetry GenAI spans in OTLP JSON: one `ExportTraceServiceRequest`, or one per line.
 
 The JSON encoding of OTLP (`{"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]}`) is what
 the OpenTelemetry Collector's file exporter writes, one request per line. Spans are grouped
@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
+from agentfsm._model.types import ModelTurn, ToolResult
 from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report, wrap_run_error
 from agentfsm._replay.trajectories._model import ModelOutput, RecordedRun, Step, ToolResults
 from agentfsm._replay.trajectories._openai import normalized, result_of
@@ -49,7 +49,7 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 _STATUS_ERROR = (2, "STATUS_CODE_ERROR")
 
 
-class _Bad(Exception):
+class _BadSpanError(Exception):
     """A span this reader cannot use; the caller locates it."""
 
 
@@ -155,7 +155,7 @@ def _collect(
                 label = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
                 try:
                     _add(span, line, label, traces)
-                except _Bad as exc:
+                except _BadSpanError as exc:
                     if isinstance(span, Mapping) and isinstance(span.get("spanId"), str):
                         label += f" (span {span['spanId']})"
                     where: int | str = label if line is None else line
@@ -170,7 +170,7 @@ def _list(obj: Any, key: str) -> list[Any]:
 
 def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> None:
     if not isinstance(span, Mapping):
-        raise _Bad(f"a span must be a JSON object, not {type(span).__name__}")
+        raise _BadSpanError(f"a span must be a JSON object, not {type(span).__name__}")
     attrs = attributes(span.get("attributes"))
     operation = attrs.get("gen_ai.operation.name")
     trace_id = span_id(span.get("traceId"), 16, "traceId")
@@ -191,11 +191,11 @@ def attributes(raw: Any) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, list):
-        raise _Bad(f"'attributes' must be a list, not {type(raw).__name__}")
+        raise _BadSpanError(f"'attributes' must be a list, not {type(raw).__name__}")
     out: dict[str, Any] = {}
     for n, item in enumerate(raw):
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise _Bad(f"attribute {n} is not {{'key': <string>, 'value': <AnyValue>}}")
+            raise _BadSpanError(f"attribute {n} is not {{'key': <string>, 'value': <AnyValue>}}")
         out[item["key"]] = any_value(item.get("value"), item["key"])
     return out
 
@@ -205,16 +205,18 @@ def any_value(value: Any, key: str) -> Any:
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise _Bad(f"attribute {key!r}: the value must be an AnyValue object")
+        raise _BadSpanError(f"attribute {key!r}: the value must be an AnyValue object")
     for kind, read in _VALUE_KINDS.items():
         if kind in value:
             try:
                 return read(value[kind], key)
             except (TypeError, ValueError) as exc:
-                raise _Bad(f"attribute {key!r}: {kind} {value[kind]!r:.60} ({exc})") from exc
+                raise _BadSpanError(
+                    f"attribute {key!r}: {kind} {value[kind]!r:.60} ({exc})"
+                ) from exc
     if not value:
         return None
-    raise _Bad(f"attribute {key!r}: unknown value kind {sorted(value)[0]!r}")
+    raise _BadSpanError(f"attribute {key!r}: unknown value kind {sorted(value)[0]!r}")
 
 
 def _int(raw: Any, key: str) -> int:
@@ -270,7 +272,7 @@ def span_id(raw: Any, size: int, what: str) -> str:
     """A trace or span id as lowercase hex: the OTLP JSON spec writes hex; protobuf's own JSON
     mapping (`MessageToDict`) writes the bytes as base64, so both are read."""
     if not isinstance(raw, str) or not raw:
-        raise _Bad(f"'{what}' is missing")
+        raise _BadSpanError(f"'{what}' is missing")
     if len(raw) == 2 * size and _HEX.fullmatch(raw):
         return raw.lower()
     try:
@@ -278,7 +280,9 @@ def span_id(raw: Any, size: int, what: str) -> str:
     except (binascii.Error, ValueError):
         decoded = b""
     if len(decoded) != size:
-        raise _Bad(f"'{what}' {raw!r:.60} is neither {2 * size} hex digits nor {size} bytes")
+        raise _BadSpanError(
+            f"'{what}' {raw!r:.60} is neither {2 * size} hex digits nor {size} bytes"
+        )
     return decoded.hex()
 
 
@@ -286,7 +290,7 @@ def _nanos(raw: Any) -> int:
     try:
         return _int(raw, "startTimeUnixNano")
     except (TypeError, ValueError) as exc:
-        raise _Bad(f"'startTimeUnixNano' {raw!r:.60} is not a whole number") from exc
+        raise _BadSpanError(f"'startTimeUnixNano' {raw!r:.60} is not a whole number") from exc
 
 
 def _failure(status: Any) -> str | None:
@@ -329,7 +333,7 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
                 pending = []
             following = _tools_after(spans, n)
             turn, unknown = _model_turn(span, by_call, following)
-        except _Bad as exc:
+        except _BadSpanError as exc:
             report(errors, _located(path, span, str(exc)))
             continue
         except RunError as exc:
@@ -392,7 +396,7 @@ def _count(attrs: Mapping[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Bad(f"attribute {key!r} is {value!r:.60}, not a token count")
+        raise _BadSpanError(f"attribute {key!r} is {value!r:.60}, not a token count")
     return value
 
 
@@ -401,9 +405,9 @@ def _json_list(raw: Any, key: str) -> list[Any]:
         try:
             raw = json.loads(raw)
         except ValueError as exc:
-            raise _Bad(f"attribute {key!r} is not valid JSON ({exc})") from exc
+            raise _BadSpanError(f"attribute {key!r} is not valid JSON ({exc})") from exc
     if not isinstance(raw, list):
-        raise _Bad(f"attribute {key!r} must be a JSON list of messages")
+        raise _BadSpanError(f"attribute {key!r} must be a JSON list of messages")
     return raw
 
 
@@ -415,12 +419,12 @@ def _output(
     finish = None
     for message in messages:
         if not isinstance(message, Mapping):
-            raise _Bad("an output message is not a JSON object")
+            raise _BadSpanError("an output message is not a JSON object")
         if isinstance(message.get("finish_reason"), str):
             finish = message["finish_reason"]
         for part in message.get("parts") or ():
             if not isinstance(part, Mapping):
-                raise _Bad("a message part is not a JSON object")
+                raise _BadSpanError("a message part is not a JSON object")
             if part.get("type") == "text":
                 # a text part without content: there was an answer, capture was off
                 content = part.get("content")
@@ -433,13 +437,14 @@ def _output(
 def _call_of_part(part: Mapping[str, Any], by_call: Mapping[Any, _Span]) -> Call:
     name = part.get("name")
     if not isinstance(name, str) or not name:
-        raise _Bad("a tool_call part has no name")
-    call_id = part.get("id") if isinstance(part.get("id"), str) else ""
+        raise _BadSpanError("a tool_call part has no name")
+    raw_id = part.get("id")
+    call_id = raw_id if isinstance(raw_id, str) else ""
     arguments = part.get("arguments")
     if arguments is None and call_id in by_call:
         arguments = _tool_arguments(by_call[call_id].attrs)
     if arguments is not None and not isinstance(arguments, dict | str):
-        raise _Bad(f"tool call {name!r}: arguments must be a JSON object or string")
+        raise _BadSpanError(f"tool call {name!r}: arguments must be a JSON object or string")
     return Call(call_id, name, arguments)
 
 
@@ -454,7 +459,7 @@ def _tool_arguments(attrs: Mapping[str, Any]) -> dict[str, Any] | str | None:
 def _call_of_tool(span: _Span) -> Call:
     name = span.attrs.get("gen_ai.tool.name")
     if not isinstance(name, str) or not name:
-        raise _Bad("an execute_tool span has no 'gen_ai.tool.name'")
+        raise _BadSpanError("an execute_tool span has no 'gen_ai.tool.name'")
     call_id = span.attrs.get("gen_ai.tool.call.id")
     return Call(call_id if isinstance(call_id, str) else "", name, _tool_arguments(span.attrs))
 
