@@ -284,7 +284,9 @@ def main(folder: str) -> None:
     """Record every recording into `folder`."""
     import warnings
 
-    warnings.simplefilter("ignore")  # pydantic-ai warns that format 2 is deprecated: recorded all the same
+    warnings.simplefilter(
+        "ignore"
+    )  # pydantic-ai warns that format 2 is deprecated: recorded all the same
     for name, record in RECORDINGS.items():
         record(Path(folder) / name)
 

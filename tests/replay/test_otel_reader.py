@@ -1,0 +1,214 @@
+"""OpenTelemetry GenAI spans (OTLP JSON), read from real pydantic-ai recordings."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentfsm as af
+from agentfsm._replay.engine import replay_run
+from agentfsm._replay.trajectories import (
+    FORMATS,
+    ModelOutput,
+    RecordedRun,
+    ToolResults,
+    read_runs,
+)
+from agentfsm._replay.trajectories._otel import NOT_RECORDED
+from agentfsm.exceptions import TraceError
+
+GUARDED = af.Policy(permission_rules=["deny delete_file(path^=/etc/*)"])
+
+
+def one_run(path: Path) -> RecordedRun:
+    (run,) = list(read_runs(path))
+    return run
+
+
+def steps(run: RecordedRun) -> list[Any]:
+    return list(run.steps)
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def spans(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for r in doc["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]]
+
+
+class TestPydanticAiSpans:
+    def test_calls_results_and_answer_are_read_from_the_spans(self, span_recordings: Path) -> None:
+        """Format 5 with content: the calls with their arguments, the results the tools gave,
+        the final answer, usage and model, in one run per trace."""
+        run = one_run(span_recordings / "pydantic_ai_v5.jsonl")
+        assert run.format == "otel-genai"
+        assert "otel-genai" in FORMATS
+        assert re.fullmatch(r"[0-9a-f]{32}", run.id)
+        first, results, last = steps(run)
+        assert isinstance(first, ModelOutput)
+        assert isinstance(last, ModelOutput)
+        calls = [(c.id, c.name, c.arguments) for c in first.turn.tool_calls]
+        assert calls == [
+            ("call_del", "delete_file", {"path": "/etc/x"}),
+            ("call_read", "read_file", {"path": "/tmp/a"}),
+        ]
+        assert isinstance(results, ToolResults)
+        assert [(r.call_id, r.content, r.is_error) for r in results.results] == [
+            ("call_del", "deleted /etc/x", False),
+            ("call_read", "text of /tmp/a", False),
+        ]
+        assert last.turn.text == "Cleaned up."
+        assert not last.turn.tool_calls
+        assert first.turn.usage is not None
+        assert first.turn.usage.input_tokens > 0
+        assert first.turn.model == "function:model:"
+        assert run.info["calls_without_arguments"] == 0
+        assert run.info["agent"] == "agent"
+
+    def test_the_older_format_reads_the_same(self, span_recordings: Path) -> None:
+        """Format 2 (`tool_arguments`, `tool_response` on the tool spans) gives the same steps."""
+        new = steps(one_run(span_recordings / "pydantic_ai_v5.jsonl"))
+        old = steps(one_run(span_recordings / "pydantic_ai_v2.jsonl"))
+        assert [type(s) for s in old] == [type(s) for s in new]
+        assert old[0].turn.tool_calls == new[0].turn.tool_calls
+        assert [r.content for r in old[1].results] == [r.content for r in new[1].results]
+
+    def test_base64_ids_read_as_hex(self, span_recordings: Path) -> None:
+        """protobuf's JSON mapping writes ids in base64; they are read as the hex OTLP JSON uses."""
+        path = span_recordings / "pydantic_ai_base64_ids.jsonl"
+        raw = spans(lines(path)[0])[0]["traceId"]
+        assert not re.fullmatch(r"[0-9a-f]{32}", raw)
+        run = one_run(path)
+        assert re.fullmatch(r"[0-9a-f]{32}", run.id)
+        assert len(steps(run)) == 3
+
+    def test_a_whole_document_reads_as_its_lines(
+        self, span_recordings: Path, tmp_path: Path
+    ) -> None:
+        """All requests merged into one indented document: the same run, the same steps."""
+        docs = lines(span_recordings / "pydantic_ai_v5.jsonl")
+        merged = {"resourceSpans": [r for d in docs for r in d["resourceSpans"]]}
+        path = tmp_path / "export.json"
+        path.write_text(json.dumps(merged, indent=2))
+        assert steps(one_run(path)) == steps(one_run(span_recordings / "pydantic_ai_v5.jsonl"))
+
+    def test_without_content_calls_have_no_arguments_and_are_counted(
+        self, span_recordings: Path
+    ) -> None:
+        """Content capture off: the calls are read with no arguments (never invented ones),
+        counted in the run's info; results and answer read as not recorded."""
+        run = one_run(span_recordings / "pydantic_ai_v5_no_content.jsonl")
+        first, results, last = steps(run)
+        assert [(c.name, c.arguments) for c in first.turn.tool_calls] == [
+            ("delete_file", {}),
+            ("read_file", {}),
+        ]
+        assert run.info["calls_without_arguments"] == 2
+        assert [r.content for r in results.results] == [NOT_RECORDED, NOT_RECORDED]
+        assert last.turn.text == NOT_RECORDED
+
+    def test_a_rule_on_an_unrecorded_argument_asks(self, span_recordings: Path) -> None:
+        """With content the deny rule removes the delete; without it the rule cannot be
+        evaluated, so the call is asked, never allowed."""
+        full = replay_run(one_run(span_recordings / "pydantic_ai_v5.jsonl"), GUARDED)
+        assert full.decisions[0].action == "execute_tools"
+        assert "1 valid tool call: read_file" in full.decisions[0].reason
+        blind = replay_run(one_run(span_recordings / "pydantic_ai_v5_no_content.jsonl"), GUARDED)
+        assert blind.decisions[0].action == "ask_human"
+        assert "names argument 'path', which this call does not have" in blind.decisions[0].reason
+
+
+def broken(path: Path, tmp_path: Path, change: Any, *, line: int = 0) -> Path:
+    """A copy of a real recording with one request changed by `change(request)`."""
+    docs = lines(path)
+    change(docs[line])
+    out = tmp_path / "broken.jsonl"
+    out.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    return out
+
+
+def model_span(doc: dict[str, Any]) -> dict[str, Any]:
+    return next(
+        s
+        for s in spans(doc)
+        if any(a["value"].get("stringValue") == "chat" for a in s.get("attributes", []))
+    )
+
+
+def set_attribute(span: dict[str, Any], key: str, value: dict[str, Any]) -> None:
+    for attribute in span["attributes"]:
+        if attribute["key"] == key:
+            attribute["value"] = value
+
+
+class TestBadSpans:
+    def test_a_broken_attribute_names_file_line_and_span(
+        self, span_recordings: Path, tmp_path: Path
+    ) -> None:
+        """A token count that is not a number: the error names the file, the line and the span."""
+        source = span_recordings / "pydantic_ai_v5.jsonl"
+        number = next(i for i, d in enumerate(lines(source)) if "chat" in json.dumps(d))
+
+        def change(doc: dict[str, Any]) -> None:
+            set_attribute(model_span(doc), "gen_ai.usage.input_tokens", {"intValue": "many"})
+
+        path = broken(source, tmp_path, change, line=number)
+        with pytest.raises(TraceError) as caught:
+            list(read_runs(path))
+        message = str(caught.value)
+        assert message.startswith(f"{path}:{number + 1}: resourceSpans[0].scopeSpans[0].spans[0]")
+        assert "'gen_ai.usage.input_tokens'" in message
+        assert "'many'" in message
+        assert caught.value.details["line"] == number + 1
+
+    def test_output_messages_that_are_not_json(self, span_recordings: Path, tmp_path: Path) -> None:
+        """`gen_ai.output.messages` cut short: named, with its line; --keep-going reads on."""
+        source = span_recordings / "pydantic_ai_v5.jsonl"
+        number = next(i for i, d in enumerate(lines(source)) if "chat" in json.dumps(d))
+
+        def change(doc: dict[str, Any]) -> None:
+            set_attribute(model_span(doc), "gen_ai.output.messages", {"stringValue": '[{"ro'})
+
+        path = broken(source, tmp_path, change, line=number)
+        with pytest.raises(
+            TraceError,
+            match=rf"^{re.escape(str(path))}:{number + 1}: .*"
+            r"'gen_ai.output.messages' is not valid JSON",
+        ):
+            list(read_runs(path))
+        errors: list[TraceError] = []
+        (run,) = list(read_runs(path, errors))
+        assert len(errors) == 1
+        assert len(list(run.steps)) == 2
+
+    def test_a_line_that_is_not_otlp(self, span_recordings: Path, tmp_path: Path) -> None:
+        """A line of other JSON among the requests is named by its line."""
+        path = tmp_path / "mixed.jsonl"
+        text = (span_recordings / "pydantic_ai_v5.jsonl").read_text()
+        path.write_text(text + '{"resource": "not a request"}\n')
+        count = len(text.splitlines())
+        with pytest.raises(
+            TraceError, match=rf"^{re.escape(str(path))}:{count + 1}: expected an OTLP"
+        ):
+            list(read_runs(path))
+
+    def test_a_bad_span_in_a_document_is_named_by_its_place_and_id(
+        self, span_recordings: Path, tmp_path: Path
+    ) -> None:
+        """In one indented document, the error names the span's place and its id."""
+        doc = lines(span_recordings / "pydantic_ai_v5.jsonl")[0]
+        span = spans(doc)[0]
+        span["startTimeUnixNano"] = "soon"
+        path = tmp_path / "export.json"
+        path.write_text(json.dumps(doc, indent=2))
+        with pytest.raises(TraceError) as caught:
+            list(read_runs(path))
+        assert str(caught.value) == (
+            f"{path}: resourceSpans[0].scopeSpans[0].spans[0] (span {span['spanId']}): "
+            "'startTimeUnixNano' 'soon' is not a whole number"
+        )
