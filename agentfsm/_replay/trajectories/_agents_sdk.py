@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
-from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report, wrap_run_error
+from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report
 from agentfsm._replay.trajectories._model import ModelOutput, RecordedRun, Step, ToolResults
 from agentfsm._replay.trajectories._openai import normalized, result_of
 from agentfsm._replay.trajectories._otel import NOT_RECORDED, Call, chat_turn
@@ -45,6 +45,7 @@ class _BadItemError(Exception):
 class _Span:
     start: datetime
     where: int | str
+    id: str
     data: Mapping[str, Any]
     error: Any
 
@@ -128,7 +129,9 @@ def _add(item: Any, where: int | str, traces: dict[str, _Trace]) -> None:
         raise _BadItemError("'span_data' must be an object with a 'type'")
     if data["type"] not in _MODEL_SPANS and data["type"] != "function":
         return
-    trace.spans.append(_Span(_started(item.get("started_at")), where, data, item.get("error")))
+    span_id = item.get("id") if isinstance(item.get("id"), str) else "a span without id"
+    start = _started(item.get("started_at"))
+    trace.spans.append(_Span(start, where, span_id, data, item.get("error")))
 
 
 def _started(raw: Any) -> datetime:
@@ -164,13 +167,11 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
                 pending = []
             turn, unknown = _model_turn(span, spans[n + 1 :])
         except _BadItemError as exc:
-            report(errors, located(path, span.where, str(exc)))
+            report(errors, located(path, span.where, f"{span.id}: {exc}"))
             continue
-        except RunError as exc:
-            report(errors, wrap_run_error(path, span.where, exc))
-            continue
-        except DataError as exc:  # a recorded value a ToolResult cannot hold
-            report(errors, located(path, span.where, f"{type(exc).__name__}: {exc}"))
+        except (RunError, DataError) as exc:  # DataError: a value a ToolResult cannot hold
+            what = f"{span.id}: {type(exc).__name__}: {exc}"
+            report(errors, located(path, span.where, what))
             continue
         info["calls_without_arguments"] += unknown
         if turn.model and "model" not in info:
