@@ -22,11 +22,11 @@ import json
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 DELETED = "/etc/x"
 """The path the model asks to delete (the tools work in a scratch folder that mirrors it)."""
@@ -90,9 +90,11 @@ def _hex_ids(value: Any) -> Any:
     return value
 
 
-def record_pydantic_ai(out: Path, *, content: bool, version: int, hex_ids: bool = True) -> None:
+def record_pydantic_ai(
+    out: Path, *, content: bool, version: Literal[2, 5], hex_ids: bool = True
+) -> None:
     """One pydantic-ai run, its spans written as OTLP JSON lines to `out`."""
-    from google.protobuf.json_format import MessageToDict
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
@@ -261,12 +263,12 @@ def record_agents_sdk(out: Path, *, sensitive: bool, api: str) -> None:
         )
         config = RunConfig(trace_include_sensitive_data=sensitive)
         asyncio.run(Runner.run(agent, "Clean up /etc/x and show me /tmp/a.", run_config=config))
-        processor.force_flush()
+        processor.force_flush()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
         processor.shutdown()
     out.write_text("".join(body.decode() + "\n" for body in received))
 
 
-RECORDINGS = {
+RECORDINGS: dict[str, Callable[[Path], None]] = {
     "pydantic_ai_v5.jsonl": lambda p: record_pydantic_ai(p, content=True, version=5),
     "pydantic_ai_v5_no_content.jsonl": lambda p: record_pydantic_ai(p, content=False, version=5),
     "pydantic_ai_v2.jsonl": lambda p: record_pydantic_ai(p, content=True, version=2),

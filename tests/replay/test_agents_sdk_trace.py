@@ -19,6 +19,11 @@ def one_run(path: Path) -> RecordedRun:
     return run
 
 
+def steps(run: RecordedRun) -> list[Any]:
+    """The run's steps, typed loosely: each test checks the kind of the steps it reads."""
+    return list(run.steps)
+
+
 def posts(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -55,7 +60,7 @@ class TestAgentsSdkExport:
     ) -> None:
         """Responses API: a response span holds only its id and usage; its calls are the
         function spans after it, with their arguments; the answer's text is not recorded."""
-        first, results, last = list(one_run(span_recordings / "agents_responses.jsonl").steps)
+        first, results, last = steps(one_run(span_recordings / "agents_responses.jsonl"))
         assert [(c.name, c.arguments) for c in first.turn.tool_calls] == [
             ("delete_file", {"path": "/etc/x"}),
             ("read_file", {"path": "/tmp/a"}),
@@ -67,7 +72,7 @@ class TestAgentsSdkExport:
     def test_without_sensitive_data_calls_have_no_arguments(self, span_recordings: Path) -> None:
         """`trace_include_sensitive_data=False`: names only, arguments counted as not recorded."""
         run = one_run(span_recordings / "agents_chat_no_content.jsonl")
-        first, results, _ = list(run.steps)
+        first, results, _ = steps(run)
         assert [(c.name, c.arguments) for c in first.turn.tool_calls] == [
             ("delete_file", {}),
             ("read_file", {}),
