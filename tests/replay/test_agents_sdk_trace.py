@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentfsm._replay.trajectories import FORMATS, ModelOutput, RecordedRun, ToolResults, read_runs
 from agentfsm._replay.trajectories._otel import NOT_RECORDED
 from agentfsm.exceptions import TraceError
+from tests.replay.test_otel_reader import JSON, read_all
 
 
 def one_run(path: Path) -> RecordedRun:
@@ -138,3 +141,34 @@ class TestBadItems:
         path.write_text((span_recordings / "agents_chat.jsonl").read_text() + '{"data": 1}\n')
         with pytest.raises(TraceError, match=rf"^{re.escape(str(path))}:2: expected an Agents SDK"):
             list(read_runs(path))
+
+
+KEYS = st.sampled_from(
+    [
+        *("object", "trace_id", "started_at", "span_data", "error", "type"),
+        *("output", "input", "name", "usage", "model", "data"),
+    ]
+)
+
+
+class TestAnyDamage:
+    @given(where=st.integers(min_value=0), key=KEYS, value=JSON, top=st.booleans())
+    def test_a_damaged_export_reads_or_fails_naming_the_file(
+        self,
+        span_recordings: Path,
+        tmp_path_factory: pytest.TempPathFactory,
+        where: int,
+        key: str,
+        value: Any,
+        top: bool,
+    ) -> None:
+        """Any JSON put in place of an item's field or its span data's: the runs read, or a
+        TraceError names the file; nothing else escapes."""
+        (post,) = posts(span_recordings / "agents_chat.jsonl")
+        item = post["data"][where % len(post["data"])]
+        target = item if top or "span_data" not in item else item["span_data"]
+        target[key] = value
+        path = tmp_path_factory.mktemp("damaged") / "export.jsonl"
+        path.write_text(json.dumps(post) + "\n")
+        failure = read_all(path)
+        assert failure is None or failure.startswith(str(path))

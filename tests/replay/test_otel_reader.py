@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import agentfsm as af
 from agentfsm._replay.engine import replay_run
@@ -212,3 +214,72 @@ class TestBadSpans:
             f"{path}: resourceSpans[0].scopeSpans[0].spans[0] (span {span['spanId']}): "
             "'startTimeUnixNano' 'soon' is not a whole number"
         )
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=8)
+    | st.sampled_from(["chat", "execute_tool", "[", "[{}]", '[{"parts": 1}]', "12"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=8,
+)
+"""Any JSON value, with the strings the reader looks for."""
+
+
+def read_all(path: Path) -> str | None:
+    """Read every step of every run: None, or the TraceError's message."""
+    try:
+        for run in read_runs(path):
+            list(run.steps)
+    except TraceError as exc:
+        return str(exc)
+    return None
+
+
+KEYS = st.sampled_from(
+    ["value", "stringValue", "intValue", "arrayValue", "kvlistValue", "key", "attributes"]
+)
+
+
+class TestAnyDamage:
+    @given(
+        name=st.sampled_from(["pydantic_ai_v5.jsonl", "pydantic_ai_v5_no_content.jsonl"]),
+        where=st.integers(min_value=0),
+        key=KEYS,
+        value=JSON,
+        whole=st.booleans(),
+        as_text=st.booleans(),
+    )
+    def test_a_damaged_recording_reads_or_fails_naming_the_file(
+        self,
+        span_recordings: Path,
+        tmp_path_factory: pytest.TempPathFactory,
+        name: str,
+        where: int,
+        key: str,
+        value: Any,
+        whole: bool,
+        as_text: bool,
+    ) -> None:
+        """Any JSON (or JSON text, as the message attributes hold) put in place of a span, an
+        attribute or one of its parts: the runs read, or a TraceError names the file; nothing
+        else escapes."""
+        value = json.dumps(value) if as_text else value
+        docs = lines(span_recordings / name)
+        every = [s for d in docs for s in spans(d)]
+        span = every[where % len(every)]
+        if whole:
+            span.clear()
+            span.update({key: value})
+        else:
+            attribute = span["attributes"][where % len(span["attributes"])]
+            target = attribute if key in ("value", "key") else attribute["value"]
+            target[key] = value
+        path = tmp_path_factory.mktemp("damaged") / "spans.jsonl"
+        path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+        failure = read_all(path)
+        assert failure is None or failure.startswith(str(path))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
@@ -57,7 +57,8 @@ class _Trace:
 
 
 def _is_item(obj: Any) -> bool:
-    return isinstance(obj, Mapping) and obj.get("object") in _OBJECTS
+    kind = obj.get("object") if isinstance(obj, Mapping) else None
+    return isinstance(kind, str) and kind in _OBJECTS
 
 
 def _items_of(doc: Any) -> list[Any] | None:
@@ -136,9 +137,12 @@ def _add(item: Any, where: int | str, traces: dict[str, _Trace]) -> None:
 
 def _started(raw: Any) -> datetime:
     try:
-        return datetime.fromisoformat(raw)
+        when = datetime.fromisoformat(raw)
     except (TypeError, ValueError) as exc:
         raise _BadItemError(f"'started_at' {raw!r:.60} is not an ISO 8601 time") from exc
+    # The SDK writes UTC with its offset; a time without one is taken as UTC, so that the
+    # two kinds compare instead of failing the sort.
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[RecordedRun]:

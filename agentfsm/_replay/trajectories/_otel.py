@@ -112,7 +112,7 @@ class _Span:
     attrs: dict[str, Any]
     failed: str | None
     """The status message when the span's status is an error ("" when it gives none)."""
-    operation: str
+    operation: str | None
 
 
 @dataclass(slots=True)
@@ -155,6 +155,9 @@ def _collect(
                 label = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
                 try:
                     _add(span, line, label, traces)
+                except RecursionError:  # an attribute value nested deeper than Python recurses
+                    exc = _BadSpanError("an attribute value nests too deeply to be read")
+                    report(errors, located(path, label if line is None else line, str(exc)))
                 except _BadSpanError as exc:
                     if isinstance(span, Mapping) and isinstance(span.get("spanId"), str):
                         label += f" (span {span['spanId']})"
@@ -173,6 +176,8 @@ def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> 
         raise _BadSpanError(f"a span must be a JSON object, not {type(span).__name__}")
     attrs = attributes(span.get("attributes"))
     operation = attrs.get("gen_ai.operation.name")
+    if not isinstance(operation, str):
+        operation = None
     trace_id = span_id(span.get("traceId"), 16, "traceId")
     trace = traces.setdefault(trace_id, _Trace())
     failed = _failure(span.get("status"))
@@ -321,7 +326,9 @@ def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[Reco
 def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) -> Iterator[Step]:
     pending: list[ToolResult] = []
     by_call = {
-        s.attrs.get("gen_ai.tool.call.id"): s for s in spans if s.operation == TOOL_OPERATION
+        s.attrs["gen_ai.tool.call.id"]: s
+        for s in spans
+        if s.operation == TOOL_OPERATION and isinstance(s.attrs.get("gen_ai.tool.call.id"), str)
     }
     for n, span in enumerate(spans):
         try:
@@ -335,6 +342,9 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
             turn, unknown = _model_turn(span, by_call, following)
         except _BadSpanError as exc:
             report(errors, _located(path, span, str(exc)))
+            continue
+        except RecursionError:  # output messages nested deeper than Python recurses
+            report(errors, _located(path, span, "the output messages nest too deeply to be read"))
             continue
         except RunError as exc:
             report(errors, wrap_run_error(path, span.where, exc))
@@ -370,7 +380,7 @@ def _tools_after(spans: list[_Span], n: int) -> list[_Span]:
 
 
 def _model_turn(
-    span: _Span, by_call: Mapping[Any, _Span], following: list[_Span]
+    span: _Span, by_call: Mapping[str, _Span], following: list[_Span]
 ) -> tuple[ModelTurn, int]:
     attrs = span.attrs
     raw = attrs.get("gen_ai.output.messages")
@@ -412,7 +422,7 @@ def _json_list(raw: Any, key: str) -> list[Any]:
 
 
 def _output(
-    messages: list[Any], by_call: Mapping[Any, _Span]
+    messages: list[Any], by_call: Mapping[str, _Span]
 ) -> tuple[str, list[Call], str | None]:
     texts: list[str] = []
     calls: list[Call] = []
@@ -434,7 +444,7 @@ def _output(
     return "".join(texts), calls, finish
 
 
-def _call_of_part(part: Mapping[str, Any], by_call: Mapping[Any, _Span]) -> Call:
+def _call_of_part(part: Mapping[str, Any], by_call: Mapping[str, _Span]) -> Call:
     name = part.get("name")
     if not isinstance(name, str) or not name:
         raise _BadSpanError("a tool_call part has no name")
