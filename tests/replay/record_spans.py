@@ -94,11 +94,7 @@ def record_pydantic_ai(
     out: Path, *, content: bool, version: Literal[2, 5], hex_ids: bool = True
 ) -> None:
     """One pydantic-ai run, its spans written as OTLP JSON lines to `out`."""
-    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from pydantic_ai import Agent, InstrumentationSettings
@@ -132,6 +128,16 @@ def record_pydantic_ai(
         agent.run_sync("Clean up /etc/x and show me /tmp/a.")
         provider.force_flush()
         provider.shutdown()
+    _write_otlp(out, received, hex_ids=hex_ids)
+
+
+def _write_otlp(out: Path, received: list[bytes], *, hex_ids: bool) -> None:
+    """Write each OTLP/HTTP request received as one line of OTLP JSON."""
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
     lines = []
     for body in received:
         request = ExportTraceServiceRequest()
@@ -223,6 +229,21 @@ def responses_server() -> Iterator[str]:
 
 def record_agents_sdk(out: Path, *, sensitive: bool, api: str) -> None:
     """One Agents SDK run (`api` "chat" or "responses"), its trace export written to `out`."""
+    from agents import set_trace_processors
+    from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
+
+    with receiver() as (url, received):
+        exporter = BackendSpanExporter(api_key="sk-local", endpoint=f"{url}/v1/traces/ingest")
+        processor = BatchTraceProcessor(exporter)
+        set_trace_processors([processor])
+        _run_agents_sdk(api, sensitive=sensitive)
+        processor.force_flush()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
+        processor.shutdown()
+    out.write_text("".join(body.decode() + "\n" for body in received))
+
+
+def _run_agents_sdk(api: str, *, sensitive: bool) -> None:
+    """Run the cleaner agent once against a real server on 127.0.0.1 (`api`: chat or responses)."""
     from agents import (
         Agent,
         OpenAIChatCompletionsModel,
@@ -230,9 +251,7 @@ def record_agents_sdk(out: Path, *, sensitive: bool, api: str) -> None:
         RunConfig,
         Runner,
         function_tool,
-        set_trace_processors,
     )
-    from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
     from openai import AsyncOpenAI
 
     from agentfsm.testing import ScriptedServer, say, scripted_call, tool_calls
@@ -245,10 +264,7 @@ def record_agents_sdk(out: Path, *, sensitive: bool, api: str) -> None:
         ),
         say("Cleaned up."),
     ]
-    with receiver() as (url, received), ScriptedServer(script) as chat, responses_server() as rsp:
-        exporter = BackendSpanExporter(api_key="sk-local", endpoint=f"{url}/v1/traces/ingest")
-        processor = BatchTraceProcessor(exporter)
-        set_trace_processors([processor])
+    with ScriptedServer(script) as chat, responses_server() as rsp:
         base = f"{chat.url}/v1" if api == "chat" else rsp
         client = AsyncOpenAI(base_url=base, api_key="sk-local")
         model: Any = (
@@ -263,9 +279,30 @@ def record_agents_sdk(out: Path, *, sensitive: bool, api: str) -> None:
         )
         config = RunConfig(trace_include_sensitive_data=sensitive)
         asyncio.run(Runner.run(agent, "Clean up /etc/x and show me /tmp/a.", run_config=config))
-        processor.force_flush()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
-        processor.shutdown()
-    out.write_text("".join(body.decode() + "\n" for body in received))
+
+
+def record_agents_otel(out: Path, *, content: bool, api: str) -> None:
+    """One Agents SDK run, its spans turned into GenAI spans by OpenTelemetry's own
+    instrumentation (`opentelemetry-instrumentation-openai-agents-v2`), sent over OTLP/HTTP."""
+    from agents import set_trace_processors
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    with receiver() as (url, received):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{url}/v1")))
+        set_trace_processors([])  # only the instrumentation's processor: nothing posted to OpenAI
+        instrumentor = OpenAIAgentsInstrumentor()
+        instrumentor.instrument(tracer_provider=provider, capture_message_content=content)
+        try:
+            _run_agents_sdk(api, sensitive=content)
+        finally:
+            instrumentor.uninstrument()
+        provider.force_flush()
+        provider.shutdown()
+    _write_otlp(out, received, hex_ids=True)
 
 
 RECORDINGS: dict[str, Callable[[Path], None]] = {
@@ -278,6 +315,9 @@ RECORDINGS: dict[str, Callable[[Path], None]] = {
     "agents_chat.jsonl": lambda p: record_agents_sdk(p, sensitive=True, api="chat"),
     "agents_chat_no_content.jsonl": lambda p: record_agents_sdk(p, sensitive=False, api="chat"),
     "agents_responses.jsonl": lambda p: record_agents_sdk(p, sensitive=True, api="responses"),
+    "agents_otel_chat.jsonl": lambda p: record_agents_otel(p, content=True, api="chat"),
+    "agents_otel_responses.jsonl": lambda p: record_agents_otel(p, content=True, api="responses"),
+    "agents_otel_no_content.jsonl": lambda p: record_agents_otel(p, content=False, api="chat"),
 }
 """Every recording, by file name."""
 

@@ -125,6 +125,41 @@ class TestPydanticAiSpans:
         assert "names argument 'path', which this call does not have" in blind.decisions[0].reason
 
 
+class TestAgentsSdkOtelSpans:
+    """Spans from OpenTelemetry's own Agents SDK instrumentation, which writes the model's
+    calls into `gen_ai.output.messages` as text and gives its tool spans no call id."""
+
+    @pytest.mark.parametrize("name", ["agents_otel_chat.jsonl", "agents_otel_responses.jsonl"])
+    def test_the_calls_are_the_tool_spans_that_follow(
+        self, name: str, span_recordings: Path
+    ) -> None:
+        """An output naming no call, followed by tool spans: those spans are its calls, with
+        their arguments; their results follow; the last output is the answer."""
+        run = one_run(span_recordings / name)
+        first, results, last = steps(run)
+        assert [(c.name, c.arguments) for c in first.turn.tool_calls] == [
+            ("delete_file", {"path": "/etc/x"}),
+            ("read_file", {"path": "/tmp/a"}),
+        ]
+        assert [r.content for r in results.results] == ["deleted /etc/x", "text of /tmp/a"]
+        assert last.turn.text == "Cleaned up."
+        assert not last.turn.tool_calls
+        assert run.info["calls_without_arguments"] == 0
+
+    def test_without_content_the_tool_spans_give_names_only(self, span_recordings: Path) -> None:
+        """Content capture off: no output messages; the tool spans give the calls' names, the
+        arguments are counted as not recorded, and the answer's text is not recorded."""
+        run = one_run(span_recordings / "agents_otel_no_content.jsonl")
+        first, results, last = steps(run)
+        assert [(c.name, c.arguments) for c in first.turn.tool_calls] == [
+            ("delete_file", {}),
+            ("read_file", {}),
+        ]
+        assert run.info["calls_without_arguments"] == 2
+        assert [r.content for r in results.results] == [NOT_RECORDED, NOT_RECORDED]
+        assert last.turn.text == NOT_RECORDED
+
+
 def broken(path: Path, tmp_path: Path, change: Any, *, line: int = 0) -> Path:
     """A copy of a real recording with one request changed by `change(request)`."""
     docs = lines(path)

@@ -10,8 +10,20 @@ import pytest
 
 from tests.processes import python
 
-RECORDINGS = ["pydantic_ai_v5.jsonl", "agents_chat.jsonl", "agents_responses.jsonl"]
-BLIND = ["pydantic_ai_v5_no_content.jsonl", "agents_chat_no_content.jsonl"]
+FORMATS = {
+    "pydantic_ai_v5.jsonl": "otel-genai",
+    "agents_otel_chat.jsonl": "otel-genai",
+    "agents_chat.jsonl": "openai-agents-trace",
+    "agents_responses.jsonl": "openai-agents-trace",
+}
+"""Recordings of pydantic-ai's spans, OpenTelemetry's Agents SDK instrumentation and the Agents
+SDK's own export, with the format each is read as."""
+RECORDINGS = list(FORMATS)
+BLIND = [
+    "pydantic_ai_v5_no_content.jsonl",
+    "agents_otel_no_content.jsonl",
+    "agents_chat_no_content.jsonl",
+]
 
 
 @pytest.fixture
@@ -53,14 +65,10 @@ class TestReplayUnderANewPolicy:
         )
         assert done.returncode == 1, done.stderr
         *runs, totals = [json.loads(line) for line in done.stdout.splitlines()]
-        assert [r["format"] for r in runs] == [
-            "otel-genai",
-            "openai-agents-trace",
-            "openai-agents-trace",
-        ]
+        assert [r["format"] for r in runs] == list(FORMATS.values())
         assert all(r["differs"] for r in runs)
         assert all(r["first_difference"]["turn"] == 1 for r in runs)
-        assert totals["totals"]["runs"] == 3
+        assert totals["totals"]["runs"] == len(FORMATS)
 
     @pytest.mark.parametrize("name", BLIND)
     def test_without_content_a_deny_on_the_path_asks(

@@ -10,12 +10,14 @@ by trace id, one run per trace, and read in start-time order:
 - a tool span (`execute_tool`) is one tool result: `gen_ai.tool.call.result` (pydantic-ai's
   older `tool_response`), failed when the span's status is an error.
 
-When content capture was off, a call's arguments were not recorded. An answer's text and a
-tool's result then read as `NOT_RECORDED`. The call is read with
-no arguments (`{}`), never with invented ones, and counted in the run's
-`info["calls_without_arguments"]`: an allow rule naming an argument never matches it, a
-deny or ask rule naming one asks (`agentfsm._permissions`). A model span with no output
-messages at all takes its calls from the tool spans that follow it, and its text is unknown.
+When content capture was off, a call's arguments were not recorded: the call is read with no
+arguments (`{}`), never with invented ones, and counted in the run's
+`info["calls_without_arguments"]`; an allow rule naming an argument never matches it, a deny or
+ask rule naming one asks (`agentfsm._permissions`). An answer's text and a tool's result not
+recorded read as `NOT_RECORDED`. A model span with no output
+messages at all, or whose messages name no call though tool spans follow it, takes its calls
+from those tool spans (with their `gen_ai.tool.call.arguments`); without messages its text is
+`NOT_RECORDED`. Agents nested in one trace (an agent run as a tool) read as one sequence.
 The whole file is read before the first run is yielded: a trace's spans may be spread over
 many requests.
 """
@@ -387,9 +389,15 @@ def _model_turn(
     if raw is None:
         # No output recorded: the calls are the tools that ran after it; the text is unknown.
         calls = [_call_of_tool(tool) for tool in following]
-        text, finish = "", ("tool_call" if calls else None)
+        text, finish = ("" if calls else NOT_RECORDED), ("tool_call" if calls else None)
     else:
         text, calls, finish = _output(_json_list(raw, "gen_ai.output.messages"), by_call)
+        if not calls and following:
+            # Tools ran after an output that names no call: the messages do not hold the calls
+            # (OpenTelemetry's Agents SDK instrumentation writes them as text); the tool spans
+            # that follow are the calls, as for an output not recorded.
+            calls = [_call_of_tool(tool) for tool in following]
+            finish = "tool_call"
     reasons = attrs.get("gen_ai.response.finish_reasons")
     if finish is None and isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
         finish = reasons[0]
