@@ -91,9 +91,15 @@ def _hex_ids(value: Any) -> Any:
 
 
 def record_pydantic_ai(
-    out: Path, *, content: bool, version: Literal[2, 5], hex_ids: bool = True
+    out: Path,
+    *,
+    content: bool,
+    version: Literal[2, 5],
+    hex_ids: bool = True,
+    deleted: str = DELETED,
 ) -> None:
-    """One pydantic-ai run, its spans written as OTLP JSON lines to `out`."""
+    """One pydantic-ai run, its spans written as OTLP JSON lines to `out`; deleting a path
+    that does not exist (`deleted`) fails the tool, and the run with it."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -106,7 +112,7 @@ def record_pydantic_ai(
         if len(messages) == 1:
             return ModelResponse(
                 parts=[
-                    ToolCallPart("delete_file", {"path": DELETED}, tool_call_id="call_del"),
+                    ToolCallPart("delete_file", {"path": deleted}, tool_call_id="call_del"),
                     ToolCallPart("read_file", {"path": READ}, tool_call_id="call_read"),
                 ]
             )
@@ -125,7 +131,10 @@ def record_pydantic_ai(
             tools=[files.delete_file, files.read_file],
             capabilities=[Instrumentation(settings)],
         )
-        agent.run_sync("Clean up /etc/x and show me /tmp/a.")
+        try:
+            agent.run_sync("Clean up /etc/x and show me /tmp/a.")
+        except FileNotFoundError:
+            assert deleted != DELETED  # only the run told to delete a missing file fails
         provider.force_flush()
         provider.shutdown()
     _write_otlp(out, received, hex_ids=hex_ids)
@@ -311,6 +320,9 @@ RECORDINGS: dict[str, Callable[[Path], None]] = {
     "pydantic_ai_v2.jsonl": lambda p: record_pydantic_ai(p, content=True, version=2),
     "pydantic_ai_base64_ids.jsonl": lambda p: record_pydantic_ai(
         p, content=True, version=5, hex_ids=False
+    ),
+    "pydantic_ai_tool_fails.jsonl": lambda p: record_pydantic_ai(
+        p, content=True, version=5, deleted="/etc/missing"
     ),
     "agents_chat.jsonl": lambda p: record_agents_sdk(p, sensitive=True, api="chat"),
     "agents_chat_no_content.jsonl": lambda p: record_agents_sdk(p, sensitive=False, api="chat"),

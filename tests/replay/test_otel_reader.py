@@ -125,6 +125,42 @@ class TestPydanticAiSpans:
         assert "names argument 'path', which this call does not have" in blind.decisions[0].reason
 
 
+class TestFailures:
+    def test_a_failed_tool_and_run_carry_the_exception(self, span_recordings: Path) -> None:
+        """A tool that raised: its span's error status and exception event make a failed
+        result saying what was raised; the agent run's error is how the recording ended."""
+        run = one_run(span_recordings / "pydantic_ai_tool_fails.jsonl")
+        first, results = steps(run)
+        assert [c.arguments for c in first.turn.tool_calls] == [
+            {"path": "/etc/missing"},
+            {"path": "/tmp/a"},
+        ]
+        failed, read = results.results
+        assert failed.is_error
+        assert failed.content.startswith("FileNotFoundError: [Errno 2] No such file or directory")
+        assert not read.is_error
+        assert run.end is not None
+        assert run.end.startswith("error: FileNotFoundError")
+
+    def test_spans_without_genai_ones_are_an_error(
+        self, span_recordings: Path, tmp_path: Path
+    ) -> None:
+        """Only the agent-run spans kept: the file is refused, not read as no runs at all."""
+        docs = lines(span_recordings / "pydantic_ai_v5.jsonl")
+        for doc in docs:
+            for resource in doc["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    scope["spans"] = [s for s in scope["spans"] if "parentSpanId" not in s]
+        path = tmp_path / "agent-runs.jsonl"
+        path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+        with pytest.raises(TraceError) as caught:
+            list(read_runs(path))
+        assert str(caught.value) == (
+            f"{path}: the file: 1 trace(s) and not one GenAI model or tool span "
+            "(gen_ai.operation.name chat, generate_content, text_completion or execute_tool)"
+        )
+
+
 class TestAgentsSdkOtelSpans:
     """Spans from OpenTelemetry's own Agents SDK instrumentation, which writes the model's
     calls into `gen_ai.output.messages` as text and gives its tool spans no call id."""

@@ -182,7 +182,7 @@ def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> 
         operation = None
     trace_id = span_id(span.get("traceId"), 16, "traceId")
     trace = traces.setdefault(trace_id, _Trace())
-    failed = _failure(span.get("status"))
+    failed = _failure(span.get("status"), span.get("events"))
     if operation == "invoke_agent" and not span.get("parentSpanId"):
         trace.agent = _text(attrs.get("gen_ai.agent.name"))
         trace.failed = failed
@@ -300,11 +300,20 @@ def _nanos(raw: Any) -> int:
         raise _BadSpanError(f"'startTimeUnixNano' {raw!r:.60} is not a whole number") from exc
 
 
-def _failure(status: Any) -> str | None:
-    if isinstance(status, Mapping) and status.get("code") in _STATUS_ERROR:
-        message = status.get("message")
-        return message if isinstance(message, str) else ""
-    return None
+def _failure(status: Any, events: Any) -> str | None:
+    """Why a span failed: its status message, else its `exception` event; None if it did not."""
+    code = status.get("code") if isinstance(status, Mapping) else None
+    if not isinstance(code, int | str) or code not in _STATUS_ERROR:
+        return None
+    message = status.get("message")
+    if isinstance(message, str) and message:
+        return message
+    for event in events if isinstance(events, list) else ():
+        if isinstance(event, Mapping) and event.get("name") == "exception":
+            raised = attributes(event.get("attributes"))
+            kind, said = raised.get("exception.type"), raised.get("exception.message")
+            return ": ".join(str(p) for p in (kind, said) if isinstance(p, str) and p)
+    return ""
 
 
 def _text(value: Any) -> str | None:
@@ -312,6 +321,14 @@ def _text(value: Any) -> str | None:
 
 
 def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[RecordedRun]:
+    if traces and not any(trace.spans for trace in traces.values()):
+        # Spans of another kind (HTTP, a database, another convention): nothing to replay,
+        # which must not read as a file of runs that all passed.
+        what = (
+            f"{len(traces)} trace(s) and not one GenAI model or tool span "
+            "(gen_ai.operation.name chat, generate_content, text_completion or execute_tool)"
+        )
+        report(errors, located(path, "the file", what))
     for trace_id, trace in traces.items():
         if not trace.spans:
             continue
@@ -490,5 +507,5 @@ def _result(span: _Span) -> ToolResult:
             content = span.attrs[key]
             break
     if content is None:
-        content = span.failed or NOT_RECORDED
+        content = NOT_RECORDED if span.failed is None else span.failed or "the tool failed"
     return result_of(call.id, content, span.failed is not None, call.name)
