@@ -24,10 +24,7 @@ many requests.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +33,7 @@ from agentfsm._model.types import ModelTurn, ToolResult
 from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report, wrap_run_error
 from agentfsm._replay.trajectories._model import ModelOutput, RecordedRun, Step, ToolResults
 from agentfsm._replay.trajectories._openai import normalized, result_of
+from agentfsm._replay.trajectories._otlp_json import BadSpanError, attributes, read_int, span_id
 from agentfsm.exceptions import DataError, RunError, TraceError
 
 __all__ = ["NAME", "Call", "chat_turn", "detect", "read_doc", "read_jsonl"]
@@ -47,12 +45,7 @@ NOT_RECORDED = "[not recorded: content capture was off]"
 """The text of an answer, or the content of a tool result, that the recording does not hold."""
 _FINISH = {"tool_call": "tool_calls"}
 """Semantic-convention finish reasons whose chat-completions spelling differs."""
-_HEX = re.compile(r"[0-9a-fA-F]+")
 _STATUS_ERROR = (2, "STATUS_CODE_ERROR")
-
-
-class _BadSpanError(Exception):
-    """A span this reader cannot use; the caller locates it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +151,9 @@ def _collect(
                 try:
                     _add(span, line, label, traces)
                 except RecursionError:  # an attribute value nested deeper than Python recurses
-                    exc = _BadSpanError("an attribute value nests too deeply to be read")
+                    exc = BadSpanError("an attribute value nests too deeply to be read")
                     report(errors, located(path, label if line is None else line, str(exc)))
-                except _BadSpanError as exc:
+                except BadSpanError as exc:
                     if isinstance(span, Mapping) and isinstance(span.get("spanId"), str):
                         label += f" (span {span['spanId']})"
                     where: int | str = label if line is None else line
@@ -175,7 +168,7 @@ def _list(obj: Any, key: str) -> list[Any]:
 
 def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> None:
     if not isinstance(span, Mapping):
-        raise _BadSpanError(f"a span must be a JSON object, not {type(span).__name__}")
+        raise BadSpanError(f"a span must be a JSON object, not {type(span).__name__}")
     attrs = attributes(span.get("attributes"))
     operation = attrs.get("gen_ai.operation.name")
     if not isinstance(operation, str):
@@ -193,111 +186,11 @@ def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> 
     trace.spans.append(_Span(trace_id, start, where, label, attrs, failed, operation))
 
 
-def attributes(raw: Any) -> dict[str, Any]:
-    """An OTLP attribute list (`[{key, value: AnyValue}]`) as a plain dict."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, list):
-        raise _BadSpanError(f"'attributes' must be a list, not {type(raw).__name__}")
-    out: dict[str, Any] = {}
-    for n, item in enumerate(raw):
-        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
-            raise _BadSpanError(f"attribute {n} is not {{'key': <string>, 'value': <AnyValue>}}")
-        out[item["key"]] = any_value(item.get("value"), item["key"])
-    return out
-
-
-def any_value(value: Any, key: str) -> Any:
-    """One OTLP `AnyValue` as a Python value (`intValue` may be a JSON string, as int64 is)."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise _BadSpanError(f"attribute {key!r}: the value must be an AnyValue object")
-    for kind, read in _VALUE_KINDS.items():
-        if kind in value:
-            try:
-                return read(value[kind], key)
-            except (TypeError, ValueError) as exc:
-                raise _BadSpanError(
-                    f"attribute {key!r}: {kind} {value[kind]!r:.60} ({exc})"
-                ) from exc
-    if not value:
-        return None
-    raise _BadSpanError(f"attribute {key!r}: unknown value kind {sorted(value)[0]!r}")
-
-
-def _int(raw: Any, key: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int | str):
-        raise TypeError("not an integer")
-    return int(raw)
-
-
-def _array(raw: Any, key: str) -> list[Any]:
-    values = raw.get("values", []) if isinstance(raw, Mapping) else None
-    if not isinstance(values, list):
-        raise TypeError("not {'values': [...]}")
-    return [any_value(v, key) for v in values]
-
-
-def _kvlist(raw: Any, key: str) -> dict[str, Any]:
-    values = raw.get("values", []) if isinstance(raw, Mapping) else None
-    if not isinstance(values, list):
-        raise TypeError("not {'values': [...]}")
-    return attributes(values)
-
-
-def _string(raw: Any, key: str) -> str:
-    if not isinstance(raw, str):
-        raise TypeError("not a string")
-    return raw
-
-
-def _bool(raw: Any, key: str) -> bool:
-    if not isinstance(raw, bool):
-        raise TypeError("not a boolean")
-    return raw
-
-
-def _double(raw: Any, key: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
-        raise TypeError("not a number")
-    return float(raw)
-
-
-_VALUE_KINDS = {
-    "stringValue": _string,
-    "intValue": _int,
-    "boolValue": _bool,
-    "doubleValue": _double,
-    "arrayValue": _array,
-    "kvlistValue": _kvlist,
-    "bytesValue": _string,
-}
-
-
-def span_id(raw: Any, size: int, what: str) -> str:
-    """A trace or span id as lowercase hex: the OTLP JSON spec writes hex; protobuf's own JSON
-    mapping (`MessageToDict`) writes the bytes as base64, so both are read."""
-    if not isinstance(raw, str) or not raw:
-        raise _BadSpanError(f"'{what}' is missing")
-    if len(raw) == 2 * size and _HEX.fullmatch(raw):
-        return raw.lower()
-    try:
-        decoded = base64.b64decode(raw, validate=True)
-    except (binascii.Error, ValueError):
-        decoded = b""
-    if len(decoded) != size:
-        raise _BadSpanError(
-            f"'{what}' {raw!r:.60} is neither {2 * size} hex digits nor {size} bytes"
-        )
-    return decoded.hex()
-
-
 def _nanos(raw: Any) -> int:
     try:
-        return _int(raw, "startTimeUnixNano")
+        return read_int(raw, "startTimeUnixNano")
     except (TypeError, ValueError) as exc:
-        raise _BadSpanError(f"'startTimeUnixNano' {raw!r:.60} is not a whole number") from exc
+        raise BadSpanError(f"'startTimeUnixNano' {raw!r:.60} is not a whole number") from exc
 
 
 def _failure(status: Any, events: Any) -> str | None:
@@ -359,7 +252,7 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
                 pending = []
             following = _tools_after(spans, n)
             turn, unknown = _model_turn(span, by_call, following)
-        except _BadSpanError as exc:
+        except BadSpanError as exc:
             report(errors, _located(path, span, str(exc)))
             continue
         except RecursionError:  # output messages nested deeper than Python recurses
@@ -431,7 +324,7 @@ def _count(attrs: Mapping[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _BadSpanError(f"attribute {key!r} is {value!r:.60}, not a token count")
+        raise BadSpanError(f"attribute {key!r} is {value!r:.60}, not a token count")
     return value
 
 
@@ -440,9 +333,9 @@ def _json_list(raw: Any, key: str) -> list[Any]:
         try:
             raw = json.loads(raw)
         except ValueError as exc:
-            raise _BadSpanError(f"attribute {key!r} is not valid JSON ({exc})") from exc
+            raise BadSpanError(f"attribute {key!r} is not valid JSON ({exc})") from exc
     if not isinstance(raw, list):
-        raise _BadSpanError(f"attribute {key!r} must be a JSON list of messages")
+        raise BadSpanError(f"attribute {key!r} must be a JSON list of messages")
     return raw
 
 
@@ -454,12 +347,12 @@ def _output(
     finish = None
     for message in messages:
         if not isinstance(message, Mapping):
-            raise _BadSpanError("an output message is not a JSON object")
+            raise BadSpanError("an output message is not a JSON object")
         if isinstance(message.get("finish_reason"), str):
             finish = message["finish_reason"]
         for part in message.get("parts") or ():
             if not isinstance(part, Mapping):
-                raise _BadSpanError("a message part is not a JSON object")
+                raise BadSpanError("a message part is not a JSON object")
             if part.get("type") == "text":
                 # a text part without content: there was an answer, capture was off
                 content = part.get("content")
@@ -472,14 +365,14 @@ def _output(
 def _call_of_part(part: Mapping[str, Any], by_call: Mapping[str, _Span]) -> Call:
     name = part.get("name")
     if not isinstance(name, str) or not name:
-        raise _BadSpanError("a tool_call part has no name")
+        raise BadSpanError("a tool_call part has no name")
     raw_id = part.get("id")
     call_id = raw_id if isinstance(raw_id, str) else ""
     arguments = part.get("arguments")
     if arguments is None and call_id in by_call:
         arguments = _tool_arguments(by_call[call_id].attrs)
     if arguments is not None and not isinstance(arguments, dict | str):
-        raise _BadSpanError(f"tool call {name!r}: arguments must be a JSON object or string")
+        raise BadSpanError(f"tool call {name!r}: arguments must be a JSON object or string")
     return Call(call_id, name, arguments)
 
 
@@ -494,7 +387,7 @@ def _tool_arguments(attrs: Mapping[str, Any]) -> dict[str, Any] | str | None:
 def _call_of_tool(span: _Span) -> Call:
     name = span.attrs.get("gen_ai.tool.name")
     if not isinstance(name, str) or not name:
-        raise _BadSpanError("an execute_tool span has no 'gen_ai.tool.name'")
+        raise BadSpanError("an execute_tool span has no 'gen_ai.tool.name'")
     call_id = span.attrs.get("gen_ai.tool.call.id")
     return Call(call_id if isinstance(call_id, str) else "", name, _tool_arguments(span.attrs))
 
