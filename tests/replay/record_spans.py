@@ -97,9 +97,11 @@ def record_pydantic_ai(
     version: Literal[2, 5],
     hex_ids: bool = True,
     deleted: str = DELETED,
+    model_fails: bool = False,
 ) -> None:
     """One pydantic-ai run, its spans written as OTLP JSON lines to `out`; deleting a path
-    that does not exist (`deleted`) fails the tool, and the run with it."""
+    that does not exist (`deleted`) fails the tool, and the run with it; `model_fails` makes
+    the second model call raise."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -116,6 +118,8 @@ def record_pydantic_ai(
                     ToolCallPart("read_file", {"path": READ}, tool_call_id="call_read"),
                 ]
             )
+        if model_fails:
+            raise ConnectionError("the model is down")
         return ModelResponse(parts=[TextPart("Cleaned up.")])
 
     files = Files()
@@ -135,6 +139,8 @@ def record_pydantic_ai(
             agent.run_sync("Clean up /etc/x and show me /tmp/a.")
         except FileNotFoundError:
             assert deleted != DELETED  # only the run told to delete a missing file fails
+        except ConnectionError:
+            assert model_fails
         provider.force_flush()
         provider.shutdown()
     _write_otlp(out, received, hex_ids=hex_ids)
@@ -236,8 +242,9 @@ def responses_server() -> Iterator[str]:
         httpd.server_close()
 
 
-def record_agents_sdk(out: Path, *, sensitive: bool, api: str) -> None:
-    """One Agents SDK run (`api` "chat" or "responses"), its trace export written to `out`."""
+def record_agents_sdk(out: Path, *, sensitive: bool, api: str, model_fails: bool = False) -> None:
+    """One Agents SDK run (`api` "chat" or "responses"), its trace export written to `out`;
+    `model_fails` answers the second model call with HTTP 400."""
     from agents import set_trace_processors
     from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
 
@@ -245,13 +252,13 @@ def record_agents_sdk(out: Path, *, sensitive: bool, api: str) -> None:
         exporter = BackendSpanExporter(api_key="sk-local", endpoint=f"{url}/v1/traces/ingest")
         processor = BatchTraceProcessor(exporter)
         set_trace_processors([processor])
-        _run_agents_sdk(api, sensitive=sensitive)
+        _run_agents_sdk(api, sensitive=sensitive, model_fails=model_fails)
         processor.force_flush()  # type: ignore[no-untyped-call]  # the SDK leaves it unannotated
         processor.shutdown()
     out.write_text("".join(body.decode() + "\n" for body in received))
 
 
-def _run_agents_sdk(api: str, *, sensitive: bool) -> None:
+def _run_agents_sdk(api: str, *, sensitive: bool, model_fails: bool = False) -> None:
     """Run the cleaner agent once against a real server on 127.0.0.1 (`api`: chat or responses)."""
     from agents import (
         Agent,
@@ -261,9 +268,9 @@ def _run_agents_sdk(api: str, *, sensitive: bool) -> None:
         Runner,
         function_tool,
     )
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, BadRequestError
 
-    from agentfsm.testing import ScriptedServer, say, scripted_call, tool_calls
+    from agentfsm.testing import ScriptedServer, fault, say, scripted_call, tool_calls
 
     files = Files()
     script = [
@@ -271,7 +278,7 @@ def _run_agents_sdk(api: str, *, sensitive: bool) -> None:
             scripted_call("delete_file", {"path": DELETED}, id="call_del"),
             scripted_call("read_file", {"path": READ}, id="call_read"),
         ),
-        say("Cleaned up."),
+        fault(400, message="the model is down") if model_fails else say("Cleaned up."),
     ]
     with ScriptedServer(script) as chat, responses_server() as rsp:
         base = f"{chat.url}/v1" if api == "chat" else rsp
@@ -287,7 +294,10 @@ def _run_agents_sdk(api: str, *, sensitive: bool) -> None:
             model=model,
         )
         config = RunConfig(trace_include_sensitive_data=sensitive)
-        asyncio.run(Runner.run(agent, "Clean up /etc/x and show me /tmp/a.", run_config=config))
+        try:
+            asyncio.run(Runner.run(agent, "Clean up /etc/x and show me /tmp/a.", run_config=config))
+        except BadRequestError:
+            assert model_fails
 
 
 def record_agents_otel(out: Path, *, content: bool, api: str) -> None:
@@ -323,6 +333,12 @@ RECORDINGS: dict[str, Callable[[Path], None]] = {
     ),
     "pydantic_ai_tool_fails.jsonl": lambda p: record_pydantic_ai(
         p, content=True, version=5, deleted="/etc/missing"
+    ),
+    "pydantic_ai_model_fails.jsonl": lambda p: record_pydantic_ai(
+        p, content=True, version=5, model_fails=True
+    ),
+    "agents_chat_model_fails.jsonl": lambda p: record_agents_sdk(
+        p, sensitive=True, api="chat", model_fails=True
     ),
     "agents_chat.jsonl": lambda p: record_agents_sdk(p, sensitive=True, api="chat"),
     "agents_chat_no_content.jsonl": lambda p: record_agents_sdk(p, sensitive=False, api="chat"),

@@ -83,6 +83,13 @@ class TestAgentsSdkExport:
         assert run.info["calls_without_arguments"] == 2
         assert [r.content for r in results.results] == [NOT_RECORDED, NOT_RECORDED]
 
+    def test_a_failed_model_call_is_no_output(self, span_recordings: Path) -> None:
+        """The server refused the second model call: its generation span gives no step, and
+        the agent span's error is how the recording ended."""
+        run = one_run(span_recordings / "agents_chat_model_fails.jsonl")
+        assert [type(s).__name__ for s in steps(run)] == ["ModelOutput", "ToolResults"]
+        assert run.end == "error: Error in agent run: Error code: 400 - the model is down"
+
     def test_one_post_as_a_document_and_one_item_per_line(
         self, span_recordings: Path, tmp_path: Path
     ) -> None:

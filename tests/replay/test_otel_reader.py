@@ -142,6 +142,16 @@ class TestFailures:
         assert run.end is not None
         assert run.end.startswith("error: FileNotFoundError")
 
+    def test_a_failed_model_call_is_no_output(self, span_recordings: Path) -> None:
+        """The second model call raised: its span gives no step (it is not an empty answer);
+        the run's error is how the recording ended, and replay is still waiting at the end."""
+        run = one_run(span_recordings / "pydantic_ai_model_fails.jsonl")
+        assert [type(s).__name__ for s in steps(run)] == ["ModelOutput", "ToolResults"]
+        assert run.end == "error: ConnectionError: the model is down"
+        replayed = replay_run(one_run(span_recordings / "pydantic_ai_model_fails.jsonl"), None)
+        assert replayed.exit_reason is None
+        assert replayed.recorded_end == "error: ConnectionError: the model is down"
+
     def test_spans_without_genai_ones_are_an_error(
         self, span_recordings: Path, tmp_path: Path
     ) -> None:

@@ -54,6 +54,8 @@ class _Span:
 class _Trace:
     spans: list[_Span] = field(default_factory=list)
     workflow: str | None = None
+    failed: str | None = None
+    """Why the first agent run that failed did, as its span's error says."""
 
 
 def _is_item(obj: Any) -> bool:
@@ -128,6 +130,8 @@ def _add(item: Any, where: int | str, traces: dict[str, _Trace]) -> None:
     data = item.get("span_data")
     if not isinstance(data, Mapping) or not isinstance(data.get("type"), str):
         raise _BadItemError("'span_data' must be an object with a 'type'")
+    if data["type"] == "agent" and item.get("error") is not None and trace.failed is None:
+        trace.failed = _error_text(item.get("error"))
     if data["type"] not in _MODEL_SPANS and data["type"] != "function":
         return
     span_id = item.get("id") if isinstance(item.get("id"), str) else "a span without id"
@@ -153,7 +157,8 @@ def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[Reco
         info: dict[str, Any] = {"calls_without_arguments": 0}
         if trace.workflow:
             info["workflow"] = trace.workflow
-        run = RecordedRun(id=trace_id, source=path, format=NAME, steps=(), info=info)
+        end = None if trace.failed is None else f"error: {trace.failed}"
+        run = RecordedRun(id=trace_id, source=path, format=NAME, steps=(), end=end, info=info)
         run.steps = list(_steps(path, trace.spans, info, errors))
         yield run
 
@@ -169,6 +174,8 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
             if pending:
                 yield ToolResults(tuple(pending))
                 pending = []
+            if span.error is not None and span.data.get("output") is None:
+                continue  # a model call that failed gave no output: the agent retried or ended
             turn, unknown = _model_turn(span, spans[n + 1 :])
         except _BadItemError as exc:
             report(errors, located(path, span.where, f"{span.id}: {exc}"))
@@ -255,6 +262,9 @@ def _result(span: _Span, calls: list[ToolCall], pending: list[ToolResult]) -> To
 
 
 def _error_text(error: Any) -> str:
-    if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-        return str(error["message"])
-    return "the tool failed"
+    """What a span's `error` (`{"message", "data"}`) says, the detail the SDK gives included."""
+    if not isinstance(error, Mapping) or not isinstance(error.get("message"), str):
+        return "it failed"
+    data = error.get("data")
+    detail = data.get("error") if isinstance(data, Mapping) else None
+    return f"{error['message']}: {detail}" if isinstance(detail, str) else str(error["message"])

@@ -250,6 +250,8 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
             if pending:
                 yield ToolResults(tuple(pending))
                 pending = []
+            if span.failed is not None and "gen_ai.output.messages" not in span.attrs:
+                continue  # a model call that failed gave no output: the agent retried or ended
             following = _tools_after(spans, n)
             turn, unknown = _model_turn(span, by_call, following)
         except BadSpanError as exc:
