@@ -46,6 +46,21 @@ NOT_RECORDED = "[not recorded: content capture was off]"
 _FINISH = {"tool_call": "tool_calls"}
 """Semantic-convention finish reasons whose chat-completions spelling differs."""
 _STATUS_ERROR = (2, "STATUS_CODE_ERROR")
+_READ = (
+    "gen_ai.output.messages",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.response.model",
+    "gen_ai.request.model",
+    "gen_ai.tool.name",
+    "gen_ai.tool.call.id",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "tool_arguments",
+    "tool_response",
+)
+"""The attributes the steps are read from (pydantic-ai's format 2 names its last four)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +198,10 @@ def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> 
         return
     start = _nanos(span.get("startTimeUnixNano"))
     where: int | str = label if line is None else line
-    trace.spans.append(_Span(trace_id, start, where, label, attrs, failed, operation))
+    # Keep only what the steps are read from: each model span's input messages repeat the
+    # whole conversation so far, and a week of spans is held until its traces are complete.
+    kept = {key: attrs[key] for key in _READ if key in attrs}
+    trace.spans.append(_Span(trace_id, start, where, label, kept, failed, operation))
 
 
 def _nanos(raw: Any) -> int:
