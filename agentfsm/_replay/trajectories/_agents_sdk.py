@@ -35,6 +35,8 @@ __all__ = ["NAME", "detect", "detect_head", "read_doc", "read_jsonl"]
 NAME = "openai-agents-trace"
 _OBJECTS = frozenset({"trace", "trace.span"})
 _MODEL_SPANS = frozenset({"generation", "response"})
+_READ = ("type", "name", "input", "output", "model", "usage")
+"""The `span_data` fields the steps are read from (`input`: a function's arguments)."""
 
 
 class _BadItemError(Exception):
@@ -136,7 +138,14 @@ def _add(item: Any, where: int | str, traces: dict[str, _Trace]) -> None:
         return
     span_id = item.get("id") if isinstance(item.get("id"), str) else "a span without id"
     start = _started(item.get("started_at"))
-    trace.spans.append(_Span(start, where, span_id, data, item.get("error")))
+    # Keep only what the steps are read from: a generation's input repeats the conversation.
+    kept = {key: data[key] for key in _READ if key in data and not _is_prompt(data, key)}
+    trace.spans.append(_Span(start, where, span_id, kept, item.get("error")))
+
+
+def _is_prompt(data: Mapping[str, Any], key: str) -> bool:
+    """Whether `key` is a model span's input: the messages sent, which no step is read from."""
+    return key == "input" and data["type"] != "function"
 
 
 def _started(raw: Any) -> datetime:
