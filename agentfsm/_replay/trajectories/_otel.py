@@ -165,9 +165,6 @@ def _collect(
                 label = f"resourceSpans[{i}].scopeSpans[{j}].spans[{k}]"
                 try:
                     _add(span, line, label, traces)
-                except RecursionError:  # an attribute value nested deeper than Python recurses
-                    exc = BadSpanError("an attribute value nests too deeply to be read")
-                    report(errors, located(path, label if line is None else line, str(exc)))
                 except BadSpanError as exc:
                     if isinstance(span, Mapping) and isinstance(span.get("spanId"), str):
                         label += f" (span {span['spanId']})"
@@ -184,16 +181,19 @@ def _list(obj: Any, key: str) -> list[Any]:
 def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> None:
     if not isinstance(span, Mapping):
         raise BadSpanError(f"a span must be a JSON object, not {type(span).__name__}")
-    attrs = attributes(span.get("attributes"))
+    try:
+        attrs = attributes(span.get("attributes"))
+    except RecursionError as exc:  # an attribute value nested deeper than Python recurses
+        raise BadSpanError("an attribute value nests too deeply to be read") from exc
     operation = attrs.get("gen_ai.operation.name")
     if not isinstance(operation, str):
         operation = None
     trace_id = span_id(span.get("traceId"), 16, "traceId")
     trace = traces.setdefault(trace_id, _Trace())
     failed = _failure(span.get("status"), span.get("events"))
-    if operation == "invoke_agent" and not span.get("parentSpanId"):
-        trace.agent = _text(attrs.get("gen_ai.agent.name"))
-        trace.failed = failed
+    if operation == "invoke_agent":  # the agent run (under the app's own span, if it has one)
+        trace.agent = trace.agent or _text(attrs.get("gen_ai.agent.name"))
+        trace.failed = failed if trace.failed is None else trace.failed
     if operation not in MODEL_OPERATIONS and operation != TOOL_OPERATION:
         return
     start = _nanos(span.get("startTimeUnixNano"))
