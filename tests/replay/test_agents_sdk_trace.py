@@ -122,10 +122,11 @@ class TestBadItems:
             f"{path}:{number}: {span['id']}: 'started_at' 'yesterday' is not an ISO 8601 time"
         )
 
-    def test_a_bad_span_in_a_document_is_named_by_its_index(
+    def test_a_bad_span_in_a_document_is_named_by_its_line_index_and_id(
         self, span_recordings: Path, tmp_path: Path
     ) -> None:
-        """In one indented post, the error names the item's index and id."""
+        """In one indented post, the error names the line the span's id stands on, the item's
+        index and its id."""
         (post,) = posts(span_recordings / "agents_chat.jsonl")
         index, span = next(
             (n, i)
@@ -135,10 +136,15 @@ class TestBadItems:
         span["span_data"]["output"] = "not messages"
         path = tmp_path / "post.json"
         path.write_text(json.dumps(post, indent=2))
+        number = next(
+            n
+            for n, text in enumerate(path.read_text().splitlines(), 1)
+            if f'"id": "{span["id"]}"' in text
+        )
         with pytest.raises(TraceError) as caught:
             list(read_runs(path))
         assert str(caught.value) == (
-            f"{path}: data[{index}]: {span['id']}: "
+            f"{path}:{number}: data[{index}]: {span['id']}: "
             "a generation span's 'output' must be a list of messages"
         )
 

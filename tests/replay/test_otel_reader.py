@@ -280,21 +280,47 @@ class TestBadSpans:
         ):
             list(read_runs(path))
 
-    def test_a_bad_span_in_a_document_is_named_by_its_place_and_id(
+    def test_a_bad_span_in_a_document_is_named_by_its_line_place_and_id(
         self, span_recordings: Path, tmp_path: Path
     ) -> None:
-        """In one indented document, the error names the span's place and its id."""
+        """In one indented document, the error names the line the span's id stands on, the
+        span's place and its id."""
         doc = lines(span_recordings / "pydantic_ai_v5.jsonl")[0]
         span = spans(doc)[0]
         span["startTimeUnixNano"] = "soon"
         path = tmp_path / "export.json"
         path.write_text(json.dumps(doc, indent=2))
+        number = next(
+            n
+            for n, text in enumerate(path.read_text().splitlines(), 1)
+            if f'"spanId": "{span["spanId"]}"' in text
+        )
         with pytest.raises(TraceError) as caught:
             list(read_runs(path))
         assert str(caught.value) == (
-            f"{path}: resourceSpans[0].scopeSpans[0].spans[0] (span {span['spanId']}): "
+            f"{path}:{number}: resourceSpans[0].scopeSpans[0].spans[0] (span {span['spanId']}): "
             "'startTimeUnixNano' 'soon' is not a whole number"
         )
+
+    def test_a_bad_output_in_a_document_is_named_by_its_line(
+        self, span_recordings: Path, tmp_path: Path
+    ) -> None:
+        """A model span's output found bad while its steps are built: its line too."""
+        docs = lines(span_recordings / "pydantic_ai_v5.jsonl")
+        merged = {"resourceSpans": [r for d in docs for r in d["resourceSpans"]]}
+        model = model_span(merged)
+        set_attribute(model, "gen_ai.output.messages", {"stringValue": '[{"parts": 3}]'})
+        path = tmp_path / "export.json"
+        path.write_text(json.dumps(merged, indent=2))
+        number = next(
+            n
+            for n, text in enumerate(path.read_text().splitlines(), 1)
+            if f'"spanId": "{model["spanId"]}"' in text
+        )
+        with pytest.raises(TraceError) as caught:
+            list(read_runs(path))
+        assert str(caught.value).startswith(f"{path}:{number}: resourceSpans[")
+        assert caught.value.details["line"] == number
 
 
 JSON = st.recursive(
@@ -362,5 +388,31 @@ class TestAnyDamage:
             target[key] = value
         path = tmp_path_factory.mktemp("damaged") / "spans.jsonl"
         path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+        failure = read_all(path)
+        assert failure is None or failure.startswith(str(path))
+
+    @given(value=JSON, depth=st.integers(min_value=0, max_value=3))
+    def test_any_output_messages_read_or_fail_naming_the_file(
+        self,
+        span_recordings: Path,
+        tmp_path_factory: pytest.TempPathFactory,
+        value: Any,
+        depth: int,
+    ) -> None:
+        """Any JSON at any depth of `gen_ai.output.messages` (the list, a message, its parts, a
+        part): the runs read, or a TraceError names the file."""
+        shaped = [
+            value,
+            [value],
+            [{"role": "assistant", "parts": value}],
+            [{"role": "assistant", "parts": [value]}],
+        ][depth]
+        docs = lines(span_recordings / "pydantic_ai_v5.jsonl")
+        merged = {"resourceSpans": [r for d in docs for r in d["resourceSpans"]]}
+        set_attribute(
+            model_span(merged), "gen_ai.output.messages", {"stringValue": json.dumps(shaped)}
+        )
+        path = tmp_path_factory.mktemp("damaged") / "export.json"
+        path.write_text(json.dumps(merged))
         failure = read_all(path)
         assert failure is None or failure.startswith(str(path))

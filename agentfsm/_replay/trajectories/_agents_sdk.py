@@ -24,11 +24,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
+from agentfsm._replay.trajectories._find import LineFinder
 from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report
 from agentfsm._replay.trajectories._model import ModelOutput, RecordedRun, Step, ToolResults
 from agentfsm._replay.trajectories._openai import normalized, result_of
 from agentfsm._replay.trajectories._otel import NOT_RECORDED, Call, chat_turn
-from agentfsm.exceptions import DataError, RunError
+from agentfsm.exceptions import DataError, RunError, TraceError
 
 __all__ = ["NAME", "detect", "detect_head", "read_doc", "read_jsonl"]
 
@@ -86,9 +87,10 @@ def detect_head(head: Any) -> bool:
 def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun]:
     """Read one export post (or list of items): one run per trace."""
     traces: dict[str, _Trace] = {}
+    finder = LineFinder(path)
     for index, item in enumerate(_items_of(doc) or ()):
-        _collect(path, item, f"data[{index}]", traces, errors)
-    yield from _runs(path, traces, errors)
+        _collect(path, item, f"data[{index}]", traces, errors, finder)
+    yield from _runs(path, traces, errors, finder)
 
 
 def read_jsonl(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
@@ -106,15 +108,35 @@ def read_jsonl(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
 
 
 def _collect(
-    path: str, item: Any, where: int | str, traces: dict[str, _Trace], errors: Errors
+    path: str,
+    item: Any,
+    where: int | str,
+    traces: dict[str, _Trace],
+    errors: Errors,
+    finder: LineFinder | None = None,
 ) -> None:
     try:
         _add(item, where, traces)
     except _BadItemError as exc:
-        what = str(exc)
-        if isinstance(item, Mapping) and isinstance(item.get("id"), str):
-            what = f"{item['id']}: {what}"
-        report(errors, located(path, where, what))
+        item_id = item.get("id") if isinstance(item, Mapping) else None
+        if not isinstance(item_id, str):
+            report(errors, located(path, where, str(exc)))
+            return
+        report(errors, _at(path, where, item_id, str(exc), finder))
+
+
+def _at(
+    path: str, where: int | str, item_id: str, what: str, finder: LineFinder | None
+) -> TraceError:
+    """The error for an item: at its line (its own, or found by its id in a document), naming
+    its place in the document when no line is found, and its id."""
+    line = where if isinstance(where, int) else None
+    if line is None and finder is not None:
+        line = finder.line_of("id", item_id)
+    if line is None:
+        return located(path, where, f"{item_id}: {what}")
+    prefix = "" if isinstance(where, int) else f"{where}: "
+    return located(path, line, f"{prefix}{item_id}: {what}")
 
 
 def _add(item: Any, where: int | str, traces: dict[str, _Trace]) -> None:
@@ -158,7 +180,9 @@ def _started(raw: Any) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[RecordedRun]:
+def _runs(
+    path: str, traces: dict[str, _Trace], errors: Errors, finder: LineFinder | None = None
+) -> Iterator[RecordedRun]:
     for trace_id, trace in traces.items():
         if not trace.spans:
             continue
@@ -168,11 +192,17 @@ def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[Reco
             info["workflow"] = trace.workflow
         end = None if trace.failed is None else f"error: {trace.failed}"
         run = RecordedRun(id=trace_id, source=path, format=NAME, steps=(), end=end, info=info)
-        run.steps = list(_steps(path, trace.spans, info, errors))
+        run.steps = list(_steps(path, trace.spans, info, errors, finder))
         yield run
 
 
-def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) -> Iterator[Step]:
+def _steps(
+    path: str,
+    spans: list[_Span],
+    info: dict[str, Any],
+    errors: Errors,
+    finder: LineFinder | None,
+) -> Iterator[Step]:
     pending: list[ToolResult] = []
     calls: list[ToolCall] = []
     for n, span in enumerate(spans):
@@ -187,11 +217,11 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
                 continue  # a model call that failed gave no output: the agent retried or ended
             turn, unknown = _model_turn(span, spans[n + 1 :])
         except _BadItemError as exc:
-            report(errors, located(path, span.where, f"{span.id}: {exc}"))
+            report(errors, _at(path, span.where, span.id, str(exc), finder))
             continue
         except (RunError, DataError) as exc:  # DataError: a value a ToolResult cannot hold
-            what = f"{span.id}: {type(exc).__name__}: {exc}"
-            report(errors, located(path, span.where, what))
+            what = f"{type(exc).__name__}: {exc}"
+            report(errors, _at(path, span.where, span.id, what, finder))
             continue
         info["calls_without_arguments"] += unknown
         if turn.model and "model" not in info:

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfsm._model.types import ModelTurn, ToolResult
-from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report, wrap_run_error
+from agentfsm._replay.trajectories._find import LineFinder
+from agentfsm._replay.trajectories._io import Errors, iter_jsonl, located, report
 from agentfsm._replay.trajectories._model import ModelOutput, RecordedRun, Step, ToolResults
 from agentfsm._replay.trajectories._openai import normalized, result_of
 from agentfsm._replay.trajectories._otlp_json import BadSpanError, attributes, read_int, span_id
@@ -119,6 +120,8 @@ class _Span:
     """Its line (JSON lines), or its place in the document."""
     label: str
     """Its place in its request and its id, for an error."""
+    raw_id: str
+    """Its `spanId` as written, by which a document's error finds its line."""
     attrs: dict[str, Any]
     failed: str | None
     """The status message when the span's status is an error ("" when it gives none)."""
@@ -140,8 +143,9 @@ def detect(doc: Any) -> bool:
 def read_doc(path: str, doc: Any, errors: Errors = None) -> Iterator[RecordedRun]:
     """Read one OTLP JSON document: one run per trace."""
     traces: dict[str, _Trace] = {}
-    _collect(path, doc, None, traces, errors)
-    yield from _runs(path, traces, errors)
+    finder = LineFinder(path)
+    _collect(path, doc, None, traces, errors, finder)
+    yield from _runs(path, traces, errors, finder)
 
 
 def read_jsonl(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
@@ -157,8 +161,15 @@ def read_jsonl(path: str, errors: Errors = None) -> Iterator[RecordedRun]:
 
 
 def _collect(
-    path: str, doc: Mapping[str, Any], line: int | None, traces: dict[str, _Trace], errors: Errors
+    path: str,
+    doc: Mapping[str, Any],
+    line: int | None,
+    traces: dict[str, _Trace],
+    errors: Errors,
+    finder: LineFinder | None = None,
 ) -> None:
+    """Add the GenAI spans of one request; `line` is its line, or None for a whole document
+    (then `finder` finds a bad span's line by its id)."""
     for i, resource in enumerate(doc["resourceSpans"]):
         for j, scope in enumerate(_list(resource, "scopeSpans")):
             for k, span in enumerate(_list(scope, "spans")):
@@ -166,11 +177,26 @@ def _collect(
                 try:
                     _add(span, line, label, traces)
                 except BadSpanError as exc:
-                    if isinstance(span, Mapping) and isinstance(span.get("spanId"), str):
-                        label += f" (span {span['spanId']})"
-                    where: int | str = label if line is None else line
-                    what = str(exc) if line is None else f"{label}: {exc}"
-                    report(errors, located(path, where, what))
+                    report(errors, _bad_span(path, span, label, line, finder, exc))
+
+
+def _bad_span(
+    path: str,
+    span: Any,
+    label: str,
+    line: int | None,
+    finder: LineFinder | None,
+    exc: BadSpanError,
+) -> TraceError:
+    """The error for a span: at its line (its request's, or found by its id), else its place."""
+    raw_id = span.get("spanId") if isinstance(span, Mapping) else None
+    if isinstance(raw_id, str):
+        label += f" (span {raw_id})"
+        if line is None and finder is not None:
+            line = finder.line_of("spanId", raw_id)
+    if line is None:
+        return located(path, label, str(exc))
+    return located(path, line, f"{label}: {exc}")
 
 
 def _list(obj: Any, key: str) -> list[Any]:
@@ -197,11 +223,14 @@ def _add(span: Any, line: int | None, label: str, traces: dict[str, _Trace]) -> 
     if operation not in MODEL_OPERATIONS and operation != TOOL_OPERATION:
         return
     start = _nanos(span.get("startTimeUnixNano"))
-    where: int | str = label if line is None else line
     # Keep only what the steps are read from: each model span's input messages repeat the
     # whole conversation so far, and a week of spans is held until its traces are complete.
     kept = {key: attrs[key] for key in _READ if key in attrs}
-    trace.spans.append(_Span(trace_id, start, where, label, kept, failed, operation))
+    given = span.get("spanId")
+    raw_id = given if isinstance(given, str) else ""
+    label = f"{label} (span {raw_id})" if raw_id else label
+    where: int | str = label if line is None else line
+    trace.spans.append(_Span(trace_id, start, where, label, raw_id, kept, failed, operation))
 
 
 def _nanos(raw: Any) -> int:
@@ -231,7 +260,9 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[RecordedRun]:
+def _runs(
+    path: str, traces: dict[str, _Trace], errors: Errors, finder: LineFinder | None = None
+) -> Iterator[RecordedRun]:
     if traces and not any(trace.spans for trace in traces.values()):
         # Spans of another kind (HTTP, a database, another convention): nothing to replay,
         # which must not read as a file of runs that all passed.
@@ -249,11 +280,17 @@ def _runs(path: str, traces: dict[str, _Trace], errors: Errors) -> Iterator[Reco
             info["agent"] = trace.agent
         end = None if trace.failed is None else f"error: {trace.failed or 'the agent run failed'}"
         run = RecordedRun(id=trace_id, source=path, format=NAME, steps=(), end=end, info=info)
-        run.steps = list(_steps(path, trace.spans, info, errors))
+        run.steps = list(_steps(path, trace.spans, info, errors, finder))
         yield run
 
 
-def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) -> Iterator[Step]:
+def _steps(
+    path: str,
+    spans: list[_Span],
+    info: dict[str, Any],
+    errors: Errors,
+    finder: LineFinder | None,
+) -> Iterator[Step]:
     pending: list[ToolResult] = []
     by_call = {
         s.attrs["gen_ai.tool.call.id"]: s
@@ -273,16 +310,14 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
             following = _tools_after(spans, n)
             turn, unknown = _model_turn(span, by_call, following)
         except BadSpanError as exc:
-            report(errors, _located(path, span, str(exc)))
+            report(errors, _located(path, span, str(exc), finder))
             continue
         except RecursionError:  # output messages nested deeper than Python recurses
-            report(errors, _located(path, span, "the output messages nest too deeply to be read"))
+            what = "the output messages nest too deeply to be read"
+            report(errors, _located(path, span, what, finder))
             continue
-        except RunError as exc:
-            report(errors, wrap_run_error(path, span.where, exc))
-            continue
-        except DataError as exc:  # a recorded value a ToolResult cannot hold
-            report(errors, _located(path, span, f"{type(exc).__name__}: {exc}"))
+        except (RunError, DataError) as exc:  # DataError: a value a ToolResult cannot hold
+            report(errors, _located(path, span, f"{type(exc).__name__}: {exc}", finder))
             continue
         info["calls_without_arguments"] += unknown
         _note(info, turn)
@@ -291,10 +326,14 @@ def _steps(path: str, spans: list[_Span], info: dict[str, Any], errors: Errors) 
         yield ToolResults(tuple(pending))
 
 
-def _located(path: str, span: _Span, what: str) -> TraceError:
-    if isinstance(span.where, int):
-        return located(path, span.where, f"{span.label}: {what}")
-    return located(path, span.where, what)
+def _located(path: str, span: _Span, what: str, finder: LineFinder | None) -> TraceError:
+    """The error for a span: at its line (its request's, or found by its id), else its place."""
+    line = span.where if isinstance(span.where, int) else None
+    if line is None and finder is not None and span.raw_id:
+        line = finder.line_of("spanId", span.raw_id)
+    if line is None:
+        return located(path, span.label, what)
+    return located(path, line, f"{span.label}: {what}")
 
 
 def _note(info: dict[str, Any], turn: ModelTurn) -> None:
@@ -370,7 +409,10 @@ def _output(
             raise BadSpanError("an output message is not a JSON object")
         if isinstance(message.get("finish_reason"), str):
             finish = message["finish_reason"]
-        for part in message.get("parts") or ():
+        parts = message.get("parts") or []
+        if not isinstance(parts, list):
+            raise BadSpanError("an output message's 'parts' is not a list")
+        for part in parts:
             if not isinstance(part, Mapping):
                 raise BadSpanError("a message part is not a JSON object")
             if part.get("type") == "text":
