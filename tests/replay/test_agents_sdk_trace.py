@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from agentfsm._replay.trajectories import FORMATS, ModelOutput, RecordedRun, ToolResults, read_runs
 from agentfsm._replay.trajectories._otel import NOT_RECORDED
 from agentfsm.exceptions import TraceError
-from tests.replay.test_otel_reader import JSON, read_all
+from tests.replay.spans import JSON, read_all
+
+pytestmark = pytest.mark.xdist_group("span-recordings")  # one worker records them once
 
 
 def one_run(path: Path) -> RecordedRun:

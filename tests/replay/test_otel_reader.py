@@ -22,6 +22,9 @@ from agentfsm._replay.trajectories import (
 )
 from agentfsm._replay.trajectories._otel import NOT_RECORDED
 from agentfsm.exceptions import TraceError
+from tests.replay.spans import JSON, read_all
+
+pytestmark = pytest.mark.xdist_group("span-recordings")  # one worker records them once
 
 GUARDED = af.Policy(permission_rules=["deny delete_file(path^=/etc/*)"])
 
@@ -321,30 +324,6 @@ class TestBadSpans:
             list(read_runs(path))
         assert str(caught.value).startswith(f"{path}:{number}: resourceSpans[")
         assert caught.value.details["line"] == number
-
-
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(min_value=2**63)
-    | st.floats(allow_nan=False)
-    | st.text(max_size=8)
-    | st.sampled_from(["chat", "execute_tool", "[", "[{}]", '[{"parts": 1}]', "12"]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner),
-    max_leaves=8,
-)
-"""Any JSON value, with the strings the reader looks for."""
-
-
-def read_all(path: Path) -> str | None:
-    """Read every step of every run: None, or the TraceError's message."""
-    try:
-        for run in read_runs(path):
-            list(run.steps)
-    except TraceError as exc:
-        return str(exc)
-    return None
 
 
 KEYS = st.sampled_from(

@@ -10,6 +10,8 @@ import pytest
 
 from tests.processes import python
 
+pytestmark = pytest.mark.xdist_group("span-recordings")  # one worker records them once
+
 FORMATS = {
     "pydantic_ai_v5.jsonl": "otel-genai",
     "agents_otel_chat.jsonl": "otel-genai",
