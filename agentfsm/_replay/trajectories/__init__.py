@@ -17,6 +17,7 @@ from agentfsm._replay.trace import bounded_lines, cannot_read, open_trace, path_
 from agentfsm._replay.trajectories import (
     _agentfsm,
     _anthropic,
+    _claude_code,
     _miniswe,
     _openai,
     _openhands,
@@ -57,7 +58,11 @@ _DOCUMENTS: tuple[tuple[str, Callable[[Any], bool], DocReader], ...] = (
     (_anthropic.NAME, _anthropic.detect, _anthropic.read_doc),
     (_openai.NAME, _openai.detect, _openai.read_doc),
 )
-FORMATS: tuple[str, ...] = (_agentfsm.NAME, *(name for name, _, _ in _DOCUMENTS))
+FORMATS: tuple[str, ...] = (
+    _agentfsm.NAME,
+    _claude_code.NAME,
+    *(name for name, _, _ in _DOCUMENTS),
+)
 """Every format `read_runs` can detect, in the order it tries them."""
 _EXTENSIONS = (".json", ".jsonl")
 
@@ -75,6 +80,8 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
         raise cannot_read(name, exc) from exc
     if _agentfsm.detect_head(head) or (isinstance(head, dict) and "event" in head):
         return _agentfsm.read_file(name, errors)
+    if isinstance(head, dict) and _claude_code.sniff(name):
+        return _claude_code.read_jsonl(name, errors)
     if isinstance(head, dict) and _openai.is_message(head):
         if _anthropic.sniff_jsonl(name):
             return _anthropic.read_jsonl(name, errors)
