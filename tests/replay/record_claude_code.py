@@ -51,6 +51,10 @@ def _text(text: str) -> Block:
     return {"type": "text", "text": text}
 
 
+def _thinking(text: str) -> Block:
+    return {"type": "thinking", "thinking": text, "signature": "c2lnbmF0dXJl"}
+
+
 # Each scenario: the marker in the prompt that selects it, and the turns the
 # "model" gives in order (turn i answers a request holding i assistant messages).
 SCENARIOS: dict[str, tuple[str, list[Turn]]] = {
@@ -58,10 +62,20 @@ SCENARIOS: dict[str, tuple[str, list[Turn]]] = {
         "Clean up the build directory",
         [
             (
-                [_text("Let me look at the project first."), _tool(1, "Bash", command="ls")],
+                [
+                    _thinking("The user wants build/ gone; look before deleting."),
+                    _text("Let me look at the project first."),
+                    _tool(1, "Bash", command="ls"),
+                ],
                 "tool_use",
             ),
-            ([_tool(2, "Read", file_path="{cwd}/notes.txt")], "tool_use"),
+            (
+                [
+                    _tool(2, "Read", file_path="{cwd}/notes.txt"),
+                    _tool(6, "Read", file_path="{cwd}/README.md"),
+                ],
+                "tool_use",
+            ),
             (
                 [
                     _tool(3, "Bash", command="cat missing.txt", description="Show missing.txt"),
@@ -136,9 +150,17 @@ def _answer(body: dict[str, Any], cwd: str) -> Turn:
     return [_text("Recorded session")], "end_turn"
 
 
+def _start(index: int, block: Block) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
 def _events(blocks: list[Block], stop: str, n: int) -> Iterator[tuple[str, dict[str, Any]]]:
     usage = {"input_tokens": 100 + n, "output_tokens": 1}
-    message = {
+    message: dict[str, Any] = {
         "id": f"msg_rec{n:04d}",
         "type": "message",
         "role": "assistant",
@@ -150,17 +172,25 @@ def _events(blocks: list[Block], stop: str, n: int) -> Iterator[tuple[str, dict[
     }
     yield "message_start", {"type": "message_start", "message": message}
     for i, block in enumerate(blocks):
+        start: dict[str, Any]
+        delta: dict[str, Any]
         if block["type"] == "text":
             start = {"type": "text", "text": ""}
             delta = {"type": "text_delta", "text": block["text"]}
+        elif block["type"] == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            delta = {"type": "thinking_delta", "thinking": block["thinking"]}
+            yield "content_block_start", _start(i, start)
+            yield "content_block_delta", _delta(i, delta)
+            signed = {"type": "signature_delta", "signature": block["signature"]}
+            yield "content_block_delta", _delta(i, signed)
+            yield "content_block_stop", {"type": "content_block_stop", "index": i}
+            continue
         else:
             start = {**block, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-        yield (
-            "content_block_start",
-            {"type": "content_block_start", "index": i, "content_block": start},
-        )
-        yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}
+        yield "content_block_start", _start(i, start)
+        yield "content_block_delta", _delta(i, delta)
         yield "content_block_stop", {"type": "content_block_stop", "index": i}
     end = {"stop_reason": stop, "stop_sequence": None}
     yield "message_delta", {"type": "message_delta", "delta": end, "usage": {"output_tokens": 20}}
@@ -242,7 +272,7 @@ def _project(root: str) -> str:
     return project
 
 
-def record(claude: str, scenario: str, name: str) -> str:
+def record(claude: str, scenario: str, name: str, out: str = OUT) -> str:
     root = tempfile.mkdtemp(prefix="cc-rec-")
     project = _project(root)
     config = os.path.join(root, "config")
@@ -274,7 +304,7 @@ def record(claude: str, scenario: str, name: str) -> str:
     files = sorted(
         glob.glob(os.path.join(config, "projects", "*", "**", "*.jsonl"), recursive=True)
     )
-    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     agents = 0
     for found in files:
         print("transcript:", os.path.relpath(found, config))
@@ -283,7 +313,7 @@ def record(claude: str, scenario: str, name: str) -> str:
         if os.sep + "subagents" + os.sep in found:
             agents += 1
             target = f"{name}-agent" if agents == 1 else f"{name}-agent-{agents}"
-        shutil.copyfile(found, os.path.join(OUT, f"{target}.jsonl"))
+        shutil.copyfile(found, os.path.join(out, f"{target}.jsonl"))
     return root
 
 
@@ -291,11 +321,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--claude", default="claude", help="the Claude Code CLI to run")
     parser.add_argument("--only", help="record only this scenario")
+    parser.add_argument("--out", default=OUT, help="where to write the transcripts")
     args = parser.parse_args()
     for scenario, name in (("tools", "tools"), ("subagent", "subagent")):
         if args.only and args.only != scenario:
             continue
-        record(args.claude, scenario, name)
+        shutil.rmtree(record(args.claude, scenario, name, args.out))
     for entry in LOG:
         print(json.dumps(entry))
     return 0

@@ -134,12 +134,12 @@ class _Steps:
                 continue
             message = entry.get("message")
             if not isinstance(message, Mapping):
-                what = f"a {kind} entry without a message object"
+                what = f"an entry of type {kind} without a message object"
                 report(self.errors, located(self.path, number, what))
                 continue
             content = message.get("content")
             if not isinstance(content, str | list):
-                what = f"a {kind} message whose content is {type(content).__name__}"
+                what = f"an entry of type {kind} whose message content is {type(content).__name__}"
                 report(self.errors, located(self.path, number, what))
                 continue
             if kind == "assistant":
