@@ -93,6 +93,28 @@ SCENARIOS: dict[str, tuple[str, list[Turn]]] = {
             ([_text("Done: build/ is removed; missing.txt does not exist.")], "end_turn"),
         ],
     ),
+    "edit": (
+        "Write a changelog entry",
+        [
+            (
+                [_tool(31, "Write", file_path="{cwd}/CHANGES.txt", content="- build/ removed\n")],
+                "tool_use",
+            ),
+            (
+                [
+                    _tool(
+                        32,
+                        "Edit",
+                        file_path="{cwd}/notes.txt",
+                        old_string="can be deleted",
+                        new_string="was deleted",
+                    )
+                ],
+                "tool_use",
+            ),
+            ([_text("CHANGES.txt written and notes.txt updated.")], "end_turn"),
+        ],
+    ),
     "subagent": (
         "Ask a helper agent",
         [
@@ -293,7 +315,7 @@ def record(claude: str, scenario: str, name: str, out: str = OUT) -> str:
     }
     prompt = SCENARIOS[scenario][0] + "."
     cmd = [claude, "-p", prompt, "--output-format", "json", "--model", MODEL]
-    cmd += ["--allowedTools", "Bash,Read,Agent", "--permission-mode", "acceptEdits"]
+    cmd += ["--allowedTools", "Bash,Read,Agent,Write,Edit", "--permission-mode", "acceptEdits"]
     try:
         done = subprocess.run(
             cmd, cwd=project, env=env, capture_output=True, text=True, timeout=180
@@ -323,7 +345,7 @@ def main() -> int:
     parser.add_argument("--only", help="record only this scenario")
     parser.add_argument("--out", default=OUT, help="where to write the transcripts")
     args = parser.parse_args()
-    for scenario, name in (("tools", "tools"), ("subagent", "subagent")):
+    for scenario, name in (("tools", "tools"), ("edit", "edit"), ("subagent", "subagent")):
         if args.only and args.only != scenario:
             continue
         shutil.rmtree(record(args.claude, scenario, name, args.out))

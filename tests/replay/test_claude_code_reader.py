@@ -129,6 +129,20 @@ class TestRecordedSession:
         assert outputs[-1].turn.finish_reason.value == "stop"
 
 
+class TestEditSession:
+    """Write, then an Edit Claude Code refused (the file was not read first)."""
+
+    def test_write_and_refused_edit(self) -> None:
+        """The refusal is an error result of the Edit call; report counts 2 calls."""
+        _, steps = _read(DATA / "edit.jsonl")
+        outputs = _outputs(steps)
+        assert [[c.name for c in o.turn.tool_calls] for o in outputs] == [["Write"], ["Edit"], []]
+        assert _args(outputs[1].turn.tool_calls[0])["new_string"] == "was deleted"
+        results = [r for s in steps if isinstance(s, ToolResults) for r in s.results]
+        assert [r.is_error for r in results] == [False, True]
+        assert "File has not been read yet" in str(results[1].content)
+
+
 class TestSubAgents:
     """A sub-agent (Agent tool) is its own file and its own run."""
 
@@ -299,12 +313,12 @@ class TestCommandLine:
         assert not any("PermissionDenied" in d["guard"] for d in result["decisions"])
 
     def test_report_reads_every_recording(self, tmp_path: Path) -> None:
-        """`agentfsm report DIR` lists the three runs with their format."""
+        """`agentfsm report DIR` lists the four runs with their format."""
         out = tmp_path / "report.html"
         done = _cli("report", str(DATA), "-o", str(out))
         assert done.returncode == 0, done.stderr
         page = out.read_text(encoding="utf-8")
-        assert page.count("<td>claude-code</td>") == 3
+        assert page.count("<td>claude-code</td>") == 4
         assert "rm -rf build" in page
 
     def test_bad_line_names_file_and_line(self, tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
         raise cannot_read(name, exc) from exc
     if _agentfsm.detect_head(head) or (isinstance(head, dict) and "event" in head):
         return _agentfsm.read_file(name, errors)
-    if isinstance(head, dict) and _claude_code.sniff(name):
+    if _claude_code.sniff(name, head):
         return _claude_code.read_jsonl(name, errors)
     if isinstance(head, dict) and _openai.is_message(head):
         if _anthropic.sniff_jsonl(name):

@@ -76,8 +76,15 @@ def _is_entry(obj: Mapping[str, Any]) -> bool:
     return obj.get("type") in _KINDS and ("sessionId" in obj or "leafUuid" in obj)
 
 
-def sniff(path: str) -> bool:
-    """Whether the first lines of a JSON-lines file are Claude Code transcript entries."""
+def sniff(path: str, head: Any) -> bool:
+    """Whether the first lines of a JSON-lines file are Claude Code transcript entries.
+
+    Only a first line of a type Claude Code writes is looked past (a `file-history-snapshot`
+    line, which names no session, may open a file), so other formats, and a JSON document
+    on one line, are not read twice.
+    """
+    if not isinstance(head, Mapping) or head.get("type") not in _KINDS:
+        return False
     lines = itertools.islice(iter_jsonl(path, errors=[]), _SNIFF_LINES)
     return any(_is_entry(obj) for _, obj in lines)
 
