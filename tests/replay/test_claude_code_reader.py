@@ -212,9 +212,10 @@ class TestLineOrder:
         entry = json.loads(lines[prompt])
         entry["isMeta"] = True
         lines[prompt] = json.dumps(entry)
-        _, steps = _read(_write(tmp_path / "synthetic.jsonl", lines))
+        run, steps = _read(_write(tmp_path / "synthetic.jsonl", lines))
         _, recorded = _read(TOOLS)
         assert steps == recorded[1:-1]
+        assert run.info["skipped_synthetic"] == 1
 
 
 class TestBadLines:
@@ -246,6 +247,7 @@ class TestBadLines:
             ),
             ("user", None, "an entry of type user without a message object"),
             ("user", {"content": None}, "an entry of type user whose message content is NoneType"),
+            ("user", {"content": ["hi"]}, "a user message block that is str, not an object"),
         ],
     )
     def test_unusable_message(self, tmp_path: Path, kind: str, message: Any, what: str) -> None:

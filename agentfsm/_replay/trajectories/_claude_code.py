@@ -16,7 +16,8 @@ A user line's text is a user message, unless Claude Code marks it `isMeta`
 (text it injected itself, not the user's).
 
 Assistant lines Claude Code makes up itself (model `<synthetic>`: API errors,
-"no response requested") are not model outputs and are skipped.
+"no response requested") are not model outputs: they are skipped and counted in
+`info["skipped_synthetic"]`.
 
 Sub-agents (the Agent/Task tool) are separate runs. Claude Code 2.x writes
 each to its own file (`<session-id>/subagents/agent-<id>.jsonl`, every line
@@ -161,6 +162,7 @@ class _Steps:
         self, number: int, entry: Mapping[str, Any], message: Mapping[str, Any], content: Any
     ) -> Iterator[Step]:
         if message.get("model") == _SYNTHETIC:
+            self.run.info["skipped_synthetic"] = self.run.info.get("skipped_synthetic", 0) + 1
             return
         # One line per content block; the id ties them. A line without one is a turn alone.
         turn_id = message.get("id") or entry.get("requestId")
@@ -178,6 +180,9 @@ class _Steps:
         texts = []
         for block in blocks:
             if not isinstance(block, Mapping):
+                # It could be a result that would go missing: name it rather than guess.
+                what = f"a user message block that is {type(block).__name__}, not an object"
+                report(self.errors, located(self.path, number, what))
                 continue
             if block.get("type") == "tool_result":
                 try:
