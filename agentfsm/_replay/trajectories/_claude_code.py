@@ -25,6 +25,10 @@ each to its own file (`<session-id>/subagents/agent-<id>.jsonl`, every line
 only the Agent call and its result. Older versions wrote sidechain lines into
 the session file: a file is read as the chain of its first conversation line,
 and lines of the other chain are skipped, counted in `info["skipped_sidechain"]`.
+
+Lines are read in file order, not by walking the `parentUuid` tree: that would
+hold every line of a session in memory, and only a rewound or edited session
+has branches (their abandoned lines replay too).
 """
 
 from __future__ import annotations
