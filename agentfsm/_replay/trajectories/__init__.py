@@ -18,6 +18,7 @@ from agentfsm._replay.trajectories import (
     _agentfsm,
     _agents_sdk,
     _anthropic,
+    _claude_code,
     _miniswe,
     _openai,
     _openhands,
@@ -61,7 +62,11 @@ _DOCUMENTS: tuple[tuple[str, Callable[[Any], bool], DocReader], ...] = (
     (_otel.NAME, _otel.detect, _otel.read_doc),
     (_agents_sdk.NAME, _agents_sdk.detect, _agents_sdk.read_doc),
 )
-FORMATS: tuple[str, ...] = (_agentfsm.NAME, *(name for name, _, _ in _DOCUMENTS))
+FORMATS: tuple[str, ...] = (
+    _agentfsm.NAME,
+    _claude_code.NAME,
+    *(name for name, _, _ in _DOCUMENTS),
+)
 """Every format `read_runs` can detect, in the order it tries them."""
 _EXTENSIONS = (".json", ".jsonl")
 
@@ -79,6 +84,8 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
         raise cannot_read(name, exc) from exc
     if _agentfsm.detect_head(head) or (isinstance(head, dict) and "event" in head):
         return _agentfsm.read_file(name, errors)
+    if _claude_code.sniff(name, head):
+        return _claude_code.read_jsonl(name, errors)
     if isinstance(head, dict) and _openai.is_message(head):
         if _anthropic.sniff_jsonl(name):
             return _anthropic.read_jsonl(name, errors)
