@@ -62,7 +62,10 @@ class Files:
     """A scratch folder standing for `/`: the tools really delete and read in it."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="agentfsm-spans-"))
+        # Removed when the recording process ends (or the object goes): a scratch folder per
+        # recording must not pile up in /tmp over test sessions.
+        self._scratch = tempfile.TemporaryDirectory(prefix="agentfsm-spans-")
+        self.root = Path(self._scratch.name)
         for path in (DELETED, READ):
             target = self.root / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
