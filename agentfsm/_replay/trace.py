@@ -128,6 +128,11 @@ def scrub(value: Any, secrets: Collection[str]) -> Any:
     return value
 
 
+def _event_name(event: Any) -> str:
+    name = event.get("event") if isinstance(event, Mapping) else None
+    return repr(name) if isinstance(name, str) else "given"
+
+
 class TraceWriter:
     """Write every event it is called with as one redacted JSON line, on disk at once.
 
@@ -191,7 +196,15 @@ class TraceWriter:
             self._write(self._unwritten)
             self._unwritten = None
         found: set[str] = set()
-        cleaned = redact(event, found)
+        try:
+            cleaned = redact(event, found)
+        except RecursionError:
+            # A value that holds itself (or nests past the interpreter's limit) has no JSON
+            # form; say so instead of letting the interpreter's error out of an observer.
+            raise TraceError(
+                f"cannot write the {_event_name(event)} event to {self._where}: "
+                "a value in it holds itself or nests too deep for JSON"
+            ) from None
         if found and len(self._secrets) < _MAX_REMEMBERED:
             self._secrets.update(found)
         if self._secrets:
@@ -205,7 +218,15 @@ class TraceWriter:
         self.events += 1
 
     def _write(self, obj: Any) -> None:
-        line = json.dumps(obj, ensure_ascii=False, default=str) + "\n"
+        try:
+            # allow_nan=False: NaN and Infinity are not JSON, and a trace is read by other
+            # tools too; the Controller's own events never hold them (dumped as null).
+            line = json.dumps(obj, ensure_ascii=False, default=str, allow_nan=False) + "\n"
+        except (ValueError, RecursionError) as exc:
+            raise TraceError(
+                f"cannot write the {_event_name(obj)} event to {self._where}: {exc} "
+                "(JSON holds no NaN, Infinity or a value that holds itself)"
+            ) from None
         try:
             data = line.encode("utf-8")
         except UnicodeEncodeError:
@@ -242,6 +263,10 @@ class TraceWriter:
                 raw.seek(self._size)
             raise
         self._size += len(data)
+
+    @property
+    def _where(self) -> str:
+        return f"the trace {self.path}" if self.path else "the trace"
 
     def close(self) -> None:
         """Close the file when this writer opened it, after a retraction still owed (if it can)."""

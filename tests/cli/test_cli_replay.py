@@ -340,7 +340,8 @@ class TestBadInput:
         path = tmp_path / "x.json"
         path.write_text('{"a": 1}', encoding="utf-8")
         assert main([str(path)]) == 2
-        assert "tried: agentfsm-trace, tau-bench" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "tried: agentfsm-trace, claude-code, tau-bench" in err
 
     def test_unknown_files_in_directories_are_skipped(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agentfsm._replay.trace import (
     REDACTED,
@@ -15,6 +18,7 @@ from agentfsm._replay.trace import (
     read_trace,
     redact,
 )
+from agentfsm.exceptions import TraceError
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -77,6 +81,44 @@ class TestTraceWriter:
         writer.close()
         assert not buffer.closed
         assert buffer.getvalue().count("\n") == 2
+
+
+class TestValuesJSONCannotHold:
+    """An event holding NaN, Infinity or itself is refused whole, naming the event."""
+
+    @pytest.mark.parametrize(
+        "value", [math.nan, math.inf, -math.inf, [1.0, {"deep": math.nan}]], ids=repr
+    )
+    def test_a_non_finite_float_is_refused_and_nothing_is_written(
+        self, tmp_path: Path, value: object
+    ) -> None:
+        path = tmp_path / "t.jsonl"
+        with TraceWriter(path) as writer:
+            writer({"event": "run_started", "run_id": "r"})
+            with pytest.raises(TraceError, match=r"'tool_results' event to the trace .*t\.jsonl"):
+                writer({"event": "tool_results", "run_id": "r", "results": value})
+            assert writer.events == 1
+            writer({"event": "decision", "run_id": "r"})
+        # every line on disk is strict JSON: the refused event left no part of itself
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert [json.loads(line, parse_constant=_refuse)["event"] for line in lines] == [
+            "trace",
+            "run_started",
+            "decision",
+        ]
+
+    def test_a_value_that_holds_itself_is_refused(self) -> None:
+        loop: dict[str, Any] = {}
+        loop["self"] = loop
+        out = io.StringIO()
+        writer = TraceWriter(out)
+        with pytest.raises(TraceError, match="'x' event to the trace: a value in it holds itself"):
+            writer({"event": "x", "value": loop})
+        assert len(out.getvalue().splitlines()) == 1  # the header only
+
+
+def _refuse(constant: str) -> None:
+    raise AssertionError(f"{constant} in a trace line")
 
 
 class TestIsSecretKey:

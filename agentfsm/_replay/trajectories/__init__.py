@@ -16,10 +16,13 @@ from typing import Any
 from agentfsm._replay.trace import bounded_lines, cannot_read, open_trace, path_name
 from agentfsm._replay.trajectories import (
     _agentfsm,
+    _agents_sdk,
     _anthropic,
+    _claude_code,
     _miniswe,
     _openai,
     _openhands,
+    _otel,
     _taubench,
     _toolbench,
 )
@@ -56,8 +59,14 @@ _DOCUMENTS: tuple[tuple[str, Callable[[Any], bool], DocReader], ...] = (
     (_openhands.NAME, _openhands.detect, _openhands.read_doc),
     (_anthropic.NAME, _anthropic.detect, _anthropic.read_doc),
     (_openai.NAME, _openai.detect, _openai.read_doc),
+    (_otel.NAME, _otel.detect, _otel.read_doc),
+    (_agents_sdk.NAME, _agents_sdk.detect, _agents_sdk.read_doc),
 )
-FORMATS: tuple[str, ...] = (_agentfsm.NAME, *(name for name, _, _ in _DOCUMENTS))
+FORMATS: tuple[str, ...] = (
+    _agentfsm.NAME,
+    _claude_code.NAME,
+    *(name for name, _, _ in _DOCUMENTS),
+)
 """Every format `read_runs` can detect, in the order it tries them."""
 _EXTENSIONS = (".json", ".jsonl")
 
@@ -75,10 +84,16 @@ def read_runs(path: str | os.PathLike[str], errors: Errors = None) -> Iterator[R
         raise cannot_read(name, exc) from exc
     if _agentfsm.detect_head(head) or (isinstance(head, dict) and "event" in head):
         return _agentfsm.read_file(name, errors)
+    if _claude_code.sniff(name, head):
+        return _claude_code.read_jsonl(name, errors)
     if isinstance(head, dict) and _openai.is_message(head):
         if _anthropic.sniff_jsonl(name):
             return _anthropic.read_jsonl(name, errors)
         return _openai.read_jsonl(name, errors)
+    if _otel.detect(head):  # one OTLP request per line (a single-line document is one line)
+        return _otel.read_jsonl(name, errors)
+    if _agents_sdk.detect_head(head):  # one export post, or one trace item, per line
+        return _agents_sdk.read_jsonl(name, errors)
     if isinstance(head, dict) and "messages" in head and _is_jsonl(name):
         return _openai.read_jsonl(name, errors)
     return _read_document(name, errors)
