@@ -21,6 +21,7 @@ FORMATS = {
 """Recordings of pydantic-ai's spans, OpenTelemetry's Agents SDK instrumentation and the Agents
 SDK's own export, with the format each is read as."""
 RECORDINGS = list(FORMATS)
+DENY_ETC = "deny delete_file(path^=/etc/*)"
 BLIND = [
     "pydantic_ai_v5_no_content.jsonl",
     "agents_otel_no_content.jsonl",
@@ -55,6 +56,30 @@ class TestReplayUnderANewPolicy:
         assert "ask_human P6 NeedsApproval() under --against" in out
         asked = next(line for line in out.splitlines() if "[against: ask_human]" in line)
         assert "delete_file, read_file" in asked
+
+    def test_one_screen_says_which_calls_a_new_deny_stops(
+        self, span_recordings: Path, tmp_path: Path
+    ) -> None:
+        """Every recording of both frameworks under a new `deny delete_file(path^=/etc/*)`: the
+        turn still executes read_file, so no action differs, yet each run differs (exit 1) and
+        the impact names the flip, the tool, the rule on each side and an example."""
+        old = tmp_path / "old.json"
+        old.write_text(json.dumps({"permission_rules": ["allow *"]}))
+        new = tmp_path / "new.json"
+        new.write_text(json.dumps({"permission_rules": ["allow *", DENY_ETC]}))
+        files = [span_recordings / n for n in RECORDINGS]
+        done = python("-m", "agentfsm", "replay", *files, "--policy", old, "--against", new)
+        assert done.returncode == 1, done.stderr
+        summary = done.stdout[done.stdout.index("== divergence") :].splitlines()
+        assert len(summary) <= 40  # one screen, however many runs
+        assert f"{len(RECORDINGS)} run(s) compared, {len(RECORDINGS)} differ" in summary[0]
+        impact = summary[summary.index(next(x for x in summary if x.startswith("== impact"))) :]
+        flips = f"  ALLOW -> DENY  {len(RECORDINGS)}   e.g. delete_file("
+        assert impact[1].startswith(flips)
+        assert f"    delete_file  allow -> deny  {len(RECORDINGS)}" in impact
+        assert (
+            f"    allow -> deny  {len(RECORDINGS)}  rule 'allow *' -> rule '{DENY_ETC}'" in impact
+        )
 
     def test_json_lines_name_the_format_and_the_difference(
         self, span_recordings: Path, policies: tuple[Path, Path]
