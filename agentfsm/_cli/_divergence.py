@@ -332,7 +332,7 @@ class Totals:
         verb = "compared" if self.compared else "replayed"
         yield f"== divergence: {self.runs} run(s) {verb}, {len(self.differing)} differ"
         for v in self.differing[:RUNS_SHOWN]:
-            yield _cut(f"  {_short(v.source)} run {v.run}: {v.detail}", 200)
+            yield f"  {_short(v.source)} run {v.run}: {v.detail}"
         if len(self.differing) > RUNS_SHOWN:
             rest = len(self.differing) - RUNS_SHOWN
             yield f"  and {rest} more differing run(s) (--json or --junit names every one)"

@@ -218,6 +218,8 @@ def _report(
         )
         for line in texts:
             write(line)
+        if verdict.rules:
+            write(f"  first call judged otherwise: {verdict.rules}")
         if diverged is not None:
             write(f"  DIVERGES from the recording: {diverged}")
         for line in _shadow.lines(shadow) if shadow is not None else ():
@@ -295,7 +297,7 @@ def _diff_of(
             yield _step_line(record, marks[index])
     yield from _unmatched(unmatched)
     theirs = None if against is None else against.exit_reason
-    if against is not None and (result.exit_reason != theirs or not marks):
+    if against is not None and result.exit_reason != theirs:
         yield f"  exit: {result.exit_reason} under the policy, {theirs} under --against"
 
 

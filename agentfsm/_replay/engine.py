@@ -444,9 +444,12 @@ class _Replayer:
 
     def _judged(self, turn: ModelTurn, decision: Decision) -> None:
         """Keep the policy's verdict on each call of `turn` (the shadow judged them too)."""
-        calls = {call.id: call for call in turn.tool_calls}
-        for judged in decision.shadow:
+        recorded = turn.tool_calls
+        calls = {call.id: call for call in recorded}
+        for index, judged in enumerate(decision.shadow):
             call = calls.get(judged.call_id)
+            if call is None and index < len(recorded) and recorded[index].name == judged.tool:
+                call = recorded[index]  # recorded without an id: the controller gave it one
             brief = judged.tool if call is None else _brief_call(call)
             self.result.judged.append(
                 JudgedCall(

@@ -194,7 +194,11 @@ class TestOnlyDiff:
         assert run[2].startswith("  turns   3-")
         assert run[2].endswith("none under --against")
         assert run[3] == "  exit: completed under the policy, max_turns under --against"
-        assert len(run) == 4  # the full replay prints a line per decision, and two more
+        assert run[4].startswith("  first call judged otherwise: ")
+        assert run[4].endswith(
+            "allow (the default) under the policy, not reached (-) under --against"
+        )
+        assert len(run) == 5  # the full replay prints a line per decision, and three more
 
     def test_json_keeps_only_the_differing_decisions(
         self, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
