@@ -8,6 +8,7 @@ every dump), and each recorded shadow verdict is the shadow's own verdict on the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from agentfsm._model.run_state import Run
 from agentfsm.exceptions import CheckpointError, PolicyError
 from agentfsm.states.validate import verdict
 from agentfsm.testing import call, turn
+from tests.processes import python
 from tests.seam_strategies import SideEffects, handoff_outputs, model_outputs, policies
 
 A = af.Action
@@ -239,3 +241,18 @@ class TestShadowTraced:
                 "enforced_source": "the default",
             }
         ]
+
+
+class TestShadowPage:
+    def test_the_pages_example_runs_and_prints_what_it_says(self, tmp_path: Path) -> None:
+        """docs/shadow.md's example runs as written and prints the lines its comments show."""
+        page = Path(__file__).resolve().parents[2] / "docs" / "shadow.md"
+        found = re.search(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+        assert found is not None
+        code = found.group(1)
+        script = tmp_path / "example.py"
+        script.write_text(code, encoding="utf-8")
+        done = python(str(script), timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        shown = [line[2:] for line in code.splitlines() if line.startswith("# bash")]
+        assert done.stdout.splitlines() == shown
