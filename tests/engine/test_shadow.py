@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
@@ -70,6 +70,8 @@ class TestShadowNeverEnforces:
             last = shadowed.last_output
             assert last is not None
             calls = {c.id: c for c in last.tool_calls}
+            event(f"calls judged by the shadow: {min(len(s.shadow), 2)}")
+            event(f"a shadow verdict differs: {any(v.differs for v in s.shadow)}")
             for record in s.shadow:
                 permission, _ = verdict(judge, calls[record.call_id])
                 assert record.shadow == permission, record
