@@ -114,3 +114,40 @@ class TestReport:
         """A trace without a shadow has no shadow section."""
         report = build([str(plain_trace(tmp_path / "t.jsonl"))])
         assert "Shadow policy" not in report.html
+
+
+class TestDiagram:
+    def test_a_shadow_is_a_note_on_validate_and_adds_no_edge(self, tmp_path: Path) -> None:
+        """`diagram --shadow FILE` notes where the shadow judges; the machine is unchanged."""
+        from agentfsm._diagrams import dot, mermaid
+
+        shadow = af.Policy(permission_rules=["deny rm", "ask git_*"])
+        policy = af.Policy()
+        plain, noted = mermaid(policy), mermaid(policy, shadow=shadow)
+        added = [line for line in noted.splitlines() if line not in plain.splitlines()]
+        assert added == [
+            (
+                "    note right of VALIDATE : shadow policy (2 rule(s)) judges every call here, "
+                "recorded, never enforced"
+            )
+        ]
+        graph = dot(policy, shadow=shadow)
+        assert "shadow_note [shape=note" in graph
+        assert "validate -> shadow_note [style=dashed" in graph
+        assert dot(policy) == "".join(
+            line + "\n" for line in graph.splitlines() if "shadow_note" not in line
+        )
+
+    def test_the_command_takes_a_shadow_file(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """`agentfsm diagram --shadow FILE` prints the note; a bad file exits 2."""
+        from agentfsm._cli.command import main as cli
+
+        good = tmp_path / "shadow.json"
+        good.write_text(json.dumps({"permissions": {"rm": "deny"}}), encoding="utf-8")
+        assert cli(["diagram", "--shadow", str(good)]) == 0
+        assert "note right of VALIDATE : shadow policy (1 rule(s))" in capsys.readouterr().out
+        bad = tmp_path / "bad.json"
+        bad.write_text("[", encoding="utf-8")
+        assert cli(["diagram", "--shadow", str(bad)]) == 2
