@@ -8,6 +8,7 @@ every dump), and each recorded shadow verdict is the shadow's own verdict on the
 from __future__ import annotations
 
 import json
+import pickle
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -195,6 +196,14 @@ class TestShadowSaved:
         d = loaded.on_model_output(turn(calls=[call("rm", {}, id="c2")]))
         assert d.action is A.EXECUTE_TOOLS
         assert (d.shadow[0].enforced, d.shadow[0].shadow) == ("allow", "deny")
+
+    def test_a_pickled_controller_keeps_its_shadow(self) -> None:
+        """Pickling goes through dump and load, and the shadow comes along."""
+        ctl = af.Controller(shadow={"permission_rules": ["deny rm"]})
+        again = pickle.loads(pickle.dumps(ctl))
+        assert again.shadow == ctl.shadow
+        d = again.on_model_output(turn(calls=[call("rm", {}, id="c1")]))
+        assert d.shadow[0].shadow == "deny"
 
     def test_a_shadow_with_code_must_be_given_again(self) -> None:
         """A saved shadow holding a hook loads only with the live shadow, as a policy does."""
