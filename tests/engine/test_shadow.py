@@ -41,11 +41,27 @@ def _answers(decision: af.Decision) -> list[af.ToolResult]:
     return [af.ToolResult(call_id=c.id, content=f"{c.name} ok") for c in decision.tool_calls]
 
 
+def _hostile(how: str) -> Any:
+    """A shadow hook that misbehaves: raises, answers nonsense, or edits the call it is shown."""
+
+    def hook(call: af.ToolCall) -> Any:
+        if how == "raises":
+            raise RuntimeError("shadow hook bug")
+        if how == "edits" and call.arguments is not None:
+            call.arguments.clear()
+            call.arguments["n"] = -1
+            return "allow"
+        return {"nonsense": 1}
+
+    return hook
+
+
 class TestShadowNeverEnforces:
     @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(
         policies(hooks=True),
         policies(hooks=True),
+        st.sampled_from(["as drawn", "raises", "edits", "nonsense"]),
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=5),
         st.lists(st.booleans(), min_size=6, max_size=6),
     )
@@ -53,10 +69,14 @@ class TestShadowNeverEnforces:
         self,
         policy: af.Policy,
         shadow: af.Policy,
+        hook: str,
         outputs: list[dict[str, Any]],
         answers: list[bool],
     ) -> None:
-        """Same decisions and dumps as without a shadow; each record is the shadow's verdict."""
+        """Same decisions and dumps as without a shadow, whatever its hook does; each record
+        is the shadow's own verdict on the call."""
+        if hook != "as drawn":
+            shadow = shadow.model_copy(update={"permission": _hostile(hook)})
         tools = SideEffects().tools()
         plain = af.Controller(policy, tools=tools, run_id="r")
         shadowed = af.Controller(policy, tools=tools, run_id="r", shadow=shadow)
