@@ -37,6 +37,13 @@ def _enforced(decision: af.Decision) -> dict[str, Any]:
     return fields
 
 
+def _call(ctl: af.Controller, call_id: str) -> af.ToolCall:
+    """A copy of the call `call_id` of the controller's last model output."""
+    last = ctl.last_output
+    assert last is not None
+    return next(c for c in last.tool_calls if c.id == call_id)
+
+
 def _answers(decision: af.Decision) -> list[af.ToolResult]:
     return [af.ToolResult(call_id=c.id, content=f"{c.name} ok") for c in decision.tool_calls]
 
@@ -88,15 +95,13 @@ class TestShadowNeverEnforces:
             d, s = plain.on_model_output(output), shadowed.on_model_output(output)
             assert _enforced(d) == _enforced(s)
             assert d.shadow == ()
-            last = shadowed.last_output
-            assert last is not None
-            calls = {c.id: c for c in last.tool_calls}
             event(f"calls judged by the shadow: {min(len(s.shadow), 2)}")
             event(f"a shadow verdict differs: {any(v.differs for v in s.shadow)}")
             for record in s.shadow:
-                permission, _ = verdict(judge, calls[record.call_id])
-                assert record.shadow == permission, record
-                assert record.enforced == verdict(plain._run, calls[record.call_id])[0]
+                # Each oracle gets its own copy of the call (`last_output` is one): a hook that
+                # edits what it is shown must not change what the other oracle reads.
+                assert record.shadow == verdict(judge, _call(shadowed, record.call_id))[0]
+                assert record.enforced == verdict(plain._run, _call(plain, record.call_id))[0]
             while d.action in _WORK:
                 if d.action is A.ASK_HUMAN:
                     yes = next(asked)
