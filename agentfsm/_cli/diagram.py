@@ -29,6 +29,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--trace", action=Once, metavar="FILE", help="overlay the path a traced run took"
     )
     parser.add_argument(
+        "--shadow",
+        action=Once,
+        metavar="FILE",
+        help="note where this shadow policy judges each call (recorded, never enforced)",
+    )
+    parser.add_argument(
         "-o", "--output", action=Once, metavar="FILE", help="write here instead of stdout"
     )
     parser.set_defaults(handler=main)
@@ -41,10 +47,11 @@ def main(args: argparse.Namespace) -> int:
 
     policy = Policy.from_file(args.policy) if args.policy else Policy()
     overlay = _overlay(args.trace, policy) if args.trace else None
+    shadow = Policy.from_file(args.shadow) if args.shadow else None
     if args.format == "mermaid":
-        data: bytes = mermaid(policy.routes, overlay).encode()
+        data: bytes = mermaid(policy.routes, overlay, shadow=shadow).encode()
     else:
-        source = dot(policy.routes, overlay)
+        source = dot(policy.routes, overlay, shadow=shadow)
         data = source.encode() if args.format == "dot" else render(source, args.format)
     if args.output:
         Path(args.output).write_bytes(data)

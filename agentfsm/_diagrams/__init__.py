@@ -21,7 +21,7 @@ from agentfsm._model.types import State
 from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.guards import Otherwise
 
-__all__ = ["Overlay", "dot", "edge_label", "mermaid", "render"]
+__all__ = ["Overlay", "dot", "edge_label", "mermaid", "render", "shadow_note"]
 
 
 @dataclass
@@ -96,8 +96,21 @@ def _labels(routes: list[Route], overlay: Overlay | None) -> list[str]:
     return labels
 
 
-def mermaid(table: RouteTable | Policy, overlay: Overlay | None = None) -> str:
-    """Render `table` (or a policy's table) as a Mermaid state diagram."""
+def shadow_note(shadow: Policy) -> str:
+    """The note a diagram puts on `validate` for a shadow policy: judged there, never enforced."""
+    if not isinstance(shadow, Policy):
+        raise DefinitionError(f"shadow must be an agentfsm.Policy, not {type(shadow).__name__}")
+    rules = len(shadow.permission_rules) + len(shadow.permissions)
+    hook = " and a hook" if shadow.permission is not None else ""
+    return f"shadow policy ({rules} rule(s){hook}) judges every call here; recorded, never enforced"
+
+
+def mermaid(
+    table: RouteTable | Policy, overlay: Overlay | None = None, *, shadow: Policy | None = None
+) -> str:
+    """Render `table` (or a policy's table) as a Mermaid state diagram; with `shadow`, a note
+    on `validate`, where the shadow policy judges each call."""
+    note = None if shadow is None else shadow_note(shadow)
     table = _table(table, overlay, "mermaid")
     lines = ["stateDiagram-v2"]
     for state in State:
@@ -109,6 +122,8 @@ def mermaid(table: RouteTable | Policy, overlay: Overlay | None = None) -> str:
         label = "<br/>".join(_mermaid_text(t) for t in _labels(routes, overlay))
         lines.append(f"    {src.name} --> {dst.name}: {label}")
     lines.append(f"    {State.END.name} --> [*]")
+    if note is not None:
+        lines.append(f"    note right of {State.VALIDATE.name} : {_mermaid_text(note)}")
     lines.append("    classDef waiting font-weight:bold")
     lines.append("    class " + ",".join(s.name for s in State if s in WAITING) + " waiting")
     if overlay and overlay.states:
@@ -123,12 +138,20 @@ def _mermaid_text(text: str) -> str:
     return text.replace(":", " -").replace(";", ",").replace("#", "no.")
 
 
-def dot(table: RouteTable | Policy, overlay: Overlay | None = None, *, ids: bool = False) -> str:
+def dot(
+    table: RouteTable | Policy,
+    overlay: Overlay | None = None,
+    *,
+    ids: bool = False,
+    shadow: Policy | None = None,
+) -> str:
     """Render `table` (or a policy's table) as a Graphviz DOT digraph.
 
     With `ids`, every state is `id="n-<state>"` and every edge `id="e-<source>-<dest>"`, so a
-    page can highlight them in the SVG that Graphviz draws (the HTML report does).
+    page can highlight them in the SVG that Graphviz draws (the HTML report does). With
+    `shadow`, a note hangs on `validate`, where the shadow policy judges each call.
     """
+    note = None if shadow is None else shadow_note(shadow)
     table = _table(table, overlay, "dot")
     lines = [
         "digraph agentfsm {",
@@ -156,6 +179,11 @@ def dot(table: RouteTable | Policy, overlay: Overlay | None = None, *, ids: bool
         if ids:
             extra += f', id="e-{src.value}-{dst.value}"'
         lines.append(f'  {src.value} -> {dst.value} [label="{label}"{extra}];')
+    if note is not None:  # a note, not a state: dashed, and no edge of the machine
+        lines.append(f'  shadow_note [shape=note, style=dashed, label="{_dot_text(note)}"];')
+        lines.append(
+            f'  {State.VALIDATE.value} -> shadow_note [style=dashed, arrowhead=none, label=""];'
+        )
     lines.append("}")
     return "\n".join(lines) + "\n"
 

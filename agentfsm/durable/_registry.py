@@ -15,7 +15,7 @@ from typing import Any
 
 from agentfsm._engine.events import SCHEMA
 from agentfsm._engine.persistence import STATE_VERSION, policy_code
-from agentfsm._engine.policy import Policy, as_policy
+from agentfsm._engine.policy import Policy, as_policy, as_shadow
 from agentfsm._model._checked import check_number
 from agentfsm._model._errors import at_call
 from agentfsm._model.tools import ToolSpec, tool_specs
@@ -52,6 +52,8 @@ class DurableAgent:
         on_progress: Called after every step (see `Progress`).
         options: ToolOptions by tool name, for tools that cannot carry `@tool` (builtins);
             they override the mark. Only `idempotent` matters here.
+        shadow: A candidate policy judged beside `policy` on every call and recorded in the
+            run's decisions and events, never enforced (docs/shadow.md).
     """
 
     @at_call
@@ -67,6 +69,7 @@ class DurableAgent:
         human_timeout: float | None = None,
         on_progress: Progress | None = None,
         options: Mapping[str, ToolOptions] | None = None,
+        shadow: Policy | Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise DefinitionError(f"a durable agent needs a name (a non-empty str), not {name!r}")
@@ -88,6 +91,9 @@ class DurableAgent:
         self.once = _run_at_most_once(name, self.specs or {}, options)
         """The names of the tools that are not idempotent: recorded as started, never re-run."""
         self.policy = as_policy(policy, f"durable agent {name!r}: policy")
+        # Recorded in every run's decisions, never enforced: not part of the fingerprint,
+        # since it decides nothing a recovery must repeat.
+        self.shadow = as_shadow(shadow, self.specs)
         self.api_base = api_base
         self.api_key = api_key
         self.human_timeout = human_timeout

@@ -218,6 +218,7 @@ class _Loop:
             run_id=run_id,
             observers=[self._record],
             clock=self._clock,
+            shadow=self.agent.shadow,
         )
         self.talk = Conversation(messages)
         self.decisions: list[Decision] = []

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.cli.test_mcp_proxy import Proxy, proxy_exits, text
+from tests.cli.test_mcp_proxy import Proxy, proxy_exits, replayed, text
 
 POLICY = {"permissions": {"drop_table": "deny"}}
 SHADOW = {"permissions": {"drop_table": "allow", "read_row": "deny"}}
@@ -42,6 +42,8 @@ class TestShadowProxy:
         started = json.loads(proxy.trace.read_text(encoding="utf-8").splitlines()[1])
         assert started["event"] == "run_started"
         assert started["shadow"]["permissions"] == SHADOW["permissions"]
+        record = replayed(proxy.trace)  # `agentfsm replay --json` shows where it differed
+        assert record["shadow"]["by_transition"] == {"allow->deny": 1, "deny->allow": 1}
 
     def test_without_shadow_the_trace_has_none(self, tmp_path: Path) -> None:
         """Without --shadow no decision carries a shadow record."""

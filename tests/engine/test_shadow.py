@@ -8,12 +8,14 @@ every dump), and each recorded shadow verdict is the shadow's own verdict on the
 from __future__ import annotations
 
 import json
+import pickle
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
@@ -21,6 +23,7 @@ from agentfsm._model.run_state import Run
 from agentfsm.exceptions import CheckpointError, PolicyError
 from agentfsm.states.validate import verdict
 from agentfsm.testing import call, turn
+from tests.processes import python
 from tests.seam_strategies import SideEffects, handoff_outputs, model_outputs, policies
 
 A = af.Action
@@ -34,8 +37,30 @@ def _enforced(decision: af.Decision) -> dict[str, Any]:
     return fields
 
 
+def _call(ctl: af.Controller, call_id: str) -> af.ToolCall:
+    """A copy of the call `call_id` of the controller's last model output."""
+    last = ctl.last_output
+    assert last is not None
+    return next(c for c in last.tool_calls if c.id == call_id)
+
+
 def _answers(decision: af.Decision) -> list[af.ToolResult]:
     return [af.ToolResult(call_id=c.id, content=f"{c.name} ok") for c in decision.tool_calls]
+
+
+def _hostile(how: str) -> Any:
+    """A shadow hook that misbehaves: raises, answers nonsense, or edits the call it is shown."""
+
+    def hook(call: af.ToolCall) -> Any:
+        if how == "raises":
+            raise RuntimeError("shadow hook bug")
+        if how == "edits" and call.arguments is not None:
+            call.arguments.clear()
+            call.arguments["n"] = -1
+            return "allow"
+        return {"nonsense": 1}
+
+    return hook
 
 
 class TestShadowNeverEnforces:
@@ -43,6 +68,7 @@ class TestShadowNeverEnforces:
     @given(
         policies(hooks=True),
         policies(hooks=True),
+        st.sampled_from(["as drawn", "raises", "edits", "nonsense"]),
         st.lists(model_outputs() | handoff_outputs(), min_size=1, max_size=5),
         st.lists(st.booleans(), min_size=6, max_size=6),
     )
@@ -50,10 +76,14 @@ class TestShadowNeverEnforces:
         self,
         policy: af.Policy,
         shadow: af.Policy,
+        hook: str,
         outputs: list[dict[str, Any]],
         answers: list[bool],
     ) -> None:
-        """Same decisions and dumps as without a shadow; each record is the shadow's verdict."""
+        """Same decisions and dumps as without a shadow, whatever its hook does; each record
+        is the shadow's own verdict on the call."""
+        if hook != "as drawn":
+            shadow = shadow.model_copy(update={"permission": _hostile(hook)})
         tools = SideEffects().tools()
         plain = af.Controller(policy, tools=tools, run_id="r")
         shadowed = af.Controller(policy, tools=tools, run_id="r", shadow=shadow)
@@ -65,13 +95,13 @@ class TestShadowNeverEnforces:
             d, s = plain.on_model_output(output), shadowed.on_model_output(output)
             assert _enforced(d) == _enforced(s)
             assert d.shadow == ()
-            last = shadowed.last_output
-            assert last is not None
-            calls = {c.id: c for c in last.tool_calls}
+            event(f"calls judged by the shadow: {min(len(s.shadow), 2)}")
+            event(f"a shadow verdict differs: {any(v.differs for v in s.shadow)}")
             for record in s.shadow:
-                permission, _ = verdict(judge, calls[record.call_id])
-                assert record.shadow == permission, record
-                assert record.enforced == verdict(plain._run, calls[record.call_id])[0]
+                # Each oracle gets its own copy of the call (`last_output` is one): a hook that
+                # edits what it is shown must not change what the other oracle reads.
+                assert record.shadow == verdict(judge, _call(shadowed, record.call_id))[0]
+                assert record.enforced == verdict(plain._run, _call(plain, record.call_id))[0]
             while d.action in _WORK:
                 if d.action is A.ASK_HUMAN:
                     yes = next(asked)
@@ -192,6 +222,14 @@ class TestShadowSaved:
         assert d.action is A.EXECUTE_TOOLS
         assert (d.shadow[0].enforced, d.shadow[0].shadow) == ("allow", "deny")
 
+    def test_a_pickled_controller_keeps_its_shadow(self) -> None:
+        """Pickling goes through dump and load, and the shadow comes along."""
+        ctl = af.Controller(shadow={"permission_rules": ["deny rm"]})
+        again = pickle.loads(pickle.dumps(ctl))
+        assert again.shadow == ctl.shadow
+        d = again.on_model_output(turn(calls=[call("rm", {}, id="c1")]))
+        assert d.shadow[0].shadow == "deny"
+
     def test_a_shadow_with_code_must_be_given_again(self) -> None:
         """A saved shadow holding a hook loads only with the live shadow, as a policy does."""
         shadow = af.Policy(permission=lambda call: "deny")
@@ -239,3 +277,18 @@ class TestShadowTraced:
                 "enforced_source": "the default",
             }
         ]
+
+
+class TestShadowPage:
+    def test_the_pages_example_runs_and_prints_what_it_says(self, tmp_path: Path) -> None:
+        """docs/shadow.md's example runs as written and prints the lines its comments show."""
+        page = Path(__file__).resolve().parents[2] / "docs" / "shadow.md"
+        found = re.search(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+        assert found is not None
+        code = found.group(1)
+        script = tmp_path / "example.py"
+        script.write_text(code, encoding="utf-8")
+        done = python(str(script), timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        shown = [line[2:] for line in code.splitlines() if line.startswith("# bash")]
+        assert done.stdout.splitlines() == shown
