@@ -9,6 +9,11 @@ the default. The policy file is read as `Policy.from_file` reads it (a repeated 
 fields beside a `policy` key, are refused with the line). Rules, the table and
 the default are what a policy file can hold; run-level guards (budgets, repeats) decide
 on a whole run and are not a single call's. Exit 0; 2 when the policy or CALL is bad.
+
+A policy with a Cedar source (`cedar`, docs/cedar.md) also prints Cedar's own answer
+and the deciding Cedar policies on a second line. Cedar's context holds the run's
+history only when `--history '{"calls": 3, "tokens": 900, "cost_micros": 2000, "turn": 2}'`
+gives it; without it the history is absent, and a Cedar policy that reads it denies.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from agentfsm._cedar import CallHistory
 from agentfsm._cli._options import subcommand
 from agentfsm._engine.policy import Policy
 from agentfsm._model.types import ToolCall
@@ -33,6 +39,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("policy", metavar="POLICY", help="policy file (JSON, or TOML by suffix)")
     parser.add_argument("call", metavar="CALL", help='{"name": ..., "arguments": {...}}')
+    parser.add_argument(
+        "--history",
+        metavar="JSON",
+        default=None,
+        help='the run so far, for a Cedar source: {"calls", "tokens", "cost_micros", "turn"}',
+    )
     parser.set_defaults(handler=main)
     return parser
 
@@ -40,9 +52,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Print `PERMISSION: source` for the call under the policy file."""
     policy = Policy.from_file(args.policy)
-    permission, source = policy.permission_verdict(_call(args.call))
+    call, history = _call(args.call), _history(args.history)
+    permission, source = policy.permission_verdict(call, history=history)
     print(f"{permission}: {source}")
+    if policy.cedar is not None:
+        said, why = policy.cedar.verdict(call, history)
+        print(f"cedar said {said}: {why}")
     return 0
+
+
+def _history(text: str | None) -> CallHistory | None:
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AgentFSMError(f"--history is not JSON: {exc.msg} (at column {exc.colno})") from exc
+    if not isinstance(data, Mapping):
+        raise AgentFSMError("--history must be a JSON object {calls, tokens, cost_micros, turn}")
+    return CallHistory.model_validate(dict(data))
 
 
 def _call(text: str) -> ToolCall:

@@ -34,12 +34,14 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentfsm._cli._options import Once, subcommand
 from agentfsm._engine.policy import (
     NAMED_TOOLS,
     Policy,
+    _cedar_file,
     policy_fields,
     undeclared_entries,
     undeclared_names,
@@ -96,7 +98,8 @@ def main(args: argparse.Namespace) -> int:
     # `policy`, is refused (exit 2) with the file and line, never linted as the last value.
     data = policy_fields(text, args.policy, toml=args.policy.endswith(".toml"))
     tools = _tools(args.tools) if args.tools else None
-    findings = lint(data, Lines(text, toml=args.policy.endswith(".toml")), tools)
+    lines = Lines(text, toml=args.policy.endswith(".toml"))
+    findings = lint(data, lines, tools, Path(args.policy).parent)
     for finding in findings:
         where = f"{args.policy}:{finding.line}" if finding.line is not None else args.policy
         print(f"{where}: {finding.level}: {finding.message}")
@@ -186,12 +189,20 @@ class Lines:
         return (found.start(), found.end()) if found is not None else None
 
 
-def lint(fields: Mapping[str, Any], lines: Lines, tools: Mapping[str, Any] | None) -> list[Finding]:
-    """The findings of a policy file's `fields` (`policy_fields`), placed with `lines`."""
+def lint(
+    fields: Mapping[str, Any],
+    lines: Lines,
+    tools: Mapping[str, Any] | None,
+    base: Path | None = None,
+) -> list[Finding]:
+    """The findings of a policy file's `fields` (`policy_fields`), placed with `lines`;
+    `base` is the policy file's folder, where a `cedar` file name is read."""
     findings: list[Finding] = []
     rules: list[tuple[Rule, int | None]] = []
     for name, value in fields.items():
-        if name == "guards":
+        if name in ("cedar", "cedar_policies"):
+            findings += _cedar(name, value, lines, tools, base)
+        elif name == "guards":
             findings += _guards(value, lines)
         elif name == "permission_rules":
             findings += _rules(value, lines, rules)
@@ -215,6 +226,45 @@ def _named_tools(
         where = lines.key(name)
         line = lines.line_at(where) if where is not None else None
         findings += [Finding(line, "error", why) for _, why in undeclared_names(policy, tools)]
+    return findings
+
+
+def _cedar(
+    name: str, value: Any, lines: Lines, tools: Mapping[str, Any] | None, base: Path | None
+) -> list[Finding]:
+    """A Cedar source: text that does not parse (with its file and line), a policy set with
+    no permit (it denies every call), and with `--tools` a `Tool::"x"` no tool is called."""
+    where = lines.key(name)
+    line = lines.line_at(where) if where is not None else None
+    try:
+        if name == "cedar" and isinstance(value, str):
+            source = Policy.from_mapping(
+                _cedar_file({"cedar": value}, (base or Path()) / "policy")
+            ).cedar
+        else:
+            source = Policy.from_mapping({name: value}).cedar
+    except PolicyError as exc:
+        return [Finding(line, "error", exc.message)]
+    if source is None:
+        return []
+    findings = []
+    if not any(body.get("effect") == "permit" for body in source.described.values()):
+        findings.append(
+            Finding(
+                line, "warning", f"{source.origin}: no Cedar permit policy: it denies every call"
+            )
+        )
+    for tool in source.tools_named() if tools is not None else ():
+        if tools is not None and tool not in tools:
+            hint = did_you_mean(tool, tools)
+            findings.append(
+                Finding(
+                    line,
+                    "warning",
+                    f"{source.origin}: Cedar names Tool::{json.dumps(tool)}, which is not a "
+                    f"declared tool{hint}",
+                )
+            )
     return findings
 
 

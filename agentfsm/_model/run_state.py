@@ -15,6 +15,7 @@ from agentfsm._model.snapshot import Phase, RunSnapshot
 from agentfsm._model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult, Verdict
 
 if TYPE_CHECKING:
+    from agentfsm._cedar import CallHistory
     from agentfsm._model.tools import ToolSpec
 
 __all__ = ["RECENT_ROUNDS", "Fired", "Run", "RunRules", "Step"]
@@ -47,7 +48,11 @@ class RunRules(Protocol):
     def prices_turns(self) -> bool:
         """Whether turns are priced (the policy has a cost budget)."""
 
-    def permission_verdict(self, call: ToolCall) -> Verdict:
+    @property
+    def cedar(self) -> object | None:
+        """The policy's Cedar source, when it has one (its context reads the run's history)."""
+
+    def permission_verdict(self, call: ToolCall, *, history: CallHistory | None = None) -> Verdict:
         """The permission of `call` and the source that gave it."""
 
 

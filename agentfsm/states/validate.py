@@ -11,6 +11,7 @@ included: a refused or denied call repeated is a repeat like any other.
 
 from __future__ import annotations
 
+from agentfsm._cedar import CallHistory
 from agentfsm._model.call_identity import CallKey, describe, round_signature, signature
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
@@ -113,7 +114,11 @@ def verdict(run: Run, call: ToolCall) -> tuple[str, str]:
 
 def _permission(run: Run, call: ToolCall) -> tuple[str, str]:
     """The permission sources' verdict on a call that fits its tool, and its source."""
-    permission, source = run.policy.permission_verdict(call)
+    policy = run.policy
+    if policy.cedar is None:  # the history is built only for a source that reads it
+        permission, source = policy.permission_verdict(call)
+    else:
+        permission, source = policy.permission_verdict(call, history=CallHistory.of_run(run))
     if permission == "allow" or permission == "ask":
         return permission, source
     # "deny", or anything not understood: fail closed
