@@ -31,6 +31,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
 
 from agentfsm._model._checked import Checked
 from agentfsm._model.records import Record
@@ -155,15 +156,18 @@ class CedarSource(Checked):
     def _parse(self) -> CedarSource:
         # Refuse text that does not parse, and annotations or templates not understood,
         # when the source is made, never at the first call.
-        _ = self.compiled, self.described
+        try:
+            _ = self.compiled, self.described
+        except PolicyError as exc:  # the message as it is, not behind pydantic's "Value error"
+            raise PydanticCustomError("cedar", "{why}", {"why": exc.message}) from exc
         return self
 
     @cached_property
     def compiled(self) -> cedarpy.PolicySet:
         """The parsed policy set."""
-        cedarpy = _cedarpy(self.origin)
+        engine = _cedarpy(self.origin)
         try:
-            parsed: cedarpy.PolicySet = cedarpy.PolicySet.from_str(self.policies)
+            parsed: cedarpy.PolicySet = engine.PolicySet.from_str(self.policies)
         except ValueError as exc:
             raise PolicyError(_parse_error(self.policies, self.origin, str(exc))) from exc
         return parsed

@@ -200,7 +200,8 @@ class Policy(Checked):
     @field_validator("cedar", mode="before")
     @classmethod
     def _parse_cedar(cls, value: Any) -> Any:
-        return CedarSource(policies=value) if isinstance(value, str) else value
+        # The text as data: pydantic builds the source, and its errors read as the field's.
+        return {"policies": value} if isinstance(value, str) else value
 
     @field_validator("final_tools", "handoffs", "ask_floor", mode="before")
     @classmethod
@@ -343,7 +344,7 @@ def _cedar_text(fields: dict[str, Any], source: str) -> None:
     text = fields.pop("cedar_policies")
     if not isinstance(text, str):
         raise PolicyError(f"{source}: 'cedar_policies' is Cedar text, not {type(text).__name__}")
-    fields["cedar"] = CedarSource(policies=text, origin=f"{source} (cedar_policies)")
+    fields["cedar"] = {"policies": text, "origin": f"{source} (cedar_policies)"}
 
 
 def _cedar_file(fields: Mapping[str, Any], file: Path) -> Mapping[str, Any]:
@@ -363,7 +364,7 @@ def _cedar_file(fields: Mapping[str, Any], file: Path) -> Mapping[str, Any]:
         raise PolicyError(f"{file}: cannot read Cedar file {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{file}: Cedar file {path} is not UTF-8 text: {exc.reason}") from exc
-    return {**fields, "cedar": CedarSource(policies=text, origin=str(path))}
+    return {**fields, "cedar": {"policies": text, "origin": str(path)}}
 
 
 def policy_fields(text: str, source: str, *, toml: bool) -> Mapping[str, Any]:
