@@ -25,7 +25,6 @@ would only skip the erroring policy (a forbid that errors must not let a call th
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,7 @@ from pydantic import ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
 from agentfsm._model._checked import Checked
-from agentfsm._model.records import Record
+from agentfsm._model.call_history import CallHistory
 from agentfsm._model.types import ToolCall, Verdict
 from agentfsm.exceptions import PolicyError
 
@@ -49,34 +48,6 @@ ASK_ANNOTATION = "agentfsm"
 _LONG = 2**63
 _ESCAPES = frozenset({"__entity", "__extn", "__expr"})
 """Keys Cedar's JSON reads as an entity, extension or expression instead of a record field."""
-
-
-class CallHistory(Record):
-    """What a run has done so far, as a Cedar source sees it in `context.history`."""
-
-    calls: int = 0
-    """Tool calls the run has executed."""
-    tokens: int = 0
-    """Tokens the run's model turns used."""
-    cost_micros: int = 0
-    """What the run cost, in whole micro-dollars (millionths of a dollar), rounded up:
-    Cedar has no floats."""
-    turn: int = 0
-    """Model outputs the run has seen."""
-
-    @classmethod
-    def of_run(cls, run: Any) -> CallHistory:
-        """The history of a `Run` (agentfsm._model.run_state) now."""
-        cost = run.cost
-        micros = math.ceil(cost * 1_000_000) if math.isfinite(cost) else _LONG - 1
-        return cls._made(
-            {
-                "calls": run.tool_calls_used,
-                "tokens": run.tokens,
-                "cost_micros": min(micros, _LONG - 1),
-                "turn": run.turn,
-            }
-        )
 
 
 class _UnsureError(Exception):

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentfsm._cedar import CallHistory
-from agentfsm._cli._options import subcommand
+from agentfsm._cli._options import Once, subcommand
 from agentfsm._engine.policy import Policy
 from agentfsm._model.types import ToolCall
 from agentfsm.exceptions import AgentFSMError
@@ -41,6 +41,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("call", metavar="CALL", help='{"name": ..., "arguments": {...}}')
     parser.add_argument(
         "--history",
+        action=Once,
         metavar="JSON",
         default=None,
         help='the run so far, for a Cedar source: {"calls", "tokens", "cost_micros", "turn"}',

@@ -15,7 +15,7 @@ from agentfsm._model.snapshot import Phase, RunSnapshot
 from agentfsm._model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult, Verdict
 
 if TYPE_CHECKING:
-    from agentfsm._cedar import CallHistory
+    from agentfsm._model.call_history import CallHistory
     from agentfsm._model.tools import ToolSpec
 
 __all__ = ["RECENT_ROUNDS", "Fired", "Run", "RunRules", "Step"]

@@ -11,7 +11,7 @@ included: a refused or denied call repeated is a repeat like any other.
 
 from __future__ import annotations
 
-from agentfsm._cedar import CallHistory
+from agentfsm._model.call_history import CallHistory
 from agentfsm._model.call_identity import CallKey, describe, round_signature, signature
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
