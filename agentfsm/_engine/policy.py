@@ -256,7 +256,7 @@ class Policy(Checked):
         `history` is what the run has done so far, which a Cedar source reads in its
         context; without it a Cedar policy that reads `context.history` denies.
         """
-        verdict = self._native_verdict(call)
+        verdict = self.native_verdict(call)
         if self.cedar is None:
             return verdict
         said = self.cedar.verdict(call, history)
@@ -267,7 +267,8 @@ class Policy(Checked):
             return said
         return verdict
 
-    def _native_verdict(self, call: ToolCall) -> Verdict:
+    def native_verdict(self, call: ToolCall) -> Verdict:
+        """The verdict of the rules, the table, the hook and the ask floor, without Cedar."""
         plain = not self.permission_rules and not self.permissions and self.permission is None
         if plain and call.name not in self.ask_floor:
             return "allow", "the default"

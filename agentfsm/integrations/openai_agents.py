@@ -272,7 +272,6 @@ class GovernedModel(Model):
         """The run's context, as the SDK gives it to the tools: a callable setting reads it."""
         # The Controller's policy: the given one, and the tools' own approval flags beside it
         # (the strongest verdict wins, as between the policy's own sources).
-        self._native = self.policy.model_copy(update={"cedar": None})
         self._ruled = self.policy.model_copy(update={"permission": self._permission})
 
     # -- the run's Controller --------------------------------------------------------------
@@ -320,8 +319,7 @@ class GovernedModel(Model):
         """The policy's verdict on `call`, raised to `ask` when the tool's own flag asks."""
         # Without the Cedar source: the hook has no run history to give it, and the policy
         # this hook sits in (`_ruled`) asks Cedar itself, with the history.
-        policy = self.policy if self.policy.cedar is None else self._native
-        verdict = policy.permission_for(call)
+        verdict = self.policy.native_verdict(call)[0]
         if verdict == "allow" and self._framework_asks(call):
             return "ask"
         return verdict
