@@ -256,7 +256,7 @@ def _direct(text: str, name: str, arguments: dict[str, Any]) -> str:
 
 
 class TestGenerated:
-    @settings(max_examples=150, deadline=None)
+    @settings(deadline=None)
     @given(text=_POLICIES, made=_CALLS, rules=_NATIVE)
     def test_the_verdict_is_cedars_and_the_strongest_of_both(
         self, text: str, made: tuple[str, dict[str, Any]], rules: list[str]
