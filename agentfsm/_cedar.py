@@ -122,6 +122,9 @@ class CedarSource(Checked):
     """Where the text came from (a file name), for messages; a dump keeps it."""
     principal: str = "agent"
     """The id of the request's principal, `Agent::"<principal>"`."""
+    cedar_schema: str | None = None
+    """A Cedar schema (Cedar syntax, or JSON): the policies are validated against it when
+    the source is made, and every request at evaluation (a request that does not fit denies)."""
 
     @model_validator(mode="after")
     def _parse(self) -> CedarSource:
@@ -129,6 +132,7 @@ class CedarSource(Checked):
         # when the source is made, never at the first call.
         try:
             _ = self.compiled, self.described
+            self._validated()
         except PolicyError as exc:  # the message as it is, not behind pydantic's "Value error"
             raise PydanticCustomError("cedar", "{why}", {"why": exc.message}) from exc
         return self
@@ -163,6 +167,32 @@ class CedarSource(Checked):
             )
         return policies
 
+    @cached_property
+    def parsed_schema(self) -> cedarpy.Schema | None:
+        """The parsed schema, when the source has one."""
+        if self.cedar_schema is None:
+            return None
+        engine = _cedarpy(self.origin)
+        text = self.cedar_schema
+        try:
+            parsed: cedarpy.Schema = (
+                engine.Schema.from_json_str(text)
+                if text.lstrip().startswith("{")
+                else engine.Schema.from_str(text)
+            )
+        except ValueError as exc:
+            raise PolicyError(f"{self.origin}: the Cedar schema does not parse: {exc}") from exc
+        return parsed
+
+    def _validated(self) -> None:
+        """Refuse policies that do not fit the schema, naming each problem."""
+        if self.parsed_schema is None:
+            return
+        result = _cedarpy(self.origin).validate_policies(self.policies, self.parsed_schema)
+        if not result.validation_passed:
+            problems = "; ".join(str(error) for error in result.errors)
+            raise PolicyError(f"{self.origin}: Cedar policies do not fit the schema: {problems}")
+
     def tools_named(self) -> list[str]:
         """The tool names the policies' resource scopes name (`Tool::"x"`), for lint."""
         names: list[str] = []
@@ -183,7 +213,7 @@ class CedarSource(Checked):
         cedarpy = _cedarpy(self.origin)
         request = cedar_request(call, self.principal, context)
         try:
-            result = cedarpy.is_authorized(request, self.compiled, "[]")
+            result = cedarpy.is_authorized(request, self.compiled, "[]", schema=self.parsed_schema)
             decision, reasons = result.decision.value, list(result.diagnostics.reasons)
             errors = list(result.diagnostics.errors)
         except Exception as exc:  # anything the evaluator raises denies: fail closed

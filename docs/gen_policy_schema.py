@@ -97,6 +97,11 @@ def policy_schema() -> dict[str, Any]:
         "type": "string",
         "description": "The Cedar policy text itself, instead of a `cedar` file (docs/cedar.md).",
     }
+    props["cedar_schema"] = {
+        "type": "string",
+        "description": "A Cedar schema file, relative to the policy file, for the Cedar "
+        "source (docs/cedar.md).",
+    }
     rules = props["permission_rules"]
     rules["items"] = {"anyOf": [RULE_TEXT, RULE_MAPPING, rule]}
     for name in ("permission_rules", "handoffs", "final_tools", "guards"):

@@ -200,8 +200,9 @@ def lint(
     findings: list[Finding] = []
     rules: list[tuple[Rule, int | None]] = []
     for name, value in fields.items():
-        if name in ("cedar", "cedar_policies"):
-            findings += _cedar(name, value, lines, tools, base)
+        if name in _CEDAR_KEYS:
+            if name == next(key for key in fields if key in _CEDAR_KEYS):  # once, together
+                findings += _cedar(name, fields, lines, tools, base)
         elif name == "guards":
             findings += _guards(value, lines)
         elif name == "permission_rules":
@@ -229,20 +230,26 @@ def _named_tools(
     return findings
 
 
+_CEDAR_KEYS = ("cedar", "cedar_policies", "cedar_schema")
+"""The keys of a policy file that make its Cedar source, read together."""
+
+
 def _cedar(
-    name: str, value: Any, lines: Lines, tools: Mapping[str, Any] | None, base: Path | None
+    name: str,
+    fields: Mapping[str, Any],
+    lines: Lines,
+    tools: Mapping[str, Any] | None,
+    base: Path | None,
 ) -> list[Finding]:
-    """A Cedar source: text that does not parse (with its file and line), a policy set with
-    no permit (it denies every call), and with `--tools` a `Tool::"x"` no tool is called."""
+    """A Cedar source (`cedar` or `cedar_policies`, and `cedar_schema`, placed at the first
+    of them): text that does not parse (with its file and line), policies that do not fit
+    the schema, a policy set with no permit (it denies every call), and with `--tools` a
+    `Tool::"x"` no declared tool has."""
     where = lines.key(name)
     line = lines.line_at(where) if where is not None else None
     try:
-        if name == "cedar" and isinstance(value, str):
-            source = Policy.from_mapping(
-                _cedar_file({"cedar": value}, (base or Path()) / "policy")
-            ).cedar
-        else:
-            source = Policy.from_mapping({name: value}).cedar
+        mine = {key: fields[key] for key in _CEDAR_KEYS if key in fields}
+        source = Policy.from_mapping(_cedar_file(mine, (base or Path()) / "policy")).cedar
     except PolicyError as exc:
         return [Finding(line, "error", exc.message)]
     if source is None:

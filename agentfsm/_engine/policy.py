@@ -349,10 +349,36 @@ def _cedar_text(fields: dict[str, Any], source: str) -> None:
 
 
 def _cedar_file(fields: Mapping[str, Any], file: Path) -> Mapping[str, Any]:
-    """A policy file's `cedar = "rules.cedar"`: the Cedar file's text, read beside `file`."""
+    """A policy file's `cedar = "rules.cedar"` and `cedar_schema = "rules.cedarschema"`: the
+    Cedar files' text, read beside `file`, into the `cedar` field."""
+    fields = dict(fields)
+    schema = fields.pop("cedar_schema", None)
     name = fields.get("cedar")
-    if not isinstance(name, str):
-        return fields  # absent, or a mapping (a dump's {"policies": ...}) read as it is
+    if isinstance(name, str):
+        fields["cedar"] = {
+            "policies": _cedar_text_file(file, name),
+            "origin": str(file.parent / name),
+        }
+    if schema is None:
+        return fields
+    cedar = fields.get("cedar_policies", fields.get("cedar"))
+    if not isinstance(schema, str) or cedar is None:
+        raise PolicyError(
+            f"{file}: 'cedar_schema' is a schema file beside 'cedar' or 'cedar_policies'"
+        )
+    text = _cedar_text_file(file, schema)
+    if "cedar_policies" in fields:
+        fields["cedar"] = {
+            "policies": fields.pop("cedar_policies"),
+            "origin": f"{file} (cedar_policies)",
+        }
+    if isinstance(fields["cedar"], Mapping):
+        fields["cedar"] = {**fields["cedar"], "cedar_schema": text}
+    return fields
+
+
+def _cedar_text_file(file: Path, name: str) -> str:
+    """The text of a Cedar file `name`, relative to the policy `file`."""
     path = file.parent / name
     try:
         with open_regular(
@@ -365,7 +391,7 @@ def _cedar_file(fields: Mapping[str, Any], file: Path) -> Mapping[str, Any]:
         raise PolicyError(f"{file}: cannot read Cedar file {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{file}: Cedar file {path} is not UTF-8 text: {exc.reason}") from exc
-    return {**fields, "cedar": {"policies": text, "origin": str(path)}}
+    return str(text)
 
 
 def policy_fields(text: str, source: str, *, toml: bool) -> Mapping[str, Any]:

@@ -182,6 +182,40 @@ class TestLoading:
         assert decision.action is not af.Action.EXECUTE_TOOLS
 
 
+SCHEMA = """
+entity Agent; entity Tool;
+action call appliesTo {
+  principal: Agent, resource: Tool,
+  context: { arguments: { path?: String }, history?: { calls: Long } }
+};
+"""
+
+
+class TestSchema:
+    def test_policies_that_do_not_fit_the_schema_are_refused(self) -> None:
+        """With a schema, a policy comparing a String as a Long is refused at load."""
+        text = "permit(principal, action, resource) when { context.arguments.path > 3 };"
+        with pytest.raises(PolicyError, match="do not fit the schema"):
+            af.Policy(cedar={"policies": text, "cedar_schema": SCHEMA})
+
+    def test_a_request_that_does_not_fit_denies(self, tmp_path: Path) -> None:
+        """From a policy file's `cedar_schema`: a call whose arguments break the schema
+        denies; one that fits is decided by the policies."""
+        (tmp_path / "r.cedar").write_text(
+            'permit(principal, action, resource == Tool::"cat");', encoding="utf-8"
+        )
+        (tmp_path / "r.cedarschema").write_text(SCHEMA, encoding="utf-8")
+        (tmp_path / "p.toml").write_text(
+            'cedar = "r.cedar"\ncedar_schema = "r.cedarschema"\n', encoding="utf-8"
+        )
+        policy = af.Policy.from_file(tmp_path / "p.toml")
+        assert policy.permission_for(call("cat", {"path": "/a"})) == "allow"
+        permission, why = policy.permission_verdict(call("cat", {"path": 3}))
+        assert permission == "deny"
+        assert "not valid" in why
+        assert af.Policy.from_mapping(policy.to_json()) == policy
+
+
 class TestController:
     def test_a_call_cedar_forbids_is_never_cleared(self) -> None:
         """Of two calls, the one Cedar forbids gets an error result and `may_run` says no."""
@@ -307,6 +341,25 @@ class TestCli:
         out = capsys.readouterr().out
         assert "Tool::\"ls\", which is not a declared tool; did you mean 'lss'?" in out
         assert "cat" not in out.replace("r.cedar", "")
+
+    def test_lint_reports_policies_that_do_not_fit_the_schema(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """lint reads `cedar` and `cedar_schema` together: a misfit is an error, and
+        `cedar_schema` is not an unknown field."""
+        (tmp_path / "r.cedar").write_text(
+            "permit(principal, action, resource) when { context.arguments.path > 3 };",
+            encoding="utf-8",
+        )
+        (tmp_path / "s.cedarschema").write_text(SCHEMA, encoding="utf-8")
+        (tmp_path / "p.toml").write_text(
+            'cedar = "r.cedar"\ncedar_schema = "s.cedarschema"\n', encoding="utf-8"
+        )
+        assert lint_main(lint_args(tmp_path / "p.toml")) == 1
+        out = capsys.readouterr().out
+        assert "p.toml:1: error:" in out
+        assert "do not fit the schema" in out
+        assert "unknown field" not in out
 
     def test_replay_against_a_cedar_policy_shows_the_difference(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
