@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentfsm._model.records import Record
 
-__all__ = ["CallHistory"]
+__all__ = ["CallHistory", "counted"]
 
 _LONG = 2**63
 
@@ -24,6 +25,8 @@ class CallHistory(Record):
     Cedar has no floats."""
     turn: int = 0
     """Model outputs the run has seen."""
+    tool_calls: dict[str, int] = {}  # noqa: RUF012  # never changed: a Record is frozen
+    """Tool calls executed by tool name (tools not called yet are absent)."""
 
     @classmethod
     def of_run(cls, run: Any) -> CallHistory:
@@ -36,5 +39,19 @@ class CallHistory(Record):
                 "tokens": run.tokens,
                 "cost_micros": min(micros, _LONG - 1),
                 "turn": run.turn,
+                "tool_calls": dict(run.tool_counts),
             }
         )
+
+
+def counted(counts: Mapping[str, int], calls: Iterable[Any], step: int) -> dict[str, int]:
+    """`counts` with each call of `calls` (anything with a `name`) counted `step` more, as a
+    new dict (a run's fields are replaced, never changed in place); counts of 0 drop out."""
+    new = dict(counts)
+    for call in calls:
+        n = new.get(call.name, 0) + step
+        if n > 0:
+            new[call.name] = n
+        else:
+            new.pop(call.name, None)
+    return new

@@ -107,6 +107,7 @@ class Run:
         "streak",
         "tokens",
         "tool_calls_used",
+        "tool_counts",
         "tool_errors",
         "turn",
     )
@@ -130,6 +131,9 @@ class Run:
         self.cost = 0.0
         self.context_tokens = 0
         self.tool_calls_used = 0
+        # Tool calls run so far by tool name, kept only while the policy has a Cedar source
+        # (its `context.history.tool_calls`): a run without one pays nothing for it.
+        self.tool_counts: dict[str, int] = {}
         self.retries = 0
         self.incomplete = 0
         self.tool_errors = 0

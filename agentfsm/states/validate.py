@@ -11,7 +11,7 @@ included: a refused or denied call repeated is a repeat like any other.
 
 from __future__ import annotations
 
-from agentfsm._model.call_history import CallHistory
+from agentfsm._model.call_history import CallHistory, counted
 from agentfsm._model.call_identity import CallKey, describe, round_signature, signature
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
@@ -159,6 +159,8 @@ def _ask_again(run: Run, asks: list[ToolCall], refused: dict[str, str]) -> None:
     )
     run.pending_rejected = ()
     run.tool_calls_used = max(0, run.tool_calls_used - len(run.pending))  # counted again then
+    if run.tool_counts:
+        run.tool_counts = counted(run.tool_counts, run.pending.values(), -1)
     run.pending, run.approved = {}, ()
     run.state = State.AWAIT_HUMAN
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -114,9 +114,16 @@ class TestVerdicts:
 
         class Run:
             tool_calls_used, tokens, cost, turn = 3, 1200, 0.0000011, 4
+            tool_counts: ClassVar[dict[str, int]] = {"ls": 3}
 
         history = CallHistory.of_run(Run())
-        assert history.as_dict() == {"calls": 3, "tokens": 1200, "cost_micros": 2, "turn": 4}
+        assert history.as_dict() == {
+            "calls": 3,
+            "tokens": 1200,
+            "cost_micros": 2,
+            "turn": 4,
+            "tool_calls": {"ls": 3},
+        }
 
 
 class TestComposition:
@@ -237,6 +244,31 @@ class TestController:
         second = ctl.on_model_output(turn(calls=[call("ls", {"d": "/"}, id="b")]))
         assert second.action is not af.Action.EXECUTE_TOOLS
         assert not ctl.may_run("b")
+
+
+class TestPerToolCounts:
+    def test_a_per_tool_limit_holds_across_a_dump(self) -> None:
+        """`context.history.tool_calls` counts each tool's executed calls; a dump keeps the
+        counts, so the loaded run still denies the call over the limit."""
+        text = (
+            'permit(principal, action, resource) unless { resource == Tool::"ls" && '
+            "context.history.tool_calls has ls && context.history.tool_calls.ls >= 1 };"
+        )
+        ctl = af.Controller(af.Policy(cedar=text))
+        first = ctl.on_model_output(turn(calls=[call("ls", {}, id="a"), call("cat", {}, id="b")]))
+        assert first.action is af.Action.EXECUTE_TOOLS
+        ctl.on_tool_results(
+            [
+                af.ToolResult(call_id="a", name="ls", content="x"),
+                af.ToolResult(call_id="b", name="cat", content="y"),
+            ]
+        )
+        loaded = af.Controller.load(ctl.dump())
+        second = loaded.on_model_output(
+            turn(calls=[call("ls", {"d": "/"}, id="c"), call("cat", {"d": "/"}, id="d")])
+        )
+        assert [c.id for c in second.tool_calls] == ["d"]
+        assert not loaded.may_run("c")
 
 
 # -- the generated property: Policy's Cedar verdict is cedarpy's own, failing closed ----------
