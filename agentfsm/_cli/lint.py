@@ -17,6 +17,10 @@ shows it; `FILE: level: message` where it cannot be placed):
   argument whose name is not a command's (`COMMAND_ARGUMENTS`: a misspelled name makes
   the rule ask every call, never check it). A rule written `command=~rm *` (the shell
   pattern mistyped) does not parse: an error with the rule it means.
+- a Cedar source (`cedar`, `cedar_policies`, `cedar_schema`; docs/cedar.md): Cedar that does
+  not parse (an error naming the Cedar file and line) or does not fit its schema; a source
+  with no permit (a warning: it denies every call); with `--tools`, a `Tool::"x"` in a
+  policy's resource scope that no declared tool has (a warning).
 
 `--tools FILE` is a JSON list of tool declarations as `Controller(tools=...)` takes
 them: OpenAI-style function specs (`{"type": "function", "function": {...}}` or
