@@ -1,6 +1,7 @@
 """A Cedar permission source on every path that executes a call: a call Cedar forbids never
 runs, through `af.run` with an MCP server's tools, the Controller and Executor over the same
-tools, and the OpenAI Agents SDK's own Runner (real server process, real SDK)."""
+tools, `agentfsm mcp-proxy` between a real host session and server, and the OpenAI Agents
+SDK's own Runner (real server processes, real SDK)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import agentfsm as af
 from agentfsm.integrations.mcp import MCPServerTools
 from agentfsm.testing import call as tool_call
 from agentfsm.testing.scripted import call, say, tool_calls
+from tests.cli.test_mcp_proxy import Proxy, text
 from tests.integrations.test_mcp_client import Notes, drive, executed, params, tool_messages
 from tests.integrations.test_openai_agents import CONFIG, Tools, actions, ruled
 from tests.runner.conftest import close_litellm_event_loop
@@ -114,3 +116,25 @@ class TestOpenAIAgents:
         ]
         asyncio.run(Runner.run(ruled(script, tools, policy), "go", run_config=CONFIG))
         assert tools.ran == [("get_weather", "Oslo")]
+
+
+class TestMcpProxy:
+    def test_the_proxy_forwards_only_what_cedar_permits(self, tmp_path: Path) -> None:
+        """`agentfsm mcp-proxy` with a policy file holding Cedar text: the forbidden call gets
+        an error result naming the Cedar policy and never reaches the server."""
+        cedar = (
+            '@id("rows") permit(principal, action, resource == Tool::"read_row");\n'
+            '@id("no-admin") forbid(principal, action, resource) '
+            'when { context.arguments.key == "admin" };'
+        )
+        proxy = Proxy(tmp_path, {"cedar_policies": cedar})
+        denied, allowed, other = proxy.call(
+            ("read_row", {"key": "admin"}),
+            ("read_row", {"key": "a"}),
+            ("drop_table", {"table": "users"}),
+        )
+        assert denied.is_error
+        assert "no-admin" in text(denied)
+        assert not allowed.is_error
+        assert other.is_error
+        assert proxy.calls() == ['read_row:{"key": "a"}']
