@@ -352,6 +352,8 @@ def _cedar_file(fields: Mapping[str, Any], file: Path) -> Mapping[str, Any]:
     """A policy file's `cedar = "rules.cedar"` and `cedar_schema = "rules.cedarschema"`: the
     Cedar files' text, read beside `file`, into the `cedar` field."""
     fields = dict(fields)
+    if "cedar" in fields and "cedar_policies" in fields:
+        raise PolicyError(f"{file}: give 'cedar' or 'cedar_policies', not both")
     schema = fields.pop("cedar_schema", None)
     name = fields.get("cedar")
     if isinstance(name, str):

@@ -170,6 +170,22 @@ class TestLoading:
         with pytest.raises(PolicyError, match=r"gone\.cedar"):
             af.Policy.from_file(tmp_path / "p.toml")
 
+    @pytest.mark.parametrize(
+        "text",
+        [
+            'cedar = "r.cedar"\ncedar_policies = "permit(principal, action, resource);"\n',
+            'cedar_schema = "r.cedar"\n',
+        ],
+    )
+    def test_cedar_keys_that_do_not_go_together_are_refused(
+        self, tmp_path: Path, text: str
+    ) -> None:
+        """Both `cedar` and `cedar_policies`, or a schema with no policies: PolicyError."""
+        (tmp_path / "r.cedar").write_text("permit(principal, action, resource);")
+        (tmp_path / "p.toml").write_text(text, encoding="utf-8")
+        with pytest.raises(PolicyError, match="cedar"):
+            af.Policy.from_file(tmp_path / "p.toml")
+
     def test_an_unknown_ask_annotation_is_refused(self) -> None:
         """@agentfsm("allow") is not understood: refused, not ignored."""
         with pytest.raises(PolicyError, match="agentfsm"):
