@@ -40,7 +40,14 @@ from agentfsm.exceptions import PolicyError
 if TYPE_CHECKING:
     import cedarpy
 
-__all__ = ["ASK_ANNOTATION", "CallHistory", "CedarSource", "cedar_context", "cedar_request"]
+__all__ = [
+    "ASK_ANNOTATION",
+    "CallHistory",
+    "CedarSource",
+    "cedar_context",
+    "cedar_request",
+    "statements",
+]
 
 ASK_ANNOTATION = "agentfsm"
 """`@agentfsm("ask")` on a permit policy: a call it allows asks a human instead."""
