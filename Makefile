@@ -12,7 +12,7 @@ help: ## List the targets
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray,integrations,durable,otel]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,litellm,ray,integrations,durable,otel,cedar]'
 	@touch $@
 
 # The demo needs litellm only: a newcomer's first command does not install Ray, DBOS,
@@ -22,7 +22,7 @@ $(VENV)/.demo-installed: pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[litellm]'
 	@touch $@
 
-install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray, integrations, durable and otel extras
+install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray, integrations, durable, otel and cedar extras
 
 demo: $(VENV)/.demo-installed ## Run the weather agent end to end (local server, no key), then draw the machine
 	$(PY) -m agentfsm demo

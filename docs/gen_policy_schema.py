@@ -67,6 +67,12 @@ def field_docs() -> dict[str, str]:
     return docs
 
 
+CEDAR_FILE = {
+    "type": "string",
+    "description": "A Cedar policy file, relative to the policy file (docs/cedar.md).",
+}
+
+
 def one_or_many(schema: dict[str, Any]) -> dict[str, Any]:
     """A list field that also takes one item alone (the validators wrap it in a list)."""
     return {"anyOf": [schema["items"], {k: v for k, v in schema.items() if k != "default"}]}
@@ -75,13 +81,27 @@ def one_or_many(schema: dict[str, Any]) -> dict[str, Any]:
 def policy_schema() -> dict[str, Any]:
     """The schema of the policy's fields, as a file writes them."""
     schema = Policy.model_json_schema(mode="validation")
-    rule = schema.pop("$defs")["Rule"]
+    defs = schema.pop("$defs")
+    rule, cedar = defs["Rule"], defs["CedarSource"]
     rule["description"] = "A rule as `Rule.model_dump()` writes it (`args` as [name, glob] pairs)."
     props: dict[str, Any] = schema["properties"]
     docs = field_docs()
     for name, prop in props.items():
         prop.pop("title", None)
         prop["description"] = docs[name]
+    cedar.pop("title", None)
+    cedar["description"] = "A Cedar source as a dump writes it: the text, where it came from."
+    props["cedar"]["anyOf"] = [CEDAR_FILE, cedar, {"type": "null"}]
+    # Not a field: a policy file's way to hold the Cedar text itself (Policy.from_file).
+    props["cedar_policies"] = {
+        "type": "string",
+        "description": "The Cedar policy text itself, instead of a `cedar` file (docs/cedar.md).",
+    }
+    props["cedar_schema"] = {
+        "type": "string",
+        "description": "A Cedar schema file, relative to the policy file, for the Cedar "
+        "source (docs/cedar.md).",
+    }
     rules = props["permission_rules"]
     rules["items"] = {"anyOf": [RULE_TEXT, RULE_MAPPING, rule]}
     for name in ("permission_rules", "handoffs", "final_tools", "guards"):

@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentfsm"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("agentfsm._version", "agentfsm._public", "agentfsm.exceptions"),
     ("agentfsm._shell", "agentfsm._model"),
-    ("agentfsm._permissions", "agentfsm.guards", "agentfsm.providers"),
+    ("agentfsm._permissions", "agentfsm._cedar", "agentfsm.guards", "agentfsm.providers"),
     ("agentfsm.states",),
     ("agentfsm._engine",),
     ("agentfsm._diagrams", "agentfsm._replay", "agentfsm.testing"),
@@ -44,6 +44,7 @@ CORE = (
     "agentfsm._shell",
     "agentfsm._model",
     "agentfsm._permissions",
+    "agentfsm._cedar",
     "agentfsm.guards",
     "agentfsm.providers",
     "agentfsm.states",
@@ -77,6 +78,7 @@ RULES = (
 ONLY_IMPORTER = {
     "transitions": ("agentfsm._engine.machine",),
     "litellm": ("agentfsm._runner", "agentfsm.durable"),
+    "cedarpy": ("agentfsm._cedar",),
 }
 """A third-party package and the only modules allowed to import it."""
 

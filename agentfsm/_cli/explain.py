@@ -12,6 +12,11 @@ on a whole run and are not a single call's. Exit 0; 2 when the policy or CALL is
 With `--exit-code`, for scripts, the exit status is the verdict: 0 allow, 1 deny, 3 ask
 (2 stays bad input), so `agentfsm explain --exit-code POLICY CALL && run` runs only
 what the policy allows outright.
+
+A policy with a Cedar source (`cedar`, docs/cedar.md) also prints Cedar's own answer
+and the deciding Cedar policies on a second line. Cedar's context holds the run's
+history only when `--history '{"calls": 3, "tokens": 900, "cost_micros": 2000, "turn": 2}'`
+gives it; without it the history is absent, and a Cedar policy that reads it denies.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from agentfsm._cli._options import subcommand
+from agentfsm._cedar import CallHistory
+from agentfsm._cli._options import Once, subcommand
 from agentfsm._engine.policy import Policy
 from agentfsm._model.types import ToolCall
 from agentfsm.exceptions import AgentFSMError
@@ -41,6 +47,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="exit by the verdict: 0 allow, 1 deny, 3 ask (2 bad input)",
     )
+    parser.add_argument(
+        "--history",
+        action=Once,
+        metavar="JSON",
+        default=None,
+        help='the run so far, for a Cedar source: {"calls", "tokens", "cost_micros", "turn"}',
+    )
     parser.set_defaults(handler=main)
     return parser
 
@@ -48,8 +61,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Print `PERMISSION: source` for the call under the policy file."""
     policy = Policy.from_file(args.policy)
-    permission, source = policy.permission_verdict(_call(args.call))
+    call, history = _call(args.call), _history(args.history)
+    permission, source = policy.permission_verdict(call, history=history)
     print(f"{permission}: {source}")
+    if policy.cedar is not None:
+        said, why = policy.cedar.verdict(call, history)
+        print(f"cedar said {said}: {why}")
     if not getattr(args, "exit_code", False):
         return 0
     # Anything but the three permissions (never expected) is not an allow: fail closed.
@@ -58,6 +75,18 @@ def main(args: argparse.Namespace) -> int:
 
 EXIT_BY_VERDICT = {"allow": 0, "deny": 1, "ask": 3}
 """`--exit-code`'s status for each verdict; 2 is bad input, as for every subcommand."""
+
+
+def _history(text: str | None) -> CallHistory | None:
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AgentFSMError(f"--history is not JSON: {exc.msg} (at column {exc.colno})") from exc
+    if not isinstance(data, Mapping):
+        raise AgentFSMError("--history must be a JSON object {calls, tokens, cost_micros, turn}")
+    return CallHistory.model_validate(dict(data))
 
 
 def _call(text: str) -> ToolCall:

@@ -17,6 +17,10 @@ shows it; `FILE: level: message` where it cannot be placed):
   argument whose name is not a command's (`COMMAND_ARGUMENTS`: a misspelled name makes
   the rule ask every call, never check it). A rule written `command=~rm *` (the shell
   pattern mistyped) does not parse: an error with the rule it means.
+- a Cedar source (`cedar`, `cedar_policies`, `cedar_schema`; docs/cedar.md): Cedar that does
+  not parse (an error naming the Cedar file and line) or does not fit its schema; a source
+  with no permit (a warning: it denies every call); with `--tools`, a `Tool::"x"` in a
+  policy's resource scope that no declared tool has (a warning).
 
 `--tools FILE` is a JSON list of tool declarations as `Controller(tools=...)` takes
 them: OpenAI-style function specs (`{"type": "function", "function": {...}}` or
@@ -34,12 +38,14 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentfsm._cli._options import Once, subcommand
 from agentfsm._engine.policy import (
     NAMED_TOOLS,
     Policy,
+    _cedar_file,
     policy_fields,
     undeclared_entries,
     undeclared_names,
@@ -96,7 +102,8 @@ def main(args: argparse.Namespace) -> int:
     # `policy`, is refused (exit 2) with the file and line, never linted as the last value.
     data = policy_fields(text, args.policy, toml=args.policy.endswith(".toml"))
     tools = _tools(args.tools) if args.tools else None
-    findings = lint(data, Lines(text, toml=args.policy.endswith(".toml")), tools)
+    lines = Lines(text, toml=args.policy.endswith(".toml"))
+    findings = lint(data, lines, tools, Path(args.policy).parent)
     for finding in findings:
         where = f"{args.policy}:{finding.line}" if finding.line is not None else args.policy
         print(f"{where}: {finding.level}: {finding.message}")
@@ -186,12 +193,21 @@ class Lines:
         return (found.start(), found.end()) if found is not None else None
 
 
-def lint(fields: Mapping[str, Any], lines: Lines, tools: Mapping[str, Any] | None) -> list[Finding]:
-    """The findings of a policy file's `fields` (`policy_fields`), placed with `lines`."""
+def lint(
+    fields: Mapping[str, Any],
+    lines: Lines,
+    tools: Mapping[str, Any] | None,
+    base: Path | None = None,
+) -> list[Finding]:
+    """The findings of a policy file's `fields` (`policy_fields`), placed with `lines`;
+    `base` is the policy file's folder, where a `cedar` file name is read."""
     findings: list[Finding] = []
     rules: list[tuple[Rule, int | None]] = []
     for name, value in fields.items():
-        if name == "guards":
+        if name in _CEDAR_KEYS:
+            if name == next(key for key in fields if key in _CEDAR_KEYS):  # once, together
+                findings += _cedar(name, fields, lines, tools, base)
+        elif name == "guards":
             findings += _guards(value, lines)
         elif name == "permission_rules":
             findings += _rules(value, lines, rules)
@@ -215,6 +231,51 @@ def _named_tools(
         where = lines.key(name)
         line = lines.line_at(where) if where is not None else None
         findings += [Finding(line, "error", why) for _, why in undeclared_names(policy, tools)]
+    return findings
+
+
+_CEDAR_KEYS = ("cedar", "cedar_policies", "cedar_schema")
+"""The keys of a policy file that make its Cedar source, read together."""
+
+
+def _cedar(
+    name: str,
+    fields: Mapping[str, Any],
+    lines: Lines,
+    tools: Mapping[str, Any] | None,
+    base: Path | None,
+) -> list[Finding]:
+    """A Cedar source (`cedar` or `cedar_policies`, and `cedar_schema`, placed at the first
+    of them): text that does not parse (with its file and line), policies that do not fit
+    the schema, a policy set with no permit (it denies every call), and with `--tools` a
+    `Tool::"x"` no declared tool has."""
+    where = lines.key(name)
+    line = lines.line_at(where) if where is not None else None
+    try:
+        mine = {key: fields[key] for key in _CEDAR_KEYS if key in fields}
+        source = Policy.from_mapping(_cedar_file(mine, (base or Path()) / "policy")).cedar
+    except PolicyError as exc:
+        return [Finding(line, "error", exc.message)]
+    if source is None:
+        return []
+    findings = []
+    if not any(body.get("effect") == "permit" for body in source.described.values()):
+        findings.append(
+            Finding(
+                line, "warning", f"{source.origin}: no Cedar permit policy: it denies every call"
+            )
+        )
+    for tool in source.tools_named() if tools is not None else ():
+        if tools is not None and tool not in tools:
+            hint = did_you_mean(tool, tools)
+            findings.append(
+                Finding(
+                    line,
+                    "warning",
+                    f"{source.origin}: Cedar names Tool::{json.dumps(tool)}, which is not a "
+                    f"declared tool{hint}",
+                )
+            )
     return findings
 
 

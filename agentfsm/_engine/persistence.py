@@ -299,6 +299,9 @@ class RunState(_Data):
     """Tokens used so far."""
     tool_calls_used: Count
     """Tool calls run so far."""
+    tool_counts: dict[StrictStr, Count] = {}  # pydantic copies it
+    """Tool calls run so far by tool name, kept while the policy has a Cedar source (absent
+    in older dumps: none)."""
     tool_errors: Count
     """Failed repair rounds in a row (rounds of calls of which any failed)."""
     turn: Count

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from agentfsm._cedar import CallHistory, CedarSource
 from agentfsm._engine.ask_floor import floored
 from agentfsm._engine.routes import Route, RouteTable
 from agentfsm._model import limits
@@ -80,6 +81,8 @@ __all__ = [
 
 FEEDBACK_GRACE = 2
 """With `on_repeat="feedback"`, refused repeats the model may still make before DOOM_LOOP."""
+
+_STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 
 _TABLES: dict[tuple[Any, ...], RouteTable] = {}
 """Route tables by policy content: a policy built per run reuses its table and machine."""
@@ -156,6 +159,11 @@ class Policy(Checked):
     """A hook deciding per call. Its verdict counts beside the rules and `permissions`:
     the strongest wins (deny, then ask, then allow). Anything it returns that is not exactly
     `"allow"`, `"ask"` or `"deny"`, and any exception it raises, denies the call."""
+    cedar: CedarSource | None = None
+    """Cedar policies deciding calls beside the rules, the table and the hook (the strongest
+    verdict wins); a Cedar source is an allow-list and fails closed (docs/cedar.md). Given
+    as a CedarSource, the Cedar text, or in a policy file `cedar = "rules.cedar"` (a path
+    relative to the file) or `cedar_policies = "..."`. Needs `agentfsm[cedar]`."""
     handoffs: frozenset[str] = frozenset()
     """Tool names that hand the task to another agent."""
     final_tools: frozenset[str] = frozenset()
@@ -189,6 +197,12 @@ class Policy(Checked):
                 f"permission_rules must be a list of rules, not {type(value).__name__}"
             )
         return tuple(_rule(item) for item in value)
+
+    @field_validator("cedar", mode="before")
+    @classmethod
+    def _parse_cedar(cls, value: Any) -> Any:
+        # The text as data: pydantic builds the source, and its errors read as the field's.
+        return {"policies": value} if isinstance(value, str) else value
 
     @field_validator("final_tools", "handoffs", "ask_floor", mode="before")
     @classmethod
@@ -236,8 +250,26 @@ class Policy(Checked):
         """Whether `call` may run, needs a human, or is denied (the strongest verdict wins)."""
         return self.permission_verdict(call)[0]
 
-    def permission_verdict(self, call: ToolCall) -> Verdict:
-        """The permission of `call` and the source that gave it (a rule, the table, the hook)."""
+    def permission_verdict(self, call: ToolCall, *, history: CallHistory | None = None) -> Verdict:
+        """The permission of `call` and the source that gave it (a rule, the table, the hook,
+        a Cedar policy).
+
+        `history` is what the run has done so far, which a Cedar source reads in its
+        context; without it a Cedar policy that reads `context.history` denies.
+        """
+        verdict = self.native_verdict(call)
+        if self.cedar is None:
+            return verdict
+        said = self.cedar.verdict(call, history)
+        # The strongest wins; on a tie Cedar is named where the native sources only defaulted.
+        if _STRENGTH[said[0]] > _STRENGTH.get(verdict[0], 2) or (
+            said[0] == verdict[0] and verdict[1] == "the default"
+        ):
+            return said
+        return verdict
+
+    def native_verdict(self, call: ToolCall) -> Verdict:
+        """The verdict of the rules, the table, the hook and the ask floor, without Cedar."""
         plain = not self.permission_rules and not self.permissions and self.permission is None
         if plain and call.name not in self.ask_floor:
             return "allow", "the default"
@@ -250,8 +282,10 @@ class Policy(Checked):
         """The policy as JSON-compatible data, guards as their reprs."""
         data = self.model_dump(
             mode="python",
-            exclude={"guards", "handoffs", "final_tools", "ask_floor", "permission_rules"},
+            exclude={"guards", "handoffs", "final_tools", "ask_floor", "permission_rules", "cedar"},
         )
+        if self.cedar is not None:  # only when set: a policy without one dumps as it always did
+            data["cedar"] = self.cedar.model_dump(mode="json")
         data["guards"] = [repr(g) for g in self.guards]
         data["handoffs"] = sorted(self.handoffs)
         data["final_tools"] = sorted(self.final_tools)
@@ -274,6 +308,7 @@ class Policy(Checked):
                 f"{source}: a policy is a mapping of fields, not {type(data).__name__}"
             )
         fields = read(source, PolicyError, lambda: dict(data))
+        _cedar_text(fields, source)
         try:
             return cls.model_validate(fields)
         except PolicyError as exc:  # a field, or as-is from the guards validator
@@ -299,7 +334,67 @@ class Policy(Checked):
         except UnicodeDecodeError as exc:
             raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
         fields = policy_fields(text, str(file), toml=file.suffix == ".toml")
-        return cls.from_mapping(fields, source=str(file))
+        return cls.from_mapping(_cedar_file(fields, file), source=str(file))
+
+
+def _cedar_text(fields: dict[str, Any], source: str) -> None:
+    """Read `cedar_policies` (Cedar text in a policy's data) into the `cedar` field."""
+    if "cedar_policies" not in fields:
+        return
+    if "cedar" in fields:
+        raise PolicyError(f"{source}: give 'cedar' or 'cedar_policies', not both")
+    text = fields.pop("cedar_policies")
+    if not isinstance(text, str):
+        raise PolicyError(f"{source}: 'cedar_policies' is Cedar text, not {type(text).__name__}")
+    fields["cedar"] = {"policies": text, "origin": f"{source} (cedar_policies)"}
+
+
+def _cedar_file(fields: Mapping[str, Any], file: Path) -> Mapping[str, Any]:
+    """A policy file's `cedar = "rules.cedar"` and `cedar_schema = "rules.cedarschema"`: the
+    Cedar files' text, read beside `file`, into the `cedar` field."""
+    fields = dict(fields)
+    if "cedar" in fields and "cedar_policies" in fields:
+        raise PolicyError(f"{file}: give 'cedar' or 'cedar_policies', not both")
+    schema = fields.pop("cedar_schema", None)
+    name = fields.get("cedar")
+    if isinstance(name, str):
+        fields["cedar"] = {
+            "policies": _cedar_text_file(file, name),
+            "origin": str(file.parent / name),
+        }
+    if schema is None:
+        return fields
+    cedar = fields.get("cedar_policies", fields.get("cedar"))
+    if not isinstance(schema, str) or cedar is None:
+        raise PolicyError(
+            f"{file}: 'cedar_schema' is a schema file beside 'cedar' or 'cedar_policies'"
+        )
+    text = _cedar_text_file(file, schema)
+    if "cedar_policies" in fields:
+        fields["cedar"] = {
+            "policies": fields.pop("cedar_policies"),
+            "origin": f"{file} (cedar_policies)",
+        }
+    if isinstance(fields["cedar"], Mapping):
+        fields["cedar"] = {**fields["cedar"], "cedar_schema": text}
+    return fields
+
+
+def _cedar_text_file(file: Path, name: str) -> str:
+    """The text of a Cedar file `name`, relative to the policy `file`."""
+    path = file.parent / name
+    try:
+        with open_regular(
+            str(path),
+            lambda why: PolicyError(f"{file}: cannot read Cedar file {path}: {why}"),
+            max_bytes=limits.MAX_POLICY_BYTES,
+        ) as raw:
+            text = raw.read().decode("utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{file}: cannot read Cedar file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{file}: Cedar file {path} is not UTF-8 text: {exc.reason}") from exc
+    return str(text)
 
 
 def policy_fields(text: str, source: str, *, toml: bool) -> Mapping[str, Any]:

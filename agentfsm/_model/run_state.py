@@ -23,6 +23,7 @@ from agentfsm._model.types import (
 )
 
 if TYPE_CHECKING:
+    from agentfsm._model.call_history import CallHistory
     from agentfsm._model.tools import ToolSpec
 
 __all__ = ["RECENT_ROUNDS", "Fired", "Run", "RunRules", "Step"]
@@ -55,7 +56,11 @@ class RunRules(Protocol):
     def prices_turns(self) -> bool:
         """Whether turns are priced (the policy has a cost budget)."""
 
-    def permission_verdict(self, call: ToolCall) -> Verdict:
+    @property
+    def cedar(self) -> object | None:
+        """The policy's Cedar source, when it has one (its context reads the run's history)."""
+
+    def permission_verdict(self, call: ToolCall, *, history: CallHistory | None = None) -> Verdict:
         """The permission of `call` and the source that gave it."""
 
 
@@ -111,6 +116,7 @@ class Run:
         "streak",
         "tokens",
         "tool_calls_used",
+        "tool_counts",
         "tool_errors",
         "turn",
     )
@@ -137,6 +143,9 @@ class Run:
         self.cost = 0.0
         self.context_tokens = 0
         self.tool_calls_used = 0
+        # Tool calls run so far by tool name, kept only while the policy has a Cedar source
+        # (its `context.history.tool_calls`): a run without one pays nothing for it.
+        self.tool_counts: dict[str, int] = {}
         self.retries = 0
         self.incomplete = 0
         self.tool_errors = 0

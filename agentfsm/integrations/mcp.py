@@ -710,8 +710,12 @@ def _asks_now(policy: object, call: ToolCall, annotations: Any) -> bool:
     A clearing that is not a Controller (a framework's own) shows no policy to read: its
     calls meet only the pin (a changed tool is refused until approved).
     """
-    if not isinstance(policy, Policy) or policy.permission_for(call) != "allow":
+    if not isinstance(policy, Policy) or policy.native_verdict(call)[0] != "allow":
         return False  # asked (a person said yes) or not cleared at all
+    # A Cedar source is asked here without the run's history (which its own verdict read
+    # when the call was cleared): only its sure "ask" (a person said yes) is taken.
+    if policy.cedar is not None and policy.cedar.verdict(call)[0] == "ask":
+        return False
     if not changes_things(annotations):
         return False
     rules, table = policy.permission_rules, policy.permissions

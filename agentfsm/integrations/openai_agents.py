@@ -337,7 +337,9 @@ class GovernedModel(Model):
         return self._with_flags(self.shadow, call)
 
     def _with_flags(self, policy: Policy, call: ToolCall) -> Permission:
-        verdict = policy.permission_for(call)
+        # Without the Cedar source: the hook has no run history to give it, and the policy
+        # this hook sits in (`_ruled`) asks Cedar itself, with the history.
+        verdict = policy.native_verdict(call)[0]
         if verdict == "allow" and self._framework_asks(call):
             return "ask"
         return verdict

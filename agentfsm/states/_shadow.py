@@ -9,6 +9,9 @@ hook that edits the arguments edits nothing that runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from agentfsm._model.call_history import CallHistory
 from agentfsm._model.copies import own_call
 from agentfsm._model.run_state import RunRules
 from agentfsm._model.types import ShadowPermission, ShadowVerdict, ToolCall
@@ -16,11 +19,24 @@ from agentfsm._model.types import ShadowPermission, ShadowVerdict, ToolCall
 __all__ = ["judged", "refused"]
 
 
-def judged(shadow: RunRules, call: ToolCall, enforced: str, why: str) -> ShadowVerdict:
-    """The shadow's verdict on a call that fits its tool, beside the enforced `(enforced, why)`."""
+def judged(
+    shadow: RunRules,
+    call: ToolCall,
+    enforced: str,
+    why: str,
+    history: Callable[[], CallHistory],
+) -> ShadowVerdict:
+    """The shadow's verdict on a call that fits its tool, beside the enforced `(enforced, why)`.
+
+    A shadow with a Cedar source is given the run's history, as the enforced policy is;
+    `history` makes it only then.
+    """
     said: ShadowPermission
     try:
-        permission, source = shadow.permission_verdict(own_call(call))
+        if shadow.cedar is None:
+            permission, source = shadow.permission_verdict(own_call(call))
+        else:
+            permission, source = shadow.permission_verdict(own_call(call), history=history())
         said = permission if permission in ("allow", "ask") else "deny"
         source = str(source)
     except KeyboardInterrupt:  # the user's, not the shadow's: it stops the input as ever

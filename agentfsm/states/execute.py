@@ -13,6 +13,7 @@ import json
 from collections.abc import Hashable
 
 from agentfsm._model._checked import replaced
+from agentfsm._model.call_history import counted
 from agentfsm._model.call_identity import round_signature, signature
 from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
@@ -47,6 +48,8 @@ def enter(run: Run, step: Step) -> None:
     sigs: dict[str, Hashable] = {call.id: known.get(call.id) or signature(call) for call in calls}
     run.pending_sigs = sigs
     run.tool_calls_used += len(calls)
+    if run.policy.cedar is not None and calls:
+        run.tool_counts = counted(run.tool_counts, calls, 1)
     run.tool_errors = step.snap.tool_errors_in_a_row
     if step.snap.phase == "model_output":  # after a human's reply, await_human kept it
         run.round_failed = bool(step.snap.rejected)

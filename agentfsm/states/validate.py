@@ -11,6 +11,9 @@ included: a refused or denied call repeated is a repeat like any other.
 
 from __future__ import annotations
 
+from functools import partial
+
+from agentfsm._model.call_history import CallHistory, counted
 from agentfsm._model.call_identity import CallKey, describe, round_signature, signature
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
@@ -97,7 +100,9 @@ def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -
             continue
         permission, why = _permission(run, call)
         if shadow is not None and run.shadow is not None:  # recorded, never enforced
-            shadow.append(_shadow.judged(run.shadow, call, permission, why))
+            shadow.append(
+                _shadow.judged(run.shadow, call, permission, why, partial(CallHistory.of_run, run))
+            )
         if permission == "allow":
             (handoffs if handoff else executable).append(call)
         elif permission == "ask":
@@ -121,7 +126,11 @@ def verdict(run: Run, call: ToolCall) -> tuple[str, str]:
 
 def _permission(run: Run, call: ToolCall) -> tuple[str, str]:
     """The permission sources' verdict on a call that fits its tool, and its source."""
-    permission, source = run.policy.permission_verdict(call)
+    policy = run.policy
+    if policy.cedar is None:  # the history is built only for a source that reads it
+        permission, source = policy.permission_verdict(call)
+    else:
+        permission, source = policy.permission_verdict(call, history=CallHistory.of_run(run))
     if permission == "allow" or permission == "ask":
         return permission, source
     # "deny", or anything not understood: fail closed
@@ -162,6 +171,8 @@ def _ask_again(run: Run, asks: list[ToolCall], refused: dict[str, str]) -> None:
     )
     run.pending_rejected = ()
     run.tool_calls_used = max(0, run.tool_calls_used - len(run.pending))  # counted again then
+    if run.tool_counts:
+        run.tool_counts = counted(run.tool_counts, run.pending.values(), -1)
     run.pending, run.approved = {}, ()
     run.state = State.AWAIT_HUMAN
 

@@ -315,13 +315,14 @@ class TestOlderDumps:
     def test_a_dump_from_before_the_model_loads_and_decides(self) -> None:
         """A version-1 dump written by the codec tables loads, dumps back the same, and decides.
 
-        Only the fields added since (approvals, refusals, a failed round) come back, empty.
+        Only the fields added since (approvals, refusals, a failed round, per-tool counts)
+        come back, empty.
         """
         data = json.loads(OLDER_DUMP)
         loaded = af.Controller.load(copy.deepcopy(data), clock=lambda: 100.0)
         dumped = loaded.dump()
-        added = ("approved", "refused", "round_failed")
-        assert [dumped["run"].pop(name) for name in added] == [[], {}, False]
+        added = ("approved", "refused", "round_failed", "tool_counts")
+        assert [dumped["run"].pop(name) for name in added] == [[], {}, False, {}]
         assert dumped == data
         assert (loaded.state, [c.id for c in loaded.pending_calls]) == ("await_human", ["w1"])
         d = loaded.on_human_reply(approved=True)
