@@ -18,11 +18,12 @@ from agentfsm.integrations.mcp import MCPServerTools
 from agentfsm.testing import call as tool_call
 from agentfsm.testing.scripted import call, say, tool_calls
 from tests.cli.test_mcp_proxy import Proxy, text
+from tests.conftest import LITELLM_CLIENT
 from tests.integrations.test_mcp_client import Notes, drive, executed, params, tool_messages
 from tests.integrations.test_openai_agents import CONFIG, Tools, actions, ruled
 from tests.runner.conftest import close_litellm_event_loop
 
-pytestmark = [pytest.mark.needs("cedarpy"), pytest.mark.litellm]
+pytestmark = [pytest.mark.needs("cedarpy"), *LITELLM_CLIENT]
 _ = close_litellm_event_loop
 
 NOTES = af.Policy(
