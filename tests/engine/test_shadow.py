@@ -119,7 +119,7 @@ class TestShadowNeverEnforces:
         """A shadow whose verdict raises is recorded as "error", with why; the call still runs."""
 
         class Broken(af.Policy):
-            def permission_verdict(self, call: af.ToolCall) -> Any:
+            def permission_verdict(self, call: af.ToolCall, *, history: Any = None) -> Any:
                 raise RuntimeError("shadow bug")
 
         ctl = af.Controller(shadow=Broken())
