@@ -1,5 +1,6 @@
 """A durable agent with a shadow policy: each run's decisions record it, and it runs what the
-policy alone would run. DBOS runs in this test process, on SQLite."""
+policy alone would run; and one whose policy has a Cedar source. DBOS runs in this test
+process, on SQLite."""
 
 from __future__ import annotations
 
@@ -70,3 +71,42 @@ def test_a_durable_run_records_the_shadow_and_runs_what_the_policy_allows(
     assert ran == ["read a"]
     verdicts = [(v.tool, v.enforced, v.shadow) for d in done.decisions for v in d.shadow]
     assert verdicts == [("read", "allow", "deny"), ("rm", "deny", "allow")]
+
+
+@pytest.mark.needs("cedarpy")
+def test_a_durable_run_under_a_cedar_source_runs_only_what_cedar_permits(db: str) -> None:
+    """The policy crosses into the durable workflow with its Cedar text: the forbidden call
+    never runs, and the shadow (the same Cedar) reads the run's history too."""
+    ran: list[str] = []
+
+    def read(path: str) -> str:
+        """Read a file."""
+        ran.append(f"read {path}")
+        return "text"
+
+    def rm(path: str) -> str:
+        """Remove a file."""
+        ran.append(f"rm {path}")
+        return "removed"
+
+    cedar = """
+permit(principal, action, resource);
+@id("no-rm") forbid(principal, action, resource == Tool::"rm") when { context.history.turn >= 0 };
+"""
+    with ScriptedServer([model] * 4) as server:
+        agent = durable.DurableAgent(
+            "cedar",
+            "openai/scripted",
+            tools=[read, rm],
+            policy=af.Policy(cedar=cedar),
+            shadow=af.Policy(cedar=cedar),
+            api_base=server.openai_base,
+            api_key="sk-local",
+        )
+        register([agent])
+        done = durable.result(durable.start(agent, "tidy"), timeout=60)
+    assert done.exit_reason is af.ExitReason.COMPLETED
+    assert ran == ["read a"]
+    verdicts = [(v.tool, v.enforced, v.shadow) for d in done.decisions for v in d.shadow]
+    assert verdicts == [("read", "allow", "allow"), ("rm", "deny", "deny")]
+    assert all("no-rm" in v.source for d in done.decisions for v in d.shadow if v.tool == "rm")
