@@ -8,11 +8,13 @@ decision and results, the budgets used, and with `against` where two policies di
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from agentfsm._engine.policy import Policy
-from agentfsm._replay.trajectories import expand_paths, read_runs
+from agentfsm._replay.engine import recorded_policy
+from agentfsm._replay.trajectories import RecordedRun, expand_paths, read_runs
 from agentfsm._report.collect import RunView, collect_run
 from agentfsm._report.render import page
 from agentfsm.exceptions import InvalidInputError, PolicyError, TraceError
@@ -62,12 +64,15 @@ def build(
         raise InvalidInputError(f"on_run must be callable, not {type(on_run).__name__}")
     views: list[RunView] = []
     skipped: list[str] = []
+    recorded: dict[str, Policy | None] = {}
     files = expand_paths([paths] if isinstance(paths, str) else paths)
     if only_diff and against is None:
         raise PolicyError("only_diff needs a second policy (against) to compare with")
     for path, explicit in files:
         try:
             for run in read_runs(path):
+                if policy is None:
+                    _note_recorded(recorded, run)
                 views.append(collect_run(run, policy, against))
                 if on_run is not None:
                     on_run(views[-1])
@@ -77,11 +82,40 @@ def build(
             skipped.append(path)
     if not files:
         raise TraceError("no trace files given or found", path=None, line=None)
-    shown = Policy() if policy is None else policy
+    shown, origin = _header_policy(policy, recorded)
     listed = [view for view in views if view.differs] if only_diff else views
     of = len(views) if only_diff else None
-    html = page(listed, shown, title=title, against=against, skipped=skipped, of=of)
+    html = page(listed, shown, title=title, against=against, skipped=skipped, of=of, origin=origin)
     return Report(html, views, skipped)
+
+
+def _note_recorded(recorded: dict[str, Policy | None], run: RecordedRun) -> None:
+    """Remember the policy `run`'s trace recorded (None: it recorded none), once per text."""
+    found = recorded_policy(run)
+    key = "" if found is None else json.dumps(found.to_json(), sort_keys=True, default=str)
+    recorded.setdefault(key, found)
+
+
+def _header_policy(policy: Policy | None, recorded: dict[str, Policy | None]) -> tuple[Policy, str]:
+    """The policy the page's header names, and where it came from.
+
+    Without `policy`, each run replayed under the policy its trace recorded (an MCP proxy's
+    session, a Controller's run), or the defaults for a format that records none: the header
+    names that policy, not the defaults, when every run recorded the same one.
+    """
+    if policy is not None:
+        return policy, "given"
+    if len(recorded) == 1:
+        (only,) = recorded.values()
+        if only is not None:
+            return only, "recorded in the trace"
+        return Policy(), "the defaults: the traces record no policy"
+    if not recorded:
+        return Policy(), "the defaults"
+    return Policy(), (
+        f"each run's own: the traces recorded {len(recorded)} different policies "
+        "(the limits shown are the defaults)"
+    )
 
 
 def _check_arguments(paths: object, policy: object, against: object, title: object) -> None:

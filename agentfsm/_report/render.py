@@ -303,6 +303,19 @@ def _index(views: Sequence[RunView]) -> str:
     )
 
 
+RULES_SHOWN = 8
+"""Permission rules the header names before it only counts the rest."""
+
+
+def _rules(policy: Policy) -> str:
+    rules = [str(rule) for rule in policy.permission_rules]
+    if not rules:
+        return ""
+    shown = ", ".join(f"<code>{_e(rule)}</code>" for rule in rules[:RULES_SHOWN])
+    more = f" and {len(rules) - RULES_SHOWN} more" if len(rules) > RULES_SHOWN else ""
+    return f", rules: {shown}{more}"
+
+
 def page(
     views: Sequence[RunView],
     policy: Policy,
@@ -311,10 +324,12 @@ def page(
     against: Policy | None = None,
     skipped: Iterable[str] = (),
     of: int | None = None,
+    origin: str = "",
 ) -> str:
     """The whole report: the machine, an index of the runs, and every run step by step.
 
-    `of` is how many runs were replayed when `views` holds only those that differ.
+    `of` is how many runs were replayed when `views` holds only those that differ; `origin`
+    says where `policy` came from (given, recorded in the trace, the defaults).
     """
     svg = machine_svg(policy)
     machine = (
@@ -355,8 +370,9 @@ def page(
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>"
         f"<header class='page'><h1>{_e(title)}</h1>"
-        f"<p>{len(views)} run(s) · policy: max_turns {policy.max_turns}, "
-        f"repeat_threshold {policy.repeat_threshold}, guards: {_e(guards)}</p>{other}{notes}"
+        f"<p>{len(views)} run(s) · policy{_e(f' ({origin})' if origin else '')}: "
+        f"max_turns {policy.max_turns}, repeat_threshold {policy.repeat_threshold}, "
+        f"guards: {_e(guards)}{_rules(policy)}</p>{other}{notes}"
         "</header><div class='layout'>"
         "<aside class='machine' tabindex='0' aria-label='state machine'>"
         "<h2 id='machine-title'>The machine, with the selected step's path</h2>"

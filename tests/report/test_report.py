@@ -189,6 +189,39 @@ class TestRecordedPolicy:
         assert build([str(path)], strict).runs[0].exit_reason != "completed"
 
 
+def _loose_trace(path: Path, policy: Policy) -> Path:
+    from agentfsm import Controller
+    from agentfsm._replay.trace import TraceWriter
+    from agentfsm.testing import turn
+
+    with TraceWriter(path) as writer:
+        Controller(policy, observers=[writer]).on_model_output(turn("done"))
+    return path
+
+
+class TestHeaderNamesThePolicy:
+    """The page's header names the policy the runs replayed under, and where it came from."""
+
+    def test_the_recorded_policy_not_the_defaults(self, tmp_path: Path) -> None:
+        """A proxy's or a Controller's trace records its policy, which the runs replay under:
+        the header used to show the defaults (max_turns 50) instead."""
+        recorded = Policy(max_turns=7, permission_rules=["deny rm", "ask bash(command~git *)"])
+        html = build([str(_loose_trace(tmp_path / "a.jsonl", recorded))]).html
+        header = html[html.index("<header") : html.index("</header>")]
+        assert "policy (recorded in the trace): max_turns 7" in header
+        assert "<code>deny rm</code>, <code>ask bash(command~git *)</code>" in header
+
+    def test_given_mixed_and_none(self, tmp_path: Path) -> None:
+        a = _loose_trace(tmp_path / "a.jsonl", Policy(max_turns=7))
+        b = _loose_trace(tmp_path / "b.jsonl", Policy(max_turns=9))
+        given = build([str(a)], Policy(max_turns=3)).html
+        assert "policy (given): max_turns 3" in given
+        mixed = build([str(a), str(b)]).html
+        assert "each run&#x27;s own: the traces recorded 2 different policies" in mixed
+        tau = build([str(sorted((TAU / "tau-bench").glob("*.json"))[0])]).html
+        assert "policy (the defaults: the traces record no policy): max_turns 50" in tau
+
+
 class TestArguments:
     @pytest.mark.parametrize(
         ("kwargs", "error"),
