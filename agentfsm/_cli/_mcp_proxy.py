@@ -743,6 +743,13 @@ class Proxy:
         care = self._extra_care(call)
         if decision.action is Action.ASK_HUMAN:
             why = "; ".join(filter(None, [decision.reason, care]))
+            if not self.can_elicit:
+                # Nobody can be asked: say so, rather than "declined by the human".
+                unasked = _cannot_ask(call.name, why)
+                decision = ctl.on_human_reply(False, unasked)
+                if decision.action is Action.STOP:
+                    return _refusal(decision, call.id)
+                return error_result(f"agentfsm: {unasked}")
             yes = await self._elicit(call, why, ident)
             no = None if yes else "not approved through MCP elicitation"
             decision = ctl.on_human_reply(yes, no)
@@ -845,6 +852,16 @@ def _json_type(value: object) -> str:
 def _key(ident: object) -> tuple[str, Any]:
     """A JSON-RPC id as a set key that tells `true` from 1 and "1" from 1."""
     return type(ident).__name__, ident
+
+
+def _cannot_ask(name: str, why: str) -> str:
+    """Why an asked call did not run on a host that declared no elicitation: nobody was asked."""
+    return (
+        f"{name!r} was not run: it needs a human's approval ({why}), and this host cannot ask "
+        "one (it declared no MCP elicitation capability), so nobody was asked. Allow it in the "
+        f"policy (for example `allow {name}`, or a rule naming its arguments), or use a host "
+        "that can answer an ask"
+    )
 
 
 def _refusal(decision: Decision, call_id: str) -> dict[str, Any]:

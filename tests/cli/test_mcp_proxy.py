@@ -149,8 +149,14 @@ class TestPermissions:
         proxy = Proxy(tmp_path, {})
         (result,) = proxy.call(("drop_table", {"table": "users"}))
         assert result.is_error
-        assert "approv" in text(result)
+        said = text(result)
+        # nobody was asked: the host is told so, and how to let the call run
+        assert "this host cannot ask one" in said
+        assert "nobody was asked" in said
+        assert "allow drop_table" in said
+        assert "declined by the human" not in said
         assert proxy.calls() == []
+        assert replayed(proxy.trace)["exit_reason"] == "completed"
 
     def test_policy_naming_the_tool_overrides_the_hint(self, tmp_path: Path) -> None:
         """A policy that allows drop_table by name runs it without asking."""
