@@ -128,11 +128,14 @@ class HttpFront:
         security: TransportSecuritySettings,
         path: str = "/mcp",
         idle: float | None = None,
+        max_sessions: int | None = None,
     ) -> None:
         self.run_session = run_session
         self.security = security
         self.path = path
         self.idle = idle
+        self.max_sessions = max_sessions
+        """Sessions open at once before a new one is refused (None: no bound)."""
         self.sessions: dict[str, tuple[StreamableHTTPServerTransport, HttpHost | None]] = {}
         self.open_requests: dict[str, Counter[str]] = {}
         """Requests of each session being handled, by HTTP method (a GET is the host's event
@@ -178,6 +181,16 @@ class HttpFront:
         )
         if refused is not None:
             await refused(scope, receive, send)
+            return
+        if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
+            # Each session holds a server child: past the bound a new one starts nothing.
+            say(f"a new session was refused: {len(self.sessions)} are open (--max-sessions)")
+            why = (
+                f"agentfsm mcp-proxy serves at most {self.max_sessions} sessions at once "
+                f"(--max-sessions) and {len(self.sessions)} are open: end one (DELETE), or wait "
+                "for an abandoned one to expire (--session-idle)"
+            )
+            await _error(why, 503)(scope, receive, send)
             return
         transport = StreamableHTTPServerTransport(uuid4().hex, security_settings=self.security)
         session_id = transport.mcp_session_id
@@ -312,7 +325,13 @@ def _security(host: str, port: int) -> TransportSecuritySettings:
     )
 
 
-def serve_http(run_session: RunSession, host: str, port: int, idle: float | None = None) -> int:
+def serve_http(
+    run_session: RunSession,
+    host: str,
+    port: int,
+    idle: float | None = None,
+    max_sessions: int | None = None,
+) -> int:
     """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM; the exit status.
 
     The URL goes to stdout as its one line once the port is open (port 0 picks a free
@@ -331,7 +350,7 @@ def serve_http(run_session: RunSession, host: str, port: int, idle: float | None
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/mcp"
-    front = HttpFront(run_session, _security(host, port), idle=idle)
+    front = HttpFront(run_session, _security(host, port), idle=idle, max_sessions=max_sessions)
     config = uvicorn.Config(front, lifespan="off", log_level="warning", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
 

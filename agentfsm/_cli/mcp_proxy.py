@@ -45,6 +45,10 @@ _positive = bounded(int, "a whole number >= 1", 1)
 _seconds = bounded(float, "0 or more seconds", 0.0)
 
 
+DEFAULT_MAX_SESSIONS = 16
+"""HTTP sessions open at once before a new one is refused: each holds its own server child
+(a Node.js server such as @modelcontextprotocol/server-filesystem takes about 68 MiB), so
+abandoned sessions must not add up without bound while they wait to expire."""
 DEFAULT_SESSION_IDLE = 1800.0
 """Seconds an HTTP session may sit with no request open (the mcp package's own servers
 keep an idle session as long) before the proxy ends it and stops its server child."""
@@ -93,6 +97,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         f"(default {DEFAULT_SESSION_IDLE:g}; 0: never)",
     )
     parser.add_argument(
+        "--max-sessions",
+        action=Once,
+        type=_positive,
+        metavar="N",
+        help="with --http: refuse a new session while N are open, each with its own server "
+        f"(default {DEFAULT_MAX_SESSIONS})",
+    )
+    parser.add_argument(
         "--url", action=Once, metavar="URL", help="the server is a streamable HTTP MCP server"
     )
     parser.add_argument(
@@ -113,6 +125,8 @@ def main(args: argparse.Namespace) -> int:
     command = _command(args)
     if args.session_idle is not None and args.http is None:
         raise AgentFSMError("--session-idle is for the sessions of --http: give --http too")
+    if args.max_sessions is not None and args.http is None:
+        raise AgentFSMError("--max-sessions is for the sessions of --http: give --http too")
     if args.header and args.url is None:
         raise AgentFSMError("--header is sent to the --url server: give --url too")
     if args.http is None and args.url is None:
@@ -137,7 +151,10 @@ def main(args: argparse.Namespace) -> int:
     if listen is None:
         return _serve_stdio(args, policy, connect)
     idle = DEFAULT_SESSION_IDLE if args.session_idle is None else args.session_idle
-    return _mcp_http.serve_http(_sessions(args, policy, connect), *listen, idle=idle or None)
+    most = DEFAULT_MAX_SESSIONS if args.max_sessions is None else args.max_sessions
+    return _mcp_http.serve_http(
+        _sessions(args, policy, connect), *listen, idle=idle or None, max_sessions=most
+    )
 
 
 def _shadow(path: str | None) -> Policy | None:

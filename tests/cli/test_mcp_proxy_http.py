@@ -363,6 +363,63 @@ class TestIdleSessions:
         assert proxy.calls() == ['read_row:{"key": "a"}', 'read_row:{"key": "b"}']
 
 
+class TestMaxSessions:
+    def test_past_the_bound_a_new_session_is_refused_and_starts_nothing(
+        self, tmp_path: Path
+    ) -> None:
+        """Two hosts open sessions and vanish; under --max-sessions 2 a third is refused with
+        503 naming the bound (no third server child, no third trace); once one ends (DELETE),
+        a new one opens."""
+        import httpx2
+
+        proxy = HttpProxy(tmp_path, {})
+        at = proxy.args.index("--")
+        proxy.args[at:at] = ["--max-sessions", "2"]
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+        }
+        with proxy.running():
+            first, _ = _open_session(proxy.url), _open_session(proxy.url)
+            refused = httpx2.post(proxy.url, json=init, headers=headers, timeout=30)
+            assert len(list(tmp_path.glob("trace.*.jsonl"))) == 2
+            ended = httpx2.delete(
+                proxy.url, headers={**headers, "mcp-session-id": first}, timeout=30
+            )
+            deadline = time.monotonic() + 30
+            while True:
+                again = httpx2.post(proxy.url, json=init, headers=headers, timeout=30)
+                if again.status_code != 503 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        assert refused.status_code == 503
+        assert "at most 2 sessions at once (--max-sessions)" in refused.json()["error"]["message"]
+        assert ended.status_code < 300
+        assert again.status_code == 200
+        assert "a new session was refused: 2 are open" in proxy.stderr.read_text(encoding="utf-8")
+
+    @pytest.mark.parametrize("bad", ["0", "-3", "many"])
+    def test_a_bad_bound_exits_2(self, tmp_path: Path, bad: str) -> None:
+        done = proxy_exits(tmp_path, "--http", "0", "--max-sessions", bad, "--", "true")
+        assert done.returncode == 2
+        assert "--max-sessions" in done.stderr
+
+    def test_without_http_it_exits_2(self, tmp_path: Path) -> None:
+        done = proxy_exits(tmp_path, "--max-sessions", "3", "--", "true")
+        assert done.returncode == 2
+        assert "--max-sessions is for the sessions of --http" in done.stderr
+
+
 def _http_server(
     tmp_path: Path, token: str | None = None
 ) -> Generator[tuple[str, Path, subprocess.Popen[bytes]], None, None]:
