@@ -44,6 +44,7 @@ import contextlib
 import itertools
 import json
 import os
+import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -225,6 +226,7 @@ class Proxy:
         self._closing = False  # the host has closed the session; the server may go
         self._halt = asyncio.Event()
         self._halt_why = ""
+        self._terminated: str | None = None  # why the proxy was told to stop (a signal)
         self._notes: list[str] = []  # what was dropped before the session's run began
 
     # -- the two sides ------------------------------------------------------------
@@ -252,14 +254,26 @@ class Proxy:
             status, by_host = 1, False
         else:
             why, by_host = self._ending(host, status)
+            if self._terminated is not None:
+                status = 0  # stopped as asked, its calls answered: not a failure
         await self._drain()
         for task in list(self._tasks):
             task.cancel()
         self._end(why, by_host, started=status != 2 or self._halt.is_set())
         return status
 
+    def terminate(self, why: str) -> None:
+        """Stop the session from outside (SIGTERM): the calls in flight get their results,
+        or after the grace period an error result saying the proxy stopped; the run ends
+        interrupted with `why`."""
+        self._terminated = why
+        self._halt_why = why
+        self._halt.set()
+
     def _ending(self, host: HostSide, status: int) -> tuple[str, bool]:
         """Why the session ended, for the trace, and whether the host ended it."""
+        if self._terminated is not None:
+            return self._terminated, False
         if status == 0:
             return host.closed()
         if self._halt.is_set():
@@ -549,6 +563,13 @@ class Proxy:
                 result = await self._list(message.get("params"), ident)
             else:
                 result = await self._call(message.get("params"), ident)
+        except asyncio.CancelledError:
+            # Stopped from outside past the grace period: the host still gets an answer.
+            if self._terminated is not None and message["method"] == "tools/call":
+                why = f"agentfsm mcp-proxy: {self._terminated}; the call was not answered"
+                with contextlib.suppress(Exception):
+                    await self.reply(ident, error_result(why))
+            raise
         except Exception as exc:  # the host gets an answer whatever failed here
             why = str(exc) if isinstance(exc, ProxyError) else f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, ProxyError):
@@ -1029,6 +1050,22 @@ def serve(
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     shadow: Policy | None = None,
 ) -> int:
-    """Serve the host on stdio until it closes the session; the exit status."""
+    """Serve the host on stdio until it closes the session, or SIGTERM; the exit status.
+
+    SIGTERM ends the session as a shutdown does: the calls in flight are answered (their
+    result, or an error result saying the proxy stopped), the trace ends interrupted, and the
+    proxy exits 0.
+    """
     proxy = Proxy(policy, connect, observers, max_result_bytes, shadow=shadow)
-    return asyncio.run(proxy.run(StdioHost()))
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(
+            signal.SIGTERM, proxy.terminate, "the proxy received SIGTERM and stopped"
+        )
+        try:
+            return await proxy.run(StdioHost())
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+    return asyncio.run(main())
