@@ -322,17 +322,7 @@ class Policy(Checked):
         if not isinstance(path, str | os.PathLike):
             raise PolicyError(f"a policy file's path is a str or a path, not {type(path).__name__}")
         file = Path(path)
-        try:  # a regular file only, bounded: never /dev/zero, never a FIFO that blocks
-            with open_regular(
-                str(file),
-                lambda why: PolicyError(f"cannot read policy file {file}: {why}"),
-                max_bytes=limits.MAX_POLICY_BYTES,
-            ) as raw:
-                text = raw.read().decode("utf-8")
-        except OSError as exc:
-            raise PolicyError(f"cannot read policy file {file}: {exc.strerror or exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise PolicyError(f"policy file {file} is not UTF-8 text: {exc.reason}") from exc
+        text = _read_text(file, f"cannot read policy file {file}", f"policy file {file}")
         fields = policy_fields(text, str(file), toml=file.suffix == ".toml")
         return cls.from_mapping(_cedar_file(fields, file), source=str(file))
 
@@ -383,18 +373,23 @@ def _cedar_file(fields: Mapping[str, Any], file: Path) -> Mapping[str, Any]:
 def _cedar_text_file(file: Path, name: str) -> str:
     """The text of a Cedar file `name`, relative to the policy `file`."""
     path = file.parent / name
+    return _read_text(path, f"{file}: cannot read Cedar file {path}", f"{file}: Cedar file {path}")
+
+
+def _read_text(path: Path, cannot: str, named: str) -> str:
+    """A policy's text file, as UTF-8: a regular file only, bounded (never /dev/zero, never a
+    FIFO that blocks); PolicyError saying `cannot: why`, or `named is not UTF-8 text`."""
     try:
         with open_regular(
             str(path),
-            lambda why: PolicyError(f"{file}: cannot read Cedar file {path}: {why}"),
+            lambda why: PolicyError(f"{cannot}: {why}"),
             max_bytes=limits.MAX_POLICY_BYTES,
         ) as raw:
-            text = raw.read().decode("utf-8")
+            return raw.read().decode("utf-8")
     except OSError as exc:
-        raise PolicyError(f"{file}: cannot read Cedar file {path}: {exc.strerror or exc}") from exc
+        raise PolicyError(f"{cannot}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"{file}: Cedar file {path} is not UTF-8 text: {exc.reason}") from exc
-    return str(text)
+        raise PolicyError(f"{named} is not UTF-8 text: {exc.reason}") from exc
 
 
 def policy_fields(text: str, source: str, *, toml: bool) -> Mapping[str, Any]:
