@@ -17,6 +17,7 @@ from agentfsm.testing import ScriptedServer
 from agentfsm.testing.scripted import Reply, call, say, tool_calls
 from tests.conftest import LITELLM_CLIENT
 from tests.durable.conftest import database
+from tests.runner.test_shadow_run import read_and_rm
 
 pytestmark = [pytest.mark.xdist_group("dbos-in-process"), *LITELLM_CLIENT]
 
@@ -45,21 +46,11 @@ def test_a_durable_run_records_the_shadow_and_runs_what_the_policy_allows(
     """The run's decisions hold each call's shadow verdict; only the allowed call ran."""
     ran: list[str] = []
 
-    def read(path: str) -> str:
-        """Read a file."""
-        ran.append(f"read {path}")
-        return "text"
-
-    def rm(path: str) -> str:
-        """Remove a file."""
-        ran.append(f"rm {path}")
-        return "removed"
-
     with ScriptedServer([model] * 4) as server:
         agent = durable.DurableAgent(
             "shadowed",
             "openai/scripted",
-            tools=[read, rm],
+            tools=read_and_rm(ran),
             policy=af.Policy(permission_rules=["deny rm"]),
             shadow={"permission_rules": ["deny read"]},
             api_base=server.openai_base,
@@ -79,16 +70,6 @@ def test_a_durable_run_under_a_cedar_source_runs_only_what_cedar_permits(db: str
     never runs, and the shadow (the same Cedar) reads the run's history too."""
     ran: list[str] = []
 
-    def read(path: str) -> str:
-        """Read a file."""
-        ran.append(f"read {path}")
-        return "text"
-
-    def rm(path: str) -> str:
-        """Remove a file."""
-        ran.append(f"rm {path}")
-        return "removed"
-
     cedar = """
 permit(principal, action, resource);
 @id("no-rm") forbid(principal, action, resource == Tool::"rm") when { context.history.turn >= 0 };
@@ -97,7 +78,7 @@ permit(principal, action, resource);
         agent = durable.DurableAgent(
             "cedar",
             "openai/scripted",
-            tools=[read, rm],
+            tools=read_and_rm(ran),
             policy=af.Policy(cedar=cedar),
             shadow=af.Policy(cedar=cedar),
             api_base=server.openai_base,

@@ -24,7 +24,9 @@ def _script() -> list[Reply]:
     ]
 
 
-def _tools(ran: list[str]) -> list[object]:
+def read_and_rm(ran: list[str]) -> list[object]:
+    """Two tools that log what ran into `ran`: `read(path)` and `rm(path)`."""
+
     def read(path: str) -> str:
         """Read a file."""
         ran.append(f"read {path}")
@@ -54,7 +56,7 @@ class TestShadowInTheRunner:
                 result = scripted_run(
                     server,
                     "go",
-                    tools=_tools(ran),
+                    tools=read_and_rm(ran),
                     policy=POLICY,
                     shadow=shadow,
                     trace=tmp_path / f"{shadow is None}.jsonl",
@@ -75,7 +77,7 @@ class TestShadowInTheRunner:
         ran: list[str] = []
         with ScriptedServer(_script()) as server:
             result = asyncio.run(
-                scripted_arun(server, "go", tools=_tools(ran), policy=POLICY, shadow=SHADOW)
+                scripted_arun(server, "go", tools=read_and_rm(ran), policy=POLICY, shadow=SHADOW)
             )
         assert ran == ["read a"]
         assert [v.shadow for v in result.decisions[0].shadow] == ["deny", "ask"]
