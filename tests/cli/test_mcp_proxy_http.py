@@ -283,11 +283,15 @@ def _finished_traces(tmp_path: Path) -> bool:
     return bool(traces) and all('"exit_reason": "completed"' in t.read_text() for t in traces)
 
 
+RAW_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+"""The headers of a raw streamable HTTP request (no MCP client)."""
+
+
 def _open_session(url: str) -> str:
     """Open a session with a raw `initialize` and one call, and leave it open; its id."""
     import httpx2
 
-    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    headers = RAW_HEADERS
     with httpx2.Client(timeout=30) as client:
         opened = client.post(url, json=INIT, headers=headers)
         assert opened.status_code == 200, opened.text
@@ -375,30 +379,17 @@ class TestMaxSessions:
         proxy = HttpProxy(tmp_path, {})
         at = proxy.args.index("--")
         proxy.args[at:at] = ["--max-sessions", "2"]
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
-        }
+        headers = RAW_HEADERS
         with proxy.running():
             first, _ = _open_session(proxy.url), _open_session(proxy.url)
-            refused = httpx2.post(proxy.url, json=init, headers=headers, timeout=30)
+            refused = httpx2.post(proxy.url, json=INIT, headers=headers, timeout=30)
             assert len(list(tmp_path.glob("trace.*.jsonl"))) == 2
             ended = httpx2.delete(
                 proxy.url, headers={**headers, "mcp-session-id": first}, timeout=30
             )
             deadline = time.monotonic() + 30
             while True:
-                again = httpx2.post(proxy.url, json=init, headers=headers, timeout=30)
+                again = httpx2.post(proxy.url, json=INIT, headers=headers, timeout=30)
                 if again.status_code != 503 or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
