@@ -108,13 +108,36 @@ class TestImpactSummary:
     def test_a_call_one_policy_never_reaches_is_not_reached(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """max_tool_calls=0 under --against: it stops before the turn's calls run."""
-        trace = _two_calls(tmp_path / "t.jsonl")
-        new = _policy(tmp_path / "new.json", max_turns=1, max_tool_calls=1)
-        assert main([trace, "--against", new, "--json"]) == 1
+        """max_turns=1 under --against: the run stops at the second turn, whose call the
+        policy ran; counted `allow -> not reached`, with the rule only the policy used."""
+        chat = [
+            {"role": "user", "content": "read twice"},
+            *[
+                message
+                for n in (1, 2)
+                for message in (
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [_call(f"r{n}", "read_file", {"path": f"/tmp/{n}"})],
+                    },
+                    {"role": "tool", "tool_call_id": f"r{n}", "content": "text"},
+                )
+            ],
+            {"role": "assistant", "content": "done"},
+        ]
+        trace = tmp_path / "t.jsonl"
+        trace.write_text("".join(json.dumps(m) + "\n" for m in chat), encoding="utf-8")
+        new = _policy(tmp_path / "new.json", max_turns=1)
+        assert main([str(trace), "--against", new, "--json"]) == 1
         impact = json.loads(capsys.readouterr().out.splitlines()[-1])["totals"]["impact"]
         assert impact["calls"] == 2
-        assert impact["flipped"] == sum(f["calls"] for f in impact["flips"])
+        assert [(f["from"], f["to"], f["calls"]) for f in impact["flips"]] == [
+            ("allow", "not reached", 1)
+        ]
+        (rule,) = impact["by_rule"]
+        assert (rule["rule"], rule["against_rule"]) == ("the default", "-")
+        assert rule["example"].startswith('read_file({"path": "/tmp/2"})')
 
     def test_the_pool_counts_what_one_process_counts(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
