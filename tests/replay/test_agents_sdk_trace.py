@@ -11,26 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm._replay.trajectories import FORMATS, ModelOutput, RecordedRun, ToolResults, read_runs
+from agentfsm._replay.trajectories import FORMATS, ModelOutput, ToolResults, read_runs
 from agentfsm._replay.trajectories._otel import NOT_RECORDED
 from agentfsm.exceptions import TraceError
-from tests.replay.spans import JSON, read_all
+from tests.replay.spans import JSON, json_lines, one_run, read_all, steps
 
 pytestmark = pytest.mark.xdist_group("span-recordings")  # one worker records them once
-
-
-def one_run(path: Path) -> RecordedRun:
-    (run,) = list(read_runs(path))
-    return run
-
-
-def steps(run: RecordedRun) -> list[Any]:
-    """The run's steps, typed loosely: each test checks the kind of the steps it reads."""
-    return list(run.steps)
-
-
-def posts(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 class TestAgentsSdkExport:
@@ -97,7 +83,7 @@ class TestAgentsSdkExport:
     ) -> None:
         """The same post indented as one document, or split one item per line, reads the same."""
         source = span_recordings / "agents_chat.jsonl"
-        (post,) = posts(source)
+        (post,) = json_lines(source)
         document = tmp_path / "post.json"
         document.write_text(json.dumps(post, indent=2))
         items = tmp_path / "items.jsonl"
@@ -112,7 +98,7 @@ class TestBadItems:
         self, span_recordings: Path, tmp_path: Path
     ) -> None:
         """One item per line, a start time that is not a time: file, line and span id."""
-        (post,) = posts(span_recordings / "agents_chat.jsonl")
+        (post,) = json_lines(span_recordings / "agents_chat.jsonl")
         span = next(i for i in post["data"] if i.get("span_data", {}).get("type") == "function")
         span["started_at"] = "yesterday"
         path = tmp_path / "items.jsonl"
@@ -129,7 +115,7 @@ class TestBadItems:
     ) -> None:
         """In one indented post, the error names the line the span's id stands on, the item's
         index and its id."""
-        (post,) = posts(span_recordings / "agents_chat.jsonl")
+        (post,) = json_lines(span_recordings / "agents_chat.jsonl")
         index, span = next(
             (n, i)
             for n, i in enumerate(post["data"])
@@ -179,7 +165,7 @@ class TestAnyDamage:
     ) -> None:
         """Any JSON put in place of an item's field or its span data's: the runs read, or a
         TraceError names the file; nothing else escapes."""
-        (post,) = posts(span_recordings / "agents_chat.jsonl")
+        (post,) = json_lines(span_recordings / "agents_chat.jsonl")
         item = post["data"][where % len(post["data"])]
         target = item if top or "span_data" not in item else item["span_data"]
         target[key] = value
