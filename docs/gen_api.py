@@ -36,10 +36,12 @@ FIXED = (
 
 
 def public_modules() -> list[str]:
-    """`FIXED`, then `agentfsm.integrations.<name>` for each module there without an underscore."""
+    """`FIXED`, then `agentfsm.integrations.<name>` for each module or package there without
+    an underscore (`mcp` is a package: the client wrapper and the proxy's room)."""
     folder = ROOT / "agentfsm" / "integrations"
+    found = [*folder.glob("*.py"), *(p.parent for p in folder.glob("*/__init__.py"))]
     integrations = sorted(
-        f"agentfsm.integrations.{p.stem}" for p in folder.glob("*.py") if not p.stem.startswith("_")
+        f"agentfsm.integrations.{p.stem}" for p in found if not p.stem.startswith("_")
     )
     return [*FIXED, *integrations]
 

@@ -33,10 +33,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from agentfsm._cli import _mcp_proxy
 from agentfsm._cli._options import Once, bounded, subcommand
 from agentfsm._engine.policy import Policy
 from agentfsm.exceptions import AgentFSMError
+from agentfsm.integrations.mcp import _proxy as _mcp_proxy
 
 __all__ = ["add_parser", "main"]
 
@@ -134,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
         args.shadow = _shadow(args.shadow)
         return _serve_stdio(args, policy, _mcp_proxy.child_server(command))
     try:
-        from agentfsm._cli import _mcp_http
+        from agentfsm.integrations.mcp import _http as _mcp_http
     except ImportError as exc:
         raise AgentFSMError(
             f"--http and --url need the mcp package ({exc}): pip install 'agentfsm[mcp]'"
@@ -221,7 +221,7 @@ def _server(
         if per_session and shutil.which(command[0]) is None:
             raise AgentFSMError(f"cannot start the server {command[0]!r}: no such program")
         return _mcp_proxy.child_server(command)
-    from agentfsm._cli import _mcp_http
+    from agentfsm.integrations.mcp import _http as _mcp_http
 
     try:
         _mcp_http.check_reachable(url)

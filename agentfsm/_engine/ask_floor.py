@@ -1,7 +1,7 @@
 """Ask floors: tools whose calls ask even where the policy would allow them.
 
 A floor (`Policy.ask_floor`, filled from MCP tools' annotations by
-`agentfsm.integrations._mcp_hints.with_hints`) is lifted only by an allow written for
+`agentfsm.integrations.mcp._hints.with_hints`) is lifted only by an allow written for
 that very tool: its `permissions` entry "allow", or allow rules whose tool part is the
 tool's exact name and that allow this call (shell rules together, as they decide). A
 `"*"` entry, a glob rule, a hook or the default never lift it; a deny or ask from any

@@ -10,4 +10,6 @@ only when it is imported itself; the core never imports anything here.
 - `agentfsm.integrations.pydantic_ai`: `governed(model)`, a pydantic-ai `Model` wrapper.
 - `agentfsm.integrations.mini_swe_agent`: `GovernedAgent`, a `DefaultAgent` whose `step()`
   asks agentfsm.
+- `agentfsm.integrations.mcp`: `MCPServerTools`, an MCP server's tools as governed tools, and
+  the room of `agentfsm mcp-proxy` (the gateway between a host and a server).
 """

@@ -22,10 +22,10 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from agentfsm._cli._mcp_proxy import Proxy, ServerLink
-from agentfsm._cli._mcp_wire import HOST_NOTIFICATIONS, HOST_REQUESTS, unlisted_names
 from agentfsm._engine.policy import Policy
 from agentfsm._permissions import is_glob
+from agentfsm.integrations.mcp._proxy import Proxy, ServerLink
+from agentfsm.integrations.mcp._wire import HOST_NOTIFICATIONS, HOST_REQUESTS, unlisted_names
 from tests.cli.test_mcp_proxy import SERVER, run, text
 from tests.cli.test_mcp_proxy_http import HttpProxy
 from tests.cli.test_mcp_proxy_ids import RawHost, call, logged, proxied, result_of

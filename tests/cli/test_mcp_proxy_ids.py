@@ -23,8 +23,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentfsm._cli._mcp_wire import HostRequest, Relay, ServerRequest, same_id, unfit_rules
 from agentfsm._engine.policy import Policy
+from agentfsm.integrations.mcp._wire import HostRequest, Relay, ServerRequest, same_id, unfit_rules
 from tests.cli.test_mcp_proxy import ENV, SERVER
 
 HOSTILE = str(Path(__file__).with_name("mcp_hostile_server.py"))

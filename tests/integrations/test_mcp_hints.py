@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from mcp.types import ToolAnnotations
 
 import agentfsm as af
-from agentfsm.integrations._mcp_hints import changes_things, with_hints
+from agentfsm.integrations.mcp._hints import changes_things, with_hints
 
 _STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
 

@@ -1,7 +1,7 @@
 """What the MCP proxy reads and writes on the wire: tool pins, tool results, messages.
 
 Plain functions over JSON-RPC data as decoded from a line (dicts and lists), shared by
-`agentfsm._cli._mcp_proxy`; nothing here does I/O.
+`agentfsm.integrations.mcp._proxy`; nothing here does I/O.
 """
 
 from __future__ import annotations

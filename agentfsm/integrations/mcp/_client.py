@@ -35,7 +35,7 @@ so the tools serve sync and async runs alike. Rules, in the order a reviewer ask
   `readOnlyHint`, not `destructiveHint: false`) in its `ask_floor`: such a call asks unless
   the tool's `permissions` entry is "allow" or allow rules written for exactly that tool
   allow the call; a deny or ask rule keeps the floor. Hints never loosen
-  (`_mcp_hints.with_hints`).
+  (`_hints.with_hints`).
 - Pinning: each tool's description, input schema and annotations are pinned (a SHA-256 digest)
   when first listed. After `notifications/tools/list_changed` the next call lists the tools
   again before sending (`refresh()` does it at once); a call to a tool whose listing no longer
@@ -75,7 +75,7 @@ from agentfsm.exceptions import (
     PolicyError,
     RunError,
 )
-from agentfsm.integrations._mcp_hints import changes_things, with_hints
+from agentfsm.integrations.mcp._hints import changes_things, with_hints
 
 __all__ = ["MCPNotSentError", "MCPServerError", "MCPServerTools", "MCPToolError"]
 

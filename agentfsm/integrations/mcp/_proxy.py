@@ -2,7 +2,7 @@
 
 It relays JSON-RPC messages between the host and the server and takes over four kinds of
 message. The host talks to the proxy over stdio (this process's stdin/stdout) or, through
-`agentfsm._cli._mcp_http`, over streamable HTTP with one Proxy per MCP session; the server
+`agentfsm.integrations.mcp._http`, over streamable HTTP with one Proxy per MCP session; the server
 is a child process on stdio or a streamable HTTP server reached by URL (`http_server`).
 
 - ids: every request either side gets goes under an id the proxy allocates (`Relay`): the
@@ -12,7 +12,7 @@ is a child process on stdio or a streamable HTTP server reached by URL (`http_se
 - `tools/list`: the proxy lists the server's tools itself (every page) before it decides
   any call, and again after `notifications/tools/list_changed`; calls are decided against
   that listing, never the host's. The latest listing's annotations are the ask floor
-  (`_mcp_hints.with_hints`); a tool it does not hold is refused; a rule on an argument no
+  (`_hints.with_hints`); a tool it does not hold is refused; a rule on an argument no
   listed tool takes, or naming a tool a listed one is close to (`Read_File` for
   `read_file`), ends the session at the first listing (status 2) and refuses the tool's
   calls when a later listing brings it. Each tool's description, input schema and
@@ -29,7 +29,7 @@ is a child process on stdio or a streamable HTTP server reached by URL (`http_se
 - the server's answers to calls: cut to a size, checked for shape; a malformed line or a
   server that exits answers every call in flight with an error result.
 
-Of the rest, only what the proxy models passes (`_mcp_wire.host_kind`): the host's
+Of the rest, only what the proxy models passes (`_wire.host_kind`): the host's
 requests of known methods, a closed list of its notifications, and answers; anything
 else, a `tools/call` without an id among them, is dropped and traced. On stdio, stdout
 carries only MCP messages; what the proxy has to say goes to stderr. When the session
@@ -52,7 +52,21 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentfsm._cli._mcp_wire import (
+from agentfsm._engine.ask_floor import floored
+from agentfsm._engine.controller import Controller
+from agentfsm._engine.policy import Policy
+from agentfsm._model.types import (
+    Action,
+    Decision,
+    ExitReason,
+    FinishReason,
+    ModelTurn,
+    ToolCall,
+    ToolResult,
+)
+from agentfsm.exceptions import AgentFSMError
+from agentfsm.integrations.mcp._hints import changes_things, with_hints
+from agentfsm.integrations.mcp._wire import (
     HostRequest,
     Pins,
     Relay,
@@ -69,20 +83,6 @@ from agentfsm._cli._mcp_wire import (
     unfit_rules,
     unlisted_names,
 )
-from agentfsm._engine.ask_floor import floored
-from agentfsm._engine.controller import Controller
-from agentfsm._engine.policy import Policy
-from agentfsm._model.types import (
-    Action,
-    Decision,
-    ExitReason,
-    FinishReason,
-    ModelTurn,
-    ToolCall,
-    ToolResult,
-)
-from agentfsm.exceptions import AgentFSMError
-from agentfsm.integrations._mcp_hints import changes_things, with_hints
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",

@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from agentfsm._cli._mcp_proxy import (
+from agentfsm.integrations.mcp._proxy import (
     HostSide,
     ProxyError,
     ServerConnect,
