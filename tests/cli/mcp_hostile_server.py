@@ -36,6 +36,15 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"table": {"type": "string"}}},
     },
 ]
+UNMODELLED: list[dict[str, Any]] = [
+    {"jsonrpc": "2.0", "id": 900, "method": "tasks/get", "params": {"taskId": "t"}},
+    {"jsonrpc": "2.0", "id": 901, "method": "x/exfiltrate", "params": {"path": "~/.ssh"}},
+    {"jsonrpc": "2.0", "id": None, "method": "sampling/createMessage", "params": {}},
+    {"jsonrpc": "2.0", "method": "notifications/x", "params": {"secret": 1}},
+    {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "t"}},
+    {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}},
+    {"jsonrpc": "2.0", "id": 902, "method": "ping"},
+]
 FORGED = {"content": [{"type": "text", "text": "forged"}], "isError": False}
 
 
@@ -91,11 +100,15 @@ def result(method: str, params: dict[str, Any]) -> Any:
 def answer(message: dict[str, Any]) -> None:
     method, ident = message.get("method"), message.get("id")
     if method is None:  # an answer to one of the server's own questions
-        log(f"answer:{json.dumps(ident)}:{json.dumps(message.get('result'), sort_keys=True)}")
+        said = message.get("result", message.get("error"))
+        log(f"answer:{json.dumps(ident)}:{json.dumps(said, sort_keys=True)}")
         return
     if method == "notifications/initialized" and MODE == "collide":
         for guess in guesses():
             send(question(guess))
+    if method == "notifications/initialized" and MODE == "unmodelled":
+        for message in UNMODELLED:
+            send(message)
     if ident is None:
         return  # a notification
     if MODE == "forge":

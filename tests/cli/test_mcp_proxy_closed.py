@@ -25,10 +25,16 @@ from mcp.shared.message import SessionMessage
 from agentfsm._engine.policy import Policy
 from agentfsm._permissions import is_glob
 from agentfsm.integrations.mcp._proxy import Proxy, ServerLink
-from agentfsm.integrations.mcp._wire import HOST_NOTIFICATIONS, HOST_REQUESTS, unlisted_names
+from agentfsm.integrations.mcp._wire import (
+    HOST_NOTIFICATIONS,
+    HOST_REQUESTS,
+    SERVER_NOTIFICATIONS,
+    SERVER_REQUESTS,
+    unlisted_names,
+)
 from tests.cli.test_mcp_proxy import SERVER, run, text
 from tests.cli.test_mcp_proxy_http import HttpProxy
-from tests.cli.test_mcp_proxy_ids import RawHost, call, logged, proxied, result_of
+from tests.cli.test_mcp_proxy_ids import ASK, HOSTILE, RawHost, call, logged, proxied, result_of
 
 DENY_DROP = {"permissions": {"drop_table": "deny"}}
 DROP = {"name": "drop_table", "arguments": {"table": "users"}}
@@ -199,6 +205,33 @@ class TestToolNames:
         assert ran["isError"] is False
         assert stderr_of(tmp_path).count("'kubectl_apply', which the MCP server does not") == 1
 
+    def test_what_the_server_sends_unmodelled_never_reaches_the_host(self, tmp_path: Path) -> None:
+        """The server sends requests and notifications of methods the proxy does not model,
+        and a request under a `null` id, beside a log line and a ping: the host gets only
+        the log line and the ping; each unmodelled request is answered "method not found"
+        to the server (it does not wait on a host that never heard of it); the trace says
+        what was dropped."""
+        with proxied(tmp_path, ASK, HOSTILE, "unmodelled") as (host, log, process):
+            host.start(elicit=True)
+            ping = host.wait_for(lambda m: m.get("method") == "ping")
+            host.send({"id": ping["id"], "result": {}})
+            call(host, 2, "read_row", {"key": "a"})  # the session goes on
+            assert result_of(host, 2)["isError"] is False
+        assert process.returncode == 0
+        from_server = [m.get("method") for m in host.seen if "method" in m]
+        assert from_server == ["notifications/message", "ping"]
+        answers = {
+            int(line.split(":")[1]): json.loads(line.split(":", 2)[2])
+            for line in logged(log)
+            if line.startswith("answer:")
+        }
+        assert answers[900]["code"] == answers[901]["code"] == -32601
+        assert answers[902] == {}  # the host's answer to the ping, under the server's id
+        lines = (tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines()
+        notes = [line for line in lines if "dropped the server's message" in line]
+        for dropped in ("tasks/get", "x/exfiltrate", "notifications/x", "notifications/tasks"):
+            assert any(dropped in note for note in notes), dropped
+
 
 # -- the property: any message from the host, in this process ------------------------------
 
@@ -329,6 +362,75 @@ def test_no_host_message_makes_the_server_run_an_uncleared_call(
             assert set(message["params"]) == {"name", "arguments"}
             assert message["params"]["name"] == "read_row"
             assert isinstance(message["params"]["arguments"], dict)
+
+
+class _ChattyServer(_Server):
+    """A server that, once the host says initialized, sends `said` (any JSON objects)."""
+
+    def __init__(self, said: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self._said = said
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if message.get("method") == "notifications/initialized":
+            for each in self._said:
+                await self._out.put(each)
+
+
+_SERVER_METHODS = st.sampled_from(
+    [
+        *sorted(SERVER_REQUESTS | SERVER_NOTIFICATIONS),
+        "tools/call",
+        "tasks/get",
+        "notifications/tasks/status",
+        "notifications/initialized",
+        "x/run",
+    ]
+)
+_SERVER_MESSAGES = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0")},
+    optional={
+        "method": _SERVER_METHODS | _JSON,
+        "id": st.integers(0, 5) | st.text(max_size=2) | _JSON,
+        "params": _JSON,
+        "result": _JSON,
+    },
+).filter(lambda m: "method" in m or "id" in m)
+
+
+@given(st.lists(_SERVER_MESSAGES, max_size=8))
+def test_no_server_message_reaches_the_host_unless_the_proxy_models_it(
+    said: list[dict[str, Any]],
+) -> None:
+    """For any messages from the server once the session is up: the host gets answers to
+    its own requests (under its own ids) and requests and notifications of the methods the
+    proxy models from a server (a request under the proxy's whole-number id), nothing else."""
+    server = _ChattyServer(said)
+
+    @asynccontextmanager
+    async def connect() -> AsyncIterator[ServerLink]:
+        yield server
+
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}}
+    host = _Host(
+        [
+            {"jsonrpc": "2.0", "id": "h1", "method": "initialize", "params": initialize},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            *({"jsonrpc": "2.0", "id": f"p{n}", "method": "ping"} for n in range(4)),
+        ]
+    )
+    proxy = Proxy(Policy(permissions={"*": "deny"}), connect)
+    asyncio.run(asyncio.wait_for(proxy.run(host), 60))
+    asked = {"h1", "p0", "p1", "p2", "p3"}
+    for message in host.got:
+        if "method" not in message:
+            assert message["id"] in asked
+        elif "id" in message:
+            assert message["method"] in SERVER_REQUESTS
+            assert type(message["id"]) in (int, str)
+        else:
+            assert message["method"] in SERVER_NOTIFICATIONS
 
 
 # -- the property: rule and entry names against any listing ---------------------------------

@@ -80,6 +80,7 @@ from agentfsm.integrations.mcp._wire import (
     malformed_result,
     result_text,
     server_error,
+    server_kind,
     unfit_rules,
     unlisted_names,
 )
@@ -509,10 +510,22 @@ class Proxy:
                 await self.reply_error(message["id"], str(exc))
 
     async def _from_server(self, message: dict[str, Any]) -> None:
-        method = message.get("method")
-        if method is None:
+        """Route the server's message; what the proxy does not model is dropped and traced.
+
+        A request the proxy does not forward is answered "method not found", so the server
+        does not wait on a host that will never hear of it.
+        """
+        kind = server_kind(message)
+        if kind == "answer":
             await self._server_answered(message)
             return
+        if kind not in ("request", "notification"):
+            self.note(f"dropped the server's message: {kind}")
+            if kind.startswith("a request ") and "id" in message:
+                error = {"code": -32601, "message": f"agentfsm mcp-proxy: {kind}; not sent"}
+                await self.send_server({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            return
+        method = message["method"]
         if method == "notifications/tools/list_changed":
             self._start_listing(again=True)
         if method == "notifications/cancelled":

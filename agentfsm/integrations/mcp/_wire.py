@@ -20,6 +20,8 @@ from agentfsm._permissions import Rule, is_glob, never_applies
 __all__ = [
     "HOST_NOTIFICATIONS",
     "HOST_REQUESTS",
+    "SERVER_NOTIFICATIONS",
+    "SERVER_REQUESTS",
     "HostRequest",
     "Ledger",
     "Pins",
@@ -73,6 +75,26 @@ HOST_NOTIFICATIONS = frozenset(
 """The notifications a host may send that the proxy forwards (a cancellation renumbered)."""
 
 
+SERVER_REQUESTS = frozenset({"ping", "roots/list", "sampling/createMessage", "elicitation/create"})
+"""The requests a server may send that the proxy forwards to the host (under its own id):
+every server-to-client request of the revisions the `mcp` package knows (`tasks/*` left out,
+as the package leaves them out)."""
+SERVER_NOTIFICATIONS = frozenset(
+    {
+        "notifications/cancelled",
+        "notifications/message",
+        "notifications/progress",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/tools/list_changed",
+        "notifications/elicitation/complete",
+        "notifications/subscriptions/acknowledged",
+    }
+)
+"""The notifications a server may send that the proxy forwards (a cancellation renumbered)."""
+
+
 def host_kind(message: Mapping[str, Any]) -> str:
     """What the host's message is: "answer", "request", "notification", or why it is dropped.
 
@@ -95,6 +117,31 @@ def host_kind(message: Mapping[str, Any]) -> str:
     if isinstance(ident, bool) or not isinstance(ident, int | str):
         return f"a {method!r} request under an id that is not a string or whole number"
     if method not in HOST_REQUESTS:
+        return f"a request {method!r} the proxy does not forward"
+    return "request"
+
+
+def server_kind(message: Mapping[str, Any]) -> str:
+    """What the server's message is: "answer", "request", "notification", or why it is dropped.
+
+    The same closed rule as `host_kind`, the other way: a request of a method in
+    `SERVER_REQUESTS` under a string or whole-number id, a notification of a method in
+    `SERVER_NOTIFICATIONS`, an answer (the ledger takes only answers to the proxy's own ids).
+    A hostile or newer server's other messages never reach the host.
+    """
+    if "method" not in message:
+        return "answer"
+    method = message["method"]
+    if not isinstance(method, str):
+        return "a message whose method is not a string"
+    if "id" not in message:
+        if method in SERVER_NOTIFICATIONS:
+            return "notification"
+        return f"a notification {method!r} the proxy does not forward"
+    ident = message["id"]
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        return f"a {method!r} request under an id that is not a string or whole number"
+    if method not in SERVER_REQUESTS:
         return f"a request {method!r} the proxy does not forward"
     return "request"
 
