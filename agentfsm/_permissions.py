@@ -482,6 +482,12 @@ def _covered(call: ToolCall, rules: Sequence[Rule], scripts: dict[str, Script]) 
         if script.unsure:
             why = f"the command cannot be read with confidence: {script.unsure[0]}"
             return "ask", f"rule(s) {_names(rules)} cannot allow it: {why}"
+        if script.sets:
+            why = (
+                f"it sets {script.sets[0]}, and what the environment it runs in exports is "
+                "not known (an exported variable changes what the commands it runs do)"
+            )
+            return "ask", f"rule(s) {_names(rules)} cannot allow it: {why}"
         for views in script.commands:
             if not any(p.surely_matches(v) for v in views for p in patterns):
                 return None

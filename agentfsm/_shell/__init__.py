@@ -40,7 +40,9 @@ in `*`, whose tail also takes words not known until run time. It is tried on the
 command as written and with the plain wrappers (`command`, `builtin`, `exec`,
 `nohup`, `time`, `nice`, `ionice`, `timeout`, `stdbuf`, `setsid`) taken off;
 never on a command with leading assignments or a redirection that writes a file
-(other than `/dev/null`).
+(other than `/dev/null`), and never on a script that may set a variable or change the
+directory (`Script.sets`): what the shell it runs in exports is not known, so
+`PATH=/tmp/x:$PATH; git fetch` is not `git fetch`.
 
 The reader models a closed list of forms (`agentfsm._shell.closed`: node kinds, tokens,
 builtins, redirection operators, `set`/`shopt` options; `docs/shell-rules.md` lists them):

@@ -139,6 +139,7 @@ _EVALUATED = frozenset(
         "arithmetic_expansion",
         "compound_statement",
         "c_style_for_statement",
+        "for_statement",
         "subscript",
         "expansion",
         "binary_expression",
@@ -156,6 +157,21 @@ _KEYED = re.compile(r"\[(.*)\]\+?=", re.DOTALL)
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]$`'\"\\]*\])?")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _LISTS_NAMES = re.compile(r"(?:\[[@*]\]|[@*])\}$")
+_SETS_BUILTINS = frozenset(
+    {"cd", "pushd", "popd", "unset", "export", "declare", "typeset", "local", "readonly"}
+    | {"source", "."}
+)
+"""Builtins that change what the commands after them see, besides an assignment: the
+directory (and `PWD`), which variables are set or exported, or anything (`source` runs a
+file's text, not known here)."""
+_ASSIGNS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+"""A wrapper's word that sets a variable for the command it runs (`sudo X=1 cmd`)."""
+_COPROC = re.compile(rb"\bcoproc\b")
+_ARITHMETIC_SETS = re.compile(r"\+\+|--|<<=|>>=|(?<![=!<>])=(?!=)")
+"""Arithmetic that may store into a variable: `=`, `+=`, `<<=`... (not `==`, `!=`, `<=`,
+`>=`), `++` and `--` (read loosely: `1--1` counts; a false alarm only asks)."""
+_DEFAULT_ASSIGNS = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[^]]*\])?:?=")
+"""`${X=v}` and `${X:=v}` assign `v` to `X` when it is unset (or empty)."""
 _SUBSTRING = re.compile(
     r"\$\{#?(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*])(?:\[[^\]]*\])?:(?![-=?+])(.*)\}", re.DOTALL
 )
@@ -283,6 +299,7 @@ class Reader:
     def __init__(self) -> None:
         self.commands: list[tuple[Command, ...]] = []
         self.unsure: list[str] = []
+        self.sets: list[str] = []
         self.variables = Variables()
 
     def script(self) -> Script:
@@ -290,7 +307,9 @@ class Reader:
         if unknown:
             names = ", ".join(unknown[:5])
             self.unsure.append(f"arithmetic reads variables not known to hold integers: {names}")
-        return Script(tuple(self.commands), tuple(dict.fromkeys(self.unsure)))
+        return Script(
+            tuple(self.commands), tuple(dict.fromkeys(self.unsure)), tuple(dict.fromkeys(self.sets))
+        )
 
     def read_text(self, text: str, depth: int) -> None:
         if depth > MAX_DEPTH:
@@ -324,6 +343,8 @@ class Reader:
         self.walk(root, _Source(data), depth)
 
     def walk(self, root: Any, source: _Source, depth: int) -> None:
+        if _COPROC.search(source.data):  # blanked before parsing (`_parse`), so looked for here
+            self.sets.append("the variable a coproc is named by (COPROC when unnamed)")
         # A stack, not recursion: `$($($(...)))` may nest deeper than Python's recursion limit.
         stack: list[tuple[Any, bool]] = [(root, False)]
         stdin_of: dict[int, str] = {}  # node id -> the heredoc text its command reads
@@ -382,6 +403,7 @@ class Reader:
         words: list[Word] = [source.text(node.children[0])]
         words += [source.declared(c) for c in node.named_children]
         self.commands.append((Command(tuple(words), plain=not writes),))
+        self.sets.append(f"what `{words[0]}` changes")
         self._declaration(node, source, words)
 
     def _visit(self, node: Any, source: _Source, depth: int) -> list[Any]:
@@ -440,6 +462,9 @@ class Reader:
             self.arithmetic(source.text(node))
         elif kind == "c_style_for_statement":
             self._c_style_for(node, source, depth)
+        elif kind in ("for_statement", "select_statement"):
+            looped = node.child_by_field_name("variable")
+            self.sets.append(source.text(looped) if looped is not None else kind)
         elif kind == "subscript":
             self.arithmetic(_inside_brackets(source.text(node)))
         elif kind == "expansion":
@@ -468,6 +493,8 @@ class Reader:
     def arithmetic(self, text: Word) -> None:
         """Note arithmetic `text` that bash evaluates; None is text known only at run time."""
         why = "arithmetic text is not known until run time" if text is None else None
+        if text is not None and _ARITHMETIC_SETS.search(text):
+            self.sets.append(f"a variable of `{text[:60]}`")
         why = why or self.variables.evaluate(text or "")
         if why is not None:
             self.unsure.append(why)
@@ -478,6 +505,7 @@ class Reader:
             self.unsure.append(f"a variable name is not known until run time: {_show(where)}")
             return
         self.variables.assign(word.split("[", 1)[0], integer=False)
+        self.sets.append(word.split("[", 1)[0])
         self.special(word, None, 0, exported=False)
         self.subscript(word)
 
@@ -512,6 +540,7 @@ class Reader:
         elif value is not None and value.type == "arithmetic_expansion":
             integer = True
         self.variables.assign(name, integer=integer)
+        self.sets.append(name)
         exported = node.parent is not None and node.parent.type == "declaration_command"
         self.special(written, literal, depth, exported=exported)
 
@@ -544,6 +573,9 @@ class Reader:
         elif text.endswith("@P}"):
             self.unsure.append(f"a prompt expansion runs the command text in a value: {text}")
         else:
+            defaulted = _DEFAULT_ASSIGNS.match(text)
+            if defaulted is not None:
+                self.sets.append(defaulted.group(1))
             substring = _SUBSTRING.fullmatch(text)
             if substring is not None:
                 self.arithmetic(substring.group(1))
@@ -688,6 +720,9 @@ class Reader:
                 break
             written, current = current, self.unwrapped(unwrap, current)
             plain = plain and base in PLAIN and not (current and unwrap.writes(written))
+            passed = written[1 : len(written) - len(current or ())]
+            if (base == "env" and passed) or any(w is None or _ASSIGNS.match(w) for w in passed):
+                self.sets.append(f"what `{base}` passes to the command it runs")
         if views:
             self.commands.append(tuple(views))
             self._special_words(words, depth)
@@ -699,6 +734,8 @@ class Reader:
         entry in `BUILTINS`, or the script is unsure when it has none.
         """
         name = words[0] or ""
+        if "/" not in name and name in _SETS_BUILTINS:
+            self.sets.append(f"what `{name}` changes")
         if "/" not in name and name in BASH_BUILTINS:
             handler = BUILTINS.get(name)
             if handler is None:

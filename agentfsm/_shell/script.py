@@ -41,6 +41,11 @@ class Script:
     commands: tuple[tuple[Command, ...], ...] = ()
     unsure: tuple[str, ...] = ()
     """Why parts of the script could not be read with confidence; empty when all could."""
+    sets: tuple[str, ...] = ()
+    """The variables the script may set (assigned, looped over, read into, set by arithmetic
+    or `${X:=v}`), in order. Which of them the environment the script runs in exports is
+    not known here (`PATH=/tmp/x; git fetch` runs `/tmp/x/git`; an exported `GIT_SSH_COMMAND`
+    makes `git fetch` run it), so allow patterns never cover a script that sets any."""
 
 
 def _quoted(word: str) -> str:

@@ -88,9 +88,12 @@ class TestEvaluatedText(ScriptsRunningRm):
         """Arithmetic on integers the script set is read with confidence."""
         assert not shell.parse(command).unsure
 
-    def test_a_script_running_nothing_is_covered(self) -> None:
-        """A script with no command and nothing evaluated runs nothing: an allow-list covers it."""
-        assert verdict(ALLOW, "x=1; y=2", permissions={"*": "deny"}) == "allow"
+    def test_a_script_that_only_sets_variables_is_not_covered(self) -> None:
+        """A script that runs nothing but sets variables is not covered by an allow-list: a
+        shell that lives across calls (OpenHands', a host's terminal) keeps what it set, and
+        `PATH=/tmp/x:$PATH` now decides what `git` runs at the next call."""
+        assert verdict(ALLOW, "x=1; y=2", permissions={"*": "deny"}) == "deny"
+        assert verdict(ALLOW, "PATH=/tmp/x:$PATH") == "ask"
 
     def test_prompt_command_is_command_text(self) -> None:
         """PROMPT_COMMAND's value is read as the command it is."""
