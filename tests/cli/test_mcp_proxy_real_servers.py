@@ -336,3 +336,32 @@ class TestRealServerOverHttp:
         assert not approved.is_error, text(approved)
         assert fs.changed()
         assert proxy.status == 0
+
+
+class TestHostStopsTheProxy:
+    def test_sigint_like_claude_codes_shutdown_ends_the_trace(self, tmp_path: Path) -> None:
+        """Claude Code stops a stdio server with SIGINT (then SIGTERM), without closing its
+        input: the proxy ends the session as for SIGTERM, so the trace ends interrupted,
+        saying so, and replays; it used to die with the trace left open."""
+        fs = filesystem(tmp_path)
+        proxy = RealProxy(tmp_path, {}, fs)
+
+        async def go() -> None:
+            async with proxy.session() as host:
+                await host.call_tool(*fs.read)
+                (me,) = pids("mcp-proxy", str(proxy.policy))
+                os.kill(me, signal.SIGINT)
+                deadline = time.monotonic() + 30
+                while pids("mcp-proxy", str(proxy.policy)):
+                    assert time.monotonic() < deadline, "the proxy outlived SIGINT"
+                    await asyncio.sleep(0.1)
+
+        try:
+            run(go)
+        finally:
+            fs.fifo.close()
+        last = last_decision(proxy.trace)
+        assert last["exit_reason"] == "interrupted"
+        assert "received SIGINT" in last["reason"]
+        record = replayed(proxy.trace)
+        assert record["exit_reason"] == record["recorded_end"] == "interrupted"
