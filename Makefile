@@ -5,10 +5,10 @@ PY     := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo lint typecheck test test-deep check bench diagrams docs
+.PHONY: help install mcp-servers demo lint typecheck test test-deep check bench diagrams docs
 
 help: ## List the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,24 @@ $(VENV)/.demo-installed: pyproject.toml
 
 install: $(VENV)/.installed ## Create .venv and install agentfsm with its dev, litellm, ray, integrations, durable, otel and cedar extras
 
+# Real MCP servers that no one here wrote, for the proxy's tests (tests/cli/
+# test_mcp_proxy_real_servers.py): the filesystem server from npm and the git server from
+# PyPI, each at the version pinned in .ci/mcp-servers, in the gitignored .cache/mcp-servers.
+# The git server gets a venv of its own, so its dependencies never move ours.
+MCP_SERVERS ?= .cache/mcp-servers
+MCP_PINS    := .ci/mcp-servers
+
+$(MCP_SERVERS)/.installed: $(MCP_PINS)/package.json $(MCP_PINS)/package-lock.json $(MCP_PINS)/git-requirements.txt
+	@command -v npm >/dev/null || { echo "make mcp-servers: npm not found; install Node.js 20 or later (it brings npm)" >&2; exit 1; }
+	mkdir -p $(MCP_SERVERS)
+	cp $(MCP_PINS)/package.json $(MCP_PINS)/package-lock.json $(MCP_SERVERS)/
+	npm ci --prefix $(MCP_SERVERS) --no-audit --no-fund --silent
+	$(PYTHON) -m venv $(MCP_SERVERS)/git
+	$(MCP_SERVERS)/git/bin/python -m pip install --quiet --disable-pip-version-check -r $(MCP_PINS)/git-requirements.txt
+	@touch $@
+
+mcp-servers: $(MCP_SERVERS)/.installed ## Install the MCP servers the proxy's tests start (npm's filesystem server, PyPI's git server)
+
 demo: $(VENV)/.demo-installed ## Run the weather agent end to end (local server, no key), then draw the machine
 	$(PY) -m agentfsm demo
 	$(PY) -m agentfsm diagram
@@ -35,7 +53,7 @@ lint: install ## Lint and format check (ruff)
 typecheck: install ## Type check, strict (mypy)
 	$(VENV)/bin/mypy
 
-test: install ## Run the test suite (pytest + hypothesis, the quick profile)
+test: install mcp-servers ## Run the test suite (pytest + hypothesis, the quick profile)
 	$(PY) -m pytest
 
 test-deep: install ## Run the property tests again with many more examples (CI does)

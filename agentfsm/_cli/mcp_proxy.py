@@ -17,7 +17,7 @@ FILE's name with the session id before its suffix) that `agentfsm replay` and `a
 report` read. `--shadow FILE` judges every call by a candidate policy too and records its
 verdict in the trace beside the enforced one, never enforcing it (docs/shadow.md).
 
-Exit 0 when the host closes the session (with --http: on SIGINT or SIGTERM), 1 when the
+Exit 0 when the host closes the session or on SIGTERM or SIGINT, 1 when the
 server exits or breaks, 2 for bad arguments, a policy file that cannot be read, a server
 that cannot be started or reached, or a port that cannot be opened.
 """

@@ -266,7 +266,9 @@ class Proxy:
     def terminate(self, why: str) -> None:
         """Stop the session from outside (SIGTERM): the calls in flight get their results,
         or after the grace period an error result saying the proxy stopped; the run ends
-        interrupted with `why`."""
+        interrupted with `why`. A second signal (SIGINT, then SIGTERM) keeps the first why."""
+        if self._terminated is not None:
+            return
         self._terminated = why
         self._halt_why = why
         self._halt.set()
@@ -1063,22 +1065,28 @@ def serve(
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     shadow: Policy | None = None,
 ) -> int:
-    """Serve the host on stdio until it closes the session, or SIGTERM; the exit status.
+    """Serve the host on stdio until it closes the session, or SIGTERM or SIGINT; the exit
+    status.
 
-    SIGTERM ends the session as a shutdown does: the calls in flight are answered (their
+    SIGTERM or SIGINT ends the session as a shutdown does: the calls in flight are answered (their
     result, or an error result saying the proxy stopped), the trace ends interrupted, and the
     proxy exits 0.
     """
     proxy = Proxy(policy, connect, observers, max_result_bytes, shadow=shadow)
 
+    # SIGINT too: Claude Code stops a stdio server with SIGINT, then SIGTERM, without
+    # closing its input; left to Python's KeyboardInterrupt, the trace was never ended.
+    signals = (signal.SIGTERM, signal.SIGINT)
+
     async def main() -> int:
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(
-            signal.SIGTERM, proxy.terminate, "the proxy received SIGTERM and stopped"
-        )
+        for sig in signals:
+            why = f"the proxy received {sig.name} and stopped"
+            loop.add_signal_handler(sig, proxy.terminate, why)
         try:
             return await proxy.run(StdioHost())
         finally:
-            loop.remove_signal_handler(signal.SIGTERM)
+            for sig in signals:
+                loop.remove_signal_handler(sig)
 
     return asyncio.run(main())
