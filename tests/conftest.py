@@ -73,6 +73,8 @@ SLOW_FIRST = (
     "tests/integrations/test_langgraph_checkpoint.py",
     "tests/test_examples_and_api.py",
     "tests/docs/",
+    "tests/cli/test_mcp_proxy_real_servers.py",
+    "tests/cli/test_mcp_proxy_hosts.py",
 )
 
 
