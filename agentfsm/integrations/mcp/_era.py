@@ -105,7 +105,9 @@ class Era:
         self.stateless = envelope.version
         return await self._stateless(message, envelope)
 
-    async def _stateless(self, message: dict[str, Any], envelope: Envelope) -> dict[str, Any] | None:
+    async def _stateless(
+        self, message: dict[str, Any], envelope: Envelope
+    ) -> dict[str, Any] | None:
         method = message["method"]
         ident = message.get("id")
         if "id" not in message:
@@ -116,7 +118,7 @@ class Era:
             return message  # host_kind refuses it, and says so
         try:
             initialized = await self._initialized()
-        except Exception as exc:  # noqa: BLE001 - the host is told, whatever failed
+        except Exception as exc:  # the host is told, whatever failed
             await self.proxy.reply_error(ident, f"the MCP server could not be initialized: {exc}")
             return None
         if method == "server/discover":
@@ -160,7 +162,9 @@ class Era:
         result = await proxy.ask_server("initialize", params)
         version = result.get("protocolVersion") if isinstance(result, Mapping) else None
         if version not in HANDSHAKE:
-            raise RuntimeError(f"it answered protocol version {version!r}, which the proxy does not model")
+            raise RuntimeError(
+                f"it answered protocol version {version!r}, which the proxy does not model"
+            )
         self.agreed = version
         await proxy.send_server({"jsonrpc": "2.0", "method": "notifications/initialized"})
         proxy._start_listing()  # the proxy's own listing, before any call
@@ -186,7 +190,9 @@ class Era:
         """Ask the host whether the call `ident` may run: True only for an accept with a yes."""
         question = elicit_params(self.agreed, message, name)
         if self.stateless is None:
-            reply = await self.proxy.ask_host("elicitation/create", question, self.proxy.elicit_seconds, ident)
+            reply = await self.proxy.ask_host(
+                "elicitation/create", question, self.proxy.elicit_seconds, ident
+            )
             result = reply.get("result") if isinstance(reply, Mapping) else None
             return accepted(result)
         state = new_state()
@@ -196,7 +202,9 @@ class Era:
         result = {"jsonrpc": "2.0", "id": now, "result": input_required(state, question)}
         await self.proxy.send_host(result, now)
         try:
-            retry, yes = await asyncio.wait_for(self._questions[state].answer, self.proxy.elicit_seconds)
+            retry, yes = await asyncio.wait_for(
+                self._questions[state].answer, self.proxy.elicit_seconds
+            )
         except TimeoutError:
             self._rebound[_key(ident)] = _NOBODY  # answered already: nobody waits for more
             return False
@@ -212,12 +220,19 @@ class Era:
         params = message["params"]
         question = self._questions.get(state) if isinstance(state, str) else None
         if question is None or question.answer.done():
-            why = "a requestState the proxy did not issue, or whose question was answered or expired"
+            why = (
+                "a requestState the proxy did not issue, or whose question was answered or expired"
+            )
             await self._refuse(message, why, -32602)
             return
-        same = params.get("name") == question.name and (params.get("arguments") or {}) == question.arguments
+        same = (
+            params.get("name") == question.name
+            and (params.get("arguments") or {}) == question.arguments
+        )
         if not same:
-            self.proxy.note(f"the host's answer about {question.name!r} came with another call; not approved")
+            self.proxy.note(
+                f"the host's answer about {question.name!r} came with another call; not approved"
+            )
         envelope = read_envelope(message)
         self._asks[_key(message["id"])] = isinstance(envelope, Envelope) and envelope.elicits()
         question.answer.set_result((message["id"], same and approved(params)))
@@ -243,7 +258,11 @@ class Era:
         method = host.get("method")
         if method == "initialize":
             self._initialize_id = sent.get("id")
-        if self.stateless is not None and isinstance(method, str) and isinstance(sent.get("id"), int):
+        if (
+            self.stateless is not None
+            and isinstance(method, str)
+            and isinstance(sent.get("id"), int)
+        ):
             self._methods[sent["id"]] = method
 
     def answered(self, message: Mapping[str, Any], forward: dict[str, Any]) -> dict[str, Any]:

@@ -334,7 +334,10 @@ class Proxy:
     async def _read_host(self) -> None:
         assert self._host is not None
         while (message := await self._host.receive()) is not None:
-            await self._from_host(message)
+            if "method" in message:  # the revision's envelope read, its own traffic taken
+                message = await self.era.host_message(message)
+            if message is not None:
+                await self._from_host(message)
 
     async def _read_server(self, link: ServerLink) -> None:
         while (message := await link.receive()) is not None:
@@ -438,11 +441,6 @@ class Proxy:
         id (`tools/*` the proxy answers itself), a notification of a known method as its
         method and params, a cancellation renumbered.
         """
-        if "method" in message:  # the revision's envelope read, its own traffic taken
-            taken = await self.era.host_message(message)
-            if taken is None:
-                return
-            message = taken
         kind = host_kind(message)
         if kind == "answer":  # to the proxy's own question, or to the server's
             await self._host_answered(message)

@@ -113,7 +113,7 @@ def read_envelope(message: Mapping[str, Any]) -> Envelope | str | None:
         return None
     version = meta[_VERSION_KEY]
     if version not in STATELESS:
-        return f"MCP protocol version {version!r} in the request's _meta, which the proxy does not serve"
+        return f"MCP protocol version {version!r} (in the request's _meta) is not one the proxy serves"
     capabilities = meta.get(_CAPABILITIES_KEY, {})
     if not isinstance(capabilities, Mapping):
         return "the request's client capabilities (in its _meta) are not an object"
@@ -167,7 +167,9 @@ def discover_result(initialized: Mapping[str, Any]) -> dict[str, Any]:
     caps = caps if isinstance(caps, Mapping) else {}
     result: dict[str, Any] = {
         "supportedVersions": list(STATELESS),
-        "capabilities": {k: caps[k] for k in _SERVED_CAPABILITIES if isinstance(caps.get(k), Mapping)},
+        "capabilities": {
+            k: caps[k] for k in _SERVED_CAPABILITIES if isinstance(caps.get(k), Mapping)
+        },
         "resultType": "complete",
         "ttlMs": 0,
         "cacheScope": "private",
