@@ -113,7 +113,7 @@ def read_envelope(message: Mapping[str, Any]) -> Envelope | str | None:
         return None
     version = meta[_VERSION_KEY]
     if version not in STATELESS:
-        return f"MCP protocol version {version!r} (in the request's _meta) is not one the proxy serves"
+        return f"the request names MCP protocol version {version!r}, which the proxy does not serve"
     capabilities = meta.get(_CAPABILITIES_KEY, {})
     if not isinstance(capabilities, Mapping):
         return "the request's client capabilities (in its _meta) are not an object"
