@@ -450,9 +450,12 @@ _UPSTREAM_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """Seconds to connect, write and wait for a pooled connection; to read: the mcp package's."""
 
 
-def http_server(url: str, headers: Mapping[str, str] | None = None) -> ServerConnect:
+def http_server(
+    url: str, headers: Mapping[str, str] | None = None, auth: httpx2.Auth | None = None
+) -> ServerConnect:
     """Connects to a streamable HTTP MCP server at `url`, one MCP session per host session,
-    sending `headers` (an API key, say) with every request."""
+    sending `headers` (an API key, say) with every request, and authorized by `auth` (the
+    OAuth client of `_oauth.oauth_client`) when given."""
     sent = dict(headers or {})
 
     async def refused(response: httpx2.Response) -> None:
@@ -461,7 +464,8 @@ def http_server(url: str, headers: Mapping[str, str] | None = None) -> ServerCon
         if response.status_code in (401, 403):
             say(
                 f"the MCP server at {url} answered {response.status_code} "
-                f"{response.reason_phrase}: give what it asks for with --header"
+                f"{response.reason_phrase}: give what it asks for with --header, or --oauth "
+                "when it uses MCP's OAuth authorization"
             )
 
     @contextlib.asynccontextmanager
@@ -471,7 +475,10 @@ def http_server(url: str, headers: Mapping[str, str] | None = None) -> ServerCon
         # open. A client given to the transport is not closed by it, so it is closed here.
         async with (
             httpx2.AsyncClient(
-                headers=sent, timeout=_UPSTREAM_TIMEOUT, event_hooks={"response": [refused]}
+                headers=sent,
+                timeout=_UPSTREAM_TIMEOUT,
+                event_hooks={"response": [refused]},
+                auth=auth,
             ) as client,
             streamable_http_client(url, http_client=client) as (read, write),
         ):
