@@ -178,10 +178,10 @@ def oauth_client(url: str, store: Path) -> httpx2.Auth:
     storage = FileTokenStorage(store, url)
 
     async def no_browser(authorization_url: str) -> None:
-        raise OAuthLoginError(url)
+        raise OAuthLoginError(url, str(store))
 
     async def no_callback() -> AuthorizationCodeResult:
-        raise OAuthLoginError(url)
+        raise OAuthLoginError(url, str(store))
 
     return _provider(url, storage, "http://127.0.0.1/callback", no_browser, no_callback)
 
