@@ -5,6 +5,7 @@ again). Every host is the package's own client, through the real proxy process."
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from agentfsm.integrations.mcp import _revisions
 from tests.cli.test_mcp_proxy import ENV, Elicit, Proxy, answering, replayed, run, text
+from tests.cli.test_mcp_proxy_http import HttpProxy
 
 ASK_DROP = {"permissions": {"drop_table": "ask", "read_row": "allow"}}
 
@@ -197,3 +199,56 @@ def test_trace_of_a_stateless_session_replays(tmp_path: Path) -> None:
     actions = [d["action"] for d in record["decisions"]]
     assert actions == ["ask_human", "execute_tools", "continue", "ask_human", "continue", "final"]
     assert proxy.calls() == ['drop_table:{"table": "a"}']
+
+
+class TestStatelessOverHttp:
+    @pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
+    def test_an_ask_reaches_a_stateless_host_by_url(self, tmp_path: Path, mode: str) -> None:
+        """A stateless host by URL (one POST a request, no session) is asked through its
+        retry: its yes runs the call, its no does not; a host that declares nothing is
+        refused as unaskable; all of it one session in one trace that replays."""
+        proxy = HttpProxy(tmp_path, ASK_DROP)
+
+        async def one(url: str, elicit: Elicit | None, table: str) -> mt.CallToolResult:
+            async with Client(
+                url, mode=cast(Any, mode), elicitation_callback=cast(Any, elicit)
+            ) as host:
+                assert host.protocol_version == "2026-07-28"
+                assert "drop_table" in [t.name for t in (await host.list_tools()).tools]
+                return await host.call_tool("drop_table", {"table": table})
+
+        async def go(url: str) -> list[mt.CallToolResult]:
+            return [
+                await one(url, answering("accept", True), "a"),
+                await one(url, answering("decline", None), "b"),
+                await one(url, None, "c"),
+            ]
+
+        with proxy.running():
+            yes, no, unaskable = run(lambda: go(proxy.url))
+        assert proxy.status == 0
+        assert text(yes) == "dropped a"
+        assert no.is_error
+        assert "not approved" in text(no)
+        assert unaskable.is_error
+        assert "nobody was asked" in text(unaskable)
+        assert proxy.calls() == ['drop_table:{"table": "a"}']
+        (trace,) = tmp_path.glob("trace.stateless-*.jsonl")
+        record = replayed(trace)
+        assert record["exit_reason"] == "interrupted"  # the proxy shut down under it
+
+    def test_two_hosts_with_the_same_ids_get_their_own_answers(self, tmp_path: Path) -> None:
+        """Stateless hosts choose their ids: two at once under the same ids each get their
+        own call's answer."""
+        proxy = HttpProxy(tmp_path, {"permissions": {"read_row": "allow"}})
+
+        async def one(url: str, key: str) -> str:
+            async with Client(url, mode="2026-07-28") as host:
+                return text(await host.call_tool("read_row", {"key": key}))
+
+        async def go(url: str) -> list[str]:
+            return list(await asyncio.gather(*(one(url, str(n)) for n in range(4))))
+
+        with proxy.running():
+            said = run(lambda: go(proxy.url))
+        assert said == [f"row {n}" for n in range(4)]

@@ -43,6 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from agentfsm.integrations.mcp._http_stateless import StatelessFront
 from agentfsm.integrations.mcp._proxy import (
     HostSide,
     ProxyError,
@@ -51,6 +52,7 @@ from agentfsm.integrations.mcp._proxy import (
     StartError,
     say,
 )
+from agentfsm.integrations.mcp._revisions import STATELESS
 
 __all__ = ["HttpFront", "HttpHost", "check_reachable", "http_server", "parse_listen", "serve_http"]
 
@@ -142,6 +144,8 @@ class HttpFront:
         stream; a POST is open until its answers are sent)."""
         self.last_request: dict[str, float] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
+        self.stateless = StatelessFront(self)
+        """The stateless revision's requests, all in one session of their own."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -151,9 +155,10 @@ class HttpFront:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version in STATELESS:  # one POST, one answer: no session of its own
+            await self.stateless(scope, receive, send, version)
+            return
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            # The stateless protocol revisions carry capabilities per request; the proxy
-            # reads them from `initialize` only, so it does not take those sessions.
             why = f"unsupported MCP protocol version {version!r}"
             await _error(why, 400)(scope, receive, send)
             return
@@ -284,6 +289,7 @@ class HttpFront:
 
     async def close_all(self) -> None:
         """End every session as if its host had ended it: calls answered, servers stopped."""
+        self.stateless.close()
         for transport, host in list(self.sessions.values()):
             if host is not None:
                 host.ending, host.by_host = "the proxy shut down", False
