@@ -6,7 +6,11 @@ stdout, or with `--http` over streamable HTTP at http://HOST:PORT/mcp (127.0.0.1
 host is given; port 0 picks a free one; the URL is stdout's one line). The server is the
 command after `--`, started as a child process (one per HTTP session), or with `--url` a
 streamable HTTP MCP server (`--header 'Authorization: Bearer ${TOKEN}'` sends a header with
-every request to it, the token read from the environment). Every `tools/call` is checked
+every request to it, the token read from the environment; `--oauth` reaches a server behind
+MCP's OAuth authorization with the tokens `--oauth-login` stored once, refreshed when they
+expire, kept in `--oauth-store DIR` or $XDG_STATE_HOME/agentfsm/oauth, never in the trace).
+Hosts of every MCP revision the mcp package speaks are served, the stateless 2026-07-28 one
+included (its `ask` is answered by the host sending the call again). Every `tools/call` is checked
 against the policy first, as one turn of a session-long Controller (one per HTTP session): a
 denied call never reaches the server, `ask` is put to the host's user through MCP
 elicitation (denied when the host cannot ask), budgets and the doom-loop guard stop a

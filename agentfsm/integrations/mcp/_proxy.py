@@ -24,8 +24,10 @@ is a child process on stdio or a streamable HTTP server reached by URL (`http_se
   clear never reaches the server: the host gets a tool error result saying why; one it
   clears reaches it as decided (its name and arguments, rebuilt), and arguments that are
   not an object are refused. `ask`
-  becomes an `elicitation/create` to the host when it declared the capability; anything
-  but an explicit accept with a yes denies. Calls are taken one at a time.
+  reaches the host as its revision allows (`_era.Era`): an `elicitation/create` when its
+  `initialize` declared the capability under a revision that has it, or for a stateless
+  host an `InputRequiredResult` decided on its retry; anything but an explicit accept with
+  a yes denies. Calls are taken one at a time.
 - the server's answers to calls: cut to a size, checked for shape; a malformed line or a
   server that exits answers every call in flight with an error result.
 
