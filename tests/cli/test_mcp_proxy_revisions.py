@@ -18,8 +18,9 @@ from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from agentfsm.integrations.mcp import _revisions
-from tests.cli.test_mcp_proxy import ENV, Elicit, Proxy, answering, replayed, run, text
+from tests.cli.test_mcp_proxy import ENV, SERVER, Elicit, Proxy, answering, replayed, run, text
 from tests.cli.test_mcp_proxy_http import HttpProxy
+from tests.cli.test_mcp_proxy_ids import call, logged, proxied, result_of
 
 ASK_DROP = {"permissions": {"drop_table": "ask", "read_row": "allow"}}
 
@@ -252,3 +253,55 @@ class TestStatelessOverHttp:
         with proxy.running():
             said = run(lambda: go(proxy.url))
         assert said == [f"row {n}" for n in range(4)]
+
+
+def _envelope(version: str, capabilities: Any) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+
+
+class TestFailClosed:
+    """What the proxy does not fully model of a revision is refused, never allowed."""
+
+    @pytest.mark.parametrize(
+        ("meta", "said"),
+        [
+            (_envelope("2099-01-01", {"elicitation": {}}), "which the proxy does not serve"),
+            (
+                _envelope("2026-07-28", "everything"),
+                "capabilities (in its _meta) are not an object",
+            ),
+        ],
+    )
+    def test_an_envelope_the_proxy_does_not_model_is_refused(
+        self, tmp_path: Path, meta: dict[str, Any], said: str
+    ) -> None:
+        """An unknown revision or malformed capabilities: the call is an error, never run."""
+        with proxied(tmp_path, ASK_DROP, SERVER) as (host, log, _):
+            params = {"name": "drop_table", "arguments": {"table": "a"}, "_meta": meta}
+            host.send({"id": 7, "method": "tools/call", "params": params})
+            (answer,) = [host.wait_for(lambda m: m.get("id") == 7)]
+            assert answer["error"]["code"] == -32602
+            assert said in answer["error"]["message"]
+        assert logged(log) == []
+
+    def test_a_session_does_not_mix_the_two_eras(self, tmp_path: Path) -> None:
+        """After `initialize`, a request with a stateless envelope (declaring elicitation) is
+        refused; the initialized session goes on."""
+        with proxied(tmp_path, ASK_DROP, SERVER) as (host, log, _):
+            host.start(elicit=False)
+            params = {
+                "name": "drop_table",
+                "arguments": {"table": "a"},
+                "_meta": _envelope("2026-07-28", {"elicitation": {}}),
+            }
+            host.send({"id": 8, "method": "tools/call", "params": params})
+            answer = host.wait_for(lambda m: m.get("id") == 8)
+            assert answer["error"]["code"] == -32600
+            assert "stateless request in an initialized session" in answer["error"]["message"]
+            call(host, 9, "read_row", {"key": "k"})
+            assert result_of(host, 9)["content"][0]["text"] == "row k"
+        assert logged(log) == ['read_row:{"key": "k"}']
