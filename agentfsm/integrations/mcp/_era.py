@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentfsm._version import __version__
 from agentfsm.integrations.mcp._revisions import (
@@ -33,9 +33,6 @@ from agentfsm.integrations.mcp._revisions import (
 )
 from agentfsm.integrations.mcp._wire import elicits
 
-if TYPE_CHECKING:
-    from agentfsm.integrations.mcp._proxy import Proxy
-
 __all__ = ["Era"]
 
 _NOBODY = object()
@@ -44,6 +41,26 @@ _NOBODY = object()
 
 def _key(ident: object) -> tuple[str, Any]:
     return type(ident).__name__, ident
+
+
+class Session(Protocol):
+    """What an `Era` uses of its session (a `Proxy`): its two sides and its notes."""
+
+    elicit_seconds: float
+
+    def note(self, what: str) -> None: ...
+
+    def _start_listing(self, again: bool = False) -> None: ...
+
+    async def send_host(self, message: Mapping[str, Any], related: Any = None) -> None: ...
+
+    async def send_server(self, message: Mapping[str, Any]) -> None: ...
+
+    async def ask_server(self, method: str, params: Any, host_id: Any = None) -> Any: ...
+
+    async def ask_host(self, method: str, params: Any, timeout: float, related: Any) -> Any: ...
+
+    async def reply_error(self, ident: Any, why: str, code: int = -32603) -> None: ...
 
 
 @dataclass(eq=False)
@@ -65,7 +82,7 @@ class Era:
     the call with an `InputRequiredResult` and decides when the host sends it again.
     """
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Session) -> None:
         self.proxy = proxy
         self.stateless: str | None = None
         """The stateless revision the session runs under; None for a handshake session."""

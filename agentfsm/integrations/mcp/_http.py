@@ -144,7 +144,7 @@ class HttpFront:
         stream; a POST is open until its answers are sent)."""
         self.last_request: dict[str, float] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
-        self.stateless = StatelessFront(self)
+        self.stateless = StatelessFront(run_session, security, lambda: self.task_group)
         """The stateless revision's requests, all in one session of their own."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

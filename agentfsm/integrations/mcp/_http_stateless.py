@@ -16,20 +16,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 from uuid import uuid4
 
-from mcp.server.transport_security import TransportSecurityMiddleware
+import anyio.abc
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from agentfsm.integrations.mcp._proxy import say
+from agentfsm.integrations.mcp._proxy import HostSide, say
 from agentfsm.integrations.mcp._revisions import read_envelope
-
-if TYPE_CHECKING:
-    from agentfsm.integrations.mcp._http import HttpFront
 
 __all__ = ["StatelessFront", "StatelessHost"]
 
@@ -92,24 +90,38 @@ class StatelessHost:
 
 
 class StatelessFront:
-    """The stateless POSTs of an `HttpFront`: checked, then answered by the one session."""
+    """The stateless POSTs of an `HttpFront`: checked, then answered by the one session.
 
-    def __init__(self, front: HttpFront) -> None:
-        self.front = front
+    Args:
+        run_session: Runs a session to its end (the front's).
+        security: The Host and Origin checks (the front's).
+        group: The task group sessions run in, once the front serves.
+    """
+
+    def __init__(
+        self,
+        run_session: Callable[[str, HostSide], Awaitable[int]],
+        security: TransportSecuritySettings,
+        group: Callable[[], anyio.abc.TaskGroup | None],
+    ) -> None:
+        self.run_session = run_session
+        self.security = security
+        self.group = group
         self.host: StatelessHost | None = None
 
     def _session(self) -> StatelessHost:
         if self.host is None:
-            assert self.front.task_group is not None
+            group = self.group()
+            assert group is not None
             host = StatelessHost()
             self.host = host
-            self.front.task_group.start_soon(self._run, host)
+            group.start_soon(self._run, host)
         return self.host
 
     async def _run(self, host: StatelessHost) -> None:
         session_id = f"stateless-{uuid4().hex[:12]}"
         try:
-            await self.front.run_session(session_id, host)
+            await self.run_session(session_id, host)
         except Exception as exc:  # a failed session must not end the others
             say(f"session {session_id} failed: {type(exc).__name__}: {exc}")
         finally:
@@ -124,7 +136,7 @@ class StatelessFront:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, version: str) -> None:
         request = Request(scope, receive)
-        refused = await TransportSecurityMiddleware(self.front.security).validate_request(
+        refused = await TransportSecurityMiddleware(self.security).validate_request(
             request, is_post=scope["method"] == "POST"
         )
         if refused is not None:
