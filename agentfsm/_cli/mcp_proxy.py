@@ -6,7 +6,11 @@ stdout, or with `--http` over streamable HTTP at http://HOST:PORT/mcp (127.0.0.1
 host is given; port 0 picks a free one; the URL is stdout's one line). The server is the
 command after `--`, started as a child process (one per HTTP session), or with `--url` a
 streamable HTTP MCP server (`--header 'Authorization: Bearer ${TOKEN}'` sends a header with
-every request to it, the token read from the environment). Every `tools/call` is checked
+every request to it, the token read from the environment; `--oauth` reaches a server behind
+MCP's OAuth authorization with the tokens `--oauth-login` stored once, refreshed when they
+expire, kept in `--oauth-store DIR` or $XDG_STATE_HOME/agentfsm/oauth, never in the trace).
+Hosts of every MCP revision the mcp package speaks are served, the stateless 2026-07-28 one
+included (its `ask` is answered by the host sending the call again). Every `tools/call` is checked
 against the policy first, as one turn of a session-long Controller (one per HTTP session): a
 denied call never reaches the server, `ask` is put to the host's user through MCP
 elicitation (denied when the host cannot ask), budgets and the doom-loop guard stop a
@@ -115,6 +119,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="send this header to the --url server (repeatable); ${VAR} in VALUE is read from "
         "the environment, so a token need not be on the command line",
     )
+    parser.add_argument(
+        "--oauth",
+        action="store_true",
+        help="the --url server uses MCP's OAuth authorization: send its stored token, "
+        "refreshed when it expires (log in first with --oauth-login)",
+    )
+    parser.add_argument(
+        "--oauth-login",
+        action="store_true",
+        help="authorize the proxy at the --url server once: print the URL to open in a "
+        "browser, wait for its redirect on 127.0.0.1, store the tokens, and exit",
+    )
+    parser.add_argument(
+        "--oauth-store",
+        action=Once,
+        metavar="DIR",
+        help="where --oauth keeps its tokens, one 0600 file per server (default "
+        "$XDG_STATE_HOME/agentfsm/oauth); never in the trace",
+    )
     parser.add_argument("server", nargs=argparse.REMAINDER, help="-- the server's command line")
     parser.set_defaults(handler=main)
     return parser
@@ -123,12 +146,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def main(args: argparse.Namespace) -> int:
     """Serve until the host closes the session (stdio) or a signal (--http); the status."""
     command = _command(args)
-    if args.session_idle is not None and args.http is None:
-        raise AgentFSMError("--session-idle is for the sessions of --http: give --http too")
-    if args.max_sessions is not None and args.http is None:
-        raise AgentFSMError("--max-sessions is for the sessions of --http: give --http too")
-    if args.header and args.url is None:
-        raise AgentFSMError("--header is sent to the --url server: give --url too")
+    _check_options(args)
+    if args.oauth_login:
+        return _oauth_login(args.url, args.oauth_store)
     if args.http is None and args.url is None:
         policy = Policy.from_file(args.policy)
         args.shadow = _shadow(args.shadow)
@@ -147,7 +167,8 @@ def main(args: argparse.Namespace) -> int:
             raise AgentFSMError(f"--http takes [HOST:]PORT: {exc}") from None
     policy = Policy.from_file(args.policy)
     args.shadow = _shadow(args.shadow)
-    connect = _server(args.url, command, listen is not None, _headers(args.header))
+    auth = _oauth(args.url, args.oauth_store) if args.oauth or args.oauth_store else None
+    connect = _server(args.url, command, listen is not None, _headers(args.header), auth)
     if listen is None:
         return _serve_stdio(args, policy, connect)
     idle = DEFAULT_SESSION_IDLE if args.session_idle is None else args.session_idle
@@ -155,6 +176,18 @@ def main(args: argparse.Namespace) -> int:
     return _mcp_http.serve_http(
         _sessions(args, policy, connect), *listen, idle=idle or None, max_sessions=most
     )
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """AgentFSMError for an option given without the one it needs."""
+    if args.session_idle is not None and args.http is None:
+        raise AgentFSMError("--session-idle is for the sessions of --http: give --http too")
+    if args.max_sessions is not None and args.http is None:
+        raise AgentFSMError("--max-sessions is for the sessions of --http: give --http too")
+    if args.header and args.url is None:
+        raise AgentFSMError("--header is sent to the --url server: give --url too")
+    if (args.oauth or args.oauth_login or args.oauth_store) and args.url is None:
+        raise AgentFSMError("--oauth, --oauth-login and --oauth-store are for a --url server")
 
 
 def _shadow(path: str | None) -> Policy | None:
@@ -209,8 +242,38 @@ def _headers(given: list[str]) -> dict[str, str]:
     return headers
 
 
+def _oauth(url: str, store: str | None) -> Any:
+    """The OAuth client for the --url server; AgentFSMError, saying how to log in, when no
+    token is stored for it (the proxy cannot open a browser for its host)."""
+    from agentfsm.integrations.mcp import _oauth as _mcp_oauth
+
+    where = Path(store) if store is not None else _mcp_oauth.default_store()
+    if not _mcp_oauth.FileTokenStorage(where, url).stored():
+        raise AgentFSMError(str(_mcp_oauth.OAuthLoginError(url, store)))
+    return _mcp_oauth.oauth_client(url, where)
+
+
+def _oauth_login(url: str, store: str | None) -> int:
+    """Run the one interactive OAuth step for the --url server; 0 once tokens are stored."""
+    import asyncio
+
+    from agentfsm.integrations.mcp import _oauth as _mcp_oauth
+
+    where = Path(store) if store is not None else _mcp_oauth.default_store()
+    try:
+        asyncio.run(_mcp_oauth.login(url, where, _mcp_proxy.say))
+    except Exception as exc:  # the flow's failures are the server's or the person's
+        raise AgentFSMError(f"--oauth-login at {url} failed: {_mcp_proxy._describe(exc)}") from None
+    _mcp_proxy.say(f"authorized; the tokens are in {where}")
+    return 0
+
+
 def _server(
-    url: str | None, command: list[str], per_session: bool, headers: dict[str, str]
+    url: str | None,
+    command: list[str],
+    per_session: bool,
+    headers: dict[str, str],
+    auth: Any = None,
 ) -> _mcp_proxy.ServerConnect:
     """The server's end: the server at `url` once it accepts a connection, else the command.
 
@@ -227,7 +290,7 @@ def _server(
         _mcp_http.check_reachable(url)
     except _mcp_proxy.StartError as exc:
         raise AgentFSMError(str(exc)) from None
-    return _mcp_http.http_server(url, headers)
+    return _mcp_http.http_server(url, headers, auth)
 
 
 def _serve_stdio(

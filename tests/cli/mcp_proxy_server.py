@@ -26,6 +26,7 @@ reads what reached the server from another process. Tools:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,9 @@ def answer(message: dict[str, Any]) -> None:
         return
     if method == "initialize":
         result: Any = {
-            "protocolVersion": params.get("protocolVersion"),
+            # MCP_PROXY_TEST_VERSION: the revision this server agrees, whatever is offered
+            "protocolVersion": os.environ.get("MCP_PROXY_TEST_VERSION")
+            or params.get("protocolVersion"),
             "capabilities": {"tools": {"listChanged": True}},
             "serverInfo": {"name": "hostile", "version": "1"},
         }

@@ -43,6 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
+from agentfsm.integrations.mcp._http_stateless import StatelessFront
 from agentfsm.integrations.mcp._proxy import (
     HostSide,
     ProxyError,
@@ -51,6 +52,7 @@ from agentfsm.integrations.mcp._proxy import (
     StartError,
     say,
 )
+from agentfsm.integrations.mcp._revisions import STATELESS
 
 __all__ = ["HttpFront", "HttpHost", "check_reachable", "http_server", "parse_listen", "serve_http"]
 
@@ -142,6 +144,8 @@ class HttpFront:
         stream; a POST is open until its answers are sent)."""
         self.last_request: dict[str, float] = {}
         self.task_group: anyio.abc.TaskGroup | None = None
+        self.stateless = StatelessFront(run_session, security, lambda: self.task_group)
+        """The stateless revision's requests, all in one session of their own."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -151,9 +155,10 @@ class HttpFront:
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version in STATELESS:  # one POST, one answer: no session of its own
+            await self.stateless(scope, receive, send, version)
+            return
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            # The stateless protocol revisions carry capabilities per request; the proxy
-            # reads them from `initialize` only, so it does not take those sessions.
             why = f"unsupported MCP protocol version {version!r}"
             await _error(why, 400)(scope, receive, send)
             return
@@ -284,6 +289,7 @@ class HttpFront:
 
     async def close_all(self) -> None:
         """End every session as if its host had ended it: calls answered, servers stopped."""
+        self.stateless.close()
         for transport, host in list(self.sessions.values()):
             if host is not None:
                 host.ending, host.by_host = "the proxy shut down", False
@@ -450,9 +456,12 @@ _UPSTREAM_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """Seconds to connect, write and wait for a pooled connection; to read: the mcp package's."""
 
 
-def http_server(url: str, headers: Mapping[str, str] | None = None) -> ServerConnect:
+def http_server(
+    url: str, headers: Mapping[str, str] | None = None, auth: httpx2.Auth | None = None
+) -> ServerConnect:
     """Connects to a streamable HTTP MCP server at `url`, one MCP session per host session,
-    sending `headers` (an API key, say) with every request."""
+    sending `headers` (an API key, say) with every request, and authorized by `auth` (the
+    OAuth client of `_oauth.oauth_client`) when given."""
     sent = dict(headers or {})
 
     async def refused(response: httpx2.Response) -> None:
@@ -461,7 +470,8 @@ def http_server(url: str, headers: Mapping[str, str] | None = None) -> ServerCon
         if response.status_code in (401, 403):
             say(
                 f"the MCP server at {url} answered {response.status_code} "
-                f"{response.reason_phrase}: give what it asks for with --header"
+                f"{response.reason_phrase}: give what it asks for with --header, or --oauth "
+                "when it uses MCP's OAuth authorization"
             )
 
     @contextlib.asynccontextmanager
@@ -471,7 +481,10 @@ def http_server(url: str, headers: Mapping[str, str] | None = None) -> ServerCon
         # open. A client given to the transport is not closed by it, so it is closed here.
         async with (
             httpx2.AsyncClient(
-                headers=sent, timeout=_UPSTREAM_TIMEOUT, event_hooks={"response": [refused]}
+                headers=sent,
+                timeout=_UPSTREAM_TIMEOUT,
+                event_hooks={"response": [refused]},
+                auth=auth,
             ) as client,
             streamable_http_client(url, http_client=client) as (read, write),
         ):

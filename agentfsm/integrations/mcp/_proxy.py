@@ -24,8 +24,10 @@ is a child process on stdio or a streamable HTTP server reached by URL (`http_se
   clear never reaches the server: the host gets a tool error result saying why; one it
   clears reaches it as decided (its name and arguments, rebuilt), and arguments that are
   not an object are refused. `ask`
-  becomes an `elicitation/create` to the host when it declared the capability; anything
-  but an explicit accept with a yes denies. Calls are taken one at a time.
+  reaches the host as its revision allows (`_era.Era`): an `elicitation/create` when its
+  `initialize` declared the capability under a revision that has it, or for a stateless
+  host an `InputRequiredResult` decided on its retry; anything but an explicit accept with
+  a yes denies. Calls are taken one at a time.
 - the server's answers to calls: cut to a size, checked for shape; a malformed line or a
   server that exits answers every call in flight with an error result.
 
@@ -65,6 +67,7 @@ from agentfsm._model.types import (
     ToolResult,
 )
 from agentfsm.exceptions import AgentFSMError
+from agentfsm.integrations.mcp._era import Era
 from agentfsm.integrations.mcp._hints import changes_things, with_hints
 from agentfsm.integrations.mcp._wire import (
     HostRequest,
@@ -72,7 +75,6 @@ from agentfsm.integrations.mcp._wire import (
     Relay,
     cap_result,
     decoded,
-    elicits,
     error_result,
     flag_changed,
     host_kind,
@@ -207,7 +209,9 @@ class Proxy:
         self.run_id = run_id
         self.pins = Pins()
         self.controller: Controller | None = None
-        self.can_elicit = False
+        self.era = Era(self)
+        """The MCP revision the host speaks: how it is asked, how its results are shaped."""
+        self.elicit_seconds = _ELICIT_SECONDS
         self.relay = Relay()
         self.tools: dict[str, Mapping[str, Any]] = {}
         """The server's tools by name, as the proxy itself last listed them: every call is
@@ -335,7 +339,10 @@ class Proxy:
     async def _read_host(self) -> None:
         assert self._host is not None
         while (message := await self._host.receive()) is not None:
-            await self._from_host(message)
+            if "method" in message:  # the revision's envelope read, its own traffic taken
+                message = await self.era.host_message(message)
+            if message is not None:
+                await self._from_host(message)
 
     async def _read_server(self, link: ServerLink) -> None:
         while (message := await link.receive()) is not None:
@@ -449,14 +456,14 @@ class Proxy:
                 await self.reply_error(message["id"], f"{kind}; not sent", code=-32601)
             return
         method = message["method"]
-        if method == "initialize":
-            self.can_elicit = elicits(message.get("params"))
         if method in ("tools/call", "tools/list"):
             self._spawn(self._handle(message))
         elif method == "notifications/cancelled":
             await self._cancelled(message)
         elif kind == "request":  # the host's request reaches the server under the proxy's id
-            await self._forward(message, self.relay.host_request(message))
+            sent = self.relay.host_request(message)
+            self.era.forwarded(message, sent)
+            await self._forward(message, sent)
         else:
             sent = {"jsonrpc": "2.0", "method": method}
             if "params" in message:
@@ -534,6 +541,12 @@ class Proxy:
             message = self._server_cancelled(message)
             if not message:
                 return
+        elif "id" in message and self.era.refuses_server_request():
+            self.note(f"refused the server's request {method!r}: this host takes no requests")
+            error = {"code": -32601, "message": "agentfsm mcp-proxy: the host takes no requests"}
+            with contextlib.suppress(ProxyError):
+                await self.send_server({"jsonrpc": "2.0", "id": message["id"], "error": error})
+            return
         elif "id" in message:  # the server's request reaches the host under the proxy's id
             message = self.relay.server_request(message)
         # Calls run one at a time, so what the server says while one runs belongs to it
@@ -549,6 +562,7 @@ class Proxy:
                 else:
                     waiter.future.set_result(message["result"])
         elif forward is not None:
+            forward = self.era.answered(message, forward)
             await self.send_host(forward, forward["id"])
         else:
             self.note(
@@ -594,16 +608,24 @@ class Proxy:
             else:
                 await self.reply_error(ident, why)
             return
-        await self.reply(ident, result)
+        await self.reply(ident, result, message["method"])
 
-    async def reply(self, ident: Any, result: Any) -> None:
-        """Answer the host's request `ident` with `result`."""
-        await self.send_host({"jsonrpc": "2.0", "id": ident, "result": result}, ident)
+    async def reply(self, ident: Any, result: Any, method: str | None = None) -> None:
+        """Answer the host's request `ident` (a `method`) with `result`, shaped for the
+        host's revision, under the id of the request the host sent last for it."""
+        target = self.era.reply_to(ident)
+        if self.era.nobody(target):
+            return
+        result = self.era.shaped(method, result)
+        await self.send_host({"jsonrpc": "2.0", "id": target, "result": result}, target)
 
     async def reply_error(self, ident: Any, why: str, code: int = -32603) -> None:
         """Answer the host's request `ident` with a JSON-RPC error."""
+        target = self.era.reply_to(ident)
+        if self.era.nobody(target):
+            return
         error = {"code": code, "message": f"agentfsm mcp-proxy: {why}"}
-        await self.send_host({"jsonrpc": "2.0", "id": ident, "error": error}, ident)
+        await self.send_host({"jsonrpc": "2.0", "id": target, "error": error}, target)
 
     # -- the proxy's own listing --------------------------------------------------
 
@@ -779,9 +801,9 @@ class Proxy:
         care = self._extra_care(call)
         if decision.action is Action.ASK_HUMAN:
             why = "; ".join(filter(None, [decision.reason, care]))
-            if not self.can_elicit:
+            if not self.era.can_ask(ident):
                 # Nobody can be asked: say so, rather than "declined by the human".
-                unasked = _cannot_ask(call.name, why)
+                unasked = _cannot_ask(call.name, why, self.era.unable(ident))
                 decision = ctl.on_human_reply(False, unasked)
                 if decision.action is Action.STOP:
                     return _refusal(decision, call.id)
@@ -822,25 +844,16 @@ class Proxy:
         return result
 
     async def _elicit(self, call: ToolCall, why: str, related: Any) -> bool:
-        """Ask the host's user whether `call` may run; True only for an accept with a yes."""
-        if not self.can_elicit:
+        """Ask the host's user whether `call` may run; True only for an accept with a yes.
+
+        The host's revision says how (`Era.ask`): a request to the host, or an answer to
+        the call that asks and waits for the host to send the call again.
+        """
+        if not self.era.can_ask(related):
             return False
         shown = json.dumps(call.arguments, ensure_ascii=False)[:2000]
-        params = {
-            "mode": "form",
-            "message": f"Run tool {call.name} with {shown}? ({why})",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"approve": {"type": "boolean", "title": f"Run {call.name}?"}},
-                "required": ["approve"],
-            },
-        }
-        reply = await self.ask_host("elicitation/create", params, _ELICIT_SECONDS, related)
-        result = reply.get("result") if isinstance(reply, Mapping) else None
-        if not isinstance(result, Mapping) or result.get("action") != "accept":
-            return False
-        content = result.get("content")
-        return isinstance(content, Mapping) and content.get("approve") is True
+        message = f"Run tool {call.name} with {shown}? ({why})"
+        return await self.era.ask(call.name, dict(call.arguments or {}), message, related)
 
 
 @dataclass(eq=False)
@@ -890,11 +903,11 @@ def _key(ident: object) -> tuple[str, Any]:
     return type(ident).__name__, ident
 
 
-def _cannot_ask(name: str, why: str) -> str:
-    """Why an asked call did not run on a host that declared no elicitation: nobody was asked."""
+def _cannot_ask(name: str, why: str, unable: str) -> str:
+    """Why an asked call did not run on a host that cannot be asked: nobody was asked."""
     return (
         f"{name!r} was not run: it needs a human's approval ({why}), and this host cannot ask "
-        "one (it declared no MCP elicitation capability), so nobody was asked. Allow it in the "
+        f"one ({unable}), so nobody was asked. Allow it in the "
         f"policy (for example `allow {name}`, or a rule naming its arguments), or use a host "
         "that can answer an ask"
     )
