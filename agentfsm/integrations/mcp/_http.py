@@ -436,9 +436,10 @@ class _Server(uvicorn.Server):
         self.front = front
         self.loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
+        self._drain_task: asyncio.Future[None] | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self._draining or self.loop is None or self.front.task_group is None:
+        if self._draining or self.loop is None:
             super().handle_exit(sig, frame)
             return
         why = f"the proxy received {signal.Signals(sig).name} and stopped"
@@ -447,14 +448,14 @@ class _Server(uvicorn.Server):
         self.loop.call_soon_threadsafe(self._drain, why)
 
     def _drain(self, why: str) -> None:
-        async def drain() -> None:
-            try:
-                await self.front.drain(why)
-            finally:
-                self.should_exit = True  # uvicorn's shutdown: the connections left close
+        # A task of its own (anyio's task group takes tasks only from a task): kept here.
+        self._drain_task = asyncio.ensure_future(self._drain_then_exit(why))
 
-        assert self.front.task_group is not None
-        self.front.task_group.start_soon(drain)
+    async def _drain_then_exit(self, why: str) -> None:
+        try:
+            await self.front.drain(why)
+        finally:
+            self.should_exit = True  # uvicorn's shutdown: the connections left close
 
 
 # -- the server over HTTP -------------------------------------------------------------
