@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.cli.test_mcp_proxy import ENV, Proxy, last_decision, replayed
+from tests.cli.test_mcp_proxy import ENV, Proxy, last_decision, python, replayed
 from tests.cli.test_mcp_proxy_http import RAW_HEADERS, HttpProxy, _open_session
 
 
@@ -185,3 +185,36 @@ def test_sigterm_to_http_answers_every_call_and_ends_every_trace(tmp_path: Path)
     for n in range(3):
         (tmp_path / str(n)).mkdir()
         _sigterm_run(tmp_path / str(n))
+
+
+def test_the_trace_of_a_killed_proxy_does_not_replay_as_a_good_run(tmp_path: Path) -> None:
+    """SIGKILL leaves no chance to end the trace: `agentfsm replay` then exits 2 naming the
+    file and the line of the last event, where it used to exit 0 with no exit reason."""
+    proxy = Proxy(tmp_path, {})
+    with subprocess.Popen(
+        [sys.executable, *proxy.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    ) as proc:
+        try:
+            init = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            }
+            _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+            assert "result" in _answer(proc, 1)
+            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = {"name": "read_row", "arguments": {"key": "a"}}
+            _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+            assert "result" in _answer(proc, 2)
+        finally:
+            proc.kill()
+            proc.wait()
+    last = len(proxy.trace.read_text(encoding="utf-8").splitlines())
+    done = python("-m", "agentfsm", "replay", proxy.trace, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"trace.jsonl:{last}: run " in done.stderr
+    assert "never ended" in done.stderr
