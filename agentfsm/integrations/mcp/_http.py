@@ -322,7 +322,8 @@ class HttpFront:
                 await anyio.sleep(0.05)
 
     async def close_all(self) -> None:
-        """End every session as if its host had ended it: calls answered, servers stopped."""
+        """End every session left at exit (after `drain`, or when none ran): its transport
+        terminated, its run ended by the proxy shutting down."""
         for transport, host in list(self.sessions.values()):
             if host is not None:
                 host.ending, host.by_host = "the proxy shut down", False
@@ -371,7 +372,8 @@ def serve_http(
     idle: float | None = None,
     max_sessions: int | None = None,
 ) -> int:
-    """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM; the exit status.
+    """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM, which drain every
+    session (`HttpFront.drain`); the exit status.
 
     The URL goes to stdout as its one line once the port is open (port 0 picks a free
     one); everything else goes to stderr. 2 when the port cannot be opened.
@@ -407,7 +409,9 @@ def serve_http(
             finally:
                 expiring.cancel()
                 await front.close_all()
-                group.cancel_scope.deadline = anyio.current_time() + _SHUTDOWN_SECONDS
+                # After a drain what is left is cut short (each run still ends its trace).
+                left = 1.0 if front.stopping is not None else _SHUTDOWN_SECONDS
+                group.cancel_scope.deadline = anyio.current_time() + left
 
     # uvicorn takes SIGINT and SIGTERM while it serves, then raises the signal again for
     # the handlers it found: those must let the sessions end (traces, server processes).
