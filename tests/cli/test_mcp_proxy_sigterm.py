@@ -131,6 +131,10 @@ class _Call(threading.Thread):
         return dict(answers[0]["result"])
 
 
+SLOW = {"seconds": 3}
+"""A slow call's arguments: it ends after the signal, well within the 5 s grace period."""
+
+
 def _children(log: Path) -> list[int]:
     """The processes still running the test server that writes `log` (Linux's /proc)."""
     found = []
@@ -145,28 +149,28 @@ def _sigterm_run(tmp_path: Path) -> None:
     """Four HTTP sessions, each with a call at its server (two that hang, two slow ones with
     a call queued behind), then SIGTERM: every call answered, every trace ended, no child."""
     proxy = HttpProxy(tmp_path, {})
-    hangs: list[_Call] = []
-    slow: list[_Call] = []
-    queued: list[_Call] = []
+    calls: list[_Call] = []
     with proxy.running():
-        for n in range(4):
-            session = _open_session(proxy.url)
-            call = ("hang", {}) if n % 2 == 0 else ("slow", {"seconds": 2})
-            (hangs if n % 2 == 0 else slow).append(_Call(proxy.url, session, 10, *call))
+        sessions = [_open_session(proxy.url) for _ in range(4)]  # one read_row each
+        # The slow calls go last, so they are still running when the signal comes.
+        for n, (name, args) in enumerate([("hang", {}), ("hang", {}), *[("slow", SLOW)] * 2]):
+            calls.append(_Call(proxy.url, sessions[n], 10, name, args))
             deadline = time.monotonic() + 30
-            while len(proxy.calls()) < 2 * (n + 1):  # its read_row, then this call
+            while len(proxy.calls()) < 5 + n:  # the call reached the server
                 assert time.monotonic() < deadline, "the call never reached the server"
                 time.sleep(0.05)
-            if n % 2:
-                queued.append(_Call(proxy.url, session, 11, "read_row", {"key": "late"}))
+        queued = [
+            _Call(proxy.url, session, 11, "read_row", {"key": "late"}) for session in sessions[2:]
+        ]
         time.sleep(0.5)  # the queued calls reach the proxy, behind the slow ones
+    hangs, slow = calls[:2], calls[2:]
     assert proxy.status == 0
     for call in hangs + queued:
         result = call.result()
         assert result["isError"] is True
         assert "received SIGTERM" in result["content"][0]["text"]
     for call in slow:  # finished within the grace period: its own result
-        assert call.result()["content"][0]["text"] == "slept 2"
+        assert call.result()["content"][0]["text"] == f"slept {SLOW['seconds']}"
     assert 'read_row:{"key": "late"}' not in proxy.calls()  # nothing new ran once stopping
     traces = sorted(tmp_path.glob("trace.*.jsonl"))
     assert len(traces) == 4
