@@ -728,7 +728,9 @@ class Proxy:
             return error_result(f"agentfsm mcp-proxy: {why}")
         async with self._one_call:
             if self._terminated is not None:  # the proxy is stopping: nothing new runs
-                return error_result(f"agentfsm mcp-proxy: {self._terminated}; not executed")
+                why = f"{self._terminated}; not executed"
+                self.note(f"refused a call of {params['name']!r}: {why}")
+                return error_result(f"agentfsm mcp-proxy: {why}")
             if _key(ident) in self._cancelled_ids:
                 self._cancelled_ids.discard(_key(ident))
                 return error_result("agentfsm mcp-proxy: the host cancelled the call")
