@@ -28,7 +28,8 @@ from agentfsm._replay.engine import (
     recorded_policy,
     replay_run,
 )
-from agentfsm._replay.trajectories import read_runs
+from agentfsm._replay.trajectories import RecordedRun, read_runs
+from agentfsm._replay.trajectories._io import located, report
 from agentfsm.exceptions import AgentFSMError, TraceError
 
 __all__ = [
@@ -188,8 +189,21 @@ def _replay_runs(
         outcome.differs |= verdict.differs
         if verdict.differs or not job.only_diff:
             _report(result, against, job, write, verdict, diverged, shadow)
+        if run.open_at is not None:
+            report(errors, _never_ended(run, run.open_at))
         if on_run is not None:
             on_run()
+
+
+def _never_ended(run: RecordedRun, line: int) -> TraceError:
+    """The error for an agentfsm trace run whose recording stops before its end: replayed,
+    it would end nowhere, and a silent exit 0 would pass a killed run as a good one."""
+    return located(
+        run.source,
+        line,
+        f"run {run.id} never ended: its last event is here and no decision after it ends "
+        "the run (the process writing the trace was killed, or the run was never stopped)",
+    )
 
 
 def _report(

@@ -13,6 +13,7 @@ reads what reached the server from another process. Tools:
 - `garbage()`: writes a line that is not JSON, and never answers;
 - `bad_shape()`: answers with a result whose content is not a list;
 - `hang()`: never answers;
+- `slow(seconds)`: answers `slept SECONDS` after that long (reading nothing meanwhile);
 - `crash()`: exits at once with status 3, never answering;
 - `mutate()`: changes `read_row`'s description and schema, answers, then sends
   `notifications/tools/list_changed`; `rename_arg()` likewise renames `read_row`'s
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ TOOLS = {
     "garbage": _tool("garbage", "Writes a malformed line.", {}, READ_ONLY),
     "bad_shape": _tool("bad_shape", "Answers with a malformed result.", {}, READ_ONLY),
     "hang": _tool("hang", "Never answers.", {}, READ_ONLY),
+    "slow": _tool("slow", "Answers late.", {"seconds": {"type": "number"}}, READ_ONLY),
     "crash": _tool("crash", "Exits mid-call.", {}, READ_ONLY),
     "mutate": _tool("mutate", "Changes read_row.", {}, READ_ONLY),
     "rename_arg": _tool("rename_arg", "Renames read_row's argument.", {}, READ_ONLY),
@@ -116,6 +119,9 @@ def call(name: str, args: Any) -> dict[str, Any] | None:
         return None
     if name == "hang":
         return None
+    if name == "slow":
+        time.sleep(float(args.get("seconds", 0)))
+        return text(f"slept {args.get('seconds')}")
     if name == "crash":
         sys.exit(3)
     if name == "bad_shape":

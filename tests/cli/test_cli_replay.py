@@ -353,6 +353,51 @@ class TestBadInput:
         assert "skipped 1 file(s) of unknown format" in capsys.readouterr().err
 
 
+class TestUnendedRuns:
+    """An agentfsm trace whose run has no end: the process writing it was killed."""
+
+    @staticmethod
+    def _trace(path: Path, end: bool) -> Path:
+        """A run of one tool call, then (when `end`) a final answer that ends it."""
+        with TraceWriter(path) as writer:
+            ctl = af.Controller(observers=[writer])
+            ctl.on_model_output(turn(calls=[call("f", id="a")]))
+            ctl.on_tool_results([af.ToolResult(call_id="a", name="f", content="ok")])
+            if end:
+                ctl.on_model_output(turn("done"))
+        return path
+
+    def test_a_run_with_no_end_is_bad_input_naming_its_last_line(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Exit 2, naming the file and the line of the run's last event, never a silent 0."""
+        cut = self._trace(tmp_path / "cut.jsonl", end=False)
+        last = len(cut.read_text(encoding="utf-8").splitlines())
+        assert main([str(cut), "--json"]) == 2
+        captured = capsys.readouterr()
+        assert f"cut.jsonl:{last}: run " in captured.err
+        assert "never ended" in captured.err
+        assert json.loads(captured.out)["exit_reason"] is None  # what replay saw, still shown
+
+    def test_keep_going_replays_the_others_and_still_exits_2(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        cut = self._trace(tmp_path / "cut.jsonl", end=False)
+        ended = self._trace(tmp_path / "ended.jsonl", end=True)
+        status = main([str(cut), str(ended), "--keep-going", "--json", "--engine", "serial"])
+        captured = capsys.readouterr()
+        assert status == 2
+        assert [json.loads(line)["exit_reason"] for line in captured.out.splitlines()] == [
+            None,
+            "completed",
+        ]
+        assert "cut.jsonl:" in captured.err
+        assert "ended.jsonl" not in captured.err
+
+    def test_a_run_that_ended_replays_to_0(self, tmp_path: Path) -> None:
+        assert main([str(self._trace(tmp_path / "ended.jsonl", end=True))]) == 0
+
+
 class TestEngines:
     """The process pool and a subprocess give the serial engine's output (Ray: tests/replay)."""
 

@@ -317,6 +317,9 @@ class _Host:
     def closed(self) -> tuple[str, bool]:
         return "the host closed the session", True
 
+    def on_stop(self, stop: Any) -> None:
+        """Nothing stops this session from outside."""
+
 
 def _session(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the server received over one in-memory session of the host's `messages`."""

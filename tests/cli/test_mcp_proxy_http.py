@@ -263,7 +263,7 @@ class TestHttpHost:
 
     def test_session_open_at_shutdown_ends_interrupted(self, tmp_path: Path) -> None:
         """A session the host never ended is ended by the proxy's exit: its trace's last
-        decision says the proxy shut down."""
+        decision says the proxy was stopped, and by what."""
         proxy = HttpProxy(tmp_path, {})
         with proxy.running():
             _open_session(proxy.url)
@@ -271,7 +271,7 @@ class TestHttpHost:
         (trace,) = tmp_path.glob("trace.*.jsonl")
         last = last_decision(trace)
         assert last["exit_reason"] == "interrupted"
-        assert "the proxy shut down" in last["reason"]
+        assert "the proxy received SIGTERM and stopped" in last["reason"]
         record = replayed(trace)  # the proxy's stop is replayed: no divergence
         assert record["differs"] is False, record
         assert record["exit_reason"] == record["recorded_end"] == "interrupted"

@@ -28,9 +28,12 @@ def shadow_trace(path: Path, shadow: dict[str, Any] | None = None) -> Path:
 
 
 def plain_trace(path: Path) -> Path:
+    """A run of one allowed call, then its final answer (a run with no end is bad input)."""
     with af.TraceWriter(path) as writer:
         ctl = af.Controller({"permission_rules": ["deny rm"]}, observers=[writer], run_id="r1")
         ctl.on_model_output(turn(calls=[call("read", {"p": 1}, id="a")]))
+        ctl.on_tool_results([af.ToolResult(call_id="a", content="x")])
+        ctl.on_model_output(turn("done"))
     return path
 
 

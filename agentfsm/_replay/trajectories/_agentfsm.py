@@ -94,11 +94,16 @@ class _RunSteps:
         self._done = False
 
     def __iter__(self) -> Iterator[Step]:
+        ended, last = False, None
         while (item := self._next_event()) is not None:
             number, event = item
+            last = number
+            if event.get("event") == "decision":  # a later episode may reopen an ended run
+                ended = bool(event.get("exit_reason"))
             step = _step(self._path, number, event, self._run, self._errors)
             if step is not None:
                 yield step
+        self._run.open_at = None if ended else last
 
     def _next_event(self) -> Numbered | None:
         if self._buffer is not None:

@@ -114,6 +114,10 @@ class RecordedRun:
     shadow: list[dict[str, Any]] = field(default_factory=list)
     """The shadow verdicts an agentfsm trace recorded (`Decision.shadow`, each with its
     `turn`), filled while `steps` is read; empty when the run had no shadow policy."""
+    open_at: int | None = None
+    """For an agentfsm trace, once `steps` is read: the line of the run's last event when
+    its last decision did not end it (the process writing it was killed, or the run was
+    never stopped), else None. Always None for formats that record no decisions."""
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)

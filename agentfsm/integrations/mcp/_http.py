@@ -20,6 +20,7 @@ import signal
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 from uuid import uuid4
@@ -45,6 +46,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from agentfsm.integrations.mcp._http_stateless import StatelessFront
 from agentfsm.integrations.mcp._proxy import (
+    GRACE_SECONDS,
     HostSide,
     ProxyError,
     ServerConnect,
@@ -57,8 +59,9 @@ from agentfsm.integrations.mcp._revisions import STATELESS
 __all__ = ["HttpFront", "HttpHost", "check_reachable", "http_server", "parse_listen", "serve_http"]
 
 _CLOSED = (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError)
-_SHUTDOWN_SECONDS = 10.0
-"""How long the sessions get to end (their calls answered, their servers stopped) at exit."""
+_SHUTDOWN_SECONDS = GRACE_SECONDS + 15.0
+"""How long the sessions get to end at a stop: the calls' grace period, then up to 5 s for a
+server child to exit once its input is closed, and the last answers to leave."""
 
 RunSession = Callable[[str, HostSide], Awaitable[int]]
 """Runs one host session to its end: the session id, the host's end; the exit status."""
@@ -86,6 +89,8 @@ class HttpHost:
         self._write = write
         self.ending = "the host ended the session"
         self.by_host = True
+        self._stop: Callable[[str], None] | None = None
+        self._stopped: str | None = None
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -112,6 +117,18 @@ class HttpHost:
 
     def closed(self) -> tuple[str, bool]:
         return self.ending, self.by_host
+
+    def on_stop(self, stop: Callable[[str], None]) -> None:
+        self._stop = stop
+        if self._stopped is not None:  # stopped before its Proxy began
+            stop(self._stopped)
+
+    def stop(self, why: str) -> None:
+        """Stop the session from outside: its calls answered, its run ended with `why`."""
+        self.ending, self.by_host = why, False
+        self._stopped = why
+        if self._stop is not None:
+            self._stop(why)
 
 
 class HttpFront:
@@ -146,6 +163,8 @@ class HttpFront:
         self.task_group: anyio.abc.TaskGroup | None = None
         self.stateless = StatelessFront(run_session, security, lambda: self.task_group)
         """The stateless revision's requests, all in one session of their own."""
+        self.stopping: str | None = None
+        """Why the proxy is stopping (`drain`), once it is: no new session opens."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -156,6 +175,10 @@ class HttpFront:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version in STATELESS:  # one POST, one answer: no session of its own
+            if self.stopping is not None:
+                why = f"agentfsm mcp-proxy is stopping ({self.stopping}): it takes no new request"
+                await _error(why, 503)(scope, receive, send)
+                return
             await self.stateless(scope, receive, send, version)
             return
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -173,6 +196,10 @@ class HttpFront:
             return
         if scope["method"] != "POST":
             await _error("Bad Request: Missing session ID", 400)(scope, receive, send)
+            return
+        if self.stopping is not None:
+            why = f"agentfsm mcp-proxy is stopping ({self.stopping}): it opens no new session"
+            await _error(why, 503)(scope, receive, send)
             return
         await self._open(scope, receive, send)
 
@@ -260,6 +287,8 @@ class HttpFront:
                 host = HttpHost(read, write)
                 if session_id in self.sessions:
                     self.sessions[session_id] = (transport, host)
+                if self.stopping is not None:
+                    host.stop(self.stopping)
                 task_status.started()
                 try:
                     await self.run_session(session_id, host)
@@ -287,8 +316,24 @@ class HttpFront:
             with anyio.CancelScope(shield=True):
                 await transport.terminate()
 
+    async def drain(self, why: str) -> None:
+        """Stop every session (SIGINT, SIGTERM) and wait for them to end, at most
+        `_SHUTDOWN_SECONDS`: no new session opens; each session's calls in flight get their
+        results within the grace period, else an error result saying `why`; its trace ends
+        interrupted, its server is stopped, its last answers leave."""
+        self.stopping = why
+        say(f"{why}: ending {len(self.sessions)} open session(s)")
+        for _, host in list(self.sessions.values()):
+            if host is not None:
+                host.stop(why)
+        self.stateless.stop(why)
+        with anyio.move_on_after(_SHUTDOWN_SECONDS):
+            while self.sessions or self.stateless.host is not None:
+                await anyio.sleep(0.05)
+
     async def close_all(self) -> None:
-        """End every session as if its host had ended it: calls answered, servers stopped."""
+        """End every session left at exit (after `drain`, or when none ran): its transport
+        terminated, its run ended by the proxy shutting down."""
         self.stateless.close()
         for transport, host in list(self.sessions.values()):
             if host is not None:
@@ -338,7 +383,8 @@ def serve_http(
     idle: float | None = None,
     max_sessions: int | None = None,
 ) -> int:
-    """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM; the exit status.
+    """Serve MCP over streamable HTTP on host:port until SIGINT or SIGTERM, which drain every
+    session (`HttpFront.drain`); the exit status.
 
     The URL goes to stdout as its one line once the port is open (port 0 picks a free
     one); everything else goes to stderr. 2 when the port cannot be opened.
@@ -358,9 +404,10 @@ def serve_http(
     url = f"http://{shown}:{port}/mcp"
     front = HttpFront(run_session, _security(host, port), idle=idle, max_sessions=max_sessions)
     config = uvicorn.Config(front, lifespan="off", log_level="warning", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
+    server = _Server(config, front)
 
     async def main() -> None:
+        server.loop = asyncio.get_running_loop()
         async with anyio.create_task_group() as group:
             front.task_group = group
             expiring = anyio.CancelScope()
@@ -373,7 +420,9 @@ def serve_http(
             finally:
                 expiring.cancel()
                 await front.close_all()
-                group.cancel_scope.deadline = anyio.current_time() + _SHUTDOWN_SECONDS
+                # After a drain what is left is cut short (each run still ends its trace).
+                left = 1.0 if front.stopping is not None else _SHUTDOWN_SECONDS
+                group.cancel_scope.deadline = anyio.current_time() + left
 
     # uvicorn takes SIGINT and SIGTERM while it serves, then raises the signal again for
     # the handlers it found: those must let the sessions end (traces, server processes).
@@ -389,6 +438,39 @@ def serve_http(
 
 def _noted(sig: int, frame: object) -> None:
     """The handler uvicorn's second raise of a signal reaches: the shutdown is under way."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, but its first SIGINT or SIGTERM drains the sessions
+    (`HttpFront.drain`) before uvicorn's own shutdown: that one closes the open requests
+    after its graceful timeout, and the event streams of calls in flight would end empty.
+    A second signal during the drain is uvicorn's: it shuts down at once."""
+
+    def __init__(self, config: uvicorn.Config, front: HttpFront) -> None:
+        super().__init__(config)
+        self.front = front
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._draining = False
+        self._drain_task: asyncio.Future[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._draining or self.loop is None:
+            super().handle_exit(sig, frame)
+            return
+        why = f"the proxy received {signal.Signals(sig).name} and stopped"
+        # A signal handler runs between any two bytecodes: the drain starts on the loop.
+        self._draining = True
+        self.loop.call_soon_threadsafe(self._drain, why)
+
+    def _drain(self, why: str) -> None:
+        # A task of its own (anyio's task group takes tasks only from a task): kept here.
+        self._drain_task = asyncio.ensure_future(self._drain_then_exit(why))
+
+    async def _drain_then_exit(self, why: str) -> None:
+        try:
+            await self.front.drain(why)
+        finally:
+            self.should_exit = True  # uvicorn's shutdown: the connections left close
 
 
 # -- the server over HTTP -------------------------------------------------------------

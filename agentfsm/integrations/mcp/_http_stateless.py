@@ -43,6 +43,7 @@ class StatelessHost:
         self._waiting: dict[str, tuple[Any, asyncio.Future[dict[str, Any]]]] = {}
         self._ids = itertools.count(1)
         self.ending = "the proxy shut down"
+        self._stop: Callable[[str], None] | None = None
 
     async def ask(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """Hand the Proxy one host request; its answer, under the host's own id."""
@@ -80,6 +81,15 @@ class StatelessHost:
 
     def closed(self) -> tuple[str, bool]:
         return self.ending, False
+
+    def on_stop(self, stop: Callable[[str], None]) -> None:
+        self._stop = stop
+
+    def stop(self, why: str) -> None:
+        """Stop the session (SIGTERM): its calls answered within the grace, its run ended."""
+        self.ending = why
+        if self._stop is not None:
+            self._stop(why)
 
     def abandon(self) -> None:
         """The session has ended: the requests it will never answer get an error."""
@@ -133,6 +143,10 @@ class StatelessFront:
     def close(self) -> None:
         if self.host is not None:
             self.host.close("the proxy shut down")
+
+    def stop(self, why: str) -> None:
+        if self.host is not None:
+            self.host.stop(why)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, version: str) -> None:
         request = Request(scope, receive)

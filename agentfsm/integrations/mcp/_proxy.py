@@ -89,6 +89,7 @@ from agentfsm.integrations.mcp._wire import (
 
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
+    "GRACE_SECONDS",
     "HostSide",
     "Proxy",
     "ProxyError",
@@ -110,6 +111,9 @@ _ELICIT_SECONDS = 600.0
 """How long a question to the host may wait for its answer before it counts as a no."""
 _MAX_PAGES = 100
 """The most pages of a `tools/list` the proxy follows before it counts the listing failed."""
+GRACE_SECONDS = 5.0
+"""How long the calls in flight get to finish when a session ends (the host closed it, the
+proxy was told to stop) before they are answered with an error result."""
 
 
 class ProxyError(Exception):
@@ -137,6 +141,11 @@ class HostSide(Protocol):
     def closed(self) -> tuple[str, bool]:
         """How the session ended after `receive` returned None, for the trace, and whether
         the host itself ended it (not the proxy shutting down)."""
+        ...
+
+    def on_stop(self, stop: Callable[[str], None]) -> None:
+        """Take `Proxy.terminate`, for whatever stops this session from outside (the HTTP
+        front at SIGTERM; on stdio the signal handler holds the Proxy itself)."""
         ...
 
 
@@ -245,6 +254,15 @@ class Proxy:
         trace).
         """
         self._host = host
+        host.on_stop(self.terminate)
+        try:
+            return await self._run(host)
+        except asyncio.CancelledError:
+            # Cut short from outside (a shutdown's deadline): the trace still ends.
+            self._end(self._terminated or "the proxy shut down", False, started=True)
+            raise
+
+    async def _run(self, host: HostSide) -> int:
         try:
             async with self.connect() as link:
                 self._link = link
@@ -295,6 +313,8 @@ class Proxy:
             done, _ = await asyncio.wait({server, host, halt}, return_when=asyncio.FIRST_COMPLETED)
             if halt in done:
                 await self._drain()
+                if self._terminated is not None:
+                    await self._answer_the_rest(self._terminated)
                 return 2
             if host not in done:
                 return 1
@@ -334,7 +354,19 @@ class Proxy:
     async def _drain(self) -> None:
         """Let the calls in flight write their results before the session ends."""
         if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=5)
+            await asyncio.wait(set(self._tasks), timeout=GRACE_SECONDS)
+
+    async def _answer_the_rest(self, why: str) -> None:
+        """Past the grace period of a stop: what still waits on the server is answered with
+        an error saying why (a call's result), and what waits on anything else (the host's
+        reply to a question) is cancelled, its call answered so too (`_handle`)."""
+        self._fail_all(why)
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=1)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=1)
 
     async def _read_host(self) -> None:
         assert self._host is not None
@@ -732,6 +764,10 @@ class Proxy:
             self.note(f"refused a call of {params['name']!r}: {why}")
             return error_result(f"agentfsm mcp-proxy: {why}")
         async with self._one_call:
+            if self._terminated is not None:  # the proxy is stopping: nothing new runs
+                why = f"{self._terminated}; not executed"
+                self.note(f"refused a call of {params['name']!r}: {why}")
+                return error_result(f"agentfsm mcp-proxy: {why}")
             if _key(ident) in self._cancelled_ids:
                 self._cancelled_ids.discard(_key(ident))
                 return error_result("agentfsm mcp-proxy: the host cancelled the call")
@@ -968,6 +1004,9 @@ class StdioHost:
 
     def closed(self) -> tuple[str, bool]:
         return "the host closed the session", True
+
+    def on_stop(self, stop: Callable[[str], None]) -> None:
+        """Nothing to keep: `serve` gives SIGTERM to the Proxy itself."""
 
 
 class _ChildLink:
