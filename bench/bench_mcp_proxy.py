@@ -48,6 +48,8 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+"""The processes' environment; they also run in REPO, since `python -m` puts the working
+directory first on the path: the proxy measured is this checkout's."""
 ECHO_TOOL = {
     "name": "echo",
     "description": "Return the text given.",
@@ -138,7 +140,7 @@ def _first_line(proc: subprocess.Popen[bytes]) -> str:
 @contextlib.contextmanager
 def _process(argv: list[str], stdout: Any = subprocess.DEVNULL) -> Any:
     """A process for the run's length, stopped by SIGTERM at the end."""
-    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, env=ENV)
+    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL, env=ENV, cwd=REPO)
     try:
         yield proc
     finally:
@@ -173,7 +175,7 @@ async def _stdio(argv: list[str]) -> AsyncIterator[Call]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=ENV)
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=ENV, cwd=REPO)
     with open(os.devnull, "w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
