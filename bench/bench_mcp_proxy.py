@@ -2,6 +2,7 @@
 server called directly, in one run.
 
     python bench/bench_mcp_proxy.py [--calls 2000] [--block 100] [--warm 200] [--json FILE]
+    python bench/bench_mcp_proxy.py --instructions    # the stdio proxy's, by cachegrind
 
 One client process (the `mcp` package's ClientSession, as a host uses it) holds every
 session open at once and times `tools/call` of a cheap tool `echo` through each in turn:
@@ -33,6 +34,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -331,6 +333,36 @@ def _table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+
+
+async def _proxy_instructions(calls: int, extra: list[str], tmp: Path) -> int:
+    """Instructions of one stdio proxy process (cachegrind, user space) over `calls` calls."""
+    policy = tmp / "policy.json"
+    policy.write_text(json.dumps(POLICY), encoding="utf-8")
+    server = [sys.executable, str(Path(__file__).resolve()), "_server"]
+    log = tmp / f"cachegrind-{calls}.log"
+    proxy = [*VALGRIND, f"--log-file={log}", sys.executable, "-m", "agentfsm", "mcp-proxy"]
+    async with _stdio([*proxy, "--policy", str(policy), *extra, "--", *server]) as call:
+        for _ in range(calls):
+            await call()
+    # The session closed; the proxy exits and valgrind writes its summary.
+    for _ in range(600):
+        found = re.search(r"I\s+refs:\s+([\d,]+)", log.read_text(encoding="utf-8"))
+        if found:
+            return int(found.group(1).replace(",", ""))
+        await asyncio.sleep(0.1)
+    raise SystemExit(f"cachegrind wrote no count: {log}")
+
+
+def instructions(tmp: Path) -> None:
+    """The stdio proxy's instructions per call, without and with a trace:
+    (600 calls - 100 calls) / 500, so start-up and imports cancel."""
+    for name, extra in (("stdio", []), ("stdio --trace", ["--trace", str(tmp / "t.jsonl")])):
+        few, many = (asyncio.run(_proxy_instructions(n, extra, tmp)) for n in (100, 600))
+        print(f"| proxy, {name} | {(many - few) / 500:,.0f} |")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["_server"]:
         if len(sys.argv) > 2:
@@ -344,7 +376,14 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=200, help="untimed calls per variant first")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON too")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count the stdio proxy's instructions instead"
+    )
     args = parser.parse_args()
+    if args.instructions:
+        with tempfile.TemporaryDirectory() as tmp:
+            instructions(Path(tmp))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(measure(args, Path(tmp)))
     print(_table(result))
