@@ -21,6 +21,10 @@ rotated every round), and each calls/s ratio is taken within a round, proxy bloc
 the direct block of that round; the figure quoted is the median of those ratios. Latency
 percentiles are over every timed call of a variant; "added" is proxy minus direct.
 
+A bare relay (`_relay SERVER...`: an asyncio line relay that parses and rewrites each line
+with `json` and does nothing else) runs beside them on stdio: the floor of any proxy written
+in Python, so the proxy's own share of what it adds can be told from the hop's.
+
 `python bench/bench_mcp_proxy.py _server` is the stdio server (JSON-RPC by hand, so its own
 cost is small beside the client's); `_server PORT` serves the same tool over streamable
 HTTP with the `mcp` package's MCPServer.
@@ -202,8 +206,10 @@ class Variant:
     """One way of calling the tool: its sessions, and every call's seconds and each
     block's calls/s."""
 
-    def __init__(self, name: str, calls: list[Call]) -> None:
-        self.name = name
+    def __init__(self, group: str, side: str, calls: list[Call]) -> None:
+        self.group = group
+        self.side = side
+        self.name = f"{group} {side}"
         self.calls = calls
         self.latencies: list[float] = []
         self.rates: list[float] = []
@@ -236,6 +242,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     policy = tmp / "policy.json"
     policy.write_text(json.dumps(POLICY), encoding="utf-8")
     server = [sys.executable, str(Path(__file__).resolve()), "_server"]
+    relay = [sys.executable, str(Path(__file__).resolve()), "_relay"]
     proxy = [sys.executable, "-m", "agentfsm", "mcp-proxy", "--policy", str(policy)]
     port = _free_port()
     with contextlib.ExitStack() as procs, contextlib.ExitStack() as later:
@@ -253,10 +260,11 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
             pairs = [
                 ("stdio", "direct", await sessions(lambda: _stdio(server))),
+                ("stdio", "bare relay", await sessions(lambda: _stdio([*relay, *server]))),
                 ("stdio", "proxy", await sessions(lambda: _stdio([*proxy, "--", *server]))),
                 (
-                    "stdio --trace",
-                    "proxy",
+                    "stdio",
+                    "proxy --trace",
                     await sessions(
                         lambda: _stdio([*proxy, "--trace", str(tmp / "t.jsonl"), "--", *server])
                     ),
@@ -267,7 +275,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 through = await sessions(lambda: _http(proxy_url), count)
                 group = f"HTTP x{count}"
                 pairs += [(group, "direct", direct), (group, "proxy", through)]
-            variants = [Variant(f"{group} {side}", calls) for group, side, calls in pairs]
+            variants = [Variant(group, side, calls) for group, side, calls in pairs]
             for variant in variants:
                 await variant.block(args.warm, keep=False)
             rounds = max(args.calls // args.block, 1)
@@ -285,14 +293,9 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 def _pairs(variants: list[Variant]) -> list[tuple[Variant, Variant]]:
-    """Each proxy variant with the direct one of its group (stdio --trace: stdio direct)."""
-    by_name = {v.name: v for v in variants}
-    found = []
-    for v in variants:
-        if v.name.endswith(" proxy"):
-            group = v.name.removesuffix(" proxy").removesuffix(" --trace")
-            found.append((by_name[f"{group} direct"], v))
-    return found
+    """Each variant that is not direct with the direct one of its group."""
+    direct = {v.group: v for v in variants if v.side == "direct"}
+    return [(direct[v.group], v) for v in variants if v.side != "direct"]
 
 
 def _summary(
@@ -363,7 +366,42 @@ def instructions(tmp: Path) -> None:
         print(f"| proxy, {name} | {(many - few) / 500:,.0f} |")
 
 
+def relay() -> None:
+    """The floor of any stdio proxy in Python: an asyncio relay of lines between this
+    process's stdin/stdout and a server child (`argv`), each line parsed and written again
+    with `json`, and nothing else (no ids, no policy)."""
+
+    async def run(argv: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        host = asyncio.StreamReader()
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(host), sys.stdin.buffer)
+        child = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        assert child.stdin is not None
+        assert child.stdout is not None
+        to_server, from_server = child.stdin, child.stdout
+
+        async def up() -> None:
+            while line := await host.readline():
+                to_server.write(json.dumps(json.loads(line)).encode() + b"\n")
+                await to_server.drain()
+            to_server.close()
+
+        async def down() -> None:
+            while line := await from_server.readline():
+                sys.stdout.buffer.write(json.dumps(json.loads(line)).encode() + b"\n")
+                sys.stdout.buffer.flush()
+
+        await asyncio.gather(up(), down())
+
+    asyncio.run(run(sys.argv[2:]))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["_relay"]:
+        relay()
+        return
     if sys.argv[1:2] == ["_server"]:
         if len(sys.argv) > 2:
             serve_http(int(sys.argv[2]))
