@@ -3,6 +3,7 @@ server called directly, in one run.
 
     python bench/bench_mcp_proxy.py [--calls 2000] [--block 100] [--warm 200] [--json FILE]
     python bench/bench_mcp_proxy.py --instructions    # the stdio proxy's, by cachegrind
+    python bench/bench_mcp_proxy.py --base DIR --sessions   # stdio, this tree's proxy and DIR's
 
 One client process (the `mcp` package's ClientSession, as a host uses it) holds every
 session open at once and times `tools/call` of a cheap tool `echo` through each in turn:
@@ -177,11 +178,13 @@ async def _calls(session: Any) -> Call:
 
 
 @contextlib.asynccontextmanager
-async def _stdio(argv: list[str]) -> AsyncIterator[Call]:
+async def _stdio(argv: list[str], tree: Path = REPO) -> AsyncIterator[Call]:
+    """A host session on `argv`'s stdio, its agentfsm the checkout `tree`'s."""
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=ENV, cwd=REPO)
+    env = {**ENV, "PYTHONPATH": str(tree)}
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=tree)
     with open(os.devnull, "w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -270,6 +273,23 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     ),
                 ),
             ]
+            if args.base is not None:  # the same two through another checkout's proxy
+                base = Path(args.base).resolve()
+                trace = str(tmp / "base.jsonl")
+                pairs += [
+                    (
+                        "stdio",
+                        "base proxy",
+                        await sessions(lambda: _stdio([*proxy, "--", *server], base)),
+                    ),
+                    (
+                        "stdio",
+                        "base proxy --trace",
+                        await sessions(
+                            lambda: _stdio([*proxy, "--trace", trace, "--", *server], base)
+                        ),
+                    ),
+                ]
             for count in args.sessions:
                 direct = await sessions(lambda: _http(url), count)
                 through = await sessions(lambda: _http(proxy_url), count)
@@ -412,8 +432,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="timed calls per variant")
     parser.add_argument("--block", type=int, default=100, help="calls per variant per round")
     parser.add_argument("--warm", type=int, default=200, help="untimed calls per variant first")
-    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8])
+    parser.add_argument(
+        "--sessions", type=int, nargs="*", default=[1, 8], help="HTTP host sessions (none: no HTTP)"
+    )
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON too")
+    parser.add_argument(
+        "--base", metavar="DIR", help="time another checkout's stdio proxy beside this one's"
+    )
     parser.add_argument(
         "--instructions", action="store_true", help="count the stdio proxy's instructions instead"
     )
