@@ -306,8 +306,8 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     order.reverse()
                 for variant in order:
                     await variant.block(args.block)
-                for direct, through in _pairs(variants):
-                    ratios.setdefault(through.name, []).append(through.rates[-1] / direct.rates[-1])
+                for plain, other in _pairs(variants):
+                    ratios.setdefault(other.name, []).append(other.rates[-1] / plain.rates[-1])
         later.close()
     return _summary(variants, ratios, args)
 
@@ -321,7 +321,7 @@ def _pairs(variants: list[Variant]) -> list[tuple[Variant, Variant]]:
 def _summary(
     variants: list[Variant], ratios: dict[str, list[float]], args: argparse.Namespace
 ) -> dict[str, Any]:
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for v in variants:
         rows[v.name] = {
             "calls": len(v.latencies),
