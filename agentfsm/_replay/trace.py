@@ -16,6 +16,7 @@ trace where that input never happened.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -61,12 +62,17 @@ _MIN_SECRET = 4
 _MAX_REMEMBERED = 1024
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """Treat a key as secret when one of its words names a credential.
 
     Words are split on `_`, `-`, `.` and camelCase, so `api_key`, `X-Api-Key`,
     `accessToken` and `client_secret` are secret while `max_tokens` and
     `input_tokens` (counts, plural) are not.
+
+    Cached: a trace asks this of the same few keys (`event`, `run_id`, `turn`, ...) about
+    a hundred times a step, and the answer depends on the key alone. The cache is bounded,
+    since the keys of tool arguments come from outside.
     """
     words = [w.lower() for w in _WORDS.findall(key)]
     if any(w in _SECRET_WORDS for w in words):
@@ -82,6 +88,8 @@ def redact(value: Any, found: set[str] | None = None) -> Any:
     because it carries the same arguments as the parsed form. When `found` is
     a set, the secret strings removed are added to it.
     """
+    if value is None or isinstance(value, str | int | float):
+        return value  # most of an event's values: answered before the dearer Mapping check
     if isinstance(value, Mapping):
         return {str(k): _redact_item(str(k), v, found) for k, v in value.items()}
     if isinstance(value, list | tuple):

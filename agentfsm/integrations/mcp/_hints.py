@@ -54,9 +54,9 @@ def _hint(annotations: Any, name: str) -> bool | None:
     """
     if annotations is None:
         return None
-    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
     if isinstance(annotations, Mapping):
         value = annotations.get(name)
     else:
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
         value = getattr(annotations, snake, getattr(annotations, name, None))
     return value if isinstance(value, bool) else None
