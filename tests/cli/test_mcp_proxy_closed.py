@@ -261,15 +261,22 @@ _METHODS = st.sampled_from(
         "evil/run",
     ]
 )
-_MESSAGES = st.fixed_dictionaries(
-    {"jsonrpc": st.just("2.0")},
-    optional={
-        "method": _METHODS | _JSON,
-        "id": st.integers(0, 5) | st.text(max_size=2) | _JSON,
-        "params": _CALL_PARAMS | _JSON,
-        "result": _JSON,
-    },
-).filter(lambda m: "method" in m or "id" in m)  # what a host's line must hold to be read
+
+
+def _messages(methods: st.SearchStrategy[Any], params: st.SearchStrategy[Any]) -> Any:
+    """JSON-RPC messages of `methods` (or any JSON as a method), with any fields missing."""
+    return st.fixed_dictionaries(
+        {"jsonrpc": st.just("2.0")},
+        optional={
+            "method": methods | _JSON,
+            "id": st.integers(0, 5) | st.text(max_size=2) | _JSON,
+            "params": params,
+            "result": _JSON,
+        },
+    ).filter(lambda m: "method" in m or "id" in m)  # what a line must hold to be read
+
+
+_MESSAGES = _messages(_METHODS, _CALL_PARAMS | _JSON)
 
 
 class _Server:
@@ -391,15 +398,7 @@ _SERVER_METHODS = st.sampled_from(
         "x/run",
     ]
 )
-_SERVER_MESSAGES = st.fixed_dictionaries(
-    {"jsonrpc": st.just("2.0")},
-    optional={
-        "method": _SERVER_METHODS | _JSON,
-        "id": st.integers(0, 5) | st.text(max_size=2) | _JSON,
-        "params": _JSON,
-        "result": _JSON,
-    },
-).filter(lambda m: "method" in m or "id" in m)
+_SERVER_MESSAGES = _messages(_SERVER_METHODS, _JSON)
 
 
 @given(st.lists(_SERVER_MESSAGES, max_size=8))

@@ -104,44 +104,34 @@ def host_kind(message: Mapping[str, Any]) -> str:
     `tools/call` without an id or under a `null`, `true`, `1.5` or object id included, is
     not forwarded.
     """
-    method = message.get("method")
-    if "method" not in message:
-        return "answer"
-    if not isinstance(method, str):
-        return "a message whose method is not a string"
-    if "id" not in message:
-        if method in HOST_NOTIFICATIONS:
-            return "notification"
-        return f"a notification {method!r} the proxy does not forward"
-    ident = message["id"]
-    if isinstance(ident, bool) or not isinstance(ident, int | str):
-        return f"a {method!r} request under an id that is not a string or whole number"
-    if method not in HOST_REQUESTS:
-        return f"a request {method!r} the proxy does not forward"
-    return "request"
+    return _kind(message, HOST_REQUESTS, HOST_NOTIFICATIONS)
 
 
 def server_kind(message: Mapping[str, Any]) -> str:
     """What the server's message is: "answer", "request", "notification", or why it is dropped.
 
-    The same closed rule as `host_kind`, the other way: a request of a method in
-    `SERVER_REQUESTS` under a string or whole-number id, a notification of a method in
-    `SERVER_NOTIFICATIONS`, an answer (the ledger takes only answers to the proxy's own ids).
-    A hostile or newer server's other messages never reach the host.
+    The same closed rule as `host_kind`, the other way, over `SERVER_REQUESTS` and
+    `SERVER_NOTIFICATIONS`: a hostile or newer server's other messages never reach the host.
     """
+    return _kind(message, SERVER_REQUESTS, SERVER_NOTIFICATIONS)
+
+
+def _kind(
+    message: Mapping[str, Any], requests: frozenset[str], notifications: frozenset[str]
+) -> str:
     if "method" not in message:
         return "answer"
     method = message["method"]
     if not isinstance(method, str):
         return "a message whose method is not a string"
     if "id" not in message:
-        if method in SERVER_NOTIFICATIONS:
+        if method in notifications:
             return "notification"
         return f"a notification {method!r} the proxy does not forward"
     ident = message["id"]
     if isinstance(ident, bool) or not isinstance(ident, int | str):
         return f"a {method!r} request under an id that is not a string or whole number"
-    if method not in SERVER_REQUESTS:
+    if method not in requests:
         return f"a request {method!r} the proxy does not forward"
     return "request"
 
