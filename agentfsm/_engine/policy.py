@@ -53,7 +53,8 @@ from agentfsm.guards.boundaries import (
     TokenBudget,
 )
 from agentfsm.guards.completion import AnswerComplete, AnswerIncomplete, Paused
-from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
+from agentfsm.guards.intent import LoopLadder
+from agentfsm.guards.loop import LoopRung, NoProgress, RepeatedCall, RetriesExhausted
 from agentfsm.guards.results import FinalTool, ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.guards.structure import (
     HandoffRequested,
@@ -127,6 +128,14 @@ class Policy(Checked):
     as DOOM_LOOP if the model repeats the call twice more. `"ask"` asks a human; `"stop"`
     ends the run as DOOM_LOOP at once. A recorded agentfsm trace replays with the policy it
     recorded, whatever this default."""
+    loops: LoopLadder | None = None
+    """The loop ladder (docs/loops.md): calls compared by intent (paraphrases included), and
+    per tool a warning the model sees, then a human ask, then a stop. Given, it replaces
+    `repeat_threshold` and `on_repeat`; `True` (or `{}` in a file) is `LoopLadder()`."""
+    denials_are_tool_errors: bool = True
+    """Whether a round refused only because the permission sources denied its calls counts
+    toward `max_consecutive_tool_errors` (the MCP proxy's default is False: a denial is the
+    policy's answer, not a failing tool)."""
     no_progress_threshold: int | None = Field(6, ge=2)
     """Rounds in a row without change (repeated calls and results, failed answers) before
     NO_PROGRESS. 6 by default: at 4 or 5, replaying the tau-bench sample stops task 9 trial 2,
@@ -186,6 +195,13 @@ class Policy(Checked):
         if not isinstance(value, list | tuple):
             raise PolicyError(f"guards must be a list of guards, not {type(value).__name__}")
         return tuple(parse_guard(g) if isinstance(g, str) else as_guard(g) for g in value)
+
+    @field_validator("loops", mode="before")
+    @classmethod
+    def _ladder(cls, value: Any) -> Any:
+        if value is True:
+            return LoopLadder()
+        return None if value is False else value
 
     @field_validator("permission_rules", mode="before")
     @classmethod
@@ -579,7 +595,7 @@ def _refusal_guards(policy: Policy) -> list[Guard]:
     of the turn runs, the decision to go back to the model is theirs, at P6.
     """
     found: list[Guard] = []
-    if policy.on_repeat == "feedback":
+    if policy.on_repeat == "feedback" and policy.loops is None:
         found.append(RepeatedCall(policy.repeat_threshold, feedback=True))
     if policy.on_deny == "feedback":
         found.append(PermissionDenied(feedback=True))
@@ -611,8 +627,14 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.PARSE, ProviderFailed(), S.END),
         (S.PARSE, SignalConflict(), S.VALIDATE),
         (S.PARSE, Otherwise("the output is well formed", "P1"), S.VALIDATE),
-        (S.VALIDATE, RepeatedCall(repeats), on_repeat),
     ]
+    if policy.loops is None:
+        rows.append((S.VALIDATE, RepeatedCall(repeats), on_repeat))
+    else:  # the ladder's rungs; its warning rides on the decision that runs the calls
+        rows += [
+            (S.VALIDATE, LoopRung("stop"), S.END),
+            (S.VALIDATE, LoopRung("ask"), S.AWAIT_HUMAN),
+        ]
     if policy.on_deny == "stop":
         rows.append((S.VALIDATE, PermissionDenied(), S.END))
     # Refusals that nothing else in the turn outranks: the guard that refused decides (P6),

@@ -14,11 +14,12 @@ from collections.abc import Hashable
 
 from agentfsm._model._checked import replaced
 from agentfsm._model.call_history import counted
-from agentfsm._model.call_identity import round_signature, signature
+from agentfsm._model.call_identity import round_signature
 from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm._model.types import FinishReason, ModelTurn, ToolResult, unchecked
+from agentfsm.guards.intent import key_of
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
 
 __all__ = ["EMPTY_RESULT", "SKIPPED", "collect", "enter", "is_empty"]
@@ -45,14 +46,18 @@ def enter(run: Run, step: Step) -> None:
     run.pending = {call.id: call for call in calls}
     # Calls a human cleared: a restored run keeps them cleared (see validate.recheck).
     run.approved = tuple(run.pending) if step.snap.phase == "human_reply" else ()
-    sigs: dict[str, Hashable] = {call.id: known.get(call.id) or signature(call) for call in calls}
+    key = key_of(run.policy)
+    sigs: dict[str, Hashable] = {call.id: known.get(call.id) or key(call) for call in calls}
     run.pending_sigs = sigs
     run.tool_calls_used += len(calls)
     if run.policy.cedar is not None and calls:
         run.tool_counts = counted(run.tool_counts, calls, 1)
     run.tool_errors = step.snap.tool_errors_in_a_row
     if step.snap.phase == "model_output":  # after a human's reply, await_human kept it
-        run.round_failed = bool(step.snap.rejected)
+        snap = step.snap
+        run.round_failed = bool(snap.rejected) and (
+            run.policy.denials_are_tool_errors or len(snap.rejected) > len(snap.denied)
+        )
     run.incomplete = 0
     if calls:
         # validate keyed this round already when the calls came from a model output.
