@@ -298,8 +298,22 @@ class Policy(Checked):
         """The policy as JSON-compatible data, guards as their reprs."""
         data = self.model_dump(
             mode="python",
-            exclude={"guards", "handoffs", "final_tools", "ask_floor", "permission_rules", "cedar"},
+            exclude={
+                "guards",
+                "handoffs",
+                "final_tools",
+                "ask_floor",
+                "permission_rules",
+                "cedar",
+                "loops",
+                "denials_are_tool_errors",
+            },
         )
+        # Only when set: a policy without them dumps as it always did.
+        if self.loops is not None:
+            data["loops"] = self.loops.model_dump(mode="json")
+        if not self.denials_are_tool_errors:
+            data["denials_are_tool_errors"] = False
         if self.cedar is not None:  # only when set: a policy without one dumps as it always did
             data["cedar"] = self.cedar.model_dump(mode="json")
         data["guards"] = [repr(g) for g in self.guards]
