@@ -22,6 +22,7 @@ The intent key of a call is its tool name and its arguments normalized:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -109,7 +110,7 @@ class LoopLadder(BaseModel):
                         "a rung counts calls of one intent in a row: 2 or more, or 0 (off)"
                     )
             on = [(r, n) for r, n in rungs if n]
-            for (low, a), (high, b) in zip(on, on[1:], strict=False):
+            for (low, a), (high, b) in itertools.pairwise(on):
                 if a >= b:
                     raise ValueError(
                         f"{_where(name)}{low} = {a} must come before {high} = {b}: "
@@ -162,7 +163,9 @@ def intent_key(
     return (call.name, json.dumps(kept, sort_keys=True, separators=(",", ":"), default=repr))
 
 
-def _normal(value: Any, volatile: frozenset[str], words: frozenset[str], shell: frozenset[str]) -> Any:
+def _normal(
+    value: Any, volatile: frozenset[str], words: frozenset[str], shell: frozenset[str]
+) -> Any:
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():

@@ -71,13 +71,13 @@ class LoopRung(Guard):
     phases = ON_OUTPUT
     layer = 4
     priority = Priority.P6
+    exit_reason = ExitReason.DOOM_LOOP
     acts_on_answers = False
 
     def __init__(self, rung: str) -> None:
         if rung not in ("ask", "stop"):
             raise PolicyError(f"LoopRung: rung must be 'ask' or 'stop', not {rung!r}")
         self.rung = rung
-        self.exit_reason = ExitReason.DOOM_LOOP if rung == "stop" else None
 
     def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
         return (self.rung,), {}
@@ -93,7 +93,7 @@ class LoopRung(Guard):
                 "; to go on: send a user message (it resets the count), change the call, "
                 "or raise the tool's `stop` rung in the policy's `loops`"
             )
-        return Hit(self, what, self.exit_reason)
+        return Hit(self, what, self.exit_reason if self.rung == "stop" else None)
 
 
 class NoProgress(_Threshold):

@@ -19,8 +19,8 @@ from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm._model.types import FinishReason, ModelTurn, ToolResult, unchecked
-from agentfsm.guards.intent import key_of
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
+from agentfsm.guards.intent import key_of
 
 __all__ = ["EMPTY_RESULT", "SKIPPED", "collect", "enter", "is_empty"]
 
@@ -46,8 +46,8 @@ def enter(run: Run, step: Step) -> None:
     run.pending = {call.id: call for call in calls}
     # Calls a human cleared: a restored run keeps them cleared (see validate.recheck).
     run.approved = tuple(run.pending) if step.snap.phase == "human_reply" else ()
-    key = key_of(run.policy)
-    sigs: dict[str, Hashable] = {call.id: known.get(call.id) or key(call) for call in calls}
+    keyed = key_of(run.policy)
+    sigs: dict[str, Hashable] = {call.id: known.get(call.id) or keyed(call) for call in calls}
     run.pending_sigs = sigs
     run.tool_calls_used += len(calls)
     if run.policy.cedar is not None and calls:

@@ -18,7 +18,7 @@ from agentfsm._model.call_identity import CallKey, describe, round_signature, si
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
 from agentfsm._model.types import ShadowVerdict, State, ToolCall, ToolResult
-from agentfsm.guards.intent import key_of, warning
+from agentfsm.guards.intent import LoopLadder, warning
 from agentfsm.states import _shadow
 
 __all__ = ["enter", "recheck", "verdict"]
@@ -57,10 +57,10 @@ def enter(run: Run, step: Step) -> None:
     streak = run.streak + 1 if step.round == run.last_call else 1
     repeated = describe(calls) if streak > 1 else ""
     rung = None if ladder is None else ladder.rung([c.name for c in calls], streak)
-    if ladder is None and streak >= run.policy.repeat_threshold:
-        if run.policy.on_repeat == "feedback":
-            rejected += _feed_back(runnable, streak, repeated)
-            executable, approval = [], []
+    feedback = ladder is None and run.policy.on_repeat == "feedback"
+    if feedback and streak >= run.policy.repeat_threshold:
+        rejected += _feed_back(runnable, streak, repeated)
+        executable, approval = [], []
     runs = bool(executable or approval or handoffs)
     if not runs:
         # Nothing of the round runs, so execute will not count it: it counts here, and a
@@ -86,10 +86,12 @@ def enter(run: Run, step: Step) -> None:
     )
 
 
-def _warned(ladder: object, calls: list[ToolCall], streak: int, notes: tuple[str, ...]) -> dict[str, object]:
+def _warned(
+    ladder: LoopLadder, calls: list[ToolCall], streak: int, notes: tuple[str, ...]
+) -> dict[str, object]:
     """The warn rung's fields: the warning for the model (the decision's note), and in the
     decision's reason."""
-    said = warning(ladder, calls, streak)  # type: ignore[arg-type]  # a LoopLadder here
+    said = warning(ladder, calls, streak)
     return {"warning": said, "notes": (*notes, said)}
 
 
