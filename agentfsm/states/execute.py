@@ -242,12 +242,18 @@ def _remember(run: Run, ordered: list[ToolResult]) -> int:
         keys.append(sigs.get(r.call_id, r.call_id))
         contents.append((r.is_error, copied(r.content)))  # the host may reuse its result
     calls_key = tuple(keys)
+    again = False
     if run.last_results:
         key, seen = run.last_results[-1]
-        if key == calls_key and seen != contents:
+        again = key == calls_key
+        if again and seen != contents:
             # The same calls answered differently (polling a job): progress, not a loop.
             run.streak = 1
     # A pair compares its calls first: contents are compared (==) only for the same calls.
     stale = run.same_results + 1 if (calls_key, contents) in run.last_results else 0
+    if stale and again and run.policy.loops is not None:
+        # The same intent again, in a row: the loop ladder judges it (its warn, ask and stop
+        # rungs), so the no-progress count does not end the run under the ladder's rungs.
+        stale = run.same_results
     run.last_results = (*run.last_results[1 - RECENT_ROUNDS :], (calls_key, contents))
     return stale
