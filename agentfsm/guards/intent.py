@@ -15,8 +15,9 @@ The intent key of a call is its tool name and its arguments normalized:
   indentation is another call);
 - arguments named in `words` (a search query) as the set of their lowercased words;
 - arguments named in `shell` (a command) as the shell reader's reading: the simple commands
-  the script runs, word by word (`ls  -la`, `ls '-la'` and `ls "-la"` are one command);
-  a script the reader cannot read with confidence is compared as text;
+  the script runs, then its words and operators as a shell splits them (`ls  -la`,
+  `ls '-la'` and `ls "-la"` are one command; `echo a > x` and `echo a > y` are two); a
+  script the reader cannot read with confidence is compared as text;
 - arguments named `volatile` for the tool (or for every tool) left out, at any depth.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shlex
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Literal
 
@@ -206,16 +208,22 @@ def _text(value: str) -> str:
     return "\n".join(line.rstrip() for line in value.strip("\n").split("\n")).strip()
 
 
-def _command(text: str) -> list[str]:
-    """The simple commands a shell script runs, as written; the text when not read with
-    confidence (an unsure reading could merge two different commands)."""
+def _command(text: str) -> list[Any]:
+    """A shell script by the shell reader's reading: the simple commands it runs, then its
+    words and operators as a shell splits them (quotes taken off, so `'-la'` is `-la`), which
+    keep what the commands' words leave out (a redirection's target, a leading `NAME=value`).
+    The text itself when the reader is unsure (a name known only at run time could be any
+    command): two scripts are never merged on a guess."""
     try:
         script = _read_shell(text)
+        if script.unsure or not script.commands:
+            return ["text", _text(text)]
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
     except (AgentFSMError, RecursionError, ValueError):
         return ["text", _text(text)]
-    if script.unsure or not script.commands:
-        return ["text", _text(text)]
-    return [str(views[0]) for views in script.commands]
+    return [[str(views[0]) for views in script.commands], tokens]
 
 
 def key_of(policy: Any) -> Callable[[ToolCall], Hashable]:

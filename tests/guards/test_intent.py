@@ -28,7 +28,8 @@ class TestIntentKey:
             ("page", {"limit": 1e2}, {"limit": 100}),
             ("search", {"query": "asyncio timeout python"}, {"query": "Python asyncio  TIMEOUT"}),
             ("bash", {"command": "ls  -la src"}, {"command": "ls '-la' \"src\""}),
-            ("bash", {"command": "git status;  git diff"}, {"command": "git status\ngit diff"}),
+            ("bash", {"command": "git status;  git diff"}, {"command": "git status ;git diff"}),
+            ("bash", {"command": "cat a|wc -l"}, {"command": "cat 'a' | wc  -l"}),
             ("nested", {"o": {"b": [1, " x"], "a": 2}}, {"o": {"a": 2.0, "b": [1.0, "x"]}}),
         ],
     )
@@ -44,6 +45,8 @@ class TestIntentKey:
             ("flag", {"on": True}, {"on": 1}),
             ("bash", {"command": "rm a"}, {"command": "rm b"}),
             ("bash", {"command": "ls -la"}, {"command": "ls -l"}),
+            ("bash", {"command": "echo a > x"}, {"command": "echo a > y"}),
+            ("bash", {"command": "DEBUG=1 make"}, {"command": "make"}),
             ("write", {"text": "if x:\n    y()\n"}, {"text": "if x:\n  y()\n"}),
             ("grep", {"pattern": "a b"}, {"pattern": "b a"}),
         ],
@@ -51,8 +54,9 @@ class TestIntentKey:
     def test_different_intents_differ(
         self, name: str, a: dict[str, Any], b: dict[str, Any]
     ) -> None:
-        """Other values, true beside 1, other commands, re-indented code, and word order outside
-        `words` arguments are other intents."""
+        """Other values, true beside 1, other commands (another redirection target, another
+        assignment before the name), re-indented code, and word order outside `words`
+        arguments are other intents."""
         assert not _same(name, a, b)
 
     def test_another_tool_is_another_intent(self) -> None:
