@@ -162,13 +162,11 @@ class TestLoopLadderOnTheCorpus:
 
     def test_no_healthy_run_meets_a_rung(self, corpus: Path) -> None:
         """tau-bench, mini-swe-agent and OpenHands (242 runs): the ladder never fires and no
-        run ends DOOM_LOOP or NO_PROGRESS, though intent keys find paraphrased pairs in them."""
+        run ends DOOM_LOOP or NO_PROGRESS; the longest streak of one intent is 2."""
         runs = [run for source in HEALTHY for run in _runs(corpus / source)]
         assert len(runs) == 242
-        paraphrased = [
-            r.id for r in runs if _longest_streak(r, LADDER) > _longest_identical_streak(r)
-        ]
-        assert paraphrased, "the corpus holds paraphrased repeats the exact comparison misses"
+        # The margin: no healthy run makes even three calls of one intent in a row.
+        assert max(_longest_streak(run, LADDER) for run in runs) == 2
         results = [replay_run(run, LADDER) for run in runs]
         assert {r.run: _rungs(r) for r in results if _rungs(r)} == {}
         assert [r.run for r in results if r.exit_reason in LOOPING] == []
