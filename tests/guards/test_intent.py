@@ -47,6 +47,11 @@ class TestIntentKey:
             ("bash", {"command": "ls -la"}, {"command": "ls -l"}),
             ("bash", {"command": "echo a > x"}, {"command": "echo a > y"}),
             ("bash", {"command": "DEBUG=1 make"}, {"command": "make"}),
+            (
+                "bash",
+                {"command": "cat > a <<'E'\nx = 1\nE"},
+                {"command": "cat > a <<'E'\nx = 2\nE"},
+            ),
             ("write", {"text": "if x:\n    y()\n"}, {"text": "if x:\n  y()\n"}),
             ("grep", {"pattern": "a b"}, {"pattern": "b a"}),
         ],
@@ -54,9 +59,9 @@ class TestIntentKey:
     def test_different_intents_differ(
         self, name: str, a: dict[str, Any], b: dict[str, Any]
     ) -> None:
-        """Other values, true beside 1, other commands (another redirection target, another
-        assignment before the name), re-indented code, and word order outside `words`
-        arguments are other intents."""
+        """Other values, true beside 1, other commands (another redirection target or heredoc
+        text, another assignment before the name), re-indented code, and word order outside
+        `words` arguments are other intents."""
         assert not _same(name, a, b)
 
     def test_another_tool_is_another_intent(self) -> None:
