@@ -3,12 +3,16 @@ rungs where they are configured; a repeat whose result changed never does."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._replay.engine import replay_run
+from agentfsm._replay.trajectories import read_runs
 from agentfsm.guards import LoopLadder, ToolLoops
 
 _WORDS = ["asyncio", "timeout", "python", "cancel"]
@@ -149,3 +153,94 @@ class TestDenials:
         decision = self._denied(policy, 40)
         assert decision.action is af.Action.CONTINUE
         assert decision.exit_reason is None
+
+
+class TestSaved:
+    def test_a_loaded_controller_keeps_the_ladder_and_the_count(self) -> None:
+        """Dumped after two calls of one intent and loaded from JSON, the run warns at the 3rd
+        and stops at the 4th, as the original would."""
+        ctl = af.Controller(af.Policy(loops={"warn": 3, "ask": 0, "stop": 4}))
+        for i, query in enumerate(["a b", "b a"]):
+            _answer(ctl, _call(ctl, i, "search", {"query": query}), i, "same")
+        loaded = af.Controller.load(json.loads(json.dumps(ctl.dump())))
+        assert loaded.dump()["policy"] == ctl.dump()["policy"]
+        warned = _call(loaded, 2, "search", {"query": "B  A"})
+        assert warned.note is not None
+        _answer(loaded, warned, 2, "same")
+        assert _call(loaded, 3, "search", {"query": "a b"}).exit_reason is af.ExitReason.DOOM_LOOP
+
+
+class TestAcrossPaths:
+    @settings(max_examples=15, deadline=None)
+    @given(
+        st.data(),
+        ladders(),
+        st.sampled_from(sorted(_BASE)),
+        st.lists(st.booleans(), min_size=3, max_size=9),
+    )
+    def test_live_loaded_and_replayed_runs_decide_alike(
+        self,
+        tmp_path_factory: pytest.TempPathFactory,
+        data: st.DataObject,
+        ladder: LoopLadder,
+        tool: str,
+        changes: list[bool],
+    ) -> None:
+        """Paraphrases of one call, each answered with the last result or (True) a new one: the
+        live Controller, a Controller dumped and loaded before every input, and the replay of
+        the run as a plain OpenAI message list make the same decisions, rung for rung."""
+        said = [data.draw(paraphrases(tool)) for _ in changes]
+        contents = [f"result {sum(changes[: i + 1])}" for i in range(len(changes))]
+        policy = af.Policy(loops=ladder)
+        live, moved = _walk(af.Controller(policy), said, tool, contents, reload=False)
+        loaded, _ = _walk(af.Controller(policy), said, tool, contents, reload=True)
+        assert loaded == live
+        path = tmp_path_factory.mktemp("ladder") / "run.json"
+        path.write_text(json.dumps(_messages(tool, said[: len(moved)], contents)))
+        (run,) = read_runs(path)
+        replayed = replay_run(run, policy)
+        # A message list records no finish reason (the replay names that conflict, P7), so
+        # the replay is compared by action and by the ladder's own guards.
+        assert [(d.action, _rung(d.guard)) for d in replayed.decisions if d.turn] == [
+            (a.value, _rung(g)) for a, g in live
+        ]
+
+
+def _rung(guard: str) -> str:
+    return guard if guard.startswith("LoopRung") else ""
+
+
+def _walk(
+    ctl: af.Controller, said: list[dict[str, Any]], tool: str, contents: list[str], *, reload: bool
+) -> tuple[list[tuple[af.Action, str]], list[int]]:
+    """Every decision's action and guard, and the calls made, until the run stops."""
+    seen: list[tuple[af.Action, str]] = []
+    made: list[int] = []
+    for i, args in enumerate(said):
+        if reload:
+            ctl = af.Controller.load(json.loads(json.dumps(ctl.dump())))
+        decision = _call(ctl, i, tool, args)
+        made.append(i)
+        seen.append((decision.action, decision.guard))
+        if ctl.done:
+            break
+        if decision.action is af.Action.ASK_HUMAN:
+            decision = ctl.on_human_reply(approved=True)
+            seen.append((decision.action, decision.guard))
+        decision = ctl.on_tool_results([af.ToolResult(call_id=f"c{i}", content=contents[i])])
+        seen.append((decision.action, decision.guard))
+    return seen, made
+
+
+def _messages(tool: str, said: list[dict[str, Any]], contents: list[str]) -> list[dict[str, Any]]:
+    """The run as an OpenAI chat message list, as a host would have logged it."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i, args in enumerate(said):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": tool, "arguments": json.dumps(args)},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": contents[i]})
+    return messages
