@@ -205,6 +205,7 @@ class TestSessionGuards:
         assert [r.is_error for r in results] == [False, False, True, True, True, True]
         assert "doom_loop" in text(results[4])
         assert "stopped" in text(results[5])
+        assert "To go on, start a new session" in text(results[5])
         assert proxy.calls() == ['read_row:{"key": "a"}'] * 2
 
     def test_repeated_reads_are_warned_then_asked_and_the_session_goes_on(

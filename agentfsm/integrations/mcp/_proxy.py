@@ -776,7 +776,11 @@ class Proxy:
         name = params["name"]
         if ctl.done:
             why = ctl.exit_reason.value if ctl.exit_reason else "ended"
-            return error_result(f"agentfsm: the session has stopped ({why}); nothing runs")
+            return error_result(
+                f"agentfsm: the session has stopped ({why}); nothing runs. To go on, start a "
+                "new session (reconnect this MCP server in the host), or raise the limit that "
+                "stopped it in the policy file"
+            )
         call = ToolCall(id=f"call-{next(self._calls)}", name=name, arguments=args)
         turn = ModelTurn(tool_calls=[call], finish_reason=FinishReason.TOOL_CALLS)
         decision = ctl.on_model_output(turn)
