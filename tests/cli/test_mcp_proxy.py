@@ -221,6 +221,9 @@ class TestSessionGuards:
         assert [text(r).count("agentfsm: loop warning") for r in results[:4]] == [0, 0, 1, 1]
         assert text(results[2]).startswith("xxxx\nagentfsm: loop warning: big(")
         assert "5th call of the same intent in a row" in text(results[4])
+        assert "this host cannot ask one (no MCP elicitation). The session goes on" in text(
+            results[4]
+        )
         assert text(results[5]) == "row b"
         assert len(proxy.calls()) == 5
 

@@ -789,7 +789,11 @@ class Proxy:
             why = "; ".join(filter(None, [decision.reason, care]))
             if not self.can_elicit:
                 # Nobody can be asked: say so, rather than "declined by the human".
-                unasked = _cannot_ask(call.name, why)
+                unasked = (
+                    _loop_unasked(why)
+                    if decision.guard.startswith("LoopRung")
+                    else _cannot_ask(call.name, why)
+                )
                 decision = ctl.on_human_reply(False, unasked)
                 if decision.action is Action.STOP:
                     return _refusal(decision, call.id)
@@ -914,6 +918,15 @@ def _cannot_ask(name: str, why: str) -> str:
         "one (it declared no MCP elicitation capability), so nobody was asked. Allow it in the "
         f"policy (for example `allow {name}`, or a rule naming its arguments), or use a host "
         "that can answer an ask"
+    )
+
+
+def _loop_unasked(why: str) -> str:
+    """Why a repeat the loop ladder asks about did not run on a host that cannot ask."""
+    return (
+        f"not run: {why}; the policy's loop ladder asks a human about it, and this host cannot "
+        "ask one (no MCP elicitation). The session goes on: change the call, or say what you "
+        "are waiting for; a call whose result changed counts as progress"
     )
 
 
