@@ -484,7 +484,8 @@ def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) ->
     `tools=None` (any name accepted) checks nothing; `agentfsm lint` reports these and
     more without building a Controller.
     """
-    named = policy.ask_floor or policy.final_tools or policy.handoffs
+    ladder = policy.loops is not None and bool(policy.loops.tools)
+    named = bool(policy.ask_floor or policy.final_tools or policy.handoffs) or ladder
     if tools is None or not (policy.permission_rules or policy.permissions or named):
         return
     schemas = {name: spec.parameters for name, spec in tools.items()}
@@ -495,10 +496,27 @@ def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) ->
     ]
     problems += [("permissions", why) for why in undeclared_entries(policy.permissions, tools)]
     problems += undeclared_names(policy, tools)
+    problems += _undeclared_loop_tools(policy, tools)
     if problems:
         raise PolicyError(
             f"the policy does not fit the declared tools: {listed(problems)}", problems=problems
         )
+
+
+def _undeclared_loop_tools(policy: Policy, tools: Mapping[str, object]) -> list[tuple[str, str]]:
+    """`("loops", why)` for each tool of `loops.tools` that is not declared: its rungs and
+    volatile arguments would never apply."""
+    if policy.loops is None:
+        return []
+    declared = f"(declared: {', '.join(sorted(tools)) or 'none'})"
+    found = []
+    for name in sorted(policy.loops.tools):
+        if name not in tools:
+            hint = did_you_mean(name, tools)
+            found.append(
+                ("loops", f"loops.tools names {name!r}, which is not declared{hint} {declared}")
+            )
+    return found
 
 
 NAMED_TOOLS = ("ask_floor", "final_tools", "handoffs")

@@ -189,3 +189,13 @@ class TestLoopRung:
     def test_the_repr_reads_back(self) -> None:
         """`LoopRung('stop')` reads back as code."""
         assert af.guards.parse_guard(repr(LoopRung("stop"))) == LoopRung("stop")
+
+
+class TestDeclaredTools:
+    def test_a_ladder_naming_an_undeclared_tool_is_refused(self) -> None:
+        """With tools declared, `loops.tools` naming a tool that is not one of them (its rungs
+        would never apply) is a PolicyError with the closest name."""
+        policy = af.Policy(loops={"tools": {"read_fiel": {"stop": 9}}})
+        with pytest.raises(PolicyError, match=r"loops.tools names 'read_fiel'.*read_file"):
+            af.Controller(policy, tools=["read_file", "bash"])
+        af.Controller(af.Policy(loops={"tools": {"read_file": {"stop": 9}}}), tools=["read_file"])
