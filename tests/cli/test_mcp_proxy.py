@@ -215,7 +215,8 @@ class TestSessionGuards:
         way) run with a loop warning the model reads beside the result; the 5th asks, and a
         host that cannot ask gets a refusal; the session goes on, other calls run."""
         proxy = Proxy(tmp_path, {})
-        said = [{"size": 4}, {"size": 4.0}, {"size": 4}, {"size": 4e0}, {"size": 4}]
+        said: list[dict[str, Any]] = [{"size": 4}, {"size": 4.0}, {"size": 4}, {"size": 4e0}]
+        said.append({"size": 4})
         results = proxy.call(*[("big", args) for args in said], ("read_row", {"key": "b"}))
         assert [r.is_error for r in results] == [False, False, False, False, True, False]
         assert [text(r).count("agentfsm: loop warning") for r in results[:4]] == [0, 0, 1, 1]
