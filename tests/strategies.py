@@ -21,6 +21,7 @@ from agentfsm.guards import (
     CostBudget,
     Deadline,
     Guard,
+    LoopRung,
     MaxToolCalls,
     MaxTurns,
     NoProgress,
@@ -360,6 +361,7 @@ _ARGUMENTS: dict[type[Guard], st.SearchStrategy[tuple[Any, ...]]] = {
     Deadline: st.tuples(_FLOATS | _INTS),
     RepeatedCall: st.tuples(_THRESHOLDS),
     NoProgress: st.tuples(_THRESHOLDS),
+    LoopRung: st.tuples(st.sampled_from(["ask", "stop"])),
     RetriesExhausted: st.tuples(_THRESHOLDS),
     ToolErrorLimit: st.tuples(_THRESHOLDS),
     Otherwise: st.tuples(

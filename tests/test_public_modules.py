@@ -163,6 +163,10 @@ def _samples() -> dict[type[BaseModel], BaseModel]:
         af.ToolResult: af.ToolResult(call_id="c1", content="ok"),
         af.Usage: af.Usage(input_tokens=3, output_tokens=4),
         af.Policy: af.Policy(max_turns=3, permissions={"rm": "deny"}),
+        af.guards.LoopLadder: af.guards.LoopLadder(
+            warn=2, tools={"read": af.guards.ToolLoops(stop=0, volatile=["offset"])}
+        ),
+        af.guards.ToolLoops: af.guards.ToolLoops(ask=4, words="query"),
         af.RunSnapshot: testing.snapshot(turn=2),
         af.ShadowVerdict: af.ShadowVerdict(
             call_id="c1", tool="read", enforced="allow", shadow="deny", source="rule 'deny read'"

@@ -816,7 +816,9 @@ class Controller:
                 "answer": None
                 if action is not Action.FINAL
                 else _answer(action, snap, run.policy.final_tools),
-                "note": snap.human_message if calls and snap.human_approved else None,
+                "note": snap.human_message
+                if calls and snap.human_approved
+                else (snap.warning or None if calls else None),
                 "shadow": step.shadow,
             },
         )

@@ -53,7 +53,8 @@ from agentfsm.guards.boundaries import (
     TokenBudget,
 )
 from agentfsm.guards.completion import AnswerComplete, AnswerIncomplete, Paused
-from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
+from agentfsm.guards.intent import LoopLadder
+from agentfsm.guards.loop import LoopRung, NoProgress, RepeatedCall, RetriesExhausted
 from agentfsm.guards.results import FinalTool, ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.guards.structure import (
     HandoffRequested,
@@ -127,6 +128,14 @@ class Policy(Checked):
     as DOOM_LOOP if the model repeats the call twice more. `"ask"` asks a human; `"stop"`
     ends the run as DOOM_LOOP at once. A recorded agentfsm trace replays with the policy it
     recorded, whatever this default."""
+    loops: LoopLadder | None = None
+    """The loop ladder (docs/loops.md): calls compared by intent (paraphrases included), and
+    per tool a warning the model sees, then a human ask, then a stop. Given, it replaces
+    `repeat_threshold` and `on_repeat`; `True` (or `{}` in a file) is `LoopLadder()`."""
+    denials_are_tool_errors: bool = True
+    """Whether a round refused only because the permission sources denied its calls counts
+    toward `max_consecutive_tool_errors` (the MCP proxy's default is False: a denial is the
+    policy's answer, not a failing tool)."""
     no_progress_threshold: int | None = Field(6, ge=2)
     """Rounds in a row without change (repeated calls and results, failed answers) before
     NO_PROGRESS. 6 by default: at 4 or 5, replaying the tau-bench sample stops task 9 trial 2,
@@ -186,6 +195,13 @@ class Policy(Checked):
         if not isinstance(value, list | tuple):
             raise PolicyError(f"guards must be a list of guards, not {type(value).__name__}")
         return tuple(parse_guard(g) if isinstance(g, str) else as_guard(g) for g in value)
+
+    @field_validator("loops", mode="before")
+    @classmethod
+    def _ladder(cls, value: Any) -> Any:
+        if value is True:
+            return LoopLadder()
+        return None if value is False else value
 
     @field_validator("permission_rules", mode="before")
     @classmethod
@@ -282,8 +298,22 @@ class Policy(Checked):
         """The policy as JSON-compatible data, guards as their reprs."""
         data = self.model_dump(
             mode="python",
-            exclude={"guards", "handoffs", "final_tools", "ask_floor", "permission_rules", "cedar"},
+            exclude={
+                "guards",
+                "handoffs",
+                "final_tools",
+                "ask_floor",
+                "permission_rules",
+                "cedar",
+                "loops",
+                "denials_are_tool_errors",
+            },
         )
+        # Only when set: a policy without them dumps as it always did.
+        if self.loops is not None:
+            data["loops"] = self.loops.model_dump(mode="json")
+        if not self.denials_are_tool_errors:
+            data["denials_are_tool_errors"] = False
         if self.cedar is not None:  # only when set: a policy without one dumps as it always did
             data["cedar"] = self.cedar.model_dump(mode="json")
         data["guards"] = [repr(g) for g in self.guards]
@@ -454,7 +484,8 @@ def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) ->
     `tools=None` (any name accepted) checks nothing; `agentfsm lint` reports these and
     more without building a Controller.
     """
-    named = policy.ask_floor or policy.final_tools or policy.handoffs
+    ladder = policy.loops is not None and bool(policy.loops.tools)
+    named = bool(policy.ask_floor or policy.final_tools or policy.handoffs) or ladder
     if tools is None or not (policy.permission_rules or policy.permissions or named):
         return
     schemas = {name: spec.parameters for name, spec in tools.items()}
@@ -465,10 +496,27 @@ def check_against_tools(policy: Policy, tools: Mapping[str, ToolSpec] | None) ->
     ]
     problems += [("permissions", why) for why in undeclared_entries(policy.permissions, tools)]
     problems += undeclared_names(policy, tools)
+    problems += _undeclared_loop_tools(policy, tools)
     if problems:
         raise PolicyError(
             f"the policy does not fit the declared tools: {listed(problems)}", problems=problems
         )
+
+
+def _undeclared_loop_tools(policy: Policy, tools: Mapping[str, object]) -> list[tuple[str, str]]:
+    """`("loops", why)` for each tool of `loops.tools` that is not declared: its rungs and
+    volatile arguments would never apply."""
+    if policy.loops is None:
+        return []
+    declared = f"(declared: {', '.join(sorted(tools)) or 'none'})"
+    found = []
+    for name in sorted(policy.loops.tools):
+        if name not in tools:
+            hint = did_you_mean(name, tools)
+            found.append(
+                ("loops", f"loops.tools names {name!r}, which is not declared{hint} {declared}")
+            )
+    return found
 
 
 NAMED_TOOLS = ("ask_floor", "final_tools", "handoffs")
@@ -579,7 +627,7 @@ def _refusal_guards(policy: Policy) -> list[Guard]:
     of the turn runs, the decision to go back to the model is theirs, at P6.
     """
     found: list[Guard] = []
-    if policy.on_repeat == "feedback":
+    if policy.on_repeat == "feedback" and policy.loops is None:
         found.append(RepeatedCall(policy.repeat_threshold, feedback=True))
     if policy.on_deny == "feedback":
         found.append(PermissionDenied(feedback=True))
@@ -611,8 +659,14 @@ def build_routes(policy: Policy) -> RouteTable:
         (S.PARSE, ProviderFailed(), S.END),
         (S.PARSE, SignalConflict(), S.VALIDATE),
         (S.PARSE, Otherwise("the output is well formed", "P1"), S.VALIDATE),
-        (S.VALIDATE, RepeatedCall(repeats), on_repeat),
     ]
+    if policy.loops is None:
+        rows.append((S.VALIDATE, RepeatedCall(repeats), on_repeat))
+    else:  # the ladder's rungs; its warning rides on the decision that runs the calls
+        rows += [
+            (S.VALIDATE, LoopRung("stop"), S.END),
+            (S.VALIDATE, LoopRung("ask"), S.AWAIT_HUMAN),
+        ]
     if policy.on_deny == "stop":
         rows.append((S.VALIDATE, PermissionDenied(), S.END))
     # Refusals that nothing else in the turn outranks: the guard that refused decides (P6),

@@ -53,6 +53,14 @@ class RunRules(Protocol):
         """What a repeat does: "feedback", "ask" or "stop"."""
 
     @property
+    def loops(self) -> Any:
+        """The loop ladder (`agentfsm.guards.intent.LoopLadder`), or None for `repeat_threshold`."""
+
+    @property
+    def denials_are_tool_errors(self) -> bool:
+        """Whether a round refused only by denials counts as a failed round."""
+
+    @property
     def prices_turns(self) -> bool:
         """Whether turns are priced (the policy has a cost budget)."""
 

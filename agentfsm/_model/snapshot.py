@@ -52,6 +52,10 @@ class RunSnapshot(Record):
     """Identical consecutive calls, counting this turn's calls."""
     repeated: str = ""
     """The calls that repeat, as `name(args)`, for reasons (set once the streak passes 1)."""
+    loop_rung: str = ""
+    """The rung of the policy's loop ladder the streak reached: "warn", "ask", "stop" or ""."""
+    warning: str = ""
+    """A warning for the model (the loop ladder's warn rung): the decision's `note`."""
     notes: tuple[str, ...] = ()
     """What the controller fixed on its own (issued ids, unwrapped calls)."""
     results: tuple[ToolResult, ...] = ()

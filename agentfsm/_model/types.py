@@ -368,9 +368,10 @@ class Decision(Record):
     """The answer when the action is FINAL: the model's text, or the content of the result of
     a `final_tools` call that ended the run."""
     note: str | None = None
-    """What a human said with an approval (`on_human_reply(approved=True, message=...)`), for
-    the model: send it as a user message after the results of the calls this decision clears.
-    A note given with a refusal travels in the declined calls' error results instead."""
+    """Words for the model: send them as a user message after the results of the calls this
+    decision clears. What a human said with an approval (`on_human_reply(approved=True,
+    message=...)`), or the loop ladder's warning (`Policy(loops=...)`, docs/loops.md). A note
+    given with a refusal travels in the declined calls' error results instead."""
     shadow: tuple[ShadowVerdict, ...] = ()
     """What the shadow policy (`Controller(shadow=...)`) would have said of each call this
     decision judged; empty without a shadow. Recorded only: it never changes the decision."""

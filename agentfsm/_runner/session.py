@@ -269,12 +269,7 @@ class Session:
         if not asked.tool_calls and message:
             self._flush()
             self.messages.append({"role": "user", "content": message})
-        decision = self.controller.on_human_reply(approved, message)
-        if decision.note:
-            # A note given with an approval reaches the model after the approved calls'
-            # results, as a user message: the calls' turn must be answered first.
-            self._users.append(decision.note)
-        return self._settle(decision)
+        return self._settle(self.controller.on_human_reply(approved, message))
 
     def fail(self, exc: BaseException) -> None:
         """End the run on a provider failure that retries did not fix; the trace records it.
@@ -339,6 +334,10 @@ class Session:
     def _settle(self, decision: Decision) -> Decision:
         """Record a decision and write what it settles into the messages."""
         self.decisions.append(decision)
+        if decision.note:
+            # A note (a human's with an approval, the loop ladder's warning) reaches the model
+            # after the calls' results, as a user message: the calls' turn is answered first.
+            self._users.append(decision.note)
         self._answers.extend(decision.results)
         self._adjust(decision)
         if decision.action in _AWAITING_HOST:

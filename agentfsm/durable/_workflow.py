@@ -222,6 +222,8 @@ class _Loop:
         )
         self.talk = Conversation(messages)
         self.decisions: list[Decision] = []
+        self.notes: list[str] = []
+        """Notes for the model, sent once the round of their decision settles."""
         self.max_tokens: int | None = None
         self.text = ""
         self.error: str | None = None
@@ -270,6 +272,8 @@ class _Loop:
 
     def _settle(self, decision: Decision, turn: ModelTurn | None = None) -> Decision:
         self.decisions.append(decision)
+        if decision.note:
+            self.notes.append(decision.note)
         self.talk.answer(decision.results)
         if decision.adjust.get("max_tokens_factor") and turn is not None:
             used = turn.usage.output_tokens if turn.usage else 0
@@ -280,6 +284,11 @@ class _Loop:
         if decision.action is Action.RETRY:
             self.talk.drop()
         self.talk.settle()
+        # A note (a human's with an approval, the loop ladder's warning) reaches the model
+        # after the results of the calls its decision ran, as a user message.
+        for note in self.notes:
+            self.talk.user(note)
+        self.notes = []
         return decision
 
     async def _execute(self, decision: Decision) -> Decision:

@@ -33,7 +33,8 @@ from agentfsm.guards.completion import (
     Verifier,
     non_empty_answer,
 )
-from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
+from agentfsm.guards.intent import LoopLadder, ToolLoops, intent_key
+from agentfsm.guards.loop import LoopRung, NoProgress, RepeatedCall, RetriesExhausted
 from agentfsm.guards.results import ResultsReady, ToolErrorLimit, ToolFailed
 from agentfsm.guards.structure import (
     HandoffRequested,
@@ -60,6 +61,8 @@ __all__ = [
     "Hit",
     "HumanApproved",
     "HumanDeclined",
+    "LoopLadder",
+    "LoopRung",
     "MalformedToolCall",
     "MaxToolCalls",
     "MaxTurns",
@@ -79,8 +82,10 @@ __all__ = [
     "TokenBudget",
     "ToolErrorLimit",
     "ToolFailed",
+    "ToolLoops",
     "Verifier",
     "as_guard",
+    "intent_key",
     "non_empty_answer",
     "parse_guard",
 ]
@@ -98,6 +103,7 @@ REGISTRY: dict[str, type[Guard]] = {
         HasToolCalls,
         HumanApproved,
         HumanDeclined,
+        LoopRung,
         MalformedToolCall,
         MaxToolCalls,
         MaxTurns,

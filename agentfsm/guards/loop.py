@@ -8,7 +8,7 @@ from agentfsm._model.types import ExitReason, Priority
 from agentfsm.exceptions import PolicyError
 from agentfsm.guards._base import ON_OUTPUT, Guard, Hit, check_number, runs_any
 
-__all__ = ["NoProgress", "RepeatedCall", "RetriesExhausted"]
+__all__ = ["LoopRung", "NoProgress", "RepeatedCall", "RetriesExhausted"]
 
 
 class _Threshold(Guard):
@@ -57,6 +57,43 @@ class RepeatedCall(_Threshold):
             f"call in a row{said}",
             self.exit_reason,
         )
+
+
+class LoopRung(Guard):
+    """Apply when the round's calls reach `rung` of the policy's loop ladder (or a stronger one).
+
+    The ladder (`Policy(loops=...)`, `agentfsm.guards.intent`) counts calls of one intent
+    in a row, paraphrases included; validate writes the rung reached into the snapshot.
+    `LoopRung("stop")` ends the run as DOOM_LOOP with a reason that says how to go on;
+    `LoopRung("ask")` asks a human whether the repeat may run.
+    """
+
+    phases = ON_OUTPUT
+    layer = 4
+    priority = Priority.P6
+    exit_reason = ExitReason.DOOM_LOOP
+    acts_on_answers = False
+
+    def __init__(self, rung: str) -> None:
+        if rung not in ("ask", "stop"):
+            raise PolicyError(f"LoopRung: rung must be 'ask' or 'stop', not {rung!r}")
+        self.rung = rung
+
+    def _args(self) -> tuple[tuple[object, ...], dict[str, object]]:
+        return (self.rung,), {}
+
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
+        reached = snap.loop_rung
+        if reached != "stop" and (self.rung == "stop" or reached != "ask"):
+            return None
+        what = f"{snap.repeated or _calls(snap)} would be the {_nth(snap.repeat_streak)} call "
+        what += "of the same intent in a row, each with the same result"
+        if self.rung == "stop":
+            what += (
+                "; to go on: send a user message (it resets the count), change the call, "
+                "or raise the tool's `stop` rung in the policy's `loops`"
+            )
+        return Hit(self, what, self.exit_reason if self.rung == "stop" else None)
 
 
 class NoProgress(_Threshold):

@@ -317,6 +317,12 @@ class GovernedAgent(DefaultAgent):
         )
         added = self.add_messages(*self._error_messages([*decision.results, *refused]), *observed)
         after = self._decide(self.controller.on_tool_results([*_results(ran, outputs), *refused]))
+        if decision.note and after.action is not Action.STOP:
+            # A note (the loop ladder's warning, a human's with an approval) is for the model:
+            # a user message after the observations it speaks of.
+            added += self.add_messages(
+                self.model.format_message(role="user", content=decision.note)
+            )
         if after.action is Action.STOP:
             added += self.add_messages(self._exit(str(after.exit_reason), after.reason, after))
         return added

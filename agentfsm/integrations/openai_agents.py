@@ -617,6 +617,10 @@ class GovernedModel(Model):
                 self._refuse(call, original, refused[call.id])
             elif decision.action is Action.ASK_HUMAN:
                 self._held.append(call)
+        if decision.note and cleared:
+            # A note (the loop ladder's warning) is for the model: a user message after the
+            # results of the calls it speaks of, in the next request.
+            self._carry.append({"role": "user", "content": decision.note})
         return _placed(output, calls)
 
     def _next_input(self, input: str | list[TResponseInputItem]) -> str | list[TResponseInputItem]:

@@ -246,6 +246,8 @@ class GovernedModel(WrapperModel):
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._refused: list[tuple[ToolCallPart, ToolResult]] = []
+        # Notes for the model (the loop ladder's warning), sent after the results they follow.
+        self._notes: list[str] = []
         self._held: list[ToolCall] = []
         self._started: set[str] = set()
         self._approving: dict[str, dict[str, Any] | None] = {}
@@ -453,6 +455,15 @@ class GovernedModel(WrapperModel):
             dataclasses.replace(request, parts=[*request.parts, *errors]),
         ]
 
+    def _with_notes(self, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """The history with the notes of the last decision as user prompts after its results."""
+        notes, self._notes = self._notes, []
+        if not notes or not messages or not isinstance(messages[-1], ModelRequest):
+            return messages
+        request = messages[-1]
+        said = [UserPromptPart(content=note) for note in notes]
+        return [*messages[:-1], dataclasses.replace(request, parts=[*request.parts, *said])]
+
     def _shape(self, response: ModelResponse, decision: Decision) -> ModelResponse:
         """The response pydantic-ai acts on: its call parts are the calls agentfsm cleared.
 
@@ -477,6 +488,8 @@ class GovernedModel(WrapperModel):
         self._started = set()  # a model may use an id again in a later turn
         clearing = decision.action in _CLEARING
         cleared = {c.id for c in decision.tool_calls} if clearing else set()
+        if decision.note and cleared:
+            self._notes.append(decision.note)
         refused = {r.call_id: r for r in decision.results}
         parts: list[Any] = []
         for call in turn:
@@ -550,7 +563,7 @@ class GovernedModel(WrapperModel):
             return ctl, self._shape(ModelResponse(parts=[]), self._stop), messages
         if fed is not None and fed.action is Action.FINAL:  # a final tool's result ends the run
             return ctl, ModelResponse(parts=[TextPart(content=_final_text(fed))]), messages
-        history = self._with_refused(messages)
+        history = self._with_notes(self._with_refused(messages))
         self._refused = []
         return ctl, None, history
 

@@ -14,12 +14,13 @@ from collections.abc import Hashable
 
 from agentfsm._model._checked import replaced
 from agentfsm._model.call_history import counted
-from agentfsm._model.call_identity import round_signature, signature
+from agentfsm._model.call_identity import round_signature
 from agentfsm._model.copies import copied
 from agentfsm._model.limits import MAX_DEPTH, nesting_exceeds
 from agentfsm._model.run_state import RECENT_ROUNDS, Run, Step
 from agentfsm._model.types import FinishReason, ModelTurn, ToolResult, unchecked
 from agentfsm.exceptions import InvalidInputError, UnknownCallIdError
+from agentfsm.guards.intent import key_of
 
 __all__ = ["EMPTY_RESULT", "SKIPPED", "collect", "enter", "is_empty"]
 
@@ -45,14 +46,18 @@ def enter(run: Run, step: Step) -> None:
     run.pending = {call.id: call for call in calls}
     # Calls a human cleared: a restored run keeps them cleared (see validate.recheck).
     run.approved = tuple(run.pending) if step.snap.phase == "human_reply" else ()
-    sigs: dict[str, Hashable] = {call.id: known.get(call.id) or signature(call) for call in calls}
+    keyed = key_of(run.policy)
+    sigs: dict[str, Hashable] = {call.id: known.get(call.id) or keyed(call) for call in calls}
     run.pending_sigs = sigs
     run.tool_calls_used += len(calls)
     if run.policy.cedar is not None and calls:
         run.tool_counts = counted(run.tool_counts, calls, 1)
     run.tool_errors = step.snap.tool_errors_in_a_row
     if step.snap.phase == "model_output":  # after a human's reply, await_human kept it
-        run.round_failed = bool(step.snap.rejected)
+        snap = step.snap
+        run.round_failed = bool(snap.rejected) and (
+            run.policy.denials_are_tool_errors or len(snap.rejected) > len(snap.denied)
+        )
     run.incomplete = 0
     if calls:
         # validate keyed this round already when the calls came from a model output.
@@ -237,12 +242,18 @@ def _remember(run: Run, ordered: list[ToolResult]) -> int:
         keys.append(sigs.get(r.call_id, r.call_id))
         contents.append((r.is_error, copied(r.content)))  # the host may reuse its result
     calls_key = tuple(keys)
+    again = False
     if run.last_results:
         key, seen = run.last_results[-1]
-        if key == calls_key and seen != contents:
+        again = key == calls_key
+        if again and seen != contents:
             # The same calls answered differently (polling a job): progress, not a loop.
             run.streak = 1
     # A pair compares its calls first: contents are compared (==) only for the same calls.
     stale = run.same_results + 1 if (calls_key, contents) in run.last_results else 0
+    if stale and again and run.policy.loops is not None:
+        # The same intent again, in a row: the loop ladder judges it (its warn, ask and stop
+        # rungs), so the no-progress count does not end the run under the ladder's rungs.
+        stale = run.same_results
     run.last_results = (*run.last_results[1 - RECENT_ROUNDS :], (calls_key, contents))
     return stale

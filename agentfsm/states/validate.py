@@ -18,6 +18,7 @@ from agentfsm._model.call_identity import CallKey, describe, round_signature, si
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
 from agentfsm._model.types import ShadowVerdict, State, ToolCall, ToolResult
+from agentfsm.guards.intent import LoopLadder, warning
 from agentfsm.states import _shadow
 
 __all__ = ["enter", "recheck", "verdict"]
@@ -45,7 +46,9 @@ def enter(run: Run, step: Step) -> None:
     executable, approval, denied, handoffs, rejected, asked = _plan(run, calls, shadow)
     if shadow:
         step.shadow = tuple(shadow)
-    sigs: dict[str, CallKey] = {call.id: signature(call) for call in calls}
+    ladder = run.policy.loops
+    key = signature if ladder is None else ladder.key
+    sigs: dict[str, CallKey] = {call.id: key(call) for call in calls}
     step.sigs = sigs
     runnable = (*executable, *approval)
     # The round is every call of the turn, refused and denied ones included: a model that
@@ -53,7 +56,9 @@ def enter(run: Run, step: Step) -> None:
     step.round = round_signature(list(sigs.values()))
     streak = run.streak + 1 if step.round == run.last_call else 1
     repeated = describe(calls) if streak > 1 else ""
-    if streak >= run.policy.repeat_threshold and run.policy.on_repeat == "feedback":
+    rung = None if ladder is None else ladder.rung([c.name for c in calls], streak)
+    feedback = ladder is None and run.policy.on_repeat == "feedback"
+    if feedback and streak >= run.policy.repeat_threshold:
         rejected += _feed_back(runnable, streak, repeated)
         executable, approval = [], []
     runs = bool(executable or approval or handoffs)
@@ -71,10 +76,32 @@ def enter(run: Run, step: Step) -> None:
         rejected=tuple(rejected),
         repeat_streak=streak,
         repeated=repeated,
+        loop_rung=rung or "",
+        **_warned(ladder, calls, streak, snap.notes) if rung == "warn" else {},
         # One repair round, however many of its calls were refused: complete here when
         # nothing of it runs; otherwise execute (or await_human) keeps that it failed.
-        tool_errors_in_a_row=run.tool_errors + 1 if rejected and not runs else run.tool_errors,
+        tool_errors_in_a_row=run.tool_errors + 1
+        if not runs and _failed(run, rejected, denied)
+        else run.tool_errors,
     )
+
+
+def _warned(
+    ladder: LoopLadder, calls: list[ToolCall], streak: int, notes: tuple[str, ...]
+) -> dict[str, object]:
+    """The warn rung's fields: the warning for the model (the decision's note), and in the
+    decision's reason."""
+    said = warning(ladder, calls, streak)
+    return {"warning": said, "notes": (*notes, said)}
+
+
+def _failed(run: Run, rejected: list[ToolResult], denied: list[ToolCall]) -> bool:
+    """Whether the round's refusals make it a failed round: any refusal does, unless the
+    policy does not count denials (`denials_are_tool_errors=False`) and all were denials."""
+    if not rejected or run.policy.denials_are_tool_errors:
+        return bool(rejected)
+    ids = {call.id for call in denied}
+    return any(result.call_id not in ids for result in rejected)
 
 
 def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -> _Plan:

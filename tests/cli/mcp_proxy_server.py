@@ -21,7 +21,8 @@ reads what reached the server from another process. Tools:
   destructive tool, its description and schema kept; `recase()` lists `read_row` as
   `Read_Row` from then on;
 - `run_command(command)` (no hints: may change things), `write_file(path, content)`
-  (destructive).
+  (destructive);
+- `tick(job)`: how many times it was called so far, a job's progress (read-only).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ TOOLS = {
     "harden": _tool("harden", "Makes read_row destructive.", {}, READ_ONLY),
     "recase": _tool("recase", "Renames read_row to Read_Row.", {}, READ_ONLY),
     "run_command": _tool("run_command", "Run a command.", {"command": {"type": "string"}}),
+    "tick": _tool("tick", "A job's progress.", {"job": {"type": "string"}}, READ_ONLY),
     "write_file": _tool(
         "write_file",
         "Write a file.",
@@ -132,6 +134,8 @@ def call(name: str, args: Any) -> dict[str, Any] | None:
         return text(change(name))
     if name == "read_row":
         return text(f"row {args.get('key')}")
+    if name == "tick":
+        return text(f"job {args.get('job')}: step {sum(1 for _ in LOG.open())}")
     if name == "drop_table":
         return text(f"dropped {args.get('table')}")
     return text(f"ran {args.get('command')}")

@@ -198,13 +198,52 @@ class TestPermissions:
 
 class TestSessionGuards:
     def test_repeated_call_is_refused_then_the_session_stops(self, tmp_path: Path) -> None:
-        """The third identical call is not run; repeating it on ends the session (doom loop)."""
-        proxy = Proxy(tmp_path, {})
+        """A policy that sets `repeat_threshold` keeps the exact rule: the third identical call
+        is not run; repeating it on ends the session (doom loop)."""
+        proxy = Proxy(tmp_path, {"repeat_threshold": 3})
         results = proxy.call(*[("read_row", {"key": "a"})] * 5, ("read_row", {"key": "other"}))
         assert [r.is_error for r in results] == [False, False, True, True, True, True]
         assert "doom_loop" in text(results[4])
         assert "stopped" in text(results[5])
+        assert "To go on, start a new session" in text(results[5])
         assert proxy.calls() == ['read_row:{"key": "a"}'] * 2
+
+    def test_repeated_reads_are_warned_then_asked_and_the_session_goes_on(
+        self, tmp_path: Path
+    ) -> None:
+        """The proxy's loop ladder: the 3rd and 4th read of one result (its size said another
+        way) run with a loop warning the model reads beside the result; the 5th asks, and a
+        host that cannot ask gets a refusal; the session goes on, other calls run."""
+        proxy = Proxy(tmp_path, {})
+        said: list[dict[str, Any]] = [{"size": 4}, {"size": 4.0}, {"size": 4}, {"size": 4e0}]
+        said.append({"size": 4})
+        results = proxy.call(*[("big", args) for args in said], ("read_row", {"key": "b"}))
+        assert [r.is_error for r in results] == [False, False, False, False, True, False]
+        assert [text(r).count("agentfsm: loop warning") for r in results[:4]] == [0, 0, 1, 1]
+        assert text(results[2]).startswith("xxxx\nagentfsm: loop warning: big(")
+        assert "5th call of the same intent in a row" in text(results[4])
+        assert "this host cannot ask one (no MCP elicitation). The session goes on" in text(
+            results[4]
+        )
+        assert text(results[5]) == "row b"
+        assert len(proxy.calls()) == 5
+
+    def test_a_repeat_whose_result_changed_is_progress(self, tmp_path: Path) -> None:
+        """Polling a job 12 times, each answer new: never warned, asked or stopped."""
+        proxy = Proxy(tmp_path, {})
+        results = proxy.call(*[("tick", {"job": "build"})] * 12)
+        assert not any(r.is_error for r in results)
+        assert not any("agentfsm" in text(r) for r in results)
+        assert text(results[-1]) == "job build: step 12"
+
+    def test_denials_are_not_tool_errors(self, tmp_path: Path) -> None:
+        """Eight denied calls in a row do not end the session: a denial is the policy's
+        answer, not a failing tool (under `max_consecutive_tool_errors` 5 they did)."""
+        proxy = Proxy(tmp_path, {"permissions": {"drop_table": "deny"}})
+        denied = [("drop_table", {"table": f"t{i}"}) for i in range(8)]
+        results = proxy.call(*denied, ("read_row", {"key": "a"}))
+        assert all(r.is_error and "denied" in text(r) for r in results[:8])
+        assert text(results[8]) == "row a"
 
     def test_tool_call_budget_stops_the_session(self, tmp_path: Path) -> None:
         """With max_tool_calls 2 the third call is answered with the budget's stop."""

@@ -21,6 +21,7 @@ from agentfsm.guards import (
     HasToolCalls,
     HumanApproved,
     HumanDeclined,
+    LoopRung,
     MalformedToolCall,
     MaxToolCalls,
     MaxTurns,
@@ -60,6 +61,7 @@ LAYERS: list[tuple[Guard, int, Priority, ExitReason | None]] = [
     # Layer 4: loop risk
     (RepeatedCall(3), 4, P.P6, X.DOOM_LOOP),
     (NoProgress(4), 4, P.P6, X.NO_PROGRESS),
+    (LoopRung("stop"), 4, P.P6, X.DOOM_LOOP),
     (RetriesExhausted(2), 4, P.P0, X.UNRECOVERABLE_OUTPUT),
     # Layer 5: boundaries (the provider's failure is one too)
     (ProviderFailed(), 5, P.P6, X.PROVIDER_ERROR),

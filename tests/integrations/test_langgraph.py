@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
@@ -407,3 +407,26 @@ class TestDecline:
         """A decline with the human's message is told to the model, by default too."""
         out = self.decline("not that one")
         assert out["messages"][-1].content == "Ok."
+
+
+class TestLoopLadder:
+    """One call three times in a row under `Policy(loops=...)` (the tool echoes its argument, so
+    a paraphrase would be another result: progress)."""
+
+    def test_the_warning_follows_the_results_and_the_loop_stops(self) -> None:
+        """Warn at 2, stop at 3: the second call runs and the model reads the warning as a
+        human message after its result; the third never runs (DOOM_LOOP)."""
+        script = [ai(call("get_weather", f"c{i}", city="Paris")) for i in range(3)]
+        tools = Tools()
+        policy = af.Policy(loops={"warn": 2, "ask": 0, "stop": 3})
+        _, out = governed(script, tools, policy)
+        assert tools.ran == [("get_weather", {"city": "Paris"})] * 2
+        last = out["decisions"][-1]
+        assert (last["action"], last["exit_reason"]) == (A.STOP, X.DOOM_LOOP)
+        messages = out["messages"]
+        warned = [m for m in messages if str(m.content).startswith("loop warning:")]
+        assert len(warned) == 1
+        assert isinstance(warned[0], HumanMessage)
+        before = messages[messages.index(warned[0]) - 1]
+        assert isinstance(before, ToolMessage)
+        assert before.tool_call_id == "c1"

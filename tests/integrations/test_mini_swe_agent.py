@@ -507,3 +507,26 @@ class TestDecline:
         agent = self.decline(tmp_path, "not now")
         assert agent.decisions[-1].exit_reason is X.COMPLETED
         assert any("not now" in str(m.get("content")) for m in agent.messages)
+
+
+class TestLoopLadder:
+    """One command written three ways under `Policy(loops=...)`."""
+
+    def test_the_warning_reaches_the_model_and_the_loop_stops(self, tmp_path: Path) -> None:
+        """Natively the paraphrases run to the step limit; with the ladder (warn 2, stop 3) the
+        second runs and the model reads the warning after its output, the third never runs."""
+        said = ["echo a >> log", "echo  'a' >>log", 'echo "a" >> log']
+        outputs = [output(bash(f"c{i}", command)) for i, command in enumerate(said * 2)]
+        sandbox = Sandbox(tmp_path)
+        assert sandbox.native(outputs).run("task")["exit_status"] == "LimitsExceeded"
+        (tmp_path / "log").unlink()
+        policy = af.Policy(loops={"warn": 2, "ask": 0, "stop": 3})
+        agent = sandbox.ruled(outputs, policy=policy)
+        assert agent.run("task")["exit_status"] == "doom_loop"
+        assert sandbox.log() == ["a", "a"]
+        warned = [m for m in agent.messages if str(m.get("content")).startswith("loop warning:")]
+        assert len(warned) == 1
+        assert warned[0]["role"] == "user"
+        assert agent.messages.index(warned[0]) > agent.messages.index(
+            next(m for m in agent.messages if m.get("tool_call_id") == "c1")
+        )

@@ -505,3 +505,26 @@ class TestDecline:
         """Anything but "stop" or "feedback" raises DefinitionError."""
         with pytest.raises(DefinitionError):
             ruled(self.SCRIPT, Tools(), self.POLICY, on_decline="ignore")
+
+
+class TestLoopLadder:
+    """One call three times in a row under `Policy(loops=...)`."""
+
+    def test_the_warning_follows_the_result_and_the_loop_stops(self, stream: bool) -> None:
+        """Warn at 2, stop at 3: the second call runs and the next request carries the warning
+        as a user message after its output; the third never runs (DOOM_LOOP)."""
+        script = [[weather(f"c{i}")] for i in range(3)]
+        tools = Tools()
+        agent = ruled(script, tools, af.Policy(loops={"warn": 2, "ask": 0, "stop": 3}))
+        result = run(agent, stream)
+        assert tools.ran == [("get_weather", "Paris")] * 2
+        assert decisions(result)[-1].exit_reason is X.DOOM_LOOP
+        assert "to go on" in str(result.final_output)
+        scripted: Any = agent.model
+        third = [
+            i if isinstance(i, dict) else i.model_dump() for i in scripted.inner.calls[2].input
+        ]
+        warned = [i for i in third if str(i.get("content")).startswith("loop warning:")]
+        assert [i["role"] for i in warned] == ["user"]
+        before = third[third.index(warned[0]) - 1]
+        assert (before["type"], before["call_id"]) == ("function_call_output", "c1")

@@ -20,6 +20,7 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import UsageLimits
@@ -470,3 +471,23 @@ class TestDecline:
         assert model.decisions[-1].exit_reason is X.COMPLETED
         assert len(script.seen) == 2
         assert "The tool call was denied." in str(result.all_messages())  # pydantic-ai's text
+
+
+class TestLoopLadder:
+    """One call three times in a row under `Policy(loops=...)`."""
+
+    def test_the_warning_follows_the_result_and_the_loop_stops(self) -> None:
+        """Warn at 2, stop at 3: the second call runs and the next request carries the warning
+        as a user prompt after its result; the third never runs (DOOM_LOOP)."""
+        script = Script([ModelResponse(parts=[weather(f"c{i}")]) for i in range(3)])
+        tools = Tools()
+        policy = af.Policy(loops={"warn": 2, "ask": 0, "stop": 3})
+        model, agent = ruled(script, tools, policy)
+        output = agent.run_sync("weather?").output
+        assert tools.ran == [("get_weather", "Paris")] * 2
+        assert model.decisions[-1].exit_reason is X.DOOM_LOOP
+        assert "to go on" in str(output)
+        returned, warned = script.seen[2][-1].parts
+        assert isinstance(returned, ToolReturnPart)
+        assert isinstance(warned, UserPromptPart)
+        assert str(warned.content).startswith("loop warning: get_weather(")

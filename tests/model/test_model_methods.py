@@ -250,6 +250,8 @@ class TestCopiedPolicies:
             max_consecutive_tool_errors=2,
             repeat_threshold=4,
             on_repeat="stop",
+            loops={"warn": 2, "tools": {"read": {"volatile": "offset"}}},
+            denials_are_tool_errors=False,
             no_progress_threshold=None,
             max_tokens=1000,
             max_cost=0.5,

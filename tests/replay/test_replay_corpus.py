@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import agentfsm as af
 from agentfsm._replay.engine import ReplayResult, replay_run
 from agentfsm._replay.trajectories import (
     ModelOutput,
@@ -139,3 +140,67 @@ print(len(results), sum(r.episodes for r in results), garbage)
         assert runs >= 100
         assert episodes >= 100
         assert garbage < 100, f"{garbage} objects were only freed by the cyclic collector"
+
+
+LADDER = af.Policy(loops=True)
+"""The loop ladder's defaults: warn at 3 calls of one intent in a row, ask at 4, stop at 5."""
+
+HEALTHY = ("tau-bench", "mini-swe-agent-deepseek", "openhands")
+
+
+def _rungs(result: ReplayResult) -> list[str]:
+    """The reasons of the decisions where the ladder spoke (a warning, an ask, a stop)."""
+    return [
+        d.reason
+        for d in result.decisions
+        if "loop warning" in d.reason or "of the same intent in a row" in d.reason
+    ]
+
+
+class TestLoopLadderOnTheCorpus:
+    """Loops by intent on the 257 real runs: no healthy run is warned, asked or stopped."""
+
+    def test_no_healthy_run_meets_a_rung(self, corpus: Path) -> None:
+        """tau-bench, mini-swe-agent and OpenHands (242 runs): the ladder never fires and no
+        run ends DOOM_LOOP or NO_PROGRESS; the longest streak of one intent is 2."""
+        runs = [run for source in HEALTHY for run in _runs(corpus / source)]
+        assert len(runs) == 242
+        # The margin: no healthy run makes even three calls of one intent in a row.
+        assert max(_longest_streak(run, LADDER) for run in runs) == 2
+        results = [replay_run(run, LADDER) for run in runs]
+        assert {r.run: _rungs(r) for r in results if _rungs(r)} == {}
+        assert [r.run for r in results if r.exit_reason in LOOPING] == []
+
+    def test_the_toolbench_streaks_are_still_stopped(self, corpus: Path) -> None:
+        """Every ToolBench run with 5 identical calls in a row is warned, asked, then stopped
+        DOOM_LOOP by the ladder's defaults; no other ToolBench run is stopped for a loop."""
+        runs = _runs(corpus / "toolbench")
+        assert len(runs) == 15
+        results = {
+            run.id: (replay_run(run, LADDER), _longest_identical_streak(run)) for run in runs
+        }
+        stopped = {i for i, (r, _) in results.items() if r.exit_reason == "doom_loop"}
+        assert stopped == {i for i, (_, streak) in results.items() if streak >= 5}
+        assert stopped
+        for run_id in stopped:
+            said = _rungs(results[run_id][0])
+            actions = [d.action for d in results[run_id][0].decisions]
+            assert any("loop warning: " in s for s in said)
+            assert "ask_human" in actions
+            assert "would be the 5th call of the same intent in a row" in said[-1]
+            assert "to go on" in said[-1]
+
+
+def _longest_streak(run: RecordedRun, policy: af.Policy) -> int:
+    """Longest run of calls of one intent in a row, user messages ignored."""
+    assert policy.loops is not None
+    best = streak = 0
+    previous = None
+    for step in run.steps:
+        if isinstance(step, ModelOutput):
+            for call in step.turn.tool_calls:
+                key = policy.loops.key(call)
+                streak = streak + 1 if key == previous else 1
+                previous = key
+                best = max(best, streak)
+    return best

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -54,6 +55,20 @@ class TestContent:
         assert "finish reason claimed" in report.html
         assert "as reconciled" in report.html
         assert "1 tool call(s)" in report.html
+
+    def test_the_loop_ladder_is_shown_against_the_exact_rule(self) -> None:
+        """ToolBench's five-in-a-row run under the ladder: the page shows the warnings, the ask
+        and the stop rung, and marks where the default policy decided otherwise."""
+        run = TAU / "toolbench" / "data_example" / "answer" / "G3_answer"
+        (path,) = run.glob("8_*.json")
+        report = build([str(path)], Policy(loops=True), against=Policy())
+        (view,) = report.runs
+        assert view.result.exit_reason == "doom_loop"
+        assert "loop warning: search_basic_free_for_streaming_availability(" in report.html
+        for rung in ("ask", "stop"):
+            assert f"LoopRung({rung!r})" in html.unescape(report.html)
+        assert view.differs
+        assert view.against_exit == "doom_loop"
 
     def test_foreign_formats_are_reported(self) -> None:
         """A tau-bench file from the corpus becomes a page like an agentfsm trace."""

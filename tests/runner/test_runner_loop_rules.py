@@ -461,3 +461,45 @@ class TestReplayUnaffected:
         replayed = replay_run(recorded)
         assert live.exit_reason == replayed.exit_reason == end
         assert [d.action for d in replayed.decisions] == [d.action for d in live.decisions]
+
+
+def paraphrased_repeats() -> list[Reply | Responder]:
+    """The weather call five times, said five ways (key order, number spelling), then an answer."""
+    said = [
+        SHANGHAI,
+        {"longitude": 121.47, "latitude": 31.23},
+        {"latitude": 31.230, "longitude": 121.470},
+        {"longitude": 121.47, "latitude": 31.23},
+        SHANGHAI,
+    ]
+    return [*(tool_calls(call("get_weather", args)) for args in said), say("Rain.")]
+
+
+class TestLoopLadder:
+    """`Policy(loops=...)` through the runner: paraphrases count, the warning reaches the model."""
+
+    LADDER = Policy(loops={"warn": 2, "ask": 0, "stop": 4})
+
+    def test_the_warning_reaches_the_model_and_the_stop_ends_the_run(
+        self, get_weather: Callable[..., Any], weather_calls: list[Any], tmp_path: Path
+    ) -> None:
+        """The 2nd and 3rd paraphrase run and the model reads a loop warning after their
+        results, as a user message; the 4th is not run and the run ends DOOM_LOOP, replayed
+        from its trace to the same end."""
+        path = tmp_path / "run.jsonl"
+        with ScriptedServer(paraphrased_repeats()) as server:
+            result = go(server, tools=[get_weather], policy=self.LADDER, trace=path)
+            assert server.remaining == 2
+        assert len(weather_calls) == 3
+        assert result.exit_reason is ExitReason.DOOM_LOOP
+        warned = [
+            m["content"]
+            for m in server.requests[2].body["messages"]
+            if m["role"] == "user" and m["content"].startswith("loop warning:")
+        ]
+        assert len(warned) == 1
+        assert "is call 2 of the same intent in a row" in warned[0]
+        assert server.requests[2].body["messages"][-1]["content"] == warned[0]
+        assert "to go on" in result.decisions[-1].reason
+        (recorded,) = read_runs(path)
+        assert replay_run(recorded).exit_reason == "doom_loop"

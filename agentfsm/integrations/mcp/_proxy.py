@@ -67,6 +67,7 @@ from agentfsm._model.types import (
     ToolResult,
 )
 from agentfsm.exceptions import AgentFSMError
+from agentfsm.guards.intent import LoopLadder
 from agentfsm.integrations.mcp._era import Era
 from agentfsm.integrations.mcp._hints import changes_things, with_hints
 from agentfsm.integrations.mcp._wire import (
@@ -176,16 +177,34 @@ UNLIMITED_TURNS = 1_000_000_000
 """The proxy's `max_turns` when the policy file does not set one (see `session_policy`)."""
 
 
+PROXY_LOOPS = LoopLadder(warn=3, ask=5, stop=0)
+"""The proxy's loop ladder when the policy file sets none (docs/loops.md): the model is
+warned at the 3rd call of one intent in a row with the same result, a human is asked from the
+5th on, and a loop never ends a host's session by itself (stop 0): the human decides."""
+
+
 def session_policy(policy: Policy) -> Policy:
-    """The policy a proxy session runs under.
+    """The policy a proxy session runs under: defaults for a host that lives for hours.
 
     Every call is a turn, so the Policy's default `max_turns` (50, sized for an agent's
     run) would stop an editor's session after 50 calls. The proxy takes `max_turns` only
-    from a policy that sets it; the other budgets apply as written.
+    from a policy that sets it; the other budgets apply as written. Unless the policy sets
+    them: repeats are judged by the loop ladder `PROXY_LOOPS` (a repeat whose result changed
+    is progress), rather than by `repeat_threshold` and the no-progress count (which end
+    a session that reads a file again); and a denial is the policy's answer, not a failing
+    tool (`denials_are_tool_errors=False`).
     """
-    if "max_turns" in policy.model_fields_set:
-        return policy
-    return policy.model_copy(update={"max_turns": UNLIMITED_TURNS})
+    given = policy.model_fields_set
+    update: dict[str, Any] = {}
+    if "max_turns" not in given:
+        update["max_turns"] = UNLIMITED_TURNS
+    if not given & {"loops", "repeat_threshold", "on_repeat"}:
+        update["loops"] = PROXY_LOOPS
+        if "no_progress_threshold" not in given:
+            update["no_progress_threshold"] = None
+    if "denials_are_tool_errors" not in given:
+        update["denials_are_tool_errors"] = False
+    return policy.model_copy(update=update) if update else policy
 
 
 class Proxy:
@@ -830,7 +849,11 @@ class Proxy:
         name = params["name"]
         if ctl.done:
             why = ctl.exit_reason.value if ctl.exit_reason else "ended"
-            return error_result(f"agentfsm: the session has stopped ({why}); nothing runs")
+            return error_result(
+                f"agentfsm: the session has stopped ({why}); nothing runs. To go on, start a "
+                "new session (reconnect this MCP server in the host), or raise the limit that "
+                "stopped it in the policy file"
+            )
         call = ToolCall(id=f"call-{next(self._calls)}", name=name, arguments=args)
         turn = ModelTurn(tool_calls=[call], finish_reason=FinishReason.TOOL_CALLS)
         decision = ctl.on_model_output(turn)
@@ -839,7 +862,11 @@ class Proxy:
             why = "; ".join(filter(None, [decision.reason, care]))
             if not self.era.can_ask(ident):
                 # Nobody can be asked: say so, rather than "declined by the human".
-                unasked = _cannot_ask(call.name, why, self.era.unable(ident))
+                unasked = (
+                    _loop_unasked(why)
+                    if decision.guard.startswith("LoopRung")
+                    else _cannot_ask(call.name, why, self.era.unable(ident))
+                )
                 decision = ctl.on_human_reply(False, unasked)
                 if decision.action is Action.STOP:
                     return _refusal(decision, call.id)
@@ -856,10 +883,15 @@ class Proxy:
                 [ToolResult(call_id=call.id, name=name, content=why, is_error=True)]
             )
             return error_result(f"agentfsm: {why}")
-        return await self._execute(ctl, call, params, ident)
+        return await self._execute(ctl, call, params, ident, decision.note)
 
     async def _execute(
-        self, ctl: Controller, call: ToolCall, params: Mapping[str, Any], ident: Any
+        self,
+        ctl: Controller,
+        call: ToolCall,
+        params: Mapping[str, Any],
+        ident: Any,
+        note: str | None = None,
     ) -> dict[str, Any]:
         self._calling = ident
         try:
@@ -877,6 +909,10 @@ class Proxy:
         ctl.on_tool_results(
             [ToolResult(call_id=call.id, name=call.name, content=text, is_error=is_error)]
         )
+        if note and isinstance(result.get("content"), list):
+            # The loop ladder's warning: the model reads it beside the result it warns about
+            # (the result is compared without it, so the warning never reads as a change).
+            result["content"] = [*result["content"], {"type": "text", "text": f"agentfsm: {note}"}]
         return result
 
     async def _elicit(self, call: ToolCall, why: str, related: Any) -> bool:
@@ -946,6 +982,15 @@ def _cannot_ask(name: str, why: str, unable: str) -> str:
         f"one ({unable}), so nobody was asked. Allow it in the "
         f"policy (for example `allow {name}`, or a rule naming its arguments), or use a host "
         "that can answer an ask"
+    )
+
+
+def _loop_unasked(why: str) -> str:
+    """Why a repeat the loop ladder asks about did not run on a host that cannot ask."""
+    return (
+        f"not run: {why}; the policy's loop ladder asks a human about it, and this host cannot "
+        "ask one (no MCP elicitation). The session goes on: change the call, or say what you "
+        "are waiting for; a call whose result changed counts as progress"
     )
 
 
