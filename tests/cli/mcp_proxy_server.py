@@ -132,13 +132,18 @@ def call(name: str, args: Any) -> dict[str, Any] | None:
         return text("x" * int(args.get("size", 0)))
     if name in CHANGES:
         return text(change(name))
+    return text(_plain(name, args))
+
+
+def _plain(name: str, args: dict[str, Any]) -> str:
+    """What a tool that only answers says."""
     if name == "read_row":
-        return text(f"row {args.get('key')}")
+        return f"row {args.get('key')}"
     if name == "tick":
-        return text(f"job {args.get('job')}: step {sum(1 for _ in LOG.open())}")
+        return f"job {args.get('job')}: step {sum(1 for _ in LOG.open())}"
     if name == "drop_table":
-        return text(f"dropped {args.get('table')}")
-    return text(f"ran {args.get('command')}")
+        return f"dropped {args.get('table')}"
+    return f"ran {args.get('command')}"
 
 
 def answer(message: dict[str, Any]) -> None:
