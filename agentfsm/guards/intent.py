@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agentfsm._model.call_identity import describe, signature
 from agentfsm._model.types import ToolCall
-from agentfsm._shell import parse as _read_shell
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = ["RUNGS", "LoopLadder", "Rung", "ToolLoops", "intent_key", "key_of", "warning"]
@@ -222,8 +221,12 @@ def _command(text: str) -> list[Any]:
     keep what the commands' words leave out (a redirection's target, a leading `NAME=value`).
     The text itself when the reader is unsure (a name known only at run time could be any
     command): two scripts are never merged on a guess."""
+    # Imported here: a policy without a ladder over shell arguments never loads the reader
+    # (nor tree-sitter), as a policy with only glob rules never does.
+    from agentfsm._shell import parse as read_shell
+
     try:
-        script = _read_shell(text)
+        script = read_shell(text)
         if script.unsure or not script.commands:
             return ["text", _text(text)]
         lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
