@@ -18,7 +18,7 @@ from agentfsm._model.call_identity import CallKey, describe, round_signature, si
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
 from agentfsm._model.types import ShadowVerdict, State, ToolCall, ToolResult
-from agentfsm.states import _shadow
+from agentfsm.states import _approvals, _shadow
 
 __all__ = ["enter", "recheck", "verdict"]
 
@@ -26,7 +26,8 @@ __all__ = ["enter", "recheck", "verdict"]
 _Plan = tuple[
     list[ToolCall], list[ToolCall], list[ToolCall], list[ToolCall], list[ToolResult], list[str]
 ]
-"""The calls that may run, await approval, are denied, hand off; and the refusals' results."""
+"""The calls that may run, await approval, are denied, hand off; the refusals' results; and
+why each asked call is asked."""
 
 
 def _refusal(call: ToolCall, why: str) -> ToolResult:
@@ -42,7 +43,10 @@ def enter(run: Run, step: Step) -> None:
         step.snap = unchecked_evolve(snap, incomplete_in_a_row=run.incomplete + 1)
         return
     shadow: list[ShadowVerdict] | None = None if run.shadow is None else []
-    executable, approval, denied, handoffs, rejected, asked = _plan(run, calls, shadow)
+    covered: list[tuple[str, str]] = []
+    executable, approval, denied, handoffs, rejected, asked = _plan(
+        run, calls, shadow, (covered, snap.elapsed)
+    )
     if shadow:
         step.shadow = tuple(shadow)
     sigs: dict[str, CallKey] = {call.id: signature(call) for call in calls}
@@ -69,6 +73,9 @@ def enter(run: Run, step: Step) -> None:
         denied=tuple(denied),
         handoffs=tuple(handoffs),
         rejected=tuple(rejected),
+        # A repeat fed back refuses the covered calls too: they are not covered then.
+        covered=tuple(covered) if executable or handoffs else (),
+        notes=(*snap.notes, *_covered_notes(covered)) if covered and runs else snap.notes,
         repeat_streak=streak,
         repeated=repeated,
         # One repair round, however many of its calls were refused: complete here when
@@ -77,7 +84,12 @@ def enter(run: Run, step: Step) -> None:
     )
 
 
-def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -> _Plan:
+def _plan(
+    run: Run,
+    calls: list[ToolCall],
+    shadow: list[ShadowVerdict] | None,
+    remembered: tuple[list[tuple[str, str]], float],
+) -> _Plan:
     executable: list[ToolCall] = []
     approval: list[ToolCall] = []
     denied: list[ToolCall] = []
@@ -103,6 +115,8 @@ def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -
             shadow.append(
                 _shadow.judged(run.shadow, call, permission, why, partial(CallHistory.of_run, run))
             )
+        if permission == "ask" and run.approvals:
+            permission = _remembered(run, call, *remembered)
         if permission == "allow":
             (handoffs if handoff else executable).append(call)
         elif permission == "ask":
@@ -112,6 +126,26 @@ def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -
             denied.append(call)
             rejected.append(_refusal(call, why))
     return executable, approval, denied, handoffs, rejected, asked
+
+
+def _remembered(run: Run, call: ToolCall, covered: list[tuple[str, str]], now: float) -> str:
+    """An asked call a live remembered approval covers is allowed, and the use counted.
+
+    Only an "ask" reaches here: a deny never does, and the guards after validate (repeats,
+    budgets) read the covered call like any other. A use is counted when the approval
+    covers the call, so a turn a guard then stops has spent it: uses never exceed N.
+    """
+    approval = _approvals.covering(run, call, now)
+    if approval is None:
+        return "ask"
+    run.approvals = _approvals.spent(run.approvals, approval)
+    covered.append((call.id, approval.id))
+    return "allow"
+
+
+def _covered_notes(covered: list[tuple[str, str]]) -> list[str]:
+    """The reason's note for each call a remembered approval let run."""
+    return [f"call {c} runs under remembered approval {a}" for c, a in covered]
 
 
 def verdict(run: Run, call: ToolCall) -> tuple[str, str]:
