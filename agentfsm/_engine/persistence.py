@@ -548,6 +548,9 @@ def dump_run(
     except PydanticSerializationError as exc:
         raise CheckpointError(f"run {run.run_id}: {exc}", run_id=run.run_id) from exc
     del data["run"]["shadow"]  # written at the top; a run without one dumps as it always did
+    del data["run"]["identify"]  # code, given again to `load`
+    if not run.approval_count:  # a run that never remembered an approval dumps as it did
+        del data["run"]["approvals"], data["run"]["approval_count"]
     if shadow is None:
         del data["shadow"]
     return data
