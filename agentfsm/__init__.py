@@ -13,8 +13,8 @@ from typing import Any
 from agentfsm import _public, exceptions, guards, states
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
-from agentfsm._model.approvals import Approval
 from agentfsm._model._errors import at_call as _at_call
+from agentfsm._model.approvals import Approval
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import (

@@ -89,24 +89,15 @@ def grant(
     source: object,
 ) -> Approval:
     """An approval the host grants out of band: checked whole, not yet added to the run."""
-    if not isinstance(tool, str) or not tool:
-        raise _bad(run, f"grant: tool must be a non-empty str, not {tool!r:.60}", "grant")
-    if run.specs is not None and tool not in run.specs:
-        raise _bad(run, f"grant: {tool!r} is not a declared tool", "grant")
-    if identity is not None and not isinstance(identity, str):
-        raise _bad(run, f"grant: identity must be a str or None, not {identity!r:.60}", "grant")
-    if not isinstance(source, str) or not source:
-        raise _bad(run, f"grant: source must be a non-empty str, not {source!r:.60}", "grant")
+    _check_grant(run, tool, identity, source)
     spec = _checked(run, scope, "scope", "grant")
     if spec.scope == "once":
         raise _bad(run, "grant: scope 'once' remembers nothing; give a wider scope", "grant")
-    if pattern is not None and arguments is not None:
-        raise _bad(run, "grant: give a pattern or exact arguments, not both", "grant")
-    if pattern is None and arguments is None:
+    if (pattern is None) == (arguments is None):
         raise _bad(
             run,
             f"grant: give a pattern (e.g. 'path^=/srv/out/*', or {ANY_ARGUMENTS!r} for any "
-            "arguments) or the exact arguments",
+            "arguments) or the exact arguments, one of the two",
             "grant",
         )
     if pattern is not None:
@@ -114,6 +105,7 @@ def grant(
             raise _bad(run, f"grant: pattern must be a non-empty str, not {pattern!r:.60}", "grant")
         spec = spec._replace(pattern=pattern)
     plain = _arguments(run, arguments) if arguments is not None else None
+    assert isinstance(tool, str)  # checked by _check_grant
     try:
         approval = granted(
             run,
@@ -122,8 +114,8 @@ def grant(
             plain,
             now=now_of(run),
             where="pattern",
-            source=source,
-            identity=identity,
+            source=str(source),
+            identity=identity if isinstance(identity, str) else None,
         )
     except InvalidInputError as exc:
         raise _bad(run, exc.message, "grant") from None
@@ -131,11 +123,22 @@ def grant(
     return approval
 
 
+def _check_grant(run: Run, tool: object, identity: object, source: object) -> None:
+    """The grant's tool, identity and source, each of the right kind."""
+    if not isinstance(tool, str) or not tool:
+        raise _bad(run, f"grant: tool must be a non-empty str, not {tool!r:.60}", "grant")
+    if run.specs is not None and tool not in run.specs:
+        raise _bad(run, f"grant: {tool!r} is not a declared tool", "grant")
+    if identity is not None and not isinstance(identity, str):
+        raise _bad(run, f"grant: identity must be a str or None, not {identity!r:.60}", "grant")
+    if not isinstance(source, str) or not source:
+        raise _bad(run, f"grant: source must be a non-empty str, not {source!r:.60}", "grant")
+
+
 def _arguments(run: Run, arguments: object) -> dict[str, Any]:
     from agentfsm._engine._answers import _json_object  # the reply's own JSON check
 
-    copied = _json_object(run, "grant: arguments", arguments)
-    return copied
+    return _json_object(run, "grant: arguments", arguments)
 
 
 def revoke(run: Run, approval_id: object) -> Approval:

@@ -220,7 +220,9 @@ class Run:
             setattr(self, name, value)
 
 
-_FIXED = frozenset({"clock", "identify", "policy", "prices", "run_id", "shadow", "specs", "started"})
+_FIXED = frozenset(
+    {"clock", "identify", "policy", "prices", "run_id", "shadow", "specs", "started"}
+)
 """Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)

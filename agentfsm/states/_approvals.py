@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from agentfsm._model.approvals import SCOPES, Approval, tool_identity
@@ -96,11 +96,10 @@ def _uses(value: object, where: str) -> int:
 
 
 def _seconds(value: object, where: str) -> float:
-    if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type]
-        raise InvalidInputError(
-            f"{where}: seconds must be a finite number above 0, not {value!r:.40}"
-        )
-    return float(value)  # type: ignore[arg-type]
+    # `type(...)`, not isinstance: a bool is no number of seconds.
+    if (type(value) is int or type(value) is float) and math.isfinite(value) and value > 0:
+        return float(value)
+    raise InvalidInputError(f"{where}: seconds must be a finite number above 0, not {value!r:.40}")
 
 
 def _rule(tool: str, pattern: str, where: str) -> Rule:
@@ -247,6 +246,3 @@ def spent(approvals: tuple[Approval, ...], used: Approval) -> tuple[Approval, ..
         if a.id != used.id or left > 0
     )
 
-
-Identify = Callable[[str], "str | None"]
-"""The host's identity of a tool by name (an MCP proxy's pin of the tool's current listing)."""
