@@ -9,6 +9,8 @@ nothing, a changed tool is never covered. Decisions, the trace and dump/load car
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 import agentfsm as af
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.testing import call, turn
+from tests.processes import python
 from tests.strategies import one_argument_tool
 
 A = af.Action
@@ -417,3 +420,17 @@ class _World:
             assert self.uses[approval.id] <= approval.uses_left
         if approval.expires_at is not None:
             assert self.clock.now < approval.expires_at
+
+
+def test_the_docs_page_example_runs(tmp_path: Path) -> None:
+    """docs/approvals.md's example runs as printed and ends asking once the approval is revoked."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "approvals.md").read_text("utf-8")
+    found = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert found is not None
+    script = tmp_path / "approvals_example.py"
+    script.write_text(found.group(1), encoding="utf-8")
+    done = python(str(script), timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "remembered approval a1" in lines[0]
+    assert lines[-1] == "ask_human"
