@@ -335,7 +335,9 @@ class Controller:
         run.approvals = (*run.approvals, approval)
         run.approval_count += 1
         if self._events.active:
-            self._events.record("approval_granted", run.turn, approval=approval.model_dump())
+            self._events.record(
+                "approval_granted", run.turn, approval=approval.model_dump(mode="json")
+            )
         return approval
 
     @_atomic
@@ -348,7 +350,9 @@ class Controller:
         run = self._run
         approval = _remember.revoke(run, approval_id)
         if self._events.active:
-            self._events.record("approval_revoked", run.turn, approval=approval.model_dump())
+            self._events.record(
+                "approval_revoked", run.turn, approval=approval.model_dump(mode="json")
+            )
         return approval
 
     # -- save and restore -----------------------------------------------------------
@@ -585,7 +589,7 @@ class Controller:
             run.approvals = (*run.approvals, *remembered)
             run.approval_count += len(remembered)
             if record is not None:
-                record["remember"] = [a.model_dump() for a in remembered]
+                record["remember"] = list(remembered)  # dumped with the event
         # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
         # taken after the reply would otherwise hold approvals in execute or end).
         run.pending_approval, run.pending_rejected, run.pending_allowed = (), (), ()

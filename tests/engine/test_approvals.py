@@ -18,6 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._replay.engine import divergence, replay_run
+from agentfsm._replay.trace import TraceWriter
+from agentfsm._replay.trajectories import read_runs
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.testing import call, turn
 from tests.processes import python
@@ -434,3 +437,29 @@ def test_the_docs_page_example_runs(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert "remembered approval a1" in lines[0]
     assert lines[-1] == "ask_human"
+
+
+class TestReplay:
+    """A trace of a run with remembered approvals replays to the same decisions."""
+
+    def test_a_trace_with_remember_grant_and_revoke_replays_without_divergence(
+        self, tmp_path: Path
+    ) -> None:
+        """Remembered answers, a grant and a revocation are given again: nothing differs."""
+        path = tmp_path / "trace.jsonl"
+        clock = Clock()
+        with TraceWriter(path) as writer:
+            ctl = controller(clock=clock, observers=[writer])
+            approve(ctl, {"scope": "uses", "uses": 1, "pattern": "path^=/srv/*"})
+            finish(ctl, ask(ctl, "write_file", "/srv/b"))
+            clock.now = 2.0
+            granted = ctl.grant("read_file", pattern="*", scope="seconds=10")
+            finish(ctl, ask(ctl, "read_file", "/x"))
+            ctl.revoke(granted.id)
+            assert ask(ctl, "read_file", "/y").action is A.ASK_HUMAN
+            ctl.on_human_reply(False)
+        (run,) = read_runs(str(path))
+        result = replay_run(run)
+        assert divergence(run, result) is None
+        covered = [d for d in result.decisions if d.action == "execute_tools"]
+        assert len(covered) >= 3
