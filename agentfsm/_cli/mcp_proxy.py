@@ -75,6 +75,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--trace", action=Once, metavar="FILE", help="write the session as an agentfsm trace"
     )
     parser.add_argument(
+        "--approvals",
+        action=Once,
+        metavar="FILE",
+        help="approve calls out of band: a JSON or TOML file of remembered approvals, re-read "
+        "when it changes (for hosts that cannot ask; docs/mcp-proxy.md)",
+    )
+    parser.add_argument(
         "--max-result-bytes",
         action=Once,
         type=_positive,
@@ -234,11 +241,15 @@ def _serve_stdio(
     args: argparse.Namespace, policy: Policy, connect: _mcp_proxy.ServerConnect
 ) -> int:
     if args.trace is None:
-        return _mcp_proxy.serve(policy, connect, (), args.max_result_bytes, args.shadow)
+        return _mcp_proxy.serve(
+            policy, connect, (), args.max_result_bytes, args.shadow, args.approvals
+        )
     from agentfsm._replay.trace import TraceWriter
 
     with TraceWriter(args.trace) as writer:
-        return _mcp_proxy.serve(policy, connect, (writer,), args.max_result_bytes, args.shadow)
+        return _mcp_proxy.serve(
+            policy, connect, (writer,), args.max_result_bytes, args.shadow, args.approvals
+        )
 
 
 def session_trace(path: str, session_id: str) -> Path:
@@ -270,6 +281,7 @@ def _sessions(
                 args.max_result_bytes,
                 run_id=session_id,
                 shadow=args.shadow,
+                approvals=args.approvals,
             )
             return await proxy.run(host)
 

@@ -65,6 +65,7 @@ from agentfsm._model.types import (
     ToolResult,
 )
 from agentfsm.exceptions import AgentFSMError
+from agentfsm.integrations.mcp._approvals import ApprovalsFile, Scope, remember_of, scope_field
 from agentfsm.integrations.mcp._hints import changes_things, with_hints
 from agentfsm.integrations.mcp._wire import (
     HostRequest,
@@ -72,6 +73,7 @@ from agentfsm.integrations.mcp._wire import (
     Relay,
     cap_result,
     decoded,
+    digest,
     elicits,
     error_result,
     flag_changed,
@@ -187,6 +189,8 @@ class Proxy:
         run_id: The Controller's run id (the HTTP session's id), or a random one.
         shadow: A candidate policy judged beside `policy` on every call and recorded in the
             trace, never enforced (with the listing's annotations as its ask floor too).
+        approvals: An approvals file the proxy re-reads when it changes, granting what it
+            lists (for a host that cannot ask; docs/mcp-proxy.md#remembered-approvals).
     """
 
     def __init__(
@@ -197,8 +201,10 @@ class Proxy:
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         run_id: str | None = None,
         shadow: Policy | None = None,
+        approvals: str | None = None,
     ) -> None:
         self.policy = session_policy(policy)
+        self.approvals = None if approvals is None else ApprovalsFile(approvals)
         self.shadow = shadow
         self.connect = connect
         self.observers = list(observers)
@@ -725,12 +731,21 @@ class Proxy:
             hinted = with_hints(self.policy, hints)
             shadow = None if self.shadow is None else with_hints(self.shadow, hints)
             self.controller = Controller(
-                hinted, run_id=self.run_id, observers=self.observers, shadow=shadow
+                hinted,
+                run_id=self.run_id,
+                observers=self.observers,
+                shadow=shadow,
+                identify=self._identity,
             )
             notes, self._notes = self._notes, []
             for what in notes:
                 self._trace(what)
         return self.controller
+
+    def _identity(self, name: str) -> str | None:
+        """A tool's identity for remembered approvals: its pin in the current listing."""
+        tool = self.tools.get(name)
+        return None if tool is None else "mcp:" + digest(tool)
 
     def _extra_care(self, call: ToolCall) -> str | None:
         """Why a call the policy clears must still be asked: a tool changed since first
@@ -758,10 +773,14 @@ class Proxy:
         if ctl.done:
             why = ctl.exit_reason.value if ctl.exit_reason else "ended"
             return error_result(f"agentfsm: the session has stopped ({why}); nothing runs")
+        if self.approvals is not None:
+            self.approvals.sync(ctl, self._trace)
         call = ToolCall(id=f"call-{next(self._calls)}", name=name, arguments=args)
         turn = ModelTurn(tool_calls=[call], finish_reason=FinishReason.TOOL_CALLS)
         decision = ctl.on_model_output(turn)
-        care = self._extra_care(call)
+        # A remembered approval answered the ask the annotations' floor makes; a changed
+        # tool is never covered (its pin moved), so it is asked below as before.
+        care = None if call.id in decision.covered else self._extra_care(call)
         if decision.action is Action.ASK_HUMAN:
             why = "; ".join(filter(None, [decision.reason, care]))
             if not self.can_elicit:
@@ -771,9 +790,10 @@ class Proxy:
                 if decision.action is Action.STOP:
                     return _refusal(decision, call.id)
                 return error_result(f"agentfsm: {unasked}")
-            yes = await self._elicit(call, why, ident)
+            yes, scope = await self._ask(call, why, ident)
             no = None if yes else "not approved through MCP elicitation"
-            decision = ctl.on_human_reply(yes, no)
+            remember = {call.id: scope} if yes and scope is not None else None
+            decision = ctl.on_human_reply(yes, no, remember=remember)
             care = None
         if decision.action is not Action.EXECUTE_TOOLS or not ctl.claim(call.id, name, args):
             return _refusal(decision, call.id)
@@ -808,24 +828,35 @@ class Proxy:
 
     async def _elicit(self, call: ToolCall, why: str, related: Any) -> bool:
         """Ask the host's user whether `call` may run; True only for an accept with a yes."""
+        return (await self._ask(call, why, related, offer_scopes=False))[0]
+
+    async def _ask(
+        self, call: ToolCall, why: str, related: Any, *, offer_scopes: bool = True
+    ) -> tuple[bool, Scope]:
+        """Ask the host's user whether `call` may run, and for how long the answer holds.
+
+        True only for an accept with a yes; the scope is the form's `remember` choice
+        (`_approvals.SCOPE_CHOICES`), None (this call only) for anything else.
+        """
         if not self.can_elicit:
-            return False
+            return False, None
         shown = json.dumps(call.arguments, ensure_ascii=False)[:2000]
+        fields: dict[str, Any] = {"approve": {"type": "boolean", "title": f"Run {call.name}?"}}
+        if offer_scopes:
+            fields["remember"] = scope_field()
         params = {
             "mode": "form",
             "message": f"Run tool {call.name} with {shown}? ({why})",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"approve": {"type": "boolean", "title": f"Run {call.name}?"}},
-                "required": ["approve"],
-            },
+            "requestedSchema": {"type": "object", "properties": fields, "required": ["approve"]},
         }
         reply = await self.ask_host("elicitation/create", params, _ELICIT_SECONDS, related)
         result = reply.get("result") if isinstance(reply, Mapping) else None
         if not isinstance(result, Mapping) or result.get("action") != "accept":
-            return False
+            return False, None
         content = result.get("content")
-        return isinstance(content, Mapping) and content.get("approve") is True
+        if not isinstance(content, Mapping) or content.get("approve") is not True:
+            return False, None
+        return True, remember_of(content) if offer_scopes else None
 
 
 @dataclass(eq=False)
@@ -880,7 +911,8 @@ def _cannot_ask(name: str, why: str) -> str:
     return (
         f"{name!r} was not run: it needs a human's approval ({why}), and this host cannot ask "
         "one (it declared no MCP elicitation capability), so nobody was asked. Allow it in the "
-        f"policy (for example `allow {name}`, or a rule naming its arguments), or use a host "
+        f"policy (for example `allow {name}`, or a rule naming its arguments), approve it out "
+        "of band in an approvals file (`agentfsm mcp-proxy --approvals FILE`), or use a host "
         "that can answer an ask"
     )
 
@@ -1049,6 +1081,7 @@ def serve(
     observers: Sequence[Any] = (),
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     shadow: Policy | None = None,
+    approvals: str | None = None,
 ) -> int:
     """Serve the host on stdio until it closes the session, or SIGTERM; the exit status.
 
@@ -1056,7 +1089,7 @@ def serve(
     result, or an error result saying the proxy stopped), the trace ends interrupted, and the
     proxy exits 0.
     """
-    proxy = Proxy(policy, connect, observers, max_result_bytes, shadow=shadow)
+    proxy = Proxy(policy, connect, observers, max_result_bytes, shadow=shadow, approvals=approvals)
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
