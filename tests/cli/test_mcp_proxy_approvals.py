@@ -118,12 +118,8 @@ class TestApprovalsFile:
         async def go() -> list[bool]:
             async with proxy.session() as host:
                 before = await host.call_tool("read_row", {"key": "a"})
-                approvals.write_text(
-                    'approvals = [{tool = "read_row", pattern = "key=*", scope = "session"}]\n'.replace(
-                        '"session"', '"conversation"'
-                    ),
-                    encoding="utf-8",
-                )
+                entry = '{tool = "read_row", pattern = "key=*", scope = "conversation"}'
+                approvals.write_text(f"approvals = [{entry}]\n", encoding="utf-8")
                 during = await host.call_tool("read_row", {"key": "b"})
                 approvals.write_text("approvals = []\n# emptied\n", encoding="utf-8")
                 after = await host.call_tool("read_row", {"key": "c"})
