@@ -1,5 +1,5 @@
-"""`agentfsm mcp-proxy --policy FILE [--shadow FILE] [--http [HOST:]PORT] [--trace FILE]
-(--url URL [--header H]... | -- CMD...)`: an MCP server behind a policy.
+"""`agentfsm mcp-proxy --policy FILE [--shadow FILE] [--approvals FILE] [--http [HOST:]PORT]
+[--trace FILE] (--url URL [--header H]... | -- CMD...)`: an MCP server behind a policy.
 
 The proxy speaks MCP to the host (Claude Code, Cursor, any MCP client) on its own stdin and
 stdout, or with `--http` over streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 unless a
@@ -16,6 +16,9 @@ description or input schema changes after its first listing is flagged and asked
 FILE's name with the session id before its suffix) that `agentfsm replay` and `agentfsm
 report` read. `--shadow FILE` judges every call by a candidate policy too and records its
 verdict in the trace beside the enforced one, never enforcing it (docs/shadow.md).
+The elicitation form lets the user remember an answer (N uses, an hour, the session);
+`--approvals FILE` grants remembered approvals out of band to a host that cannot ask, re-read
+when the file changes (docs/mcp-proxy.md#remembered-approvals).
 
 Exit 0 when the host closes the session (with --http: on SIGINT or SIGTERM), 1 when the
 server exits or breaks, 2 for bad arguments, a policy file that cannot be read, a server
