@@ -21,6 +21,7 @@ import agentfsm as af
 from agentfsm._replay.engine import divergence, replay_run
 from agentfsm._replay.trace import TraceWriter
 from agentfsm._replay.trajectories import read_runs
+from agentfsm._report import build
 from agentfsm.exceptions import InvalidInputError
 from agentfsm.testing import call, turn
 from tests.processes import python
@@ -439,25 +440,46 @@ def test_the_docs_page_example_runs(tmp_path: Path) -> None:
     assert lines[-1] == "ask_human"
 
 
+def traced_run(path: Path) -> None:
+    """A traced run that remembers an answer, uses it, is granted an approval, uses and
+    revokes it, then asks again."""
+    clock = Clock()
+    with TraceWriter(path) as writer:
+        ctl = controller(clock=clock, observers=[writer])
+        approve(ctl, {"scope": "uses", "uses": 1, "pattern": "path^=/srv/*"})
+        finish(ctl, ask(ctl, "write_file", "/srv/b"))
+        clock.now = 2.0
+        granted = ctl.grant("read_file", pattern="*", scope="seconds=10")
+        finish(ctl, ask(ctl, "read_file", "/x"))
+        ctl.revoke(granted.id)
+        assert ask(ctl, "read_file", "/y").action is A.ASK_HUMAN
+        ctl.on_human_reply(False)
+
+
 class TestReplay:
     """A trace of a run with remembered approvals replays to the same decisions."""
+
+    def test_the_report_lists_the_approvals_and_the_calls_they_covered(
+        self, tmp_path: Path
+    ) -> None:
+        """The page shows each grant, remembered answer and revocation, and each covered call."""
+        path = tmp_path / "trace.jsonl"
+        traced_run(path)
+        report = build(str(path))
+        (view,) = report.runs
+        assert view.approvals is not None
+        assert [c["what"] for c in view.approvals.changes] == ["remembered", "granted", "revoked"]
+        assert sum(view.approvals.used.values()) == 2
+        assert "Remembered approvals" in report.html
+        assert "2 call(s) ran under a remembered approval" in report.html
+        assert "by approval <code>a1</code>" in report.html
 
     def test_a_trace_with_remember_grant_and_revoke_replays_without_divergence(
         self, tmp_path: Path
     ) -> None:
         """Remembered answers, a grant and a revocation are given again: nothing differs."""
         path = tmp_path / "trace.jsonl"
-        clock = Clock()
-        with TraceWriter(path) as writer:
-            ctl = controller(clock=clock, observers=[writer])
-            approve(ctl, {"scope": "uses", "uses": 1, "pattern": "path^=/srv/*"})
-            finish(ctl, ask(ctl, "write_file", "/srv/b"))
-            clock.now = 2.0
-            granted = ctl.grant("read_file", pattern="*", scope="seconds=10")
-            finish(ctl, ask(ctl, "read_file", "/x"))
-            ctl.revoke(granted.id)
-            assert ask(ctl, "read_file", "/y").action is A.ASK_HUMAN
-            ctl.on_human_reply(False)
+        traced_run(path)
         (run,) = read_runs(str(path))
         result = replay_run(run)
         assert divergence(run, result) is None
