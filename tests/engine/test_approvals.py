@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentfsm as af
+from agentfsm._diagrams import Overlay, dot, mermaid
 from agentfsm._replay.engine import divergence, replay_run
 from agentfsm._replay.trace import TraceWriter
 from agentfsm._replay.trajectories import read_runs
@@ -485,3 +486,18 @@ class TestReplay:
         assert divergence(run, result) is None
         covered = [d for d in result.decisions if d.action == "execute_tools"]
         assert len(covered) >= 3
+
+    def test_the_diagram_of_the_trace_notes_the_covered_calls_on_validate(
+        self, tmp_path: Path
+    ) -> None:
+        """`diagram --trace` hangs a note on validate counting the calls approvals covered."""
+        path = tmp_path / "trace.jsonl"
+        traced_run(path)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        overlay = Overlay.from_events(json.loads(line) for line in lines)
+        assert overlay.covered == 2
+        assert "note left of VALIDATE : 2 call(s) ran under remembered approvals" in mermaid(
+            POLICY, overlay
+        )
+        assert "approvals_note" in dot(POLICY, overlay)
+        assert "approvals_note" not in dot(POLICY, Overlay())
