@@ -29,7 +29,8 @@ from agentfsm._runner.retry import is_transient
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
 from agentfsm.durable._serializer import failure_text
-from agentfsm.exceptions import CheckpointError, RunError
+from agentfsm.exceptions import AgentFSMError, CheckpointError, RunError
+from agentfsm.states._approvals import scope_of
 
 __all__ = [
     "HUMAN_TOPIC",
@@ -319,14 +320,16 @@ class _Loop:
         }
         await DBOS.set_event_async(WAITING_KEY, asked)
         self.agent.progress("ask_human", self.run_id, asked)
-        approved, message = await self._answer(question)
+        approved, message, scope = await self._answer(question)
         await DBOS.set_event_async(WAITING_KEY, None)
         if not decision.tool_calls and message:
             self.talk.user(message)
         await self._tick()
-        return self._settle(self.ctl.on_human_reply(approved, message))
+        # The scope holds for each asked call (docs/approvals.md); stored with the run.
+        remember = {c.id: scope for c in decision.tool_calls} if approved and scope else None
+        return self._settle(self.ctl.on_human_reply(approved, message, remember=remember))
 
-    async def _answer(self, question: str) -> tuple[bool, str | None]:
+    async def _answer(self, question: str) -> tuple[bool, str | None, Any]:
         """Wait for the answer to `question`; no answer in time declines.
 
         A reply naming another question (one asked earlier, declined when its time ran
@@ -337,12 +340,13 @@ class _Loop:
             reply = await DBOS.recv_async(HUMAN_TOPIC, timeout_seconds=limit or _WAIT_CHUNK)
             if reply is None:
                 if limit is not None:
-                    return False, None
+                    return False, None, None
                 continue
             if isinstance(reply, dict) and reply.get("question") == question:
                 message = reply.get("message")
                 # Anything not understood declines: fail closed.
-                return reply.get("approved") is True, message if isinstance(message, str) else None
+                text = message if isinstance(message, str) else None
+                return reply.get("approved") is True, text, _scope(reply.get("remember"))
 
     def _result(self) -> dict[str, Any]:
         exit_reason = self.ctl.exit_reason
@@ -358,3 +362,15 @@ class _Loop:
             "messages": self.talk.messages,
             "events": self.events,
         }
+
+
+def _scope(value: object) -> object:
+    """A reply's `remember` scope as the run reads it back: one `scope_of` takes, else None
+    (a scope it cannot read remembers nothing: fail closed)."""
+    if value is None:
+        return None
+    try:
+        scope_of(value, "remember")
+    except AgentFSMError:
+        return None
+    return value
