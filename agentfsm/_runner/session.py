@@ -264,12 +264,18 @@ class Session:
         self._flush()
         return self._settle(self.controller.on_tool_results(list(results)))
 
-    def on_human(self, asked: Decision, approved: bool, message: str | None) -> Decision:
-        """Give a human's answer to the Controller; a clarification goes to the model too."""
+    def on_human(
+        self, asked: Decision, approved: bool, message: str | None, remember: Any = None
+    ) -> Decision:
+        """Give a human's answer to the Controller; a clarification goes to the model too.
+
+        `remember`, a scope, holds the approval for each asked call (docs/approvals.md).
+        """
         if not asked.tool_calls and message:
             self._flush()
             self.messages.append({"role": "user", "content": message})
-        decision = self.controller.on_human_reply(approved, message)
+        scopes = {c.id: remember for c in asked.tool_calls} if approved and remember else None
+        decision = self.controller.on_human_reply(approved, message, remember=scopes)
         if decision.note:
             # A note given with an approval reaches the model after the approved calls'
             # results, as a user message: the calls' turn must be answered first.
