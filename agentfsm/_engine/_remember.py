@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agentfsm._model._checked import read
 from agentfsm._model.approvals import Approval
 from agentfsm._model.run_state import Run
 from agentfsm._model.types import ToolCall
@@ -43,7 +44,8 @@ def from_reply(
     running = {c.id: c for c in approved}
     made: list[Approval] = []
     count = run.approval_count
-    for call_id, value in list(remember.items()):
+    items = read("on_human_reply: remember", InvalidInputError, lambda: list(remember.items()))
+    for call_id, value in items:
         if type(call_id) is not str or call_id not in asked_ids:
             among = ", ".join(repr(i) for i in sorted(asked_ids)) or "none"
             raise _bad(run, f"remember names {call_id!r:.60}, not among the asked calls ({among})")
@@ -51,7 +53,6 @@ def from_reply(
         call = running.get(call_id)
         if call is None:
             continue
-        run.approval_count = count + len(made)  # numbered in order; put back below
         try:
             approval = granted(
                 run,
@@ -61,11 +62,10 @@ def from_reply(
                 now=now_of(run),
                 where=f"remember[{call_id!r}]",
                 call_id=call_id,
+                number=count + len(made) + 1,  # numbered in the reply's order
             )
         except InvalidInputError as exc:
             raise _bad(run, exc.message) from None
-        finally:
-            run.approval_count = count
         if approval is not None:
             made.append(approval)
     return tuple(made)

@@ -153,17 +153,19 @@ def granted(
     call_id: str | None = None,
     source: str = "human",
     identity: str | None = None,
+    number: int | None = None,
 ) -> Approval | None:
     """The approval a scope makes for calls of `tool`: None for `once` (this call only).
 
     Without a pattern it covers exactly `arguments`. Checked completely before anything
-    changes: a pattern that does not read raises InvalidInputError naming `where`.
+    changes: a pattern that does not read raises InvalidInputError naming `where`. Its id is
+    `a<number>`, by default the run's next.
     """
     if spec.scope == "once":
         return None
     if spec.pattern is not None:
         _rule(tool, spec.pattern, where)
-    number = run.approval_count + 1
+    number = run.approval_count + 1 if number is None else number
     return Approval._made(
         {
             "id": f"a{number}",
@@ -245,4 +247,3 @@ def spent(approvals: tuple[Approval, ...], used: Approval) -> tuple[Approval, ..
         for a in approvals
         if a.id != used.id or left > 0
     )
-
