@@ -8,6 +8,7 @@ Controller reads a human's `remember` (or the host's `grant`) through `scope_of`
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -104,15 +105,20 @@ def _seconds(value: object, where: str) -> float:
 
 def _rule(tool: str, pattern: str, where: str) -> Rule:
     """The allow rule a pattern stands for: the tool's exact name and the argument patterns."""
-    if pattern == ANY_ARGUMENTS:
-        return Rule(action="allow", tool=_exact(tool))
     try:
-        rule = Rule.parse(f"allow {json.dumps(_exact(tool))}({pattern})")
+        return _parsed(tool, pattern)
     except PolicyError as exc:
         raise InvalidInputError(
             f"{where}: the pattern {pattern!r:.80} does not read: {exc}"
         ) from exc
-    return rule
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(tool: str, pattern: str) -> Rule:
+    """The rule of one approval's pattern, parsed once: covering a call reads it every turn."""
+    if pattern == ANY_ARGUMENTS:
+        return Rule(action="allow", tool=_exact(tool))
+    return Rule.parse(f"allow {json.dumps(_exact(tool))}({pattern})")
 
 
 def _exact(tool: str) -> str:
