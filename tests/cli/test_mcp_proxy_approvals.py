@@ -10,6 +10,7 @@ from typing import Any
 
 import mcp.types as mt
 
+from agentfsm.integrations.mcp._approvals import remember_of
 from tests.cli.test_mcp_proxy import Elicit, Proxy, replayed, run, text
 
 
@@ -137,3 +138,16 @@ class TestApprovalsFile:
         (result,) = proxy.call(("drop_table", {"table": "users"}))
         assert result.is_error
         assert "cannot be read" in proxy.trace.read_text(encoding="utf-8")
+
+
+class TestFormAnswers:
+    def test_only_an_offered_choice_remembers(self) -> None:
+        """A choice the form did not offer (or none) remembers nothing: it never widens."""
+        assert remember_of({"approve": True, "remember": "session"}) == "conversation"
+        assert remember_of({"approve": True, "remember": "tool"}) == {
+            "scope": "conversation",
+            "pattern": "*",
+        }
+        for odd in ("forever", "deployment", 1, None, ["tool"]):
+            assert remember_of({"approve": True, "remember": odd}) is None
+        assert remember_of({"approve": True}) is None
