@@ -447,8 +447,9 @@ def status(run_id: str) -> RunStatus:
 def asked(run_id: str) -> dict[str, Any] | None:
     """What a run waiting for a human asks, or None.
 
-    A dict: `question` (its id, `<run id>/q<n>`, to give to `reply`), `turn`, `reason`
-    and `tool_calls` (the calls it asks about, each with its id, name and arguments).
+    A dict: `question` (its id, `<run id>/q<n>`, to give to `reply`), `turn`, `reason`,
+    `tool_calls` (the calls it asks about, each with its id, name and arguments) and
+    `scopes` (what `reply(remember=)` takes for them, for a host to offer).
     """
     return _runs.asked(_HERE, run_id)
 

@@ -23,6 +23,7 @@ from typing import Any
 from dbos import DBOS
 
 from agentfsm._engine.controller import Controller
+from agentfsm._model.approvals import SCOPES
 from agentfsm._model.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm._runner.executor import _cut, describe, result_of
 from agentfsm._runner.retry import is_transient
@@ -317,6 +318,8 @@ class _Loop:
             "turn": self.ctl.turn,
             "reason": decision.reason,
             "tool_calls": [c.model_dump(mode="json") for c in decision.tool_calls],
+            # What `reply(remember=)` takes for them (docs/approvals.md): a host may offer it.
+            "scopes": list(SCOPES) if decision.tool_calls else [],
         }
         await DBOS.set_event_async(WAITING_KEY, asked)
         self.agent.progress("ask_human", self.run_id, asked)

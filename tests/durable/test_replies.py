@@ -229,6 +229,7 @@ class TestRememberedApprovals:
         question, the decision says which approval covered it, and each deploy runs once."""
         run = Deployer(server)
         staging = run.question("staging")
+        assert staging["scopes"] == ["once", "uses", "seconds", "run", "conversation", "deployment"]
         durable.reply(
             run.run_id,
             approved=True,
