@@ -14,6 +14,7 @@ from agentfsm import _public, exceptions, guards, states
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
 from agentfsm._model._errors import at_call as _at_call
+from agentfsm._model.approvals import Approval
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import (
@@ -36,6 +37,7 @@ __all__ = [
     "Action",
     "Agent",
     "AgentFSMError",
+    "Approval",
     "Controller",
     "Decision",
     "Executor",

@@ -172,6 +172,9 @@ def _samples() -> dict[type[BaseModel], BaseModel]:
             call_id="c1", tool="read", enforced="allow", shadow="deny", source="rule 'deny read'"
         ),
         af.ToolSpec: af.ToolSpec(name="read", description="reads"),
+        af.Approval: af.Approval(
+            id="a1", tool="read", scope="uses", pattern="path=a*", uses_left=2
+        ),
         af.RunResult: af.RunResult(exit_reason=af.ExitReason.COMPLETED, text="done"),
         testing.Reply: testing.say("hello"),
         testing.ScriptedCall: testing.scripted_call("read", {"path": "a"}),

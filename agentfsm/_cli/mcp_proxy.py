@@ -1,5 +1,5 @@
-"""`agentfsm mcp-proxy --policy FILE [--shadow FILE] [--http [HOST:]PORT] [--trace FILE]
-(--url URL [--header H]... | -- CMD...)`: an MCP server behind a policy.
+"""`agentfsm mcp-proxy --policy FILE [--shadow FILE] [--approvals FILE] [--http [HOST:]PORT]
+[--trace FILE] (--url URL [--header H]... | -- CMD...)`: an MCP server behind a policy.
 
 The proxy speaks MCP to the host (Claude Code, Cursor, any MCP client) on its own stdin and
 stdout, or with `--http` over streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 unless a
@@ -20,6 +20,9 @@ description or input schema changes after its first listing is flagged and asked
 FILE's name with the session id before its suffix) that `agentfsm replay` and `agentfsm
 report` read. `--shadow FILE` judges every call by a candidate policy too and records its
 verdict in the trace beside the enforced one, never enforcing it (docs/shadow.md).
+The elicitation form lets the user remember an answer (N uses, an hour, the session);
+`--approvals FILE` grants remembered approvals out of band to a host that cannot ask, re-read
+when the file changes (docs/mcp-proxy.md#remembered-approvals).
 
 Exit 0 when the host closes the session or on SIGTERM or SIGINT, 1 when the
 server exits or breaks, 2 for bad arguments, a policy file that cannot be read, a server
@@ -77,6 +80,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--trace", action=Once, metavar="FILE", help="write the session as an agentfsm trace"
+    )
+    parser.add_argument(
+        "--approvals",
+        action=Once,
+        metavar="FILE",
+        help="approve calls out of band: a JSON or TOML file of remembered approvals, re-read "
+        "when it changes (for hosts that cannot ask; docs/mcp-proxy.md)",
     )
     parser.add_argument(
         "--max-result-bytes",
@@ -297,11 +307,15 @@ def _serve_stdio(
     args: argparse.Namespace, policy: Policy, connect: _mcp_proxy.ServerConnect
 ) -> int:
     if args.trace is None:
-        return _mcp_proxy.serve(policy, connect, (), args.max_result_bytes, args.shadow)
+        return _mcp_proxy.serve(
+            policy, connect, (), args.max_result_bytes, args.shadow, args.approvals
+        )
     from agentfsm._replay.trace import TraceWriter
 
     with TraceWriter(args.trace) as writer:
-        return _mcp_proxy.serve(policy, connect, (writer,), args.max_result_bytes, args.shadow)
+        return _mcp_proxy.serve(
+            policy, connect, (writer,), args.max_result_bytes, args.shadow, args.approvals
+        )
 
 
 def session_trace(path: str, session_id: str) -> Path:
@@ -333,6 +347,7 @@ def _sessions(
                 args.max_result_bytes,
                 run_id=session_id,
                 shadow=args.shadow,
+                approvals=args.approvals,
             )
             return await proxy.run(host)
 

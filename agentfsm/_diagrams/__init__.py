@@ -21,7 +21,7 @@ from agentfsm._model.types import State
 from agentfsm.exceptions import AgentFSMError, DefinitionError
 from agentfsm.guards import Otherwise
 
-__all__ = ["Overlay", "dot", "edge_label", "mermaid", "render", "shadow_note"]
+__all__ = ["Overlay", "approvals_note", "dot", "edge_label", "mermaid", "render", "shadow_note"]
 
 
 @dataclass
@@ -30,6 +30,8 @@ class Overlay:
 
     states: Counter[str] = field(default_factory=Counter)
     edges: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    covered: int = 0
+    """Calls a remembered approval let run without asking (decisions' `covered`)."""
 
     @classmethod
     def from_events(cls, events: Iterable[Mapping[str, Any]]) -> Overlay:
@@ -37,6 +39,8 @@ class Overlay:
         overlay = cls()
         last_dst: dict[Any, str] = {}
         for event in events:
+            if event.get("event") == "decision" and isinstance(event.get("covered"), Mapping):
+                overlay.covered += len(event["covered"])
             if event.get("event") != "transition":
                 continue
             src, dst, guard = str(event["src"]), str(event["dst"]), str(event["guard"])
@@ -105,6 +109,17 @@ def shadow_note(shadow: Policy) -> str:
     return f"shadow policy ({rules} rule(s){hook}) judges every call here; recorded, never enforced"
 
 
+def approvals_note(overlay: Overlay | None) -> str | None:
+    """The note a diagram of a trace puts on `validate` when remembered approvals covered calls
+    there (docs/approvals.md); None otherwise."""
+    if overlay is None or not overlay.covered:
+        return None
+    return (
+        f"{overlay.covered} call(s) ran under remembered approvals: a live approval turns an "
+        "ask into a run here, never a deny; the guards after still decide"
+    )
+
+
 def mermaid(
     table: RouteTable | Policy, overlay: Overlay | None = None, *, shadow: Policy | None = None
 ) -> str:
@@ -124,6 +139,9 @@ def mermaid(
     lines.append(f"    {State.END.name} --> [*]")
     if note is not None:
         lines.append(f"    note right of {State.VALIDATE.name} : {_mermaid_text(note)}")
+    remembered = approvals_note(overlay)
+    if remembered is not None:
+        lines.append(f"    note left of {State.VALIDATE.name} : {_mermaid_text(remembered)}")
     lines.append("    classDef waiting font-weight:bold")
     lines.append("    class " + ",".join(s.name for s in State if s in WAITING) + " waiting")
     if overlay and overlay.states:
@@ -183,6 +201,14 @@ def dot(
         lines.append(f'  shadow_note [shape=note, style=dashed, label="{_dot_text(note)}"];')
         lines.append(
             f'  {State.VALIDATE.value} -> shadow_note [style=dashed, arrowhead=none, label=""];'
+        )
+    remembered = approvals_note(overlay)
+    if remembered is not None:
+        lines.append(
+            f'  approvals_note [shape=note, style=dashed, label="{_dot_text(remembered)}"];'
+        )
+        lines.append(
+            f'  {State.VALIDATE.value} -> approvals_note [style=dashed, arrowhead=none, label=""];'
         )
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple, ParamSpec, TypeVar, cast
 
+from agentfsm._engine import _remember
 from agentfsm._engine._answers import Reply, read_reply, split
 from agentfsm._engine.events import Emitter, Observer, as_observers
 from agentfsm._engine.machine import TransitionsEngine, shared_machine
@@ -24,6 +25,7 @@ from agentfsm._engine.policy import Policy, as_policy, as_shadow, check_against_
 from agentfsm._engine.routes import WAITING, Route, RouteTable
 from agentfsm._model._checked import listed, read, replaced
 from agentfsm._model._errors import at_call
+from agentfsm._model.approvals import Approval
 from agentfsm._model.copies import own_call, own_turn
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import RunSnapshot, default_snapshot
@@ -121,6 +123,9 @@ class Controller:
             elapsed time (`max_seconds`); `time.monotonic` when omitted. Replay
             and durable runs pass the recorded time, so a time budget decides
             again exactly as it did live.
+        identify: The identity of a tool by name now (an MCP tool's pin), which remembered
+            approvals are bound to; by default the digest of the declared tool's definition
+            (None for a run that declares no tools). See docs/approvals.md.
     """
 
     @at_call
@@ -134,9 +139,12 @@ class Controller:
         engine: Literal["compiled", "transitions"] = "compiled",
         clock: Callable[[], float] | None = None,
         shadow: Policy | Mapping[str, Any] | None = None,
+        identify: Callable[[str], str | None] | None = None,
     ) -> None:
         self.policy = as_policy(policy)
         clock = _as_clock(clock)
+        if identify is not None and not callable(identify):
+            raise DefinitionError(f"identify must be a callable or None, not {identify!r:.60}")
         if engine not in ("compiled", "transitions"):
             raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
@@ -148,6 +156,7 @@ class Controller:
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
         self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, specs, clock, self.shadow)
+        self._run.identify = identify
         self._engine: TransitionsEngine | None = None
         # The latest model output as routed, and the run's own copies of its calls: a turn the
         # host built is kept as given (its calls equal the copies when routed), and one holding
@@ -282,6 +291,70 @@ class Controller:
         """Send every later event to `observer` too."""
         self._events.observers.append(*as_observers((observer,)))
 
+    # -- remembered approvals (docs/approvals.md) --------------------------------------
+
+    @property
+    def approvals(self) -> tuple[Approval, ...]:
+        """The remembered approvals that are live now: used up, expired ones are left out."""
+        with self._lock:
+            run = self._run
+            return _remember.live(run.approvals, _remember.now_of(run), run.episode)
+
+    @_atomic
+    def grant(
+        self,
+        tool: str,
+        *,
+        scope: str | Mapping[str, Any] = "conversation",
+        pattern: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        identity: str | None = None,
+        source: str = "host",
+    ) -> Approval:
+        """Remember an approval given out of band (an approvals file, a settings page).
+
+        It covers later calls of `tool` that the policy would ask about, as an answer's
+        `remember` does: with these exact `arguments`, or matching `pattern` (the rules'
+        argument syntax, `"*"` for any arguments), within `scope` (`uses=N`, `seconds=T`,
+        `run`, `conversation`, `deployment`). It is bound to the tool's identity now (or
+        `identity`, e.g. an MCP tool's pin). Traced as `approval_granted`.
+
+        Raises:
+            InvalidInputError: a bad tool, scope, pattern or arguments; nothing changes.
+        """
+        run = self._run
+        approval = _remember.grant(
+            run,
+            tool,
+            scope=scope,
+            pattern=pattern,
+            arguments=arguments,
+            identity=identity,
+            source=source,
+        )
+        run.approvals = (*run.approvals, approval)
+        run.approval_count += 1
+        if self._events.active:
+            self._events.record(
+                "approval_granted", run.turn, approval=approval.model_dump(mode="json")
+            )
+        return approval
+
+    @_atomic
+    def revoke(self, approval_id: str) -> Approval:
+        """Forget the remembered approval `approval_id`: it covers nothing from now on.
+
+        Traced as `approval_revoked`. Raises InvalidInputError when the run holds no
+        approval of that id (nothing changes).
+        """
+        run = self._run
+        approval = _remember.revoke(run, approval_id)
+        if self._events.active:
+            self._events.record(
+                "approval_revoked", run.turn, approval=approval.model_dump(mode="json")
+            )
+        return approval
+
     # -- save and restore -----------------------------------------------------------
 
     @_atomic
@@ -305,6 +378,7 @@ class Controller:
         observers: Iterable[Observer] = (),
         clock: Callable[[], float] | None = None,
         shadow: Policy | None = None,
+        identify: Callable[[str], str | None] | None = None,
     ) -> Controller:
         """Restore a run from `dump()`'s data; it decides exactly as the original would.
 
@@ -319,6 +393,8 @@ class Controller:
             shadow: The live shadow policy, required when the saved one holds code; it
                 must equal the saved shadow. A run saved without a shadow may be given
                 one: it changes no decision.
+            identify: The tools' identities now (see `Controller`): a remembered approval
+                covers a call only while its tool's identity is the one it was granted for.
 
         Raises:
             CheckpointError: another state-format version, a corrupted or impossible
@@ -334,7 +410,9 @@ class Controller:
             engine=loaded.engine,
             clock=clock,
             shadow=loaded.shadow,
+            identify=identify,
         )
+        loaded.run.identify = identify
         ctl._run = loaded.run
         last = loaded.last_output
         ctl._last = None if last is None else (last, last.tool_calls)
@@ -449,6 +527,7 @@ class Controller:
         *,
         messages: Mapping[str, str] | None = None,
         arguments: Mapping[str, Mapping[str, Any]] | None = None,
+        remember: Mapping[str, str | Mapping[str, Any]] | None = None,
     ) -> Decision:
         """Route a human's answer to an ASK_HUMAN decision: one answer for all, or one per call.
 
@@ -469,6 +548,11 @@ class Controller:
                 invalid, it does not run and gets an error result saying why; one the
                 policy would ask about is approved by this answer. The call that runs, the
                 decision, the trace and `dump()` hold the edited arguments, under the same id.
+            remember: Scopes of approved calls, by call id, that the answer also holds for
+                later calls of the same tool (`"once"`, `"uses=N"`, `"seconds=T"`, `"run"`,
+                `"conversation"`, `"deployment"`, or `{"scope": ..., "pattern": ...}` to
+                cover arguments matching a pattern): see `Controller.approvals` and
+                docs/approvals.md. A declined call remembers nothing.
 
         Raises:
             InvalidInputError: not awaiting a human, or a reply that does not fit the asked
@@ -483,6 +567,7 @@ class Controller:
         rejected = _refused(run, last)
         calls, answered = split(run, reply, message, last)
         rejected += answered
+        remembered = _remember.from_reply(run, remember, calls, run.pending_approval)
         said = self._said(reply, message, calls)
         if said:
             run.last_call, run.streak = None, 0
@@ -500,6 +585,11 @@ class Controller:
             },
         )
         record = reply.record(approved, message) if self._events.active else None
+        if remembered:
+            run.approvals = (*run.approvals, *remembered)
+            run.approval_count += len(remembered)
+            if record is not None:
+                record["remember"] = list(remembered)  # dumped with the event
         # Answered: the snapshot holds the calls now, so none is left awaiting approval (a dump
         # taken after the reply would otherwise hold approvals in execute or end).
         run.pending_approval, run.pending_rejected, run.pending_allowed = (), (), ()
@@ -624,6 +714,7 @@ class Controller:
                 "answer": None,
                 "note": None,
                 "shadow": (),
+                "covered": {},
             },
         )
         if self._events.active:
@@ -820,8 +911,17 @@ class Controller:
                 if calls and snap.human_approved
                 else (snap.warning or None if calls else None),
                 "shadow": step.shadow,
+                "covered": _covered(snap, calls),
             },
         )
+
+
+def _covered(snap: RunSnapshot, calls: tuple[ToolCall, ...]) -> dict[str, str]:
+    """The decision's calls that a remembered approval let run, with the approval's id."""
+    if not snap.covered or not calls:
+        return {}
+    ids = {c.id for c in calls}
+    return {c: a for c, a in snap.covered if c in ids}
 
 
 def _not_run(snap: RunSnapshot, answered: list[ToolResult], reason: str) -> list[ToolResult]:

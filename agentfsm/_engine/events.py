@@ -332,6 +332,8 @@ class Emitter:
         }
         if decision.note is not None:  # a human's note with an approval, for the model
             event["note"] = decision.note
+        if decision.covered:  # calls a remembered approval let run without asking
+            event["covered"] = dict(decision.covered)
         if decision.shadow:  # only with a shadow policy: other traces read as they did
             event["shadow"] = [v.model_dump(mode="json") for v in decision.shadow]
         return event

@@ -48,6 +48,7 @@ from pydantic_core import ErrorDetails, PydanticSerializationError
 
 from agentfsm._engine.policy import Policy
 from agentfsm._engine.routes import WAITING
+from agentfsm._model.approvals import Approval
 from agentfsm._model.run_state import RECENT_ROUNDS, Run
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._model.types import ExitReason, ModelTurn, State, ToolCall, ToolResult
@@ -236,6 +237,10 @@ CallsById = Annotated[
 class RunState(_Data):
     """Every slot of `Run`: counters, pending work and the values given again on load."""
 
+    approval_count: Count = 0
+    """Remembered approvals made so far, revoked ones included (absent in older dumps: 0)."""
+    approvals: tuple[Approval, ...] = ()
+    """Remembered approvals the run holds (absent in older dumps: none)."""
     approved: tuple[StrictStr, ...] = ()
     """Ids of the pending calls a human approved (absent in older dumps: none)."""
     clock: None = None
@@ -250,6 +255,8 @@ class RunState(_Data):
     """The turn before the episode's first model output; `max_turns` counts from it."""
     exit_reason: ExitReason | None
     """Why the run ended, or null while it runs."""
+    identify: None = None
+    """Always null: the tools' identity function is code, given again to `load`."""
     incomplete: Count
     """Incomplete (cut) model outputs in a row."""
     interjection: StrictStr | None
@@ -308,7 +315,9 @@ class RunState(_Data):
     """Model outputs taken so far."""
 
 
-_GIVEN = frozenset({"clock", "policy", "prices", "shadow", "specs", "run_id", "started"})
+_GIVEN = frozenset(
+    {"clock", "identify", "policy", "prices", "shadow", "specs", "run_id", "started"}
+)
 """Fields of `Run` not copied from `RunState`: code, derived from the policy, or converted."""
 
 
@@ -539,6 +548,9 @@ def dump_run(
     except PydanticSerializationError as exc:
         raise CheckpointError(f"run {run.run_id}: {exc}", run_id=run.run_id) from exc
     del data["run"]["shadow"]  # written at the top; a run without one dumps as it always did
+    del data["run"]["identify"]  # code, given again to `load`
+    if not run.approval_count:  # a run that never remembered an approval dumps as it did
+        del data["run"]["approvals"], data["run"]["approval_count"]
     if shadow is None:
         del data["shadow"]
     return data
@@ -569,6 +581,7 @@ def load_run(
     live_shadow = _load_shadow(run_id, dump.shadow, shadow)
     given = {
         "clock": clock,
+        "identify": None,  # code: the Controller sets it again (`Controller.load`)
         "policy": live_policy,
         "prices": live_policy.prices_turns,
         "specs": _load_tools(run_id, dump.tools, tools),

@@ -23,6 +23,7 @@ from agentfsm._model.types import (
 )
 
 if TYPE_CHECKING:
+    from agentfsm._model.approvals import Approval
     from agentfsm._model.call_history import CallHistory
     from agentfsm._model.tools import ToolSpec
 
@@ -93,6 +94,8 @@ class Run:
     """
 
     __slots__ = (
+        "approval_count",
+        "approvals",
         "approved",
         "clock",
         "context_tokens",
@@ -100,6 +103,7 @@ class Run:
         "episode",
         "episode_start",
         "exit_reason",
+        "identify",
         "incomplete",
         "interjection",
         "last_call",
@@ -176,6 +180,12 @@ class Run:
         # again): call id -> why. Each gets an error result saying why in the next decision.
         self.refused: dict[str, str] = {}
         self.exit_reason: ExitReason | None = None
+        # Remembered approvals (`agentfsm._model.approvals`): a call one covers runs without
+        # asking; `approval_count` numbers them, so an id is never given twice in a run.
+        self.approvals: tuple[Approval, ...] = ()
+        self.approval_count = 0
+        # The host's identity of a tool by name, or None: the declared definition's digest.
+        self.identify: Callable[[str], str | None] | None = None
         # Which episode of the conversation: a user message after FINAL opens the next.
         self.episode = 1
         # The turn before the episode's first model output; `max_turns` counts from it.
@@ -218,7 +228,9 @@ class Run:
             setattr(self, name, value)
 
 
-_FIXED = frozenset({"clock", "policy", "prices", "run_id", "shadow", "specs", "started"})
+_FIXED = frozenset(
+    {"clock", "identify", "policy", "prices", "run_id", "shadow", "specs", "started"}
+)
 """Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)

@@ -48,6 +48,8 @@ class RunSnapshot(Record):
     rule or entry that asks, or why a rule could not be evaluated on the call."""
     handoffs: tuple[ToolCall, ...] = ()
     """Calls that hand the task to another agent."""
+    covered: tuple[tuple[str, str], ...] = ()
+    """(call id, approval id) of each call a remembered approval let run without asking."""
     repeat_streak: int = 0
     """Identical consecutive calls, counting this turn's calls."""
     repeated: str = ""

@@ -375,6 +375,9 @@ class Decision(Record):
     shadow: tuple[ShadowVerdict, ...] = ()
     """What the shadow policy (`Controller(shadow=...)`) would have said of each call this
     decision judged; empty without a shadow. Recorded only: it never changes the decision."""
+    covered: dict[str, str] = Field(default_factory=dict)
+    """Calls of `tool_calls` that a remembered approval let run without asking a human:
+    call id -> the approval's id (`Controller.approvals`)."""
 
 
 # The Controller's decision, made on every step from values it checked itself.

@@ -38,6 +38,7 @@ from agentfsm._model.types import (
     ToolResult,
 )
 from agentfsm._replay.trajectories import (
+    ApprovalChange,
     HumanReply,
     ModelOutput,
     RecordedRun,
@@ -46,10 +47,11 @@ from agentfsm._replay.trajectories import (
     ToolResults,
     UserMessage,
 )
+from agentfsm._replay.trajectories._agentfsm import scope_of_record
 from agentfsm._replay.trajectories._pairing import pair_results
-from agentfsm.exceptions import DefinitionError, PolicyError, TraceError
+from agentfsm.exceptions import AgentFSMError, DefinitionError, PolicyError, TraceError
 
-_LATER_STEPS = (ToolResults, UserMessage, HumanReply, Stopped)
+_LATER_STEPS = (ToolResults, UserMessage, HumanReply, Stopped, ApprovalChange)
 """The steps other than a model output."""
 
 __all__ = [
@@ -417,7 +419,7 @@ class _Replayer:
         elif not isinstance(step, _LATER_STEPS):
             raise TraceError(
                 f"{self.run.source}: run {self.run.id}: a step is a {type(step).__name__}, not "
-                "a ModelOutput, ToolResults, UserMessage, HumanReply or Stopped"
+                "a ModelOutput, ToolResults, UserMessage, HumanReply, Stopped or ApprovalChange"
             )
         elif self.stopped:
             return
@@ -429,6 +431,8 @@ class _Replayer:
             self._human(step)
         elif isinstance(step, Stopped):
             self._stop(step)
+        elif isinstance(step, ApprovalChange):
+            self._approval(step)
 
     def _model(self, turn: ModelTurn) -> None:
         if self.stopped or not self._ready_for_model():
@@ -516,12 +520,33 @@ class _Replayer:
         if self._awaits() == "human":
             asked = [c.id for c in self.ctl.pending_calls]
             approved, messages, arguments = _fitted(step, asked)
+            remember = step.remember and {i: s for i, s in step.remember.items() if i in asked}
             decision = self.ctl.on_human_reply(
-                approved, step.message, messages=messages, arguments=arguments
+                approved, step.message, messages=messages, arguments=arguments, remember=remember
             )
             self._record(decision, "human_reply")
         else:
             self.result.notes.append("a recorded human reply came when no human was asked")
+
+    def _approval(self, step: ApprovalChange) -> None:
+        """A grant or revocation of the host's, given again (the ids match under the policy
+        that made them; under another, a revocation of an id it never made is a note)."""
+        record = step.approval
+        try:
+            if step.granted:
+                self.now[0] = float(record.get("granted_at") or 0.0)
+                self.ctl.grant(
+                    str(record["tool"]),
+                    scope=scope_of_record(record),
+                    pattern=record.get("pattern"),
+                    arguments=None if record.get("pattern") is not None else record["arguments"],
+                    source=str(record.get("source") or "host"),
+                )
+            else:
+                self.ctl.revoke(str(record["id"]))
+        except (AgentFSMError, KeyError, TypeError) as exc:
+            what = "grant" if step.granted else "revocation"
+            self.result.notes.append(f"a recorded {what} of an approval was not replayed: {exc}")
 
     def _stop(self, step: Stopped) -> None:
         # Under another policy the run may have ended before the host stopped it: then

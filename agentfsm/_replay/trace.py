@@ -56,7 +56,9 @@ _SECRET_WORDS = frozenset(
 _SECRET_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")})
 _JSON_STRING_KEYS = frozenset({"raw_arguments", "arguments"})
 Numbered = tuple[int, dict[str, Any]]
-_ENDS_INPUT = frozenset({"decision", "run_started", "user_message", "charged"})
+_ENDS_INPUT = frozenset(
+    {"decision", "run_started", "user_message", "charged", "approval_granted", "approval_revoked"}
+)
 """Events that end what one input delivers (`episode_started` comes with a `user_message`)."""
 _MIN_SECRET = 4
 _MAX_REMEMBERED = 1024

@@ -16,6 +16,7 @@ from typing import Any
 from agentfsm._engine.policy import Policy
 from agentfsm._replay.engine import DecisionRecord, ReplayResult, compare, keyed, replay_run
 from agentfsm._replay.trajectories import RecordedRun
+from agentfsm._report._approvals import ApprovalNotes
 
 __all__ = ["MAX_TEXT", "Budgets", "Difference", "RunView", "StepView", "clip", "collect_run"]
 
@@ -88,6 +89,8 @@ class RunView:
     compared: bool = False
     shadow: list[dict[str, Any]] = field(default_factory=list)
     """The shadow verdicts the trace recorded (`Decision.shadow`, each with its turn)."""
+    approvals: ApprovalNotes | None = None
+    """The remembered approvals granted, used and revoked in the replay."""
 
     @property
     def exit_reason(self) -> str:
@@ -115,9 +118,11 @@ class _Collector:
         self.tokens = 0
         self.cost = 0.0
         self.tool_calls = 0
+        self.approvals = ApprovalNotes()
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         kind = event.get("event")
+        self.approvals.see(event)
         if kind == "model_output":
             self.kind, self.output = "model_output", _clipped_output(event.get("output") or {})
             self._count_usage(self.output)
@@ -198,6 +203,7 @@ def collect_run(run: RecordedRun, policy: Policy | None, against: Policy | None 
     collector = _Collector()
     result = replay_run(run, policy, observers=[collector])
     view = RunView(run.source, run.id, run.format, result, collector.steps)
+    view.approvals = collector.approvals
     view.shadow = list(run.shadow)  # read with the steps: what the live run recorded
     if against is not None:
         other = replay_run(run, against)

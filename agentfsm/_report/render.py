@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentfsm._engine.policy import Policy
+from agentfsm._report._approvals import covered_row
+from agentfsm._report._approvals import section as approvals_section
 from agentfsm._report.assets import SCRIPT, STYLE
 from agentfsm._report.collect import Difference, RunView, StepView
 
@@ -148,6 +150,7 @@ def _decision(step: StepView) -> str:
         )
         + "</dd>",
         f"<dt>reason</dt><dd class='reason'>{_e(d.get('reason', ''))}</dd>",
+        covered_row(d),
     ]
     if d.get("action") in ("execute_tools", "ask_human", "handoff") and d.get("tool_calls"):
         names = ", ".join(f"<code>{_e(c.get('name', '?'))}</code>" for c in d["tool_calls"])
@@ -275,7 +278,8 @@ def _run(index: int, view: RunView) -> str:
         f"<section class='run' id='r{index}' aria-labelledby='r{index}-title'>"
         f"<h2 id='r{index}-title'>Run {index + 1}: {_e(view.run)} "
         f"<span class='muted'>({_e(view.source)})</span></h2>"
-        f"{summary}{_differences(view, index)}{_shadow(view)}{body}</section>"
+        f"{summary}{_differences(view, index)}{_shadow(view)}{approvals_section(view.approvals)}"
+        f"{body}</section>"
     )
 
 

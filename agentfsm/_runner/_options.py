@@ -25,7 +25,8 @@ from agentfsm.exceptions import DataError, DefinitionError
 __all__ = ["PROVIDER_TIMEOUT", "Flag", "OnAsk", "RunOptions"]
 
 OnAsk = Callable[[Decision], "tuple[bool, str | None] | Awaitable[tuple[bool, str | None]]"]
-"""Answers an ASK_HUMAN decision with `(approved, message)`; `arun` also awaits a coroutine."""
+"""Answers an ASK_HUMAN decision with `(approved, message)`, or `(approved, message, remember)`
+to remember the approval for a scope (docs/approvals.md); `arun` also awaits a coroutine."""
 
 PROVIDER_TIMEOUT = 120.0
 """Seconds one provider call may take by default, per attempt: a hung provider ends in a

@@ -160,8 +160,8 @@ def _host_work(loop: Loop, decision: Decision) -> Generator[Need, Any, Decision]
     """Have one decision's work done (a human, sub-agents or tools); the next decision."""
     session = loop.session
     if decision.action is Action.ASK_HUMAN:
-        approved, message = yield AskHuman(decision)
-        return session.on_human(decision, approved, message)
+        approved, message, remember = yield AskHuman(decision)
+        return session.on_human(decision, approved, message, remember)
     if decision.action is Action.HANDOFF:
         results = yield Delegate(cleared(session.controller, decision))
         return session.on_results(results)

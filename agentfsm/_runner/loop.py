@@ -42,7 +42,8 @@ from agentfsm._runner.agents import Agent
 from agentfsm._runner.executor import Executor
 from agentfsm._runner.retry import ProviderRetry, is_context_exhausted, is_transient
 from agentfsm._runner.session import Answer, Inbox, RunResult
-from agentfsm.exceptions import DefinitionError, ProviderError
+from agentfsm.exceptions import AgentFSMError, DefinitionError, ProviderError
+from agentfsm.states._approvals import scope_of
 
 __all__ = ["Agent", "Executor", "Inbox", "OnAsk", "ProviderRetry", "RunResult", "arun", "run"]
 
@@ -348,9 +349,9 @@ def _provider_error(exc: Exception, request: Mapping[str, Any]) -> Exception:
     )
 
 
-def _sync_answer(on_ask: OnAsk | None, decision: Decision) -> tuple[bool, str | None]:
+def _sync_answer(on_ask: OnAsk | None, decision: Decision) -> HumanAnswer:
     if on_ask is None:
-        return False, None
+        return False, None, None
     answer = on_ask(decision)
     if inspect.isawaitable(answer):
         close = getattr(answer, "close", None)
@@ -360,34 +361,52 @@ def _sync_answer(on_ask: OnAsk | None, decision: Decision) -> tuple[bool, str | 
     return _human_answer(answer)
 
 
-async def _async_answer(on_ask: OnAsk | None, decision: Decision) -> tuple[bool, str | None]:
+async def _async_answer(on_ask: OnAsk | None, decision: Decision) -> HumanAnswer:
     if on_ask is None:
-        return False, None
+        return False, None, None
     answer = on_ask(decision)
     if inspect.isawaitable(answer):
         answer = await answer
     return _human_answer(answer)
 
 
-def _human_answer(answer: object) -> tuple[bool, str | None]:
-    """on_ask's answer as (approved, message). Only True approves: a bare bool, or a pair of
-    a bool and a str or None. Anything else declines without a message, so the run ends
+def _human_answer(answer: object) -> HumanAnswer:
+    """on_ask's answer as (approved, message, remember). Only True approves: a bare bool, a
+    pair of a bool and a str or None, or that pair and a scope the approval is remembered
+    for (docs/approvals.md). Anything else declines without a message, so the run ends
     HUMAN_DECLINED, and a RuntimeWarning tells the developer what came back (fail closed;
     the model is not sent the host's mistake as if a human had written it)."""
     if isinstance(answer, bool):
-        return answer, None
+        return answer, None, None
     if (
         isinstance(answer, tuple)
-        and len(answer) == 2
+        and len(answer) in (2, 3)
         and isinstance(answer[0], bool)
         and (answer[1] is None or isinstance(answer[1], str))
+        and (len(answer) == 2 or _readable_scope(answer[2]))
     ):
-        return answer[0], answer[1]
+        return answer[0], answer[1], answer[2] if len(answer) == 3 else None
     shown = repr(answer)
     shown = shown if len(shown) <= 200 else f"{shown[:200]}..."
     warnings.warn(
-        f"on_ask answered {shown}, not (approved, message) with approved a bool: declined",
+        f"on_ask answered {shown}, not (approved, message[, remember]) with approved a bool "
+        "and remember a scope: declined",
         RuntimeWarning,
         stacklevel=2,
     )
-    return False, None
+    return False, None, None
+
+
+HumanAnswer = tuple[bool, "str | None", Any]
+"""on_ask's answer, read: approved, the message, and the scope to remember it for (or None)."""
+
+
+def _readable_scope(scope: object) -> bool:
+    """Whether `scope` is None or a scope `on_human_reply(remember=)` takes."""
+    if scope is None:
+        return True
+    try:
+        scope_of(scope, "on_ask: remember")
+    except AgentFSMError:
+        return False
+    return True

@@ -264,12 +264,18 @@ class Session:
         self._flush()
         return self._settle(self.controller.on_tool_results(list(results)))
 
-    def on_human(self, asked: Decision, approved: bool, message: str | None) -> Decision:
-        """Give a human's answer to the Controller; a clarification goes to the model too."""
+    def on_human(
+        self, asked: Decision, approved: bool, message: str | None, remember: Any = None
+    ) -> Decision:
+        """Give a human's answer to the Controller; a clarification goes to the model too.
+
+        `remember`, a scope, holds the approval for each asked call (docs/approvals.md).
+        """
         if not asked.tool_calls and message:
             self._flush()
             self.messages.append({"role": "user", "content": message})
-        return self._settle(self.controller.on_human_reply(approved, message))
+        scopes = {c.id: remember for c in asked.tool_calls} if approved and remember else None
+        return self._settle(self.controller.on_human_reply(approved, message, remember=scopes))
 
     def fail(self, exc: BaseException) -> None:
         """End the run on a provider failure that retries did not fix; the trace records it.

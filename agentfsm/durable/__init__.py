@@ -447,8 +447,9 @@ def status(run_id: str) -> RunStatus:
 def asked(run_id: str) -> dict[str, Any] | None:
     """What a run waiting for a human asks, or None.
 
-    A dict: `question` (its id, `<run id>/q<n>`, to give to `reply`), `turn`, `reason`
-    and `tool_calls` (the calls it asks about, each with its id, name and arguments).
+    A dict: `question` (its id, `<run id>/q<n>`, to give to `reply`), `turn`, `reason`,
+    `tool_calls` (the calls it asks about, each with its id, name and arguments) and
+    `scopes` (what `reply(remember=)` takes for them, for a host to offer).
     """
     return _runs.asked(_HERE, run_id)
 
@@ -460,8 +461,13 @@ def reply(
     message: str | None = None,
     *,
     question: str | None = None,
+    remember: str | Mapping[str, Any] | None = None,
 ) -> None:
     """Answer `question`, which the run must be asking now; it resumes where it is held.
+
+    With `remember` (a scope: `"uses=N"`, `"seconds=T"`, `"run"`, `"conversation"`, or
+    `{"scope": ..., "pattern": ...}`, docs/approvals.md) an approval also holds for the
+    later calls it covers, stored with the run and never covering a deny.
 
     A reply names the question it answers (`question=asked(run_id)["question"]`): an
     approval given for one question never approves another. A question that was answered
@@ -475,7 +481,7 @@ def reply(
         InvalidInputError: no `question`, the run does not exist, waits for no human, or
             asks another question now.
     """
-    _runs.reply(_HERE, run_id, question, approved, message)
+    _runs.reply(_HERE, run_id, question, approved, message, remember)
 
 
 @_at_call

@@ -142,12 +142,13 @@ class Client:
         message: str | None = None,
         *,
         question: str | None = None,
+        remember: str | Mapping[str, Any] | None = None,
     ) -> None:
         """Answer `question` (the id `asked` gives), which the run must be asking now.
 
         Like `agentfsm.durable.reply`; the worker that holds the run resumes it.
         """
-        _runs.reply(self._remote, run_id, question, approved, message)
+        _runs.reply(self._remote, run_id, question, approved, message, remember)
 
     @at_call
     def result(self, run_id: str, *, timeout: float | None = None) -> DurableResult:

@@ -7,6 +7,7 @@ same database through DBOS's client, which runs nothing. Both go through a
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from agentfsm.durable._data import check_text
 from agentfsm.durable._serializer import RecordedError, failure_text
 from agentfsm.durable._workflow import HUMAN_TOPIC, WAITING_KEY
 from agentfsm.exceptions import AgentFSMError, CheckpointError, InvalidInputError, RunError
+from agentfsm.states._approvals import scope_of
 
 __all__ = ["Backend", "DurableResult", "RunStatus"]
 
@@ -130,9 +132,17 @@ def asked(backend: Backend, run_id: str) -> dict[str, Any] | None:
 
 
 def reply(
-    backend: Backend, run_id: str, question: object, approved: bool, message: str | None
+    backend: Backend,
+    run_id: str,
+    question: object,
+    approved: bool,
+    message: str | None,
+    remember: object = None,
 ) -> None:
     """Answer `question`, which the run asks now; InvalidInputError (nothing sent) otherwise."""
+    if remember is not None:  # checked here, so the run never reads a scope it cannot take
+        scope_of(remember, "reply: remember")
+        remember = json.loads(json.dumps(remember))
     checked_id(run_id, "reply")
     # Only True approves: a reply of "no" or 0 must never run the calls it answers.
     if not isinstance(approved, bool):
@@ -170,6 +180,8 @@ def reply(
         )
     # The run checks the id again: a reply that crosses the run moving on is dropped there.
     answer = {"question": question, "approved": approved, "message": message}
+    if remember is not None:
+        answer["remember"] = remember
     with reading(run_id, "reply", backend.hint):
         backend.send(run_id, answer, HUMAN_TOPIC)
 

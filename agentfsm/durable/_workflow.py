@@ -23,13 +23,15 @@ from typing import Any
 from dbos import DBOS
 
 from agentfsm._engine.controller import Controller
+from agentfsm._model.approvals import SCOPES
 from agentfsm._model.types import Action, Decision, ExitReason, ModelTurn, ToolCall, ToolResult
 from agentfsm._runner.executor import _cut, describe, result_of
 from agentfsm._runner.retry import is_transient
 from agentfsm.durable._conversation import Conversation
 from agentfsm.durable._registry import DEFAULT_MAX_TOKENS, agent_named
 from agentfsm.durable._serializer import failure_text
-from agentfsm.exceptions import CheckpointError, RunError
+from agentfsm.exceptions import AgentFSMError, CheckpointError, RunError
+from agentfsm.states._approvals import scope_of
 
 __all__ = [
     "HUMAN_TOPIC",
@@ -325,17 +327,21 @@ class _Loop:
             "turn": self.ctl.turn,
             "reason": decision.reason,
             "tool_calls": [c.model_dump(mode="json") for c in decision.tool_calls],
+            # What `reply(remember=)` takes for them (docs/approvals.md): a host may offer it.
+            "scopes": list(SCOPES) if decision.tool_calls else [],
         }
         await DBOS.set_event_async(WAITING_KEY, asked)
         self.agent.progress("ask_human", self.run_id, asked)
-        approved, message = await self._answer(question)
+        approved, message, scope = await self._answer(question)
         await DBOS.set_event_async(WAITING_KEY, None)
         if not decision.tool_calls and message:
             self.talk.user(message)
         await self._tick()
-        return self._settle(self.ctl.on_human_reply(approved, message))
+        # The scope holds for each asked call (docs/approvals.md); stored with the run.
+        remember = {c.id: scope for c in decision.tool_calls} if approved and scope else None
+        return self._settle(self.ctl.on_human_reply(approved, message, remember=remember))
 
-    async def _answer(self, question: str) -> tuple[bool, str | None]:
+    async def _answer(self, question: str) -> tuple[bool, str | None, Any]:
         """Wait for the answer to `question`; no answer in time declines.
 
         A reply naming another question (one asked earlier, declined when its time ran
@@ -346,12 +352,13 @@ class _Loop:
             reply = await DBOS.recv_async(HUMAN_TOPIC, timeout_seconds=limit or _WAIT_CHUNK)
             if reply is None:
                 if limit is not None:
-                    return False, None
+                    return False, None, None
                 continue
             if isinstance(reply, dict) and reply.get("question") == question:
                 message = reply.get("message")
                 # Anything not understood declines: fail closed.
-                return reply.get("approved") is True, message if isinstance(message, str) else None
+                text = message if isinstance(message, str) else None
+                return reply.get("approved") is True, text, _scope(reply.get("remember"))
 
     def _result(self) -> dict[str, Any]:
         exit_reason = self.ctl.exit_reason
@@ -367,3 +374,15 @@ class _Loop:
             "messages": self.talk.messages,
             "events": self.events,
         }
+
+
+def _scope(value: object) -> object:
+    """A reply's `remember` scope as the run reads it back: one `scope_of` takes, else None
+    (a scope it cannot read remembers nothing: fail closed)."""
+    if value is None:
+        return None
+    try:
+        scope_of(value, "remember")
+    except AgentFSMError:
+        return None
+    return value

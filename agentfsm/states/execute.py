@@ -45,7 +45,12 @@ def enter(run: Run, step: Step) -> None:
     known = step.sigs
     run.pending = {call.id: call for call in calls}
     # Calls a human cleared: a restored run keeps them cleared (see validate.recheck).
-    run.approved = tuple(run.pending) if step.snap.phase == "human_reply" else ()
+    # A call a remembered approval covered counts as approved as well.
+    run.approved = (
+        tuple(run.pending)
+        if step.snap.phase == "human_reply"
+        else tuple(i for i, _ in step.snap.covered if i in run.pending)
+    )
     keyed = key_of(run.policy)
     sigs: dict[str, Hashable] = {call.id: known.get(call.id) or keyed(call) for call in calls}
     run.pending_sigs = sigs

@@ -16,7 +16,11 @@ def enter(run: Run, step: Step) -> None:
     """Make the handoff call pending until the delegate answers."""
     calls = step.snap.handoffs
     run.pending = {call.id: call for call in calls}
-    run.approved = tuple(run.pending) if step.snap.phase == "human_reply" else ()
+    run.approved = (
+        tuple(run.pending)
+        if step.snap.phase == "human_reply"
+        else tuple(i for i, _ in step.snap.covered if i in run.pending)
+    )
     # Like executed calls, a pending handoff has its call key: a dump of the run is whole.
     run.pending_sigs = {call.id: step.sigs.get(call.id) or signature(call) for call in calls}
     run.incomplete = 0

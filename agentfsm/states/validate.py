@@ -18,8 +18,8 @@ from agentfsm._model.call_identity import CallKey, describe, round_signature, si
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import unchecked_evolve
 from agentfsm._model.types import ShadowVerdict, State, ToolCall, ToolResult
-from agentfsm.guards.intent import LoopLadder, warning
-from agentfsm.states import _shadow
+from agentfsm.guards.intent import warning
+from agentfsm.states import _approvals, _shadow
 
 __all__ = ["enter", "recheck", "verdict"]
 
@@ -27,7 +27,8 @@ __all__ = ["enter", "recheck", "verdict"]
 _Plan = tuple[
     list[ToolCall], list[ToolCall], list[ToolCall], list[ToolCall], list[ToolResult], list[str]
 ]
-"""The calls that may run, await approval, are denied, hand off; and the refusals' results."""
+"""The calls that may run, await approval, are denied, hand off; the refusals' results; and
+why each asked call is asked."""
 
 
 def _refusal(call: ToolCall, why: str) -> ToolResult:
@@ -43,7 +44,10 @@ def enter(run: Run, step: Step) -> None:
         step.snap = unchecked_evolve(snap, incomplete_in_a_row=run.incomplete + 1)
         return
     shadow: list[ShadowVerdict] | None = None if run.shadow is None else []
-    executable, approval, denied, handoffs, rejected, asked = _plan(run, calls, shadow)
+    covered: list[tuple[str, str]] = []
+    executable, approval, denied, handoffs, rejected, asked = _plan(
+        run, calls, shadow, (covered, snap.elapsed)
+    )
     if shadow:
         step.shadow = tuple(shadow)
     ladder = run.policy.loops
@@ -62,6 +66,10 @@ def enter(run: Run, step: Step) -> None:
         rejected += _feed_back(runnable, streak, repeated)
         executable, approval = [], []
     runs = bool(executable or approval or handoffs)
+    notes = (*snap.notes, *_covered_notes(covered)) if covered and runs else snap.notes
+    said = warning(ladder, calls, streak) if ladder is not None and rung == "warn" else ""
+    if said:  # the warn rung: the warning for the model (the decision's note), and its reason
+        notes = (*notes, said)
     if not runs:
         # Nothing of the round runs, so execute will not count it: it counts here, and a
         # model that ignores the refusals ends as DOOM_LOOP.
@@ -74,25 +82,19 @@ def enter(run: Run, step: Step) -> None:
         denied=tuple(denied),
         handoffs=tuple(handoffs),
         rejected=tuple(rejected),
+        # A repeat fed back refuses the covered calls too: they are not covered then.
+        covered=tuple(covered) if executable or handoffs else (),
+        notes=notes,
         repeat_streak=streak,
         repeated=repeated,
         loop_rung=rung or "",
-        **_warned(ladder, calls, streak, snap.notes) if rung == "warn" else {},
+        **({"warning": said} if said else {}),
         # One repair round, however many of its calls were refused: complete here when
         # nothing of it runs; otherwise execute (or await_human) keeps that it failed.
         tool_errors_in_a_row=run.tool_errors + 1
         if not runs and _failed(run, rejected, denied)
         else run.tool_errors,
     )
-
-
-def _warned(
-    ladder: LoopLadder, calls: list[ToolCall], streak: int, notes: tuple[str, ...]
-) -> dict[str, object]:
-    """The warn rung's fields: the warning for the model (the decision's note), and in the
-    decision's reason."""
-    said = warning(ladder, calls, streak)
-    return {"warning": said, "notes": (*notes, said)}
 
 
 def _failed(run: Run, rejected: list[ToolResult], denied: list[ToolCall]) -> bool:
@@ -104,7 +106,12 @@ def _failed(run: Run, rejected: list[ToolResult], denied: list[ToolCall]) -> boo
     return any(result.call_id not in ids for result in rejected)
 
 
-def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -> _Plan:
+def _plan(
+    run: Run,
+    calls: list[ToolCall],
+    shadow: list[ShadowVerdict] | None,
+    remembered: tuple[list[tuple[str, str]], float],
+) -> _Plan:
     executable: list[ToolCall] = []
     approval: list[ToolCall] = []
     denied: list[ToolCall] = []
@@ -130,6 +137,8 @@ def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -
             shadow.append(
                 _shadow.judged(run.shadow, call, permission, why, partial(CallHistory.of_run, run))
             )
+        if permission == "ask" and run.approvals:
+            permission = _remembered(run, call, *remembered)
         if permission == "allow":
             (handoffs if handoff else executable).append(call)
         elif permission == "ask":
@@ -139,6 +148,26 @@ def _plan(run: Run, calls: list[ToolCall], shadow: list[ShadowVerdict] | None) -
             denied.append(call)
             rejected.append(_refusal(call, why))
     return executable, approval, denied, handoffs, rejected, asked
+
+
+def _remembered(run: Run, call: ToolCall, covered: list[tuple[str, str]], now: float) -> str:
+    """An asked call a live remembered approval covers is allowed, and the use counted.
+
+    Only an "ask" reaches here: a deny never does, and the guards after validate (repeats,
+    budgets) read the covered call like any other. A use is counted when the approval
+    covers the call, so a turn a guard then stops has spent it: uses never exceed N.
+    """
+    approval = _approvals.covering(run, call, now)
+    if approval is None:
+        return "ask"
+    run.approvals = _approvals.spent(run.approvals, approval)
+    covered.append((call.id, approval.id))
+    return "allow"
+
+
+def _covered_notes(covered: list[tuple[str, str]]) -> list[str]:
+    """The reason's note for each call a remembered approval let run."""
+    return [f"call {c} runs under remembered approval {a}" for c, a in covered]
 
 
 def verdict(run: Run, call: ToolCall) -> tuple[str, str]:

@@ -219,3 +219,42 @@ def waiting(db: str) -> Iterator[tuple[Deployer, dict[str, Any]]]:
         run = Deployer(srv)
         yield run, run.question("staging")
         DBOS.cancel_workflow(run.run_id)
+
+
+class TestRememberedApprovals:
+    def test_a_remembered_approval_covers_the_next_deploy_without_asking(
+        self, db: str, server: ScriptedServer
+    ) -> None:
+        """Staging approved with `remember` for any deploy: production runs without a second
+        question, the decision says which approval covered it, and each deploy runs once."""
+        run = Deployer(server)
+        staging = run.question("staging")
+        assert staging["scopes"] == ["once", "uses", "seconds", "run", "conversation", "deployment"]
+        durable.reply(
+            run.run_id,
+            approved=True,
+            question=staging["question"],
+            remember={"scope": "conversation", "pattern": "*"},
+        )
+        done = run.result()
+        assert done.exit_reason is af.ExitReason.COMPLETED
+        assert run.deployed == ["staging", "production"]
+        covered = [d.covered for d in done.decisions if d.covered]
+        assert covered == [{"d2": "a1"}]
+
+    def test_a_bad_remember_is_refused_and_nothing_is_sent(
+        self, db: str, server: ScriptedServer
+    ) -> None:
+        """A scope that does not read raises where it is given; the run still asks."""
+        run = Deployer(server)
+        staging = run.question("staging")
+        with pytest.raises(InvalidInputError, match="remember"):
+            durable.reply(
+                run.run_id, approved=True, question=staging["question"], remember="forever"
+            )
+        assert durable.asked(run.run_id) == staging
+        durable.reply(run.run_id, approved=False, message="no", question=staging["question"])
+        production = run.question("production")
+        durable.reply(run.run_id, approved=False, message="no", question=production["question"])
+        assert run.result().exit_reason is af.ExitReason.COMPLETED
+        assert run.deployed == []

@@ -139,6 +139,7 @@ class TestBuild:
             "answer": None,
             "note": None,
             "shadow": (),
+            "covered": {},
         }
         built = unchecked_decision(dict(values))
         assert type(built) is af.Decision

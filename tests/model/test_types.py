@@ -29,6 +29,7 @@ def decision_values() -> dict[str, object]:
         "answer": None,
         "note": None,
         "shadow": (),
+        "covered": {},
     }
 
 

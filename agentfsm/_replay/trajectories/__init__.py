@@ -28,6 +28,7 @@ from agentfsm._replay.trajectories import (
 )
 from agentfsm._replay.trajectories._io import Errors, head_line, load_json
 from agentfsm._replay.trajectories._model import (
+    ApprovalChange,
     HumanReply,
     ModelOutput,
     RecordedRun,
@@ -40,6 +41,7 @@ from agentfsm.exceptions import TraceError
 
 __all__ = [
     "FORMATS",
+    "ApprovalChange",
     "HumanReply",
     "ModelOutput",
     "RecordedRun",

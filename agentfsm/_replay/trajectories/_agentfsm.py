@@ -17,6 +17,7 @@ from agentfsm._model.types import ExitReason, ModelTurn, ToolResult
 from agentfsm._replay.trace import HEADER_EVENT, read_numbered
 from agentfsm._replay.trajectories._io import Errors, located, report, wrap_run_error
 from agentfsm._replay.trajectories._model import (
+    ApprovalChange,
     HumanReply,
     ModelOutput,
     RecordedRun,
@@ -159,24 +160,35 @@ def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
         return UserMessage(str(event["text"]))
     if kind == "human_reply":
         return _reply(event)
+    if kind in ("approval_granted", "approval_revoked"):
+        approval = event["approval"]
+        if type(approval) is not dict:
+            raise TypeError(f"approval must be an object, not {approval!r:.60}")
+        return ApprovalChange(kind == "approval_granted", approval)
     if kind == "decision":
-        exit_reason = event.get("exit_reason")
-        shadow = event.get("shadow")
-        if isinstance(shadow, list):  # recorded beside the decision, never enforced
-            turn = event.get("turn")
-            run.shadow.extend({"turn": turn, **v} for v in shadow if isinstance(v, dict))
-        if run.recorded is not None:
-            run.recorded.append(
-                (
-                    str(event["action"]),
-                    str(event.get("priority")),
-                    str(event.get("guard")),
-                    None if exit_reason is None else str(exit_reason),
-                )
+        return _decided(event, run)
+    return None
+
+
+def _decided(event: dict[str, Any], run: RecordedRun) -> Stopped | None:
+    """A `decision` event: kept for the divergence check; a stop from outside is a step."""
+    exit_reason = event.get("exit_reason")
+    shadow = event.get("shadow")
+    if isinstance(shadow, list):  # recorded beside the decision, never enforced
+        turn = event.get("turn")
+        run.shadow.extend({"turn": turn, **v} for v in shadow if isinstance(v, dict))
+    if run.recorded is not None:
+        run.recorded.append(
+            (
+                str(event["action"]),
+                str(event.get("priority")),
+                str(event.get("guard")),
+                None if exit_reason is None else str(exit_reason),
             )
-        if exit_reason:
-            run.end = str(exit_reason)
-            return _stopped(event, str(exit_reason))
+        )
+    if exit_reason:
+        run.end = str(exit_reason)
+        return _stopped(event, str(exit_reason))
     return None
 
 
@@ -214,7 +226,30 @@ def _reply(event: dict[str, Any]) -> HumanReply:
         _elapsed(event),
         None if messages is None else _by_id(messages, "messages", str),
         None if arguments is None else _by_id(arguments, "arguments", dict),
+        _remembered(event.get("remember")),
     )
+
+
+def _remembered(made: Any) -> dict[str, dict[str, Any]] | None:
+    """The scopes a reply remembered, by call id, from the approvals its event records."""
+    if made is None:
+        return None
+    if type(made) is not list or not all(type(a) is dict for a in made):
+        raise TypeError(f"remember must be a list of approvals, not {made!r:.60}")
+    return {str(a["call_id"]): scope_of_record(a) for a in made}
+
+
+def scope_of_record(approval: dict[str, Any]) -> dict[str, Any]:
+    """The scope an approval was made with, as `remember` and `grant` take it."""
+    scope = approval["scope"]
+    spec: dict[str, Any] = {"scope": scope}
+    if scope == "uses":
+        spec["uses"] = approval["uses_left"]
+    elif scope == "seconds":
+        spec["seconds"] = approval["expires_at"] - approval["granted_at"]
+    if approval.get("pattern") is not None:
+        spec["pattern"] = approval["pattern"]
+    return spec
 
 
 def _by_id(value: Any, name: str, kind: type[_V]) -> dict[str, _V]:

@@ -67,6 +67,20 @@ class HumanReply:
     """Each asked call's own text, by call id, when the reply gave them."""
     arguments: dict[str, dict[str, Any]] | None = None
     """Edited arguments of approved calls, by call id, when the reply gave them."""
+    remember: dict[str, dict[str, Any]] | None = None
+    """The scope each approved call was remembered with, by call id, when the reply gave one
+    (`on_human_reply(remember=)`, docs/approvals.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalChange:
+    """The host granted (`Controller.grant`) or revoked (`Controller.revoke`) a remembered
+    approval, as an agentfsm trace records it."""
+
+    granted: bool
+    """True for a grant, False for a revocation."""
+    approval: dict[str, Any]
+    """The Approval record as the event holds it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +97,7 @@ class Stopped:
     """What the host said when it stopped the run, if anything."""
 
 
-Step = ModelOutput | ToolResults | UserMessage | HumanReply | Stopped
+Step = ModelOutput | ToolResults | UserMessage | HumanReply | Stopped | ApprovalChange
 
 
 @dataclass(slots=True)

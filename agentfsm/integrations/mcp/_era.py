@@ -203,15 +203,27 @@ class Era:
             return f"MCP revision {self.agreed}, which the server agreed, has no elicitation"
         return "it declared no MCP elicitation capability"
 
-    async def ask(self, name: str, arguments: Mapping[str, Any], message: str, ident: Any) -> bool:
-        """Ask the host whether the call `ident` may run: True only for an accept with a yes."""
+    async def ask(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        message: str,
+        ident: Any,
+        extra: Mapping[str, Any] | None = None,
+    ) -> tuple[bool, Mapping[str, Any]]:
+        """Ask the host whether the call `ident` may run: True only for an accept with a yes,
+        and the accepted form's content. `extra` adds fields to the form of a handshake
+        session (a stateless question is the approval field alone)."""
         question = elicit_params(self.agreed, message, name)
         if self.stateless is None:
+            if extra:
+                question["requestedSchema"]["properties"].update(extra)
             reply = await self.proxy.ask_host(
                 "elicitation/create", question, self.proxy.elicit_seconds, ident
             )
             result = reply.get("result") if isinstance(reply, Mapping) else None
-            return accepted(result)
+            content = result.get("content") if isinstance(result, Mapping) else None
+            return accepted(result), content if isinstance(content, Mapping) else {}
         state = new_state()
         loop = asyncio.get_running_loop()
         self._questions[state] = _Question(name, dict(arguments), loop.create_future())
@@ -224,12 +236,12 @@ class Era:
             )
         except TimeoutError:
             self._rebound[_key(ident)] = _NOBODY  # answered already: nobody waits for more
-            return False
+            return False, {}
         finally:
             self._questions.pop(state, None)
         self._rebound[_key(ident)] = retry
         self._asks[_key(ident)] = self._asks.pop(_key(retry), False)
-        return yes
+        return yes, {}
 
     async def _retried(self, message: Mapping[str, Any], state: object) -> None:
         """The host sent a call again with its answer: the asked call continues, answered

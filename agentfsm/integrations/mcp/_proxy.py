@@ -68,6 +68,7 @@ from agentfsm._model.types import (
 )
 from agentfsm.exceptions import AgentFSMError
 from agentfsm.guards.intent import LoopLadder
+from agentfsm.integrations.mcp._approvals import ApprovalsFile, Scope, remember_of, scope_field
 from agentfsm.integrations.mcp._era import Era
 from agentfsm.integrations.mcp._hints import changes_things, with_hints
 from agentfsm.integrations.mcp._wire import (
@@ -76,6 +77,7 @@ from agentfsm.integrations.mcp._wire import (
     Relay,
     cap_result,
     decoded,
+    digest,
     error_result,
     flag_changed,
     host_kind,
@@ -218,6 +220,8 @@ class Proxy:
         run_id: The Controller's run id (the HTTP session's id), or a random one.
         shadow: A candidate policy judged beside `policy` on every call and recorded in the
             trace, never enforced (with the listing's annotations as its ask floor too).
+        approvals: An approvals file the proxy re-reads when it changes, granting what it
+            lists (for a host that cannot ask; docs/mcp-proxy.md#remembered-approvals).
     """
 
     def __init__(
@@ -228,8 +232,10 @@ class Proxy:
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         run_id: str | None = None,
         shadow: Policy | None = None,
+        approvals: str | None = None,
     ) -> None:
         self.policy = session_policy(policy)
+        self.approvals = None if approvals is None else ApprovalsFile(approvals)
         self.shadow = shadow
         self.connect = connect
         self.observers = list(observers)
@@ -817,12 +823,21 @@ class Proxy:
             hinted = with_hints(self.policy, hints)
             shadow = None if self.shadow is None else with_hints(self.shadow, hints)
             self.controller = Controller(
-                hinted, run_id=self.run_id, observers=self.observers, shadow=shadow
+                hinted,
+                run_id=self.run_id,
+                observers=self.observers,
+                shadow=shadow,
+                identify=self._identity,
             )
             notes, self._notes = self._notes, []
             for what in notes:
                 self._trace(what)
         return self.controller
+
+    def _identity(self, name: str) -> str | None:
+        """A tool's identity for remembered approvals: its pin in the current listing."""
+        tool = self.tools.get(name)
+        return None if tool is None else "mcp:" + digest(tool)
 
     def _extra_care(self, call: ToolCall) -> str | None:
         """Why a call the policy clears must still be asked: a tool changed since first
@@ -854,10 +869,14 @@ class Proxy:
                 "new session (reconnect this MCP server in the host), or raise the limit that "
                 "stopped it in the policy file"
             )
+        if self.approvals is not None:
+            self.approvals.sync(ctl, self._trace)
         call = ToolCall(id=f"call-{next(self._calls)}", name=name, arguments=args)
         turn = ModelTurn(tool_calls=[call], finish_reason=FinishReason.TOOL_CALLS)
         decision = ctl.on_model_output(turn)
-        care = self._extra_care(call)
+        # A remembered approval answered the ask the annotations' floor makes; a changed
+        # tool is never covered (its pin moved), so it is asked below as before.
+        care = None if call.id in decision.covered else self._extra_care(call)
         if decision.action is Action.ASK_HUMAN:
             why = "; ".join(filter(None, [decision.reason, care]))
             if not self.era.can_ask(ident):
@@ -871,9 +890,10 @@ class Proxy:
                 if decision.action is Action.STOP:
                     return _refusal(decision, call.id)
                 return error_result(f"agentfsm: {unasked}")
-            yes = await self._elicit(call, why, ident)
+            yes, scope = await self._ask(call, why, ident)
             no = None if yes else "not approved through MCP elicitation"
-            decision = ctl.on_human_reply(yes, no)
+            remember = {call.id: scope} if yes and scope is not None else None
+            decision = ctl.on_human_reply(yes, no, remember=remember)
             care = None
         if decision.action is not Action.EXECUTE_TOOLS or not ctl.claim(call.id, name, args):
             return _refusal(decision, call.id)
@@ -916,16 +936,32 @@ class Proxy:
         return result
 
     async def _elicit(self, call: ToolCall, why: str, related: Any) -> bool:
-        """Ask the host's user whether `call` may run; True only for an accept with a yes.
+        """Ask the host's user whether `call` may run; True only for an accept with a yes."""
+        return (await self._ask(call, why, related, offer_scopes=False))[0]
 
-        The host's revision says how (`Era.ask`): a request to the host, or an answer to
-        the call that asks and waits for the host to send the call again.
+    async def _ask(
+        self, call: ToolCall, why: str, related: Any, *, offer_scopes: bool = True
+    ) -> tuple[bool, Scope]:
+        """Ask the host's user whether `call` may run, and for how long the answer holds.
+
+        The host's revision says how (`Era.ask`): a request to the host, or an answer to the
+        call that asks and waits for the host to send the call again. True only for an
+        accept with a yes; the scope is the form's `remember` choice
+        (`_approvals.SCOPE_CHOICES`), offered to a host of a handshake revision, and None
+        (this call only) for anything else.
         """
         if not self.era.can_ask(related):
-            return False
+            return False, None
         shown = json.dumps(call.arguments, ensure_ascii=False)[:2000]
         message = f"Run tool {call.name} with {shown}? ({why})"
-        return await self.era.ask(call.name, dict(call.arguments or {}), message, related)
+        offered = offer_scopes and self.era.stateless is None
+        extra = {"remember": scope_field()} if offered else None
+        yes, content = await self.era.ask(
+            call.name, dict(call.arguments or {}), message, related, extra
+        )
+        if not yes:
+            return False, None
+        return True, remember_of(content) if offered else None
 
 
 @dataclass(eq=False)
@@ -980,7 +1016,8 @@ def _cannot_ask(name: str, why: str, unable: str) -> str:
     return (
         f"{name!r} was not run: it needs a human's approval ({why}), and this host cannot ask "
         f"one ({unable}), so nobody was asked. Allow it in the "
-        f"policy (for example `allow {name}`, or a rule naming its arguments), or use a host "
+        f"policy (for example `allow {name}`, or a rule naming its arguments), approve it out "
+        "of band in an approvals file (`agentfsm mcp-proxy --approvals FILE`), or use a host "
         "that can answer an ask"
     )
 
@@ -1161,6 +1198,7 @@ def serve(
     observers: Sequence[Any] = (),
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     shadow: Policy | None = None,
+    approvals: str | None = None,
 ) -> int:
     """Serve the host on stdio until it closes the session, or SIGTERM or SIGINT; the exit
     status.
@@ -1169,7 +1207,7 @@ def serve(
     result, or an error result saying the proxy stopped), the trace ends interrupted, and the
     proxy exits 0.
     """
-    proxy = Proxy(policy, connect, observers, max_result_bytes, shadow=shadow)
+    proxy = Proxy(policy, connect, observers, max_result_bytes, shadow=shadow, approvals=approvals)
 
     # SIGINT too: Claude Code stops a stdio server with SIGINT, then SIGTERM, without
     # closing its input; left to Python's KeyboardInterrupt, the trace was never ended.
