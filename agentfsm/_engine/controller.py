@@ -25,6 +25,7 @@ from agentfsm._engine.routes import WAITING, Route, RouteTable
 from agentfsm._model._checked import listed, read, replaced
 from agentfsm._model._errors import at_call
 from agentfsm._model.copies import own_call, own_turn
+from agentfsm._model.ledger import Account
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import RunSnapshot, default_snapshot
 from agentfsm._model.tools import ToolSpec, tool_specs
@@ -121,6 +122,10 @@ class Controller:
             elapsed time (`max_seconds`); `time.monotonic` when omitted. Replay
             and durable runs pass the recorded time, so a time budget decides
             again exactly as it did live.
+        shadow: A candidate policy judged beside `policy`, recorded, never enforced.
+        ledger: This run's account in its run tree's `Ledger`: spend charged below it
+            reaches this run's budgets at once, and the snapshot's `tree` says what the
+            tree has left (the `TreeBudget()` guard stops the run when it is spent).
     """
 
     @at_call
@@ -134,8 +139,11 @@ class Controller:
         engine: Literal["compiled", "transitions"] = "compiled",
         clock: Callable[[], float] | None = None,
         shadow: Policy | Mapping[str, Any] | None = None,
+        ledger: Account | None = None,
     ) -> None:
         self.policy = as_policy(policy)
+        if ledger is not None and not isinstance(ledger, Account):
+            raise DefinitionError(f"ledger must be a ledger Account, not {type(ledger).__name__}")
         clock = _as_clock(clock)
         if engine not in ("compiled", "transitions"):
             raise DefinitionError(f"engine must be 'compiled' or 'transitions', not {engine!r}")
@@ -147,7 +155,14 @@ class Controller:
         self.shadow = as_shadow(shadow, specs)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
-        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, specs, clock, self.shadow)
+        self._run = Run(
+            run_id or uuid.uuid4().hex[:12],
+            self.policy,
+            specs,
+            clock,
+            self.shadow,
+            ledger,
+        )
         self._engine: TransitionsEngine | None = None
         # The latest model output as routed, and the run's own copies of its calls: a turn the
         # host built is kept as given (its calls equal the copies when routed), and one holding
@@ -167,6 +182,9 @@ class Controller:
         if self._events.active:
             shadowed = None if self.shadow is None else self.shadow.to_json()
             self._events.started(self.policy.to_json(), _declared(self._run.specs), shadowed)
+        if ledger is not None:
+            # Spend below this run (a child's turns) reaches its budgets while the child runs.
+            ledger.listen(self._charged_below)
 
     # -- what the host can read -------------------------------------------------
 
@@ -647,7 +665,8 @@ class Controller:
     def charge(self, usage: Usage) -> None:
         """Add tokens and cost spent outside this run's model calls (a sub-agent's) to its budgets.
 
-        No turn is counted; the next decision's budget checks see the new totals.
+        No turn is counted; the next decision's budget checks see the new totals. A run in
+        a ledger charges it too, so the runs above it see the spend at once.
         """
         if not isinstance(usage, Usage):
             raise InvalidInputError(
@@ -655,6 +674,16 @@ class Controller:
                 state=self._run.state.value,
                 turn=self._run.turn,
             )
+        self._counted(usage)
+        if self._run.tree is not None:
+            self._run.tree.charge(usage)
+
+    @_atomic
+    def _charged_below(self, usage: Usage) -> None:
+        """Count a run's spend below this one in the ledger (the ledger has it already)."""
+        self._counted(usage)
+
+    def _counted(self, usage: Usage) -> None:
         run = self._run
         run.tokens += usage.input_tokens + usage.output_tokens
         run.cost += usage.cost or 0.0

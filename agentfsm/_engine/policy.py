@@ -278,6 +278,17 @@ class Policy(Checked):
             return floored(verdict, call, self.permission_rules, self.permissions)
         return verdict
 
+    def narrowed_by(self, parent: Policy) -> Policy:
+        """This policy as a sub-agent of `parent` runs it: never wider than `parent`.
+
+        Per call the stronger verdict wins (deny, then ask, then allow), each limit is the
+        lesser, and `TreeBudget()` stops the child when its run tree's budget is spent;
+        see `agentfsm._engine.narrow.narrowed`.
+        """
+        from agentfsm._engine.narrow import narrowed
+
+        return narrowed(self, parent)
+
     def to_json(self) -> dict[str, Any]:
         """The policy as JSON-compatible data, guards as their reprs."""
         data = self.model_dump(

@@ -23,6 +23,7 @@ from agentfsm._model.types import (
 )
 
 if TYPE_CHECKING:
+    from agentfsm._model.ledger import Account
     from agentfsm._model.call_history import CallHistory
     from agentfsm._model.tools import ToolSpec
 
@@ -118,6 +119,7 @@ class Run:
         "tool_calls_used",
         "tool_counts",
         "tool_errors",
+        "tree",
         "turn",
     )
 
@@ -128,8 +130,12 @@ class Run:
         specs: dict[str, ToolSpec] | None,
         clock: Callable[[], float] = time.monotonic,
         shadow: RunRules | None = None,
+        tree: Account | None = None,
     ) -> None:
         self.run_id = run_id
+        self.tree = tree
+        """The run's account in its run tree's ledger, if it is in one: its own turns are
+        charged there as they are counted, and its snapshots say what the tree has left."""
         self.policy = policy
         self.shadow = shadow
         """A candidate policy judged beside `policy` on every call, recorded and never enforced."""
@@ -197,6 +203,8 @@ class Run:
         values["same_results_in_a_row"] = self.same_results
         values["retries_in_a_row"] = self.retries
         values["incomplete_in_a_row"] = self.incomplete
+        if self.tree is not None:
+            values["tree"] = self.tree.left()
         values.update(changes)
         return RunSnapshot._made(values)
 
@@ -210,7 +218,9 @@ class Run:
             setattr(self, name, value)
 
 
-_FIXED = frozenset({"clock", "policy", "prices", "run_id", "shadow", "specs", "started"})
+_FIXED = frozenset(
+    {"clock", "policy", "prices", "run_id", "shadow", "specs", "started", "tree"}
+)
 """Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)

@@ -84,10 +84,13 @@ class Loop:
         return model, child_messages(agent, call), options
 
     def adopt(self, call: ToolCall, child: RunResult) -> ToolResult:
-        """Charge the child's usage to this run and make its end the call's result."""
-        self.session.charge(child.usage)
+        """Make the child's end the call's result (its spend reached this run live, through
+        the ledger)."""
         self.interrupted = self.interrupted or child.exit_reason is ExitReason.INTERRUPTED
-        return child_result(call, child.exit_reason, child.text, child.error)
+        why = child.error
+        if why is None and child.exit_reason is not ExitReason.COMPLETED and child.decisions:
+            why = child.decisions[-1].reason  # the limit that stopped it, for the parent's model
+        return child_result(call, child.exit_reason, child.text, why)
 
 
 @contextmanager

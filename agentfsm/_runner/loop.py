@@ -265,7 +265,9 @@ def _delegate(loop: Loop, call: ToolCall) -> ToolResult:
     if isinstance(found, ToolResult):
         return found
     model, messages, options = found
-    return loop.adopt(call, run(model, messages, **options))
+    with loop.session.delegating():
+        child = run(model, messages, **options)
+    return loop.adopt(call, child)
 
 
 async def _adelegate(loop: Loop, call: ToolCall) -> ToolResult:
@@ -273,7 +275,9 @@ async def _adelegate(loop: Loop, call: ToolCall) -> ToolResult:
     if isinstance(found, ToolResult):
         return found
     model, messages, options = found
-    return loop.adopt(call, await arun(model, messages, **options))
+    with loop.session.delegating():
+        child = await arun(model, messages, **options)
+    return loop.adopt(call, child)
 
 
 def _litellm() -> Any:

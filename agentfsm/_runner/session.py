@@ -13,6 +13,7 @@ import fnmatch
 import json
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,8 +23,9 @@ from typing import Any, NamedTuple
 from pydantic import ConfigDict, Field
 
 from agentfsm._engine.controller import Controller
-from agentfsm._engine.policy import Policy
+from agentfsm._engine.policy import Policy, as_policy
 from agentfsm._model._checked import Checked
+from agentfsm._model.ledger import Account, Ledger
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._model.types import (
     Action,
@@ -117,8 +119,13 @@ _TOOLS_OF: ContextVar[Session | None] = ContextVar("agentfsm_tools_of", default=
 """The run whose tools are running in this context (None outside a batch of tools).
 
 A run started inside a tool (`af.run` called by the tool's code, in its thread or
-task: contexts travel with both) finds the run that called the tool here, and
-charges its usage to it when it ends, as a handoff's child is charged."""
+task: contexts travel with both) finds the run that called the tool here, and takes
+its tools when given none of its own."""
+
+_PARENT: ContextVar[Session | None] = ContextVar("agentfsm_parent", default=None)
+"""The run whose tools or handoffs are running in this context: a run started here is its
+child. The child runs under its own policy narrowed by the parent's (never wider), and
+joins the parent's ledger, which it charges with every turn as the turn is counted."""
 
 
 class Session:
@@ -147,6 +154,8 @@ class Session:
         self._text = ""
         self._usage = Usage()
         self._charging = threading.Lock()  # tools on several threads may charge at once
+        self.account: Account | None = None
+        """The run's account in its run tree's ledger (set by `open`)."""
 
     @classmethod
     @contextmanager
@@ -168,9 +177,16 @@ class Session:
         """
         from agentfsm._replay.trace import TraceWriter
 
-        caller = _TOOLS_OF.get()
+        caller, parent = _TOOLS_OF.get(), _PARENT.get()
         if tools is None and caller is not None:
             tools, policy = caller.inherited(policy)
+        policy = as_policy(policy)
+        run_id = uuid.uuid4().hex[:12]
+        if parent is None:
+            account = Ledger().open(policy, run_id=run_id)
+        else:
+            policy = policy.narrowed_by(parent.controller.policy)
+            account = parent.account.ledger.open(policy, run_id=run_id, parent=parent.account)
         specs = tool_specs(tools)
         writer = None
         if trace is not None:
@@ -178,22 +194,25 @@ class Session:
             writer = TraceWriter(trace)
         try:
             controller = Controller(
-                policy if policy is not None else Policy(),
+                policy,
                 tools=None if specs is None else list(specs.values()),
+                run_id=run_id,
                 observers=(*observers, *([writer] if writer else [])),
                 shadow=shadow,
+                ledger=account,
             )
             session = cls(model, messages, controller, specs)
             session.max_tokens = max_tokens
-            # Inside this run nothing is a tool of the caller's run until a batch says so
-            # (a handoff's child is charged by the handoff, not here).
-            token = _TOOLS_OF.set(None)
+            session.account = account
+            account.listen(session._mirror)
+            # Inside this run nothing is a tool or a child of the caller's run until a batch
+            # or a handoff says so; its spend reached the caller through the ledger.
+            tools_token, parent_token = _TOOLS_OF.set(None), _PARENT.set(None)
             try:
                 yield session
             finally:
-                _TOOLS_OF.reset(token)
-                if caller is not None:
-                    caller.charge(session.usage)
+                _PARENT.reset(parent_token)
+                _TOOLS_OF.reset(tools_token)
         finally:
             if writer is not None:
                 writer.close()
@@ -218,12 +237,28 @@ class Session:
 
     @contextmanager
     def running_tools(self) -> Iterator[None]:
-        """Mark this context as running this run's tools: runs started by them charge it."""
-        token = _TOOLS_OF.set(self)
+        """Mark this context as running this run's tools: runs started by them are its
+        children, and take its tools when given none."""
+        tools_token, parent_token = _TOOLS_OF.set(self), _PARENT.set(self)
         try:
             yield
         finally:
-            _TOOLS_OF.reset(token)
+            _PARENT.reset(parent_token)
+            _TOOLS_OF.reset(tools_token)
+
+    @contextmanager
+    def delegating(self) -> Iterator[None]:
+        """Mark this context as running this run's handoffs: their runs are its children."""
+        token = _PARENT.set(self)
+        try:
+            yield
+        finally:
+            _PARENT.reset(token)
+
+    def _mirror(self, usage: Usage) -> None:
+        """Add spend below this run (a child's turn, charged live) to its usage."""
+        with self._charging:
+            self._usage = _add_usage(self._usage, usage)
 
     @property
     def usage(self) -> Usage:
@@ -318,7 +353,8 @@ class Session:
         return not self.finished
 
     def charge(self, usage: Usage) -> None:
-        """Charge a sub-agent's tokens and cost to this run's budgets and usage."""
+        """Charge spend made outside the ledger (a sub-agent of another framework) to this
+        run's budgets, usage and ledger (so the runs above it see it too)."""
         with self._charging:
             self.controller.charge(usage)
             self._usage = _add_usage(self._usage, usage)

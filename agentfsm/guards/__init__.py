@@ -25,6 +25,7 @@ from agentfsm.guards.boundaries import (
     PermissionDenied,
     Refused,
     TokenBudget,
+    TreeBudget,
 )
 from agentfsm.guards.completion import (
     AnswerComplete,
@@ -79,6 +80,7 @@ __all__ = [
     "TokenBudget",
     "ToolErrorLimit",
     "ToolFailed",
+    "TreeBudget",
     "Verifier",
     "as_guard",
     "non_empty_answer",
@@ -116,6 +118,7 @@ REGISTRY: dict[str, type[Guard]] = {
         TokenBudget,
         ToolErrorLimit,
         ToolFailed,
+        TreeBudget,
     )
 }
 """Guard classes a policy file may name."""

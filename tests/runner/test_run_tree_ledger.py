@@ -1,0 +1,188 @@
+"""One live budget ledger per run tree, in the runner: a child is charged as it spends, and
+the tree stops when a budget anywhere on the path above the spend is used up."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agentfsm import Policy
+from agentfsm._model.types import Action, ExitReason
+from agentfsm._runner.loop import Agent, RunResult, arun, run
+from agentfsm._runner.retry import ProviderRetry
+from agentfsm.testing.scripted import Reply, Responder, call, last_tool_result, say, tool_calls
+from agentfsm.testing.server import ScriptedServer
+from tests.conftest import LITELLM_CLIENT
+from tests.runner.conftest import scripted_arun, scripted_run
+
+pytestmark = LITELLM_CLIENT
+
+TASK = [{"role": "user", "content": "Find x."}]
+TURN = 30
+"""Tokens of one scripted turn (20 in, 10 out)."""
+
+
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{key}: nothing"
+
+
+def digging_child(turns: int) -> list[Reply | Responder]:
+    """A child that looks up `turns` different keys, then answers."""
+    return [tool_calls(call("lookup", {"key": f"k{n}"})) for n in range(turns)] + [
+        say("found nothing")
+    ]
+
+
+def go(server: ScriptedServer, **kwargs: Any) -> RunResult:
+    kwargs.setdefault("retry", ProviderRetry(attempts=1))
+    return scripted_run(server, TASK, **kwargs)
+
+
+class TestHandoffSpendsTheParentsBudget:
+    """A handoff child charges the parent's ledger live, so the parent's cap binds it."""
+
+    POLICY = Policy(handoffs=frozenset({"research"}), max_tokens=100)
+    AGENTS = {"research": Agent(tools=[lookup])}  # noqa: RUF012 - read only
+
+    def script(self) -> list[Reply | Responder]:
+        return [
+            tool_calls(call("research", {"task": "dig"})),  # the parent: 30 tokens
+            *digging_child(10),  # the child would spend 11 x 30 = 330 more
+            lambda body: say(f"parent: {last_tool_result(body)}"),
+        ]
+
+    def test_the_child_stops_at_the_parents_cap(self) -> None:
+        """The child stops at the turn that reaches the parent's 100 tokens, not 330 later.
+
+        Before the ledger the child ran to its end (360 tokens for the tree) and the parent
+        stopped only after it returned.
+        """
+        with ScriptedServer(self.script()) as server:
+            result = go(server, tools=["research"], policy=self.POLICY, agents=self.AGENTS)
+            asked = len(server.requests)
+        assert result.exit_reason is ExitReason.TOKEN_BUDGET
+        # The parent's turn and the child's first three: the third reached 120 >= 100.
+        assert asked == 4
+        assert result.usage.input_tokens + result.usage.output_tokens == 4 * TURN
+        (handoff,) = [m for m in result.messages if m["role"] == "tool"]
+        assert "ended with token_budget" in handoff["content"]
+        assert "its run tree's spend included" in handoff["content"]
+
+    def test_the_same_from_arun(self) -> None:
+        """arun's children charge the same ledger, and stop at the same turn."""
+
+        async def main(server: ScriptedServer) -> RunResult:
+            return await scripted_arun(
+                server,
+                TASK,
+                tools=["research"],
+                policy=self.POLICY,
+                agents=self.AGENTS,
+                retry=ProviderRetry(attempts=1),
+            )
+
+        with ScriptedServer(self.script()) as server:
+            result = asyncio.run(main(server))
+            asked = len(server.requests)
+        assert result.exit_reason is ExitReason.TOKEN_BUDGET
+        assert asked == 4
+
+    def test_a_child_within_budget_is_counted_once(self) -> None:
+        """A child that fits: its turns are in the parent's usage once, not twice."""
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"task": "dig"})),
+            *digging_child(1),
+            lambda body: say(f"parent: {last_tool_result(body)}"),
+        ]
+        policy = Policy(handoffs=frozenset({"research"}), max_tokens=1000)
+        with ScriptedServer(script) as server:
+            result = go(server, tools=["research"], policy=policy, agents=self.AGENTS)
+        assert result.exit_reason is ExitReason.COMPLETED
+        assert result.usage.input_tokens + result.usage.output_tokens == 4 * TURN
+        assert [d.action for d in result.decisions] == [Action.HANDOFF, Action.CONTINUE, Action.FINAL]
+
+
+class TestRunsStartedByToolsJoinTheTree:
+    """A run a tool starts with `af.run` is a child of the tool's run: same ledger, same cap."""
+
+    def test_a_nested_run_stops_at_the_callers_cap(self) -> None:
+        """The nested run stops when the caller's 100 tokens are spent, and so does the caller."""
+
+        def research(topic: str) -> str:
+            inner = run(
+                "openai/scripted",
+                f"research {topic}",
+                tools=[lookup],
+                api_base=server.openai_base,
+                api_key="sk-test",
+                retry=ProviderRetry(attempts=1),
+            )
+            return f"{inner.exit_reason.value}: {inner.text}"
+
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"topic": "x"})),
+            *digging_child(10),
+            lambda body: say(f"parent: {last_tool_result(body)}"),
+        ]
+        with ScriptedServer(script) as server:
+            result = go(server, tools=[research], policy=Policy(max_tokens=100))
+            asked = len(server.requests)
+        assert asked == 4
+        assert result.exit_reason is ExitReason.TOKEN_BUDGET
+        (message,) = [m for m in result.messages if m["role"] == "tool"]
+        assert message["content"].startswith("token_budget")
+
+
+class TestChildrenAreNeverWider:
+    """A child runs under its own policy narrowed by its parent's."""
+
+    def test_a_tool_the_parent_denies_is_not_run_by_the_child(self) -> None:
+        """The parent denies `lookup`; the child's own policy allows it: it is not run."""
+        ran: list[str] = []
+
+        def lookup_counted(key: str) -> str:
+            ran.append(key)
+            return "x"
+
+        lookup_counted.__name__ = "lookup"
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"task": "dig"})),
+            tool_calls(call("lookup", {"key": "secret"})),
+            lambda body: say(f"child: {last_tool_result(body)}"),
+            lambda body: say(f"parent: {last_tool_result(body)}"),
+        ]
+        policy = Policy(handoffs=frozenset({"research"}), permission_rules=["deny look*"])
+        agents = {
+            "research": Agent(tools=[lookup_counted], policy=Policy(permissions={"lookup": "allow"}))
+        }
+        with ScriptedServer(script) as server:
+            result = go(server, tools=["research"], policy=policy, agents=agents)
+        assert ran == []
+        assert result.exit_reason is ExitReason.COMPLETED
+        assert "denied" in result.text
+
+    def test_a_tool_the_parent_asks_about_is_asked_in_the_child(self) -> None:
+        """The parent asks before `lookup`; the child's on_ask is asked before it runs."""
+        asked: list[str] = []
+
+        def on_ask(decision: Any) -> tuple[bool, str | None]:
+            asked.extend(c.name for c in decision.tool_calls)
+            return False, None
+
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"task": "dig"})),
+            tool_calls(call("lookup", {"key": "k"})),
+            lambda body: say(f"parent: {last_tool_result(body)}"),
+        ]
+        policy = Policy(handoffs=frozenset({"research"}), permission_rules=["ask look*"])
+        with ScriptedServer(script) as server:
+            result = go(
+                server,
+                tools=["research"],
+                policy=policy,
+                agents={"research": Agent(tools=[lookup])},
+                on_ask=on_ask,
+            )
+        assert asked == ["lookup"]
+        assert "human_declined" in result.text
