@@ -9,14 +9,10 @@ is spent. The runner applies it to handoffs and to runs started inside tools.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentfsm._model.types import ToolCall
-from agentfsm.exceptions import PolicyError
 from agentfsm.guards.boundaries import TreeBudget
-
-if TYPE_CHECKING:
-    from agentfsm._engine.policy import Policy
 
 __all__ = ["Narrowed", "narrowed"]
 
@@ -46,7 +42,7 @@ class Narrowed:
 
     __slots__ = ("child", "parent")
 
-    def __init__(self, parent: Policy, child: Policy) -> None:
+    def __init__(self, parent: Any, child: Any) -> None:
         self.parent = parent
         self.child = child
 
@@ -54,14 +50,15 @@ class Narrowed:
         # The parent's Cedar source reads no history here: one that needs it denies.
         verdicts = (self.parent.permission_verdict(call)[0], self.child.permission_verdict(call)[0])
         # Anything that is not exactly a known verdict counts as deny (fail closed).
-        return max(verdicts, key=lambda v: _STRENGTH.get(v, 2))
+        return str(max(verdicts, key=lambda v: _STRENGTH.get(v, 2)))
 
     def __repr__(self) -> str:
         return "Narrowed(parent, child)"
 
 
-def narrowed(child: Policy, parent: Policy) -> Policy:
-    """The policy a child runs under: `child` never wider than `parent`.
+def narrowed(child: Any, parent: Any) -> Any:
+    """The policy a child runs under: `child` never wider than `parent` (both `Policy`s,
+    checked by `Policy.narrowed_by`; this module cannot import the one that imports it).
 
     Deny wins, ask wins over allow (per call, whatever source speaks); each limit is the
     lesser; `on_deny`, `on_unknown_price` take "stop" from either; a repeat the parent
@@ -69,11 +66,6 @@ def narrowed(child: Policy, parent: Policy) -> Policy:
     `guards` are added to the child's, with `TreeBudget()`. The child keeps its own
     tools' names (`handoffs`, `final_tools`), verifiers and `on_incomplete`.
     """
-    from agentfsm._engine.policy import Policy
-
-    for name, value in (("child", child), ("parent", parent)):
-        if not isinstance(value, Policy):
-            raise PolicyError(f"narrowed: {name} must be an agentfsm Policy, not {value!r:.60}")
     update: dict[str, Any] = {name: _lesser(child, parent, name) for name in _LIMITS}
     update["on_deny"] = "stop" if "stop" in (child.on_deny, parent.on_deny) else "feedback"
     update["on_unknown_price"] = (
@@ -91,7 +83,7 @@ def narrowed(child: Policy, parent: Policy) -> Policy:
     return child.model_copy(update=update)
 
 
-def _speaks(parent: Policy) -> bool:
+def _speaks(parent: Any) -> bool:
     """Whether the parent's permissions could say anything but allow."""
     return bool(
         parent.permission_rules
@@ -102,7 +94,7 @@ def _speaks(parent: Policy) -> bool:
     )
 
 
-def _lesser(child: Policy, parent: Policy, name: str) -> Any:
+def _lesser(child: Any, parent: Any, name: str) -> Any:
     mine, theirs = getattr(child, name), getattr(parent, name)
     if mine is None:
         return theirs

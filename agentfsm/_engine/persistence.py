@@ -311,9 +311,7 @@ class RunState(_Data):
     """Model outputs taken so far."""
 
 
-_GIVEN = frozenset(
-    {"clock", "policy", "prices", "shadow", "specs", "run_id", "started", "tree"}
-)
+_GIVEN = frozenset({"clock", "policy", "prices", "shadow", "specs", "run_id", "started", "tree"})
 """Fields of `Run` not copied from `RunState`: code, derived from the policy, or converted."""
 
 

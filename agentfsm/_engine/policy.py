@@ -19,6 +19,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm._cedar import CallHistory, CedarSource
 from agentfsm._engine.ask_floor import floored
+from agentfsm._engine.narrow import narrowed
 from agentfsm._engine.routes import Route, RouteTable
 from agentfsm._model import limits
 from agentfsm._model._checked import Checked, listed, read
@@ -285,9 +286,9 @@ class Policy(Checked):
         lesser, and `TreeBudget()` stops the child when its run tree's budget is spent;
         see `agentfsm._engine.narrow.narrowed`.
         """
-        from agentfsm._engine.narrow import narrowed
-
-        return narrowed(self, parent)
+        _check_policy(parent, "narrowed_by")
+        child: Policy = narrowed(self, parent)
+        return child
 
     def to_json(self) -> dict[str, Any]:
         """The policy as JSON-compatible data, guards as their reprs."""

@@ -105,7 +105,8 @@ class _Book:
 
     def path(self) -> list[_Book]:
         """This account and every account above it, this one first."""
-        books, book = [], self
+        books: list[_Book] = []
+        book: _Book | None = self
         while book is not None:
             books.append(book)
             book = book.parent
@@ -169,22 +170,29 @@ class Ledger:
                 if each.tokens_cap is not None:
                     tokens = _least(tokens, each.tokens_cap - each.tokens - each.held_tokens)
                     if spent is None and each.tokens >= each.tokens_cap:
-                        spent = ExitReason.TOKEN_BUDGET, (
-                            f"run {each.run_id!r} has used {each.tokens} tokens of its "
-                            f"budget of {each.tokens_cap} (its run tree's spend included)"
+                        spent = (
+                            ExitReason.TOKEN_BUDGET,
+                            (
+                                f"run {each.run_id!r} has used {each.tokens} tokens of its "
+                                f"budget of {each.tokens_cap} (its run tree's spend included)"
+                            ),
                         )
                 if each.cost_cap is not None:
                     cost = _least(cost, each.cost_cap - each.cost - each.held_cost)
                     if spent is None and each.cost >= each.cost_cap:
-                        spent = ExitReason.COST_BUDGET, (
-                            f"run {each.run_id!r} has spent ${each.cost:.4f} of its budget "
-                            f"of ${each.cost_cap:.4f} (its run tree's spend included)"
+                        spent = (
+                            ExitReason.COST_BUDGET,
+                            (
+                                f"run {each.run_id!r} has spent ${each.cost:.4f} of its budget "
+                                f"of ${each.cost_cap:.4f} (its run tree's spend included)"
+                            ),
                         )
                 if each.deadline is not None:
                     seconds = _least(seconds, each.deadline - now)
                     if spent is None and now >= each.deadline:
-                        spent = ExitReason.DEADLINE, (
-                            f"run {each.run_id!r} has used its {each.seconds_cap}s of wall time"
+                        spent = (
+                            ExitReason.DEADLINE,
+                            (f"run {each.run_id!r} has used its {each.seconds_cap}s of wall time"),
                         )
         return Left._made(
             {

@@ -23,8 +23,8 @@ from agentfsm._model.types import (
 )
 
 if TYPE_CHECKING:
-    from agentfsm._model.ledger import Account
     from agentfsm._model.call_history import CallHistory
+    from agentfsm._model.ledger import Account
     from agentfsm._model.tools import ToolSpec
 
 __all__ = ["RECENT_ROUNDS", "Fired", "Run", "RunRules", "Step"]
@@ -218,9 +218,7 @@ class Run:
             setattr(self, name, value)
 
 
-_FIXED = frozenset(
-    {"clock", "policy", "prices", "run_id", "shadow", "specs", "started", "tree"}
-)
+_FIXED = frozenset({"clock", "policy", "prices", "run_id", "shadow", "specs", "started", "tree"})
 """Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)
 _SAVE = attrgetter(*_CHANGING)

@@ -186,7 +186,8 @@ class Session:
             account = Ledger().open(policy, run_id=run_id)
         else:
             policy = policy.narrowed_by(parent.controller.policy)
-            account = parent.account.ledger.open(policy, run_id=run_id, parent=parent.account)
+            above = parent.tree()
+            account = above.ledger.open(policy, run_id=run_id, parent=above)
         specs = tool_specs(tools)
         writer = None
         if trace is not None:
@@ -254,6 +255,12 @@ class Session:
             yield
         finally:
             _PARENT.reset(token)
+
+    def tree(self) -> Account:
+        """The run's account in its run tree's ledger."""
+        if self.account is None:  # a Session is made by `open`, which sets it
+            raise AssertionError("a runner session without a ledger account")
+        return self.account
 
     def _mirror(self, usage: Usage) -> None:
         """Add spend below this run (a child's turn, charged live) to its usage."""

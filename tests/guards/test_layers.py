@@ -36,9 +36,9 @@ from agentfsm.guards import (
     RetriesExhausted,
     SignalConflict,
     TokenBudget,
-    TreeBudget,
     ToolErrorLimit,
     ToolFailed,
+    TreeBudget,
 )
 
 P, X = Priority, ExitReason

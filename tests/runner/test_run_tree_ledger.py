@@ -8,7 +8,7 @@ from typing import Any
 
 from agentfsm import Policy
 from agentfsm._model.types import Action, ExitReason
-from agentfsm._runner.loop import Agent, RunResult, arun, run
+from agentfsm._runner.loop import Agent, RunResult, run
 from agentfsm._runner.retry import ProviderRetry
 from agentfsm.testing.scripted import Reply, Responder, call, last_tool_result, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
@@ -100,7 +100,11 @@ class TestHandoffSpendsTheParentsBudget:
             result = go(server, tools=["research"], policy=policy, agents=self.AGENTS)
         assert result.exit_reason is ExitReason.COMPLETED
         assert result.usage.input_tokens + result.usage.output_tokens == 4 * TURN
-        assert [d.action for d in result.decisions] == [Action.HANDOFF, Action.CONTINUE, Action.FINAL]
+        assert [d.action for d in result.decisions] == [
+            Action.HANDOFF,
+            Action.CONTINUE,
+            Action.FINAL,
+        ]
 
 
 class TestRunsStartedByToolsJoinTheTree:
@@ -154,7 +158,9 @@ class TestChildrenAreNeverWider:
         ]
         policy = Policy(handoffs=frozenset({"research"}), permission_rules=["deny look*"])
         agents = {
-            "research": Agent(tools=[lookup_counted], policy=Policy(permissions={"lookup": "allow"}))
+            "research": Agent(
+                tools=[lookup_counted], policy=Policy(permissions={"lookup": "allow"})
+            )
         }
         with ScriptedServer(script) as server:
             result = go(server, tools=["research"], policy=policy, agents=agents)
