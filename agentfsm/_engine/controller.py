@@ -214,6 +214,12 @@ class Controller:
         return self._run.exit_reason
 
     @property
+    def turns_left(self) -> int:
+        """Model turns the current episode has left under `max_turns`."""
+        run = self._run
+        return max(self.policy.max_turns - (run.turn - run.episode_start), 0)
+
+    @property
     def pending_calls(self) -> list[ToolCall]:
         """Calls awaiting results (or a human's approval); copies: editing them changes nothing."""
         run = self._run

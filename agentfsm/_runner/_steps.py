@@ -105,6 +105,7 @@ def open_loop(options: RunOptions) -> Iterator[Loop]:
         options.trace,
         max_tokens=options.max_tokens,
         shadow=options.shadow,
+        show_budget=options.show_budget,
     ) as session:
         yield Loop(options, session)
 

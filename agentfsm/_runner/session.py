@@ -156,6 +156,8 @@ class Session:
         self._charging = threading.Lock()  # tools on several threads may charge at once
         self.account: Account | None = None
         """The run's account in its run tree's ledger (set by `open`)."""
+        self.show_budget: Any = False
+        """Whether (True) or how (a function of the `Left`) each request shows what is left."""
 
     @classmethod
     @contextmanager
@@ -170,6 +172,7 @@ class Session:
         *,
         max_tokens: int | None = None,
         shadow: Any = None,
+        show_budget: Any = False,
     ) -> Iterator[Session]:
         """Build the Controller (and the trace writer) for one run; close the trace after.
 
@@ -205,6 +208,7 @@ class Session:
             session = cls(model, messages, controller, specs)
             session.max_tokens = max_tokens
             session.account = account
+            session.show_budget = show_budget
             account.listen(session._mirror)
             # Inside this run nothing is a tool or a child of the caller's run until a batch
             # or a handoff says so; its spend reached the caller through the ledger.
@@ -280,12 +284,35 @@ class Session:
     def request(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Return the keyword arguments of the next model call."""
         request: dict[str, Any] = {"model": self.model, "messages": list(self.messages)}
+        note = self.budget_note()
+        if note is not None:
+            request["messages"].append(note)
         if self.offered:
             request["tools"] = [spec.to_openai() for spec in self.offered]
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
         request.update(options)
         return request
+
+    def budget_note(self) -> dict[str, Any] | None:
+        """The message showing the model what is left, when the host asked for one."""
+        show = self.show_budget
+        if show is False or self.account is None:
+            return None
+        left = self.account.left(turns=self.controller.turns_left)
+        said = left.text() if show is True else show(left)
+        if said is None:
+            return None
+        if isinstance(said, str):
+            return {"role": "system", "content": said}
+        if isinstance(said, Mapping) and all(type(k) is str for k in said):
+            return dict(said)
+        from agentfsm.exceptions import DefinitionError
+
+        raise DefinitionError(
+            f"show_budget returned {type(said).__name__}: it returns a str, a message "
+            "(a dict with 'role' and 'content') or None"
+        )
 
     def on_turn(self, turn: ModelTurn, message: Mapping[str, Any] | None = None) -> Decision:
         """Give one model output to the Controller; the history keeps the ids it issued.

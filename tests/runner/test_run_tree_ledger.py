@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from agentfsm import Policy
 from agentfsm._model.types import Action, ExitReason
 from agentfsm._runner.loop import Agent, RunResult, run
 from agentfsm._runner.retry import ProviderRetry
+from agentfsm.exceptions import DefinitionError
 from agentfsm.testing.scripted import Reply, Responder, call, last_tool_result, say, tool_calls
 from agentfsm.testing.server import ScriptedServer
 from tests.conftest import LITELLM_CLIENT
@@ -192,3 +195,63 @@ class TestChildrenAreNeverWider:
             )
         assert asked == ["lookup"]
         assert "human_declined" in result.text
+
+
+class TestShowBudget:
+    """`show_budget` shows the model what is left before each call, in the request only."""
+
+    def test_each_request_ends_with_what_is_left(self) -> None:
+        """3 turns and 100 tokens: the first request says so, the second 2 turns and 70."""
+        script: list[Reply | Responder] = [tool_calls(call("lookup", {"key": "a"})), say("done")]
+        with ScriptedServer(script) as server:
+            result = go(
+                server, tools=[lookup], policy=Policy(max_turns=3, max_tokens=100), show_budget=True
+            )
+            notes = [r.body["messages"][-1] for r in server.requests]
+        assert notes == [
+            {"role": "system", "content": "Budget left: 3 model turns, 100 tokens."},
+            {"role": "system", "content": "Budget left: 2 model turns, 70 tokens."},
+        ]
+        assert all(m["role"] != "system" for m in result.messages)
+
+    def test_a_function_writes_the_message_or_none(self) -> None:
+        """The host's function gets the Left; None sends no message that turn."""
+        seen: list[int | None] = []
+
+        def show(left: Any) -> dict[str, str] | None:
+            seen.append(left.tokens)
+            return None if left.turns == 1 else {"role": "user", "content": f"{left.tokens} left"}
+
+        script: list[Reply | Responder] = [tool_calls(call("lookup", {"key": "a"})), say("done")]
+        with ScriptedServer(script) as server:
+            go(server, tools=[lookup], policy=Policy(max_turns=2, max_tokens=500), show_budget=show)
+            last = [r.body["messages"][-1] for r in server.requests]
+        assert seen == [500, 470]
+        assert last[0] == {"role": "user", "content": "500 left"}
+        assert last[1]["role"] == "tool"
+
+    def test_a_child_sees_the_trees_budget(self) -> None:
+        """A handoff child's requests show the parent's cap less what the tree spent."""
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"task": "dig"})),
+            say("found"),
+            lambda body: say(f"parent: {last_tool_result(body)}"),
+        ]
+        policy = Policy(handoffs=frozenset({"research"}), max_tokens=100, max_turns=5)
+        with ScriptedServer(script) as server:
+            go(
+                server,
+                tools=["research"],
+                policy=policy,
+                agents={"research": Agent()},
+                show_budget=True,
+            )
+            child_note = server.requests[1].body["messages"][-1]
+        assert child_note == {"role": "system", "content": "Budget left: 5 model turns, 70 tokens."}
+
+    def test_a_wrong_kind_is_refused_before_any_request(self) -> None:
+        """show_budget=3 raises DefinitionError naming the argument."""
+        with ScriptedServer([say("never")]) as server:
+            with pytest.raises(DefinitionError, match="show_budget must be"):
+                go(server, show_budget=3)
+            assert server.requests == []
