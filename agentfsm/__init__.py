@@ -14,6 +14,7 @@ from agentfsm import _public, exceptions, guards, states
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
 from agentfsm._model._errors import at_call as _at_call
+from agentfsm._model.ledger import Account, Ledger, Left
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import (
@@ -33,6 +34,7 @@ from agentfsm._version import __version__ as __version__
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = [
+    "Account",
     "Action",
     "Agent",
     "AgentFSMError",
@@ -42,6 +44,8 @@ __all__ = [
     "ExitReason",
     "FinishReason",
     "Inbox",
+    "Ledger",
+    "Left",
     "ModelTurn",
     "Policy",
     "Priority",
