@@ -14,7 +14,7 @@ from agentfsm import _public, exceptions, guards, states
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
 from agentfsm._model._errors import at_call as _at_call
-from agentfsm._model.ledger import Account, Ledger, Left
+from agentfsm._model.ledger import Account, Hold, Ledger, Left
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import (
@@ -43,6 +43,7 @@ __all__ = [
     "Executor",
     "ExitReason",
     "FinishReason",
+    "Hold",
     "Inbox",
     "Ledger",
     "Left",

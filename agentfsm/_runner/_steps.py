@@ -148,7 +148,13 @@ def steps_of(loop: Loop) -> Steps:
     """
     session = loop.session
     while loop.going_on():
-        answer = yield CallModel(session.request(loop.request))
+        hold = session.hold_turn()
+        if session.finished:  # the call would not fit what its run tree has left
+            return
+        try:
+            answer = yield CallModel(session.request(loop.request))
+        finally:
+            session.release(hold)
         if isinstance(answer, ProviderError):
             session.fail(answer)
             return

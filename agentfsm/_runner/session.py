@@ -25,7 +25,7 @@ from pydantic import ConfigDict, Field
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy, as_policy
 from agentfsm._model._checked import Checked
-from agentfsm._model.ledger import Account, Ledger
+from agentfsm._model.ledger import Account, Hold, Ledger
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._model.types import (
     Action,
@@ -157,6 +157,10 @@ class Session:
         self.account: Account | None = None
         """The run's account in its run tree's ledger (set by `open`)."""
         self.show_budget: Any = False
+        self.child = False
+        """Whether the run is a child in its run tree (it holds an estimate before each call)."""
+        self._last_spend: Usage | None = None
+        """What the run's latest model call spent (priced when the run prices turns)."""
         """Whether (True) or how (a function of the `Left`) each request shows what is left."""
 
     @classmethod
@@ -209,6 +213,7 @@ class Session:
             session.max_tokens = max_tokens
             session.account = account
             session.show_budget = show_budget
+            session.child = parent is not None
             account.listen(session._mirror)
             # Inside this run nothing is a tool or a child of the caller's run until a batch
             # or a handoff says so; its spend reached the caller through the ledger.
@@ -294,6 +299,38 @@ class Session:
         request.update(options)
         return request
 
+    def hold_turn(self) -> Hold | None:
+        """Before a child's model call: hold what its last call spent on the tree's ledger.
+
+        When that does not fit what is left on the path (a parent's budget, less what the
+        runs going on beside it hold), the call is not made: the run stops with the budget's
+        exit reason, through its Controller. A root run holds nothing (its own budgets bind
+        it as before); a child's first call holds nothing (its cost is not known yet).
+        """
+        spend = self._last_spend
+        if not self.child or self.account is None or spend is None or self.finished:
+            return None
+        tokens, cost = spend.input_tokens + spend.output_tokens, spend.cost or 0.0
+        hold = self.account.reserve(tokens=tokens, cost=cost)
+        if hold is None:
+            left = self.account.left()
+            short = left.tokens is not None and left.tokens < tokens
+            reason = ExitReason.TOKEN_BUDGET if short else ExitReason.COST_BUDGET
+            what = f"{tokens} tokens" if short else f"${cost:.4f}"
+            self._settle(
+                self.controller.stop(
+                    reason,
+                    message=f"the next model call would spend about {what} (as the last did), "
+                    f"more than the run tree has left ({left.text()})",
+                )
+            )
+        return hold
+
+    def release(self, hold: Hold | None) -> None:
+        """Release the hold of a model call that answered (its Controller charged the turn)."""
+        if hold is not None and self.account is not None:
+            self.account.settle(hold)
+
     def budget_note(self) -> dict[str, Any] | None:
         """The message showing the model what is left, when the host asked for one."""
         show = self.show_budget
@@ -325,6 +362,8 @@ class Session:
         self._provided = dict(message) if message is not None else None
         self._text = turn.text or self._text
         self._usage = _add_usage(self._usage, turn.usage)
+        routed = self._pending.usage if self._pending is not None else None
+        self._last_spend = routed or turn.usage or self._last_spend
         return self._settle(decision)
 
     def on_results(self, results: Sequence[ToolResult]) -> Decision:

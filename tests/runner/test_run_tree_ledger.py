@@ -49,28 +49,33 @@ class TestHandoffSpendsTheParentsBudget:
     AGENTS = {"research": Agent(tools=[lookup])}  # noqa: RUF012 - read only
 
     def script(self) -> list[Reply | Responder]:
+        """The parent hands off; the child's second turn costs 60 (40 in, 20 out): it passes
+        the parent's 100 at 120 tokens. The child would go on for 330 tokens more."""
+        big = Reply(tool_calls=[call("lookup", {"key": "big"})], input_tokens=40, output_tokens=20)
         return [
             tool_calls(call("research", {"task": "dig"})),  # the parent: 30 tokens
-            *digging_child(10),  # the child would spend 11 x 30 = 330 more
+            tool_calls(call("lookup", {"key": "first"})),  # the child: 30 (60)
+            big,  # the child: 60 (120)
+            *digging_child(10),
             lambda body: say(f"parent: {last_tool_result(body)}"),
         ]
 
     def test_the_child_stops_at_the_parents_cap(self) -> None:
-        """The child stops at the turn that reaches the parent's 100 tokens, not 330 later.
+        """The child stops by TreeBudget() at the turn that passes the parent's 100 tokens, and
+        the parent stops at its next decision.
 
-        Before the ledger the child ran to its end (360 tokens for the tree) and the parent
-        stopped only after it returned.
+        Before the ledger the child ran to its end (12 requests, 450 tokens for the tree) and
+        the parent stopped only after it returned.
         """
         with ScriptedServer(self.script()) as server:
             result = go(server, tools=["research"], policy=self.POLICY, agents=self.AGENTS)
             asked = len(server.requests)
         assert result.exit_reason is ExitReason.TOKEN_BUDGET
-        # The parent's turn and the child's first three: the third reached 120 >= 100.
-        assert asked == 4
-        assert result.usage.input_tokens + result.usage.output_tokens == 4 * TURN
+        assert asked == 3
+        assert result.usage.input_tokens + result.usage.output_tokens == 120
         (handoff,) = [m for m in result.messages if m["role"] == "tool"]
         assert "ended with token_budget" in handoff["content"]
-        assert "its run tree's spend included" in handoff["content"]
+        assert "run tree's spend included" in handoff["content"]
 
     def test_the_same_from_arun(self) -> None:
         """arun's children charge the same ledger, and stop at the same turn."""
@@ -89,7 +94,25 @@ class TestHandoffSpendsTheParentsBudget:
             result = asyncio.run(main(server))
             asked = len(server.requests)
         assert result.exit_reason is ExitReason.TOKEN_BUDGET
-        assert asked == 4
+        assert asked == 3
+
+    def test_a_call_that_would_not_fit_is_not_made(self) -> None:
+        """The child holds what its last call spent before the next: at 90 of 100 tokens a
+        30-token call does not fit, so the child stops before making it; the parent, told
+        why, answers (a root run holds nothing)."""
+        script: list[Reply | Responder] = [
+            tool_calls(call("research", {"task": "dig"})),
+            *digging_child(2)[:2],
+            lambda body: say(f"parent: {last_tool_result(body)}"),
+            *digging_child(8),  # never asked
+        ]
+        with ScriptedServer(script) as server:
+            result = go(server, tools=["research"], policy=self.POLICY, agents=self.AGENTS)
+            asked = len(server.requests)
+        assert asked == 4  # the parent, the child's two calls, the parent's answer
+        assert result.exit_reason is ExitReason.COMPLETED
+        assert "ended with token_budget" in result.text
+        assert "would spend about 30 tokens (as the last did)" in result.text
 
     def test_a_child_within_budget_is_counted_once(self) -> None:
         """A child that fits: its turns are in the parent's usage once, not twice."""
@@ -114,7 +137,7 @@ class TestRunsStartedByToolsJoinTheTree:
     """A run a tool starts with `af.run` is a child of the tool's run: same ledger, same cap."""
 
     def test_a_nested_run_stops_at_the_callers_cap(self) -> None:
-        """The nested run stops when the caller's 100 tokens are spent, and so does the caller."""
+        """The nested run stops before a call that would not fit the caller's 100 tokens."""
 
         def research(topic: str) -> str:
             inner = run(
@@ -129,14 +152,17 @@ class TestRunsStartedByToolsJoinTheTree:
 
         script: list[Reply | Responder] = [
             tool_calls(call("research", {"topic": "x"})),
-            *digging_child(10),
+            *digging_child(2)[:2],
             lambda body: say(f"parent: {last_tool_result(body)}"),
+            *digging_child(8),  # never asked
         ]
         with ScriptedServer(script) as server:
             result = go(server, tools=[research], policy=Policy(max_tokens=100))
             asked = len(server.requests)
+        # The caller's call, the nested run's two (90 of 100: a third would not fit), and the
+        # caller's answer; before the ledger the nested run went on past the caller's cap.
         assert asked == 4
-        assert result.exit_reason is ExitReason.TOKEN_BUDGET
+        assert result.exit_reason is ExitReason.COMPLETED
         (message,) = [m for m in result.messages if m["role"] == "tool"]
         assert message["content"].startswith("token_budget")
 
