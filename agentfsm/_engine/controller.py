@@ -214,6 +214,11 @@ class Controller:
         return self._run.exit_reason
 
     @property
+    def ledger(self) -> Account | None:
+        """This run's account in its run tree's ledger, when it was given one."""
+        return self._run.tree
+
+    @property
     def turns_left(self) -> int:
         """Model turns the current episode has left under `max_turns`."""
         run = self._run
