@@ -34,10 +34,12 @@ def running_tools_of(controller: Controller | None) -> Iterator[None]:
         _CALLER.reset(token)
 
 
-def controller_in_tree(policy: Policy, tools: Iterable[Any] | None, **given: Any) -> Controller:
-    """A run's Controller: a child of the run whose tool runs here (narrowed, in its ledger),
-    else the root of a tree of its own."""
-    caller = _CALLER.get()
+def controller_in_tree(
+    policy: Policy, tools: Iterable[Any] | None, caller: Controller | None = None, **given: Any
+) -> Controller:
+    """A run's Controller: a child of `caller` (a run that handed off to it), else of the run
+    whose tool runs here (narrowed, in its ledger), else the root of a tree of its own."""
+    caller = caller or _CALLER.get()
     run_id = uuid.uuid4().hex[:12]
     above = None if caller is None else caller.ledger
     if caller is None or above is None:
