@@ -41,10 +41,11 @@ def controller_in_tree(
     whose tool runs here (narrowed, in its ledger), else the root of a tree of its own."""
     caller = caller or _CALLER.get()
     run_id = uuid.uuid4().hex[:12]
+    if caller is not None:
+        policy = policy.narrowed_by(caller.policy)
     above = None if caller is None else caller.ledger
-    if caller is None or above is None:
+    if above is None:  # a root, or a caller restored from a checkpoint (a ledger is live)
         account = Ledger().open(policy, run_id=run_id)
     else:
-        policy = policy.narrowed_by(caller.policy)
         account = above.ledger.open(policy, run_id=run_id, parent=above)
     return Controller(policy, tools, run_id=run_id, ledger=account, **given)
