@@ -12,7 +12,8 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "budgets.md"
 
 def block(language: str) -> str:
     text = PAGE.read_text(encoding="utf-8")
-    return re.findall(rf"^```{language}\n(.*?)^```", text, re.DOTALL | re.MULTILINE)[0]
+    found: list[str] = re.findall(rf"^```{language}\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    return found[0]
 
 
 def test_the_example_prints_what_the_page_shows() -> None:

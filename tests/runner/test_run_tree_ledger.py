@@ -32,9 +32,10 @@ def lookup(key: str) -> str:
 
 def digging_child(turns: int) -> list[Reply | Responder]:
     """A child that looks up `turns` different keys, then answers."""
-    return [tool_calls(call("lookup", {"key": f"k{n}"})) for n in range(turns)] + [
-        say("found nothing")
+    script: list[Reply | Responder] = [
+        tool_calls(call("lookup", {"key": f"k{n}"})) for n in range(turns)
     ]
+    return [*script, say("found nothing")]
 
 
 def go(server: ScriptedServer, **kwargs: Any) -> RunResult:
