@@ -157,11 +157,11 @@ class Session:
         self.account: Account | None = None
         """The run's account in its run tree's ledger (set by `open`)."""
         self.show_budget: Any = False
+        """Whether (True) or how (a function of the `Left`) each request shows what is left."""
         self.child = False
         """Whether the run is a child in its run tree (it holds an estimate before each call)."""
         self._last_spend: Usage | None = None
         """What the run's latest model call spent (priced when the run prices turns)."""
-        """Whether (True) or how (a function of the `Left`) each request shows what is left."""
 
     @classmethod
     @contextmanager
