@@ -156,3 +156,42 @@ class TestBadInput:
         with pytest.raises(InvalidInputError, match="listener must be a function"):
             root.listen(3)  # type: ignore[arg-type]
         assert root.left().tokens == 10
+
+
+class TestTreeProperty:
+    @given(
+        st.lists(st.integers(0, 10), min_size=1, max_size=8),
+        st.lists(st.tuples(st.integers(0, 8), st.integers(0, 50)), max_size=20),
+        st.lists(st.none() | st.integers(0, 300), min_size=9, max_size=9),
+    )
+    def test_left_is_the_least_cap_on_the_path_less_the_subtree_spend(
+        self, parents: list[int], charges: list[tuple[int, int]], caps: list[int | None]
+    ) -> None:
+        """Any tree, any charges: each account has spent its own and its descendants' charges,
+        and a run's tokens left is the least of cap minus spent over its path to the root."""
+        ledger = Ledger()
+        accounts = [ledger.open(af.Policy(max_tokens=caps[0]), run_id="a0")]
+        above: list[int | None] = [None]
+        for i, p in enumerate(parents, start=1):
+            parent = p % i  # an account made before this one
+            accounts.append(
+                ledger.open(af.Policy(max_tokens=caps[i]), run_id=f"a{i}", parent=accounts[parent])
+            )
+            above.append(parent)
+        spent = [0] * len(accounts)
+        for who, n in charges:
+            who %= len(accounts)
+            accounts[who].charge(tokens(n))
+            node: int | None = who
+            while node is not None:
+                spent[node] += n
+                node = above[node]
+        for i, account in enumerate(accounts):
+            path, node = [], i
+            while node is not None:
+                path.append(node)
+                node = above[node]
+            room = [caps[j] - spent[j] for j in path if caps[j] is not None]  # type: ignore[operator]
+            assert account.left().tokens == (min(room) if room else None)
+            over = any(caps[j] is not None and spent[j] >= caps[j] for j in path)  # type: ignore[operator]
+            assert (account.left().spent is ExitReason.TOKEN_BUDGET) == over
