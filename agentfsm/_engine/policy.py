@@ -52,6 +52,7 @@ from agentfsm.guards.boundaries import (
     PermissionDenied,
     Refused,
     TokenBudget,
+    TreeBudget,
 )
 from agentfsm.guards.completion import AnswerComplete, AnswerIncomplete, Paused
 from agentfsm.guards.loop import NoProgress, RepeatedCall, RetriesExhausted
@@ -222,6 +223,20 @@ class Policy(Checked):
         while todo:
             guard = todo.pop()
             if isinstance(guard, CostBudget):
+                return True
+            todo.extend(getattr(guard, "children", ()))
+            child = getattr(guard, "child", None)
+            if child is not None:
+                todo.append(child)
+        return False
+
+    @cached_property
+    def reads_tree(self) -> bool:
+        """Whether a guard reads the run tree's ledger (`TreeBudget` among `guards`)."""
+        todo: list[object] = list(self.guards)
+        while todo:
+            guard = todo.pop()
+            if isinstance(guard, TreeBudget):
                 return True
             todo.extend(getattr(guard, "children", ()))
             child = getattr(guard, "child", None)

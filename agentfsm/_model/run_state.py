@@ -58,6 +58,10 @@ class RunRules(Protocol):
         """Whether turns are priced (the policy has a cost budget)."""
 
     @property
+    def reads_tree(self) -> bool:
+        """Whether a guard reads the run tree's ledger (the snapshot's `tree`)."""
+
+    @property
     def cedar(self) -> object | None:
         """The policy's Cedar source, when it has one (its context reads the run's history)."""
 
@@ -203,7 +207,9 @@ class Run:
         values["same_results_in_a_row"] = self.same_results
         values["retries_in_a_row"] = self.retries
         values["incomplete_in_a_row"] = self.incomplete
-        if self.tree is not None:
+        if self.tree is not None and self.policy.reads_tree:
+            # Read only for a guard that needs it: a root run's own budgets see the tree's
+            # spend in its counters (children charge them), and pay nothing for the ledger here.
             values["tree"] = self.tree.left()
         values.update(changes)
         return RunSnapshot._made(values)
