@@ -15,6 +15,7 @@ from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
 from agentfsm._model._errors import at_call as _at_call
 from agentfsm._model.approvals import Approval
+from agentfsm._model.ledger import Account, Hold, Ledger, Left
 from agentfsm._model.snapshot import RunSnapshot
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import (
@@ -34,6 +35,7 @@ from agentfsm._version import __version__ as __version__
 from agentfsm.exceptions import AgentFSMError
 
 __all__ = [
+    "Account",
     "Action",
     "Agent",
     "AgentFSMError",
@@ -43,7 +45,10 @@ __all__ = [
     "Executor",
     "ExitReason",
     "FinishReason",
+    "Hold",
     "Inbox",
+    "Ledger",
+    "Left",
     "ModelTurn",
     "Policy",
     "Priority",

@@ -168,6 +168,8 @@ def _samples() -> dict[type[BaseModel], BaseModel]:
         ),
         af.guards.ToolLoops: af.guards.ToolLoops(ask=4, words="query"),
         af.RunSnapshot: testing.snapshot(turn=2),
+        af.Left: af.Left(tokens=10, turns=2, spent=af.ExitReason.TOKEN_BUDGET, why="spent"),
+        af.Hold: af.Hold(run_id="r", tokens=3, cost=0.5),
         af.ShadowVerdict: af.ShadowVerdict(
             call_id="c1", tool="read", enforced="allow", shadow="deny", source="rule 'deny read'"
         ),

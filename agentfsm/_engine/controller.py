@@ -27,6 +27,7 @@ from agentfsm._model._checked import listed, read, replaced
 from agentfsm._model._errors import at_call
 from agentfsm._model.approvals import Approval
 from agentfsm._model.copies import own_call, own_turn
+from agentfsm._model.ledger import Account
 from agentfsm._model.run_state import Run, Step
 from agentfsm._model.snapshot import RunSnapshot, default_snapshot
 from agentfsm._model.tools import ToolSpec, tool_specs
@@ -126,6 +127,10 @@ class Controller:
         identify: The identity of a tool by name now (an MCP tool's pin), which remembered
             approvals are bound to; by default the digest of the declared tool's definition
             (None for a run that declares no tools). See docs/approvals.md.
+        shadow: A candidate policy judged beside `policy`, recorded, never enforced.
+        ledger: This run's account in its run tree's `Ledger`: spend charged below it
+            reaches this run's budgets at once, and the snapshot's `tree` says what the
+            tree has left (the `TreeBudget()` guard stops the run when it is spent).
     """
 
     @at_call
@@ -140,8 +145,11 @@ class Controller:
         clock: Callable[[], float] | None = None,
         shadow: Policy | Mapping[str, Any] | None = None,
         identify: Callable[[str], str | None] | None = None,
+        ledger: Account | None = None,
     ) -> None:
         self.policy = as_policy(policy)
+        if ledger is not None and not isinstance(ledger, Account):
+            raise DefinitionError(f"ledger must be a ledger Account, not {type(ledger).__name__}")
         clock = _as_clock(clock)
         if identify is not None and not callable(identify):
             raise DefinitionError(f"identify must be a callable or None, not {identify!r:.60}")
@@ -155,7 +163,14 @@ class Controller:
         self.shadow = as_shadow(shadow, specs)
         self._rows = _compiled(self.policy.routes)
         shared_machine(self.policy.routes)  # validated and shared: built once per route table
-        self._run = Run(run_id or uuid.uuid4().hex[:12], self.policy, specs, clock, self.shadow)
+        self._run = Run(
+            run_id or uuid.uuid4().hex[:12],
+            self.policy,
+            specs,
+            clock,
+            self.shadow,
+            ledger,
+        )
         self._run.identify = identify
         self._engine: TransitionsEngine | None = None
         # The latest model output as routed, and the run's own copies of its calls: a turn the
@@ -176,6 +191,9 @@ class Controller:
         if self._events.active:
             shadowed = None if self.shadow is None else self.shadow.to_json()
             self._events.started(self.policy.to_json(), _declared(self._run.specs), shadowed)
+        if ledger is not None:
+            # Spend below this run (a child's turns) reaches its budgets while the child runs.
+            ledger.listen(self._charged_below)
 
     # -- what the host can read -------------------------------------------------
 
@@ -203,6 +221,17 @@ class Controller:
     def exit_reason(self) -> ExitReason | None:
         """Why the run ended, once it has."""
         return self._run.exit_reason
+
+    @property
+    def ledger(self) -> Account | None:
+        """This run's account in its run tree's ledger, when it was given one."""
+        return self._run.tree
+
+    @property
+    def turns_left(self) -> int:
+        """Model turns the current episode has left under `max_turns`."""
+        run = self._run
+        return max(self.policy.max_turns - (run.turn - run.episode_start), 0)
 
     @property
     def pending_calls(self) -> list[ToolCall]:
@@ -738,7 +767,8 @@ class Controller:
     def charge(self, usage: Usage) -> None:
         """Add tokens and cost spent outside this run's model calls (a sub-agent's) to its budgets.
 
-        No turn is counted; the next decision's budget checks see the new totals.
+        No turn is counted; the next decision's budget checks see the new totals. A run in
+        a ledger charges it too, so the runs above it see the spend at once.
         """
         if not isinstance(usage, Usage):
             raise InvalidInputError(
@@ -746,6 +776,16 @@ class Controller:
                 state=self._run.state.value,
                 turn=self._run.turn,
             )
+        self._counted(usage)
+        if self._run.tree is not None:
+            self._run.tree.charge(usage)
+
+    @_atomic
+    def _charged_below(self, usage: Usage) -> None:
+        """Count a run's spend below this one in the ledger (the ledger has it already)."""
+        self._counted(usage)
+
+    def _counted(self, usage: Usage) -> None:
         run = self._run
         run.tokens += usage.input_tokens + usage.output_tokens
         run.cost += usage.cost or 0.0

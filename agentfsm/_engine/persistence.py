@@ -44,6 +44,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
 )
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import ErrorDetails, PydanticSerializationError
 
 from agentfsm._engine.policy import Policy
@@ -311,12 +312,14 @@ class RunState(_Data):
     in older dumps: none)."""
     tool_errors: Count
     """Failed repair rounds in a row (rounds of calls of which any failed)."""
+    tree: SkipJsonSchema[None] = Field(None, exclude=True)
+    """Never written: a run's ledger account is live; a loaded run is in no run tree."""
     turn: Count
     """Model outputs taken so far."""
 
 
 _GIVEN = frozenset(
-    {"clock", "identify", "policy", "prices", "shadow", "specs", "run_id", "started"}
+    {"clock", "identify", "policy", "prices", "shadow", "specs", "run_id", "started", "tree"}
 )
 """Fields of `Run` not copied from `RunState`: code, derived from the policy, or converted."""
 
@@ -589,6 +592,7 @@ def load_run(
         "shadow": live_shadow,
         # A monotonic clock means nothing in another process: keep the time already used.
         "started": clock() - saved.started,
+        "tree": None,
     }
     for name in Run.__slots__:
         setattr(run, name, given[name] if name in given else getattr(saved, name))

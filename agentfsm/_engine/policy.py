@@ -19,6 +19,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from agentfsm._cedar import CallHistory, CedarSource
 from agentfsm._engine.ask_floor import floored
+from agentfsm._engine.narrow import narrowed
 from agentfsm._engine.routes import Route, RouteTable
 from agentfsm._model import limits
 from agentfsm._model._checked import Checked, listed, read
@@ -51,6 +52,7 @@ from agentfsm.guards.boundaries import (
     PermissionDenied,
     Refused,
     TokenBudget,
+    TreeBudget,
 )
 from agentfsm.guards.completion import AnswerComplete, AnswerIncomplete, Paused
 from agentfsm.guards.intent import LoopLadder
@@ -245,6 +247,20 @@ class Policy(Checked):
         return False
 
     @cached_property
+    def reads_tree(self) -> bool:
+        """Whether a guard reads the run tree's ledger (`TreeBudget` among `guards`)."""
+        todo: list[object] = list(self.guards)
+        while todo:
+            guard = todo.pop()
+            if isinstance(guard, TreeBudget):
+                return True
+            todo.extend(getattr(guard, "children", ()))
+            child = getattr(guard, "child", None)
+            if child is not None:
+                todo.append(child)
+        return False
+
+    @cached_property
     def routes(self) -> RouteTable:
         """The route table this policy builds, shared by every equal policy."""
         key = self._routing_key()
@@ -293,6 +309,17 @@ class Policy(Checked):
         if call.name in self.ask_floor:
             return floored(verdict, call, self.permission_rules, self.permissions)
         return verdict
+
+    def narrowed_by(self, parent: Policy) -> Policy:
+        """This policy as a sub-agent of `parent` runs it: never wider than `parent`.
+
+        Per call the stronger verdict wins (deny, then ask, then allow), each limit is the
+        lesser, and `TreeBudget()` stops the child when its run tree's budget is spent;
+        see `agentfsm._engine.narrow.narrowed`.
+        """
+        _check_policy(parent, "narrowed_by")
+        child: Policy = narrowed(self, parent)
+        return child
 
     def to_json(self) -> dict[str, Any]:
         """The policy as JSON-compatible data, guards as their reprs."""

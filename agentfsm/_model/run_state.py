@@ -25,6 +25,7 @@ from agentfsm._model.types import (
 if TYPE_CHECKING:
     from agentfsm._model.approvals import Approval
     from agentfsm._model.call_history import CallHistory
+    from agentfsm._model.ledger import Account
     from agentfsm._model.tools import ToolSpec
 
 __all__ = ["RECENT_ROUNDS", "Fired", "Run", "RunRules", "Step"]
@@ -64,6 +65,10 @@ class RunRules(Protocol):
     @property
     def prices_turns(self) -> bool:
         """Whether turns are priced (the policy has a cost budget)."""
+
+    @property
+    def reads_tree(self) -> bool:
+        """Whether a guard reads the run tree's ledger (the snapshot's `tree`)."""
 
     @property
     def cedar(self) -> object | None:
@@ -130,6 +135,7 @@ class Run:
         "tool_calls_used",
         "tool_counts",
         "tool_errors",
+        "tree",
         "turn",
     )
 
@@ -140,8 +146,12 @@ class Run:
         specs: dict[str, ToolSpec] | None,
         clock: Callable[[], float] = time.monotonic,
         shadow: RunRules | None = None,
+        tree: Account | None = None,
     ) -> None:
         self.run_id = run_id
+        self.tree = tree
+        """The run's account in its run tree's ledger, if it is in one: its own turns are
+        charged there as they are counted, and its snapshots say what the tree has left."""
         self.policy = policy
         self.shadow = shadow
         """A candidate policy judged beside `policy` on every call, recorded and never enforced."""
@@ -215,6 +225,10 @@ class Run:
         values["same_results_in_a_row"] = self.same_results
         values["retries_in_a_row"] = self.retries
         values["incomplete_in_a_row"] = self.incomplete
+        if self.tree is not None and self.policy.reads_tree:
+            # Read only for a guard that needs it: a root run's own budgets see the tree's
+            # spend in its counters (children charge them), and pay nothing for the ledger here.
+            values["tree"] = self.tree.left()
         values.update(changes)
         return RunSnapshot._made(values)
 
@@ -229,7 +243,7 @@ class Run:
 
 
 _FIXED = frozenset(
-    {"clock", "identify", "policy", "prices", "run_id", "shadow", "specs", "started"}
+    {"clock", "identify", "policy", "prices", "run_id", "shadow", "specs", "started", "tree"}
 )
 """Fields set once when the run is made (or loaded); no input changes them."""
 _CHANGING = tuple(name for name in Run.__slots__ if name not in _FIXED)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from agentfsm._model.ledger import Left
 from agentfsm._model.records import Record
 from agentfsm._model.types import ModelTurn, ToolCall, ToolResult
 
@@ -92,6 +93,8 @@ class RunSnapshot(Record):
     """The human's answer (phase `human_reply`)."""
     human_message: str | None = None
     """What the human said, if anything."""
+    tree: Left | None = None
+    """What the run's tree may still spend, read from its ledger (None: the run is in none)."""
 
 
 FIELDS: tuple[str, ...] = RunSnapshot._fields

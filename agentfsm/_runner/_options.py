@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentfsm._model._checked import check_number, read
+from agentfsm._model.ledger import Left
 from agentfsm._model.types import Decision
 from agentfsm._runner._json_values import unsendable
 from agentfsm._runner.agents import Agent
@@ -22,11 +23,14 @@ from agentfsm._runner.retry import ProviderRetry
 from agentfsm._runner.session import Inbox
 from agentfsm.exceptions import DataError, DefinitionError
 
-__all__ = ["PROVIDER_TIMEOUT", "Flag", "OnAsk", "RunOptions"]
+__all__ = ["PROVIDER_TIMEOUT", "Flag", "OnAsk", "RunOptions", "ShowBudget"]
 
 OnAsk = Callable[[Decision], "tuple[bool, str | None] | Awaitable[tuple[bool, str | None]]"]
 """Answers an ASK_HUMAN decision with `(approved, message)`, or `(approved, message, remember)`
 to remember the approval for a scope (docs/approvals.md); `arun` also awaits a coroutine."""
+
+ShowBudget = bool | Callable[[Left], "str | Mapping[str, Any] | None"]
+"""Whether (True) or how (a function of what is left) a run shows the model its budget."""
 
 PROVIDER_TIMEOUT = 120.0
 """Seconds one provider call may take by default, per attempt: a hung provider ends in a
@@ -70,6 +74,8 @@ class RunOptions:
     cancel: Flag | None
     inbox: Inbox | None
     agents: Mapping[str, Agent] | None
+    show_budget: ShowBudget
+    """Show the model what is left before each call (see `agentfsm.run`)."""
     completion_kwargs: Mapping[str, Any]
 
     @classmethod
@@ -108,6 +114,12 @@ class RunOptions:
             ("cancel", self.cancel, lambda v: callable(getattr(v, "is_set", None)), "an Event"),
             ("inbox", self.inbox, lambda v: isinstance(v, Inbox), "an Inbox"),
             ("agents", self.agents, _is_agents, "a mapping of tool names to Agents"),
+            (
+                "show_budget",
+                self.show_budget,
+                _is_show,
+                "True, False or a function of what is left",
+            ),
         )
         for name, value, good, expected in checks:
             if value is not None and not good(value):
@@ -142,6 +154,7 @@ class RunOptions:
             "stream": self.stream,
             "retry": self.retry,
             "on_ask": self.on_ask,
+            "show_budget": self.show_budget,
             **self.completion_kwargs,
             **agent.options,
         }
@@ -178,6 +191,10 @@ def _conversation(messages: object) -> Sequence[Mapping[str, Any]]:
             f"{path} {what}; the messages go to the model as JSON", problems=[(path, what)]
         )
     return conversation
+
+
+def _is_show(value: object) -> bool:
+    return isinstance(value, bool) or callable(value)
 
 
 def _is_choice(value: object) -> bool:

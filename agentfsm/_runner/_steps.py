@@ -84,10 +84,13 @@ class Loop:
         return model, child_messages(agent, call), options
 
     def adopt(self, call: ToolCall, child: RunResult) -> ToolResult:
-        """Charge the child's usage to this run and make its end the call's result."""
-        self.session.charge(child.usage)
+        """Make the child's end the call's result (its spend reached this run live, through
+        the ledger)."""
         self.interrupted = self.interrupted or child.exit_reason is ExitReason.INTERRUPTED
-        return child_result(call, child.exit_reason, child.text, child.error)
+        why = child.error
+        if why is None and child.exit_reason is not ExitReason.COMPLETED and child.decisions:
+            why = child.decisions[-1].reason  # the limit that stopped it, for the parent's model
+        return child_result(call, child.exit_reason, child.text, why)
 
 
 @contextmanager
@@ -102,6 +105,7 @@ def open_loop(options: RunOptions) -> Iterator[Loop]:
         options.trace,
         max_tokens=options.max_tokens,
         shadow=options.shadow,
+        show_budget=options.show_budget,
     ) as session:
         yield Loop(options, session)
 
@@ -144,7 +148,13 @@ def steps_of(loop: Loop) -> Steps:
     """
     session = loop.session
     while loop.going_on():
-        answer = yield CallModel(session.request(loop.request))
+        hold = session.hold_turn()
+        if session.finished:  # the call would not fit what its run tree has left
+            return
+        try:
+            answer = yield CallModel(session.request(loop.request))
+        finally:
+            session.release(hold)
         if isinstance(answer, ProviderError):
             session.fail(answer)
             return

@@ -1,9 +1,10 @@
 """Sub-agents: a handoff runs another agent, whose end comes back as the call's result.
 
-A child agent has its own Controller and policy and runs through the same
-runner (same provider settings, same cancellation). Its final answer, failure,
-limit or interruption is the handoff call's result, never the parent's end;
-its tokens and cost are charged to the parent's budgets. A child runs only when
+A child agent has its own Controller and runs through the same runner (same
+provider settings, same cancellation), under its own policy narrowed by the
+parent's (never wider). Its final answer, failure, limit or interruption is the
+handoff call's result, never the parent's end; each of its turns is charged to
+the parent's budgets as it is counted (the run tree's ledger). A child runs only when
 the parent's Controller clears its call (`may_run`, by id, name and arguments)
 right before it starts; a handoff it does not clear is not run, and the
 controller answers it.

@@ -26,7 +26,7 @@ from typing import Any, assert_never, cast
 from agentfsm._model._errors import at_call
 from agentfsm._model.types import Decision, ToolCall, ToolResult
 from agentfsm._runner._batch import AbandonedError, until_cancelled
-from agentfsm._runner._options import PROVIDER_TIMEOUT, Flag, OnAsk, RunOptions
+from agentfsm._runner._options import PROVIDER_TIMEOUT, Flag, OnAsk, RunOptions, ShowBudget
 from agentfsm._runner._steps import (
     AskHuman,
     CallModel,
@@ -71,6 +71,7 @@ def run(
     cancel: Flag | None = None,
     inbox: Inbox | None = None,
     agents: Mapping[str, Agent] | None = None,
+    show_budget: ShowBudget = False,
     **completion_kwargs: Any,
 ) -> RunResult:
     """Run the loop synchronously with `litellm.completion` until the Controller ends it.
@@ -109,6 +110,13 @@ def run(
             during a batch they skip the calls not yet started; after a final answer they
             continue the conversation as the next episode.
         agents: The sub-agents handoff tools (the policy's `handoffs`) run, by tool name.
+            Each runs under its own policy narrowed by this run's (`Policy.narrowed_by`)
+            and charges this run's budgets with every turn (its run tree's `Ledger`).
+        show_budget: Show the model what is left before each call: True sends
+            `Left.text()` ("Budget left: 3 model turns, 1,200 tokens, $0.0500, 40s.") as a
+            system message after the conversation; a function of the `Left` returns the
+            text, a whole message, or None for no message that turn. The message goes
+            with the request only, never into `RunResult.messages`.
         **completion_kwargs: Further litellm arguments (`temperature`, `timeout`, ...).
 
     Returns:
@@ -146,6 +154,7 @@ async def arun(
     cancel: Flag | None = None,
     inbox: Inbox | None = None,
     agents: Mapping[str, Agent] | None = None,
+    show_budget: ShowBudget = False,
     **completion_kwargs: Any,
 ) -> RunResult:
     """Run the loop like `run`, with `litellm.acompletion`; async tools and `on_ask` are awaited.
@@ -266,7 +275,9 @@ def _delegate(loop: Loop, call: ToolCall) -> ToolResult:
     if isinstance(found, ToolResult):
         return found
     model, messages, options = found
-    return loop.adopt(call, run(model, messages, **options))
+    with loop.session.delegating():
+        child = run(model, messages, **options)
+    return loop.adopt(call, child)
 
 
 async def _adelegate(loop: Loop, call: ToolCall) -> ToolResult:
@@ -274,7 +285,9 @@ async def _adelegate(loop: Loop, call: ToolCall) -> ToolResult:
     if isinstance(found, ToolResult):
         return found
     model, messages, options = found
-    return loop.adopt(call, await arun(model, messages, **options))
+    with loop.session.delegating():
+        child = await arun(model, messages, **options)
+    return loop.adopt(call, child)
 
 
 def _litellm() -> Any:

@@ -13,6 +13,7 @@ import fnmatch
 import json
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,8 +23,9 @@ from typing import Any, NamedTuple
 from pydantic import ConfigDict, Field
 
 from agentfsm._engine.controller import Controller
-from agentfsm._engine.policy import Policy
+from agentfsm._engine.policy import Policy, as_policy
 from agentfsm._model._checked import Checked
+from agentfsm._model.ledger import Account, Hold, Ledger
 from agentfsm._model.tools import ToolSpec, tool_specs
 from agentfsm._model.types import (
     Action,
@@ -117,8 +119,13 @@ _TOOLS_OF: ContextVar[Session | None] = ContextVar("agentfsm_tools_of", default=
 """The run whose tools are running in this context (None outside a batch of tools).
 
 A run started inside a tool (`af.run` called by the tool's code, in its thread or
-task: contexts travel with both) finds the run that called the tool here, and
-charges its usage to it when it ends, as a handoff's child is charged."""
+task: contexts travel with both) finds the run that called the tool here, and takes
+its tools when given none of its own."""
+
+_PARENT: ContextVar[Session | None] = ContextVar("agentfsm_parent", default=None)
+"""The run whose tools or handoffs are running in this context: a run started here is its
+child. The child runs under its own policy narrowed by the parent's (never wider), and
+joins the parent's ledger, which it charges with every turn as the turn is counted."""
 
 
 class Session:
@@ -147,6 +154,14 @@ class Session:
         self._text = ""
         self._usage = Usage()
         self._charging = threading.Lock()  # tools on several threads may charge at once
+        self.account: Account | None = None
+        """The run's account in its run tree's ledger (set by `open`)."""
+        self.show_budget: Any = False
+        """Whether (True) or how (a function of the `Left`) each request shows what is left."""
+        self.child = False
+        """Whether the run is a child in its run tree (it holds an estimate before each call)."""
+        self._last_spend: Usage | None = None
+        """What the run's latest model call spent (priced when the run prices turns)."""
 
     @classmethod
     @contextmanager
@@ -161,6 +176,7 @@ class Session:
         *,
         max_tokens: int | None = None,
         shadow: Any = None,
+        show_budget: Any = False,
     ) -> Iterator[Session]:
         """Build the Controller (and the trace writer) for one run; close the trace after.
 
@@ -168,9 +184,17 @@ class Session:
         """
         from agentfsm._replay.trace import TraceWriter
 
-        caller = _TOOLS_OF.get()
+        caller, parent = _TOOLS_OF.get(), _PARENT.get()
         if tools is None and caller is not None:
             tools, policy = caller.inherited(policy)
+        policy = as_policy(policy)
+        run_id = uuid.uuid4().hex[:12]
+        if parent is None:
+            account = Ledger().open(policy, run_id=run_id)
+        else:
+            policy = policy.narrowed_by(parent.controller.policy)
+            above = parent.tree()
+            account = above.ledger.open(policy, run_id=run_id, parent=above)
         specs = tool_specs(tools)
         writer = None
         if trace is not None:
@@ -178,22 +202,27 @@ class Session:
             writer = TraceWriter(trace)
         try:
             controller = Controller(
-                policy if policy is not None else Policy(),
+                policy,
                 tools=None if specs is None else list(specs.values()),
+                run_id=run_id,
                 observers=(*observers, *([writer] if writer else [])),
                 shadow=shadow,
+                ledger=account,
             )
             session = cls(model, messages, controller, specs)
             session.max_tokens = max_tokens
-            # Inside this run nothing is a tool of the caller's run until a batch says so
-            # (a handoff's child is charged by the handoff, not here).
-            token = _TOOLS_OF.set(None)
+            session.account = account
+            session.show_budget = show_budget
+            session.child = parent is not None
+            account.listen(session._mirror)
+            # Inside this run nothing is a tool or a child of the caller's run until a batch
+            # or a handoff says so; its spend reached the caller through the ledger.
+            tools_token, parent_token = _TOOLS_OF.set(None), _PARENT.set(None)
             try:
                 yield session
             finally:
-                _TOOLS_OF.reset(token)
-                if caller is not None:
-                    caller.charge(session.usage)
+                _PARENT.reset(parent_token)
+                _TOOLS_OF.reset(tools_token)
         finally:
             if writer is not None:
                 writer.close()
@@ -218,12 +247,34 @@ class Session:
 
     @contextmanager
     def running_tools(self) -> Iterator[None]:
-        """Mark this context as running this run's tools: runs started by them charge it."""
-        token = _TOOLS_OF.set(self)
+        """Mark this context as running this run's tools: runs started by them are its
+        children, and take its tools when given none."""
+        tools_token, parent_token = _TOOLS_OF.set(self), _PARENT.set(self)
         try:
             yield
         finally:
-            _TOOLS_OF.reset(token)
+            _PARENT.reset(parent_token)
+            _TOOLS_OF.reset(tools_token)
+
+    @contextmanager
+    def delegating(self) -> Iterator[None]:
+        """Mark this context as running this run's handoffs: their runs are its children."""
+        token = _PARENT.set(self)
+        try:
+            yield
+        finally:
+            _PARENT.reset(token)
+
+    def tree(self) -> Account:
+        """The run's account in its run tree's ledger."""
+        if self.account is None:  # a Session is made by `open`, which sets it
+            raise AssertionError("a runner session without a ledger account")
+        return self.account
+
+    def _mirror(self, usage: Usage) -> None:
+        """Add spend below this run (a child's turn, charged live) to its usage."""
+        with self._charging:
+            self._usage = _add_usage(self._usage, usage)
 
     @property
     def usage(self) -> Usage:
@@ -238,12 +289,67 @@ class Session:
     def request(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Return the keyword arguments of the next model call."""
         request: dict[str, Any] = {"model": self.model, "messages": list(self.messages)}
+        note = self.budget_note()
+        if note is not None:
+            request["messages"].append(note)
         if self.offered:
             request["tools"] = [spec.to_openai() for spec in self.offered]
         if self.max_tokens is not None:
             request["max_tokens"] = self.max_tokens
         request.update(options)
         return request
+
+    def hold_turn(self) -> Hold | None:
+        """Before a child's model call: hold what its last call spent on the tree's ledger.
+
+        When that does not fit what is left on the path (a parent's budget, less what the
+        runs going on beside it hold), the call is not made: the run stops with the budget's
+        exit reason, through its Controller. A root run holds nothing (its own budgets bind
+        it as before); a child's first call holds nothing (its cost is not known yet).
+        """
+        spend = self._last_spend
+        if not self.child or self.account is None or spend is None or self.finished:
+            return None
+        tokens, cost = spend.input_tokens + spend.output_tokens, spend.cost or 0.0
+        hold = self.account.reserve(tokens=tokens, cost=cost)
+        if hold is None:
+            left = self.account.left()
+            short = left.tokens is not None and left.tokens < tokens
+            reason = ExitReason.TOKEN_BUDGET if short else ExitReason.COST_BUDGET
+            what = f"{tokens} tokens" if short else f"${cost:.4f}"
+            self._settle(
+                self.controller.stop(
+                    reason,
+                    message=f"the next model call would spend about {what} (as the last did), "
+                    f"more than the run tree has left ({left.text()})",
+                )
+            )
+        return hold
+
+    def release(self, hold: Hold | None) -> None:
+        """Release the hold of a model call that answered (its Controller charged the turn)."""
+        if hold is not None and self.account is not None:
+            self.account.settle(hold)
+
+    def budget_note(self) -> dict[str, Any] | None:
+        """The message showing the model what is left, when the host asked for one."""
+        show = self.show_budget
+        if show is False or self.account is None:
+            return None
+        left = self.account.left(turns=self.controller.turns_left)
+        said = left.text() if show is True else show(left)
+        if said is None:
+            return None
+        if isinstance(said, str):
+            return {"role": "system", "content": said}
+        if isinstance(said, Mapping) and all(type(k) is str for k in said):
+            return dict(said)
+        from agentfsm.exceptions import DefinitionError
+
+        raise DefinitionError(
+            f"show_budget returned {type(said).__name__}: it returns a str, a message "
+            "(a dict with 'role' and 'content') or None"
+        )
 
     def on_turn(self, turn: ModelTurn, message: Mapping[str, Any] | None = None) -> Decision:
         """Give one model output to the Controller; the history keeps the ids it issued.
@@ -256,6 +362,8 @@ class Session:
         self._provided = dict(message) if message is not None else None
         self._text = turn.text or self._text
         self._usage = _add_usage(self._usage, turn.usage)
+        routed = self._pending.usage if self._pending is not None else None
+        self._last_spend = routed or turn.usage or self._last_spend
         return self._settle(decision)
 
     def on_results(self, results: Sequence[ToolResult]) -> Decision:
@@ -319,7 +427,8 @@ class Session:
         return not self.finished
 
     def charge(self, usage: Usage) -> None:
-        """Charge a sub-agent's tokens and cost to this run's budgets and usage."""
+        """Charge spend made outside the ledger (a sub-agent of another framework) to this
+        run's budgets, usage and ledger (so the runs above it see it too)."""
         with self._charging:
             self.controller.charge(usage)
             self._usage = _add_usage(self._usage, usage)

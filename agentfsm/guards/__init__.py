@@ -25,6 +25,7 @@ from agentfsm.guards.boundaries import (
     PermissionDenied,
     Refused,
     TokenBudget,
+    TreeBudget,
 )
 from agentfsm.guards.completion import (
     AnswerComplete,
@@ -83,6 +84,7 @@ __all__ = [
     "ToolErrorLimit",
     "ToolFailed",
     "ToolLoops",
+    "TreeBudget",
     "Verifier",
     "as_guard",
     "intent_key",
@@ -122,6 +124,7 @@ REGISTRY: dict[str, type[Guard]] = {
         TokenBudget,
         ToolErrorLimit,
         ToolFailed,
+        TreeBudget,
     )
 }
 """Guard classes a policy file may name."""

@@ -26,6 +26,7 @@ __all__ = [
     "PermissionDenied",
     "Refused",
     "TokenBudget",
+    "TreeBudget",
 ]
 
 
@@ -143,6 +144,27 @@ class Deadline(_Limit):
         if snap.elapsed < self.limit:
             return None
         return Hit(self, f"{snap.elapsed:.1f}s elapsed of {self.limit}s", self.exit_reason)
+
+
+class TreeBudget(Guard):
+    """Stop when a budget of the run's tree is spent: this run's, or a run's above it.
+
+    The run's tree is its parent and the runs started under it (handoffs, runs started
+    by tools); its ledger is charged live (`agentfsm.Ledger`), so a child stops when its
+    parent's budget is spent, with that budget's exit reason (TOKEN_BUDGET, COST_BUDGET,
+    DEADLINE). A run in no tree (`snap.tree` is None) is never stopped by it.
+    """
+
+    layer = 5
+    priority = Priority.P6
+    acts_on_answers = False
+    exit_reason = ExitReason.TOKEN_BUDGET
+
+    def __call__(self, snap: RunSnapshot) -> Hit | None:
+        tree = snap.tree
+        if tree is None or tree.spent is None:
+            return None
+        return Hit(self, tree.why, tree.spent)
 
 
 class ContextLimit(_Limit):

@@ -64,6 +64,7 @@ from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._state import restore, save
+from agentfsm.integrations._tree import controller_in_tree, running_tools_of
 
 __all__ = ["AgentState", "Decide", "create_agent", "human_reply"]
 
@@ -323,7 +324,9 @@ class Decide:
             )
         data = read("the graph state", InvalidInputError, lambda: state.get("agentfsm"))
         if not data:
-            return Controller(self.policy, self.tools, observers=self.observers, shadow=self.shadow)
+            return controller_in_tree(
+                self.policy, self.tools, observers=self.observers, shadow=self.shadow
+            )
         for saved, ctl in self._live.values():
             if saved is data:
                 return ctl
@@ -340,7 +343,9 @@ class Decide:
             RunError: the thread's run still waits for a human's answer.
         """
         if ctl.done:
-            return Controller(self.policy, self.tools, observers=self.observers, shadow=self.shadow)
+            return controller_in_tree(
+                self.policy, self.tools, observers=self.observers, shadow=self.shadow
+            )
         if ctl.state == "await_human":
             asked = ", ".join(f"{c.name!r} ({c.id})" for c in ctl.pending_calls)
             raise RunError(
@@ -609,7 +614,9 @@ class Decide:
                 name=name,
                 status="error",
             )
-        return execute(request)
+        # A governed graph the tool runs (a subgraph invoked by the tool) is a child of this run.
+        with running_tools_of(ctl):
+            return execute(request)
 
     def _owner(self, state: Mapping[str, Any], call_id: str) -> Controller:
         """The Controller of the run that made call `call_id`.

@@ -77,6 +77,7 @@ from agentfsm._model.types import Action, Decision, ModelTurn, ToolCall, ToolRes
 from agentfsm._permissions import Permission
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
 from agentfsm.integrations import _decline
+from agentfsm.integrations._tree import controller_in_tree, running_tools_of
 from agentfsm.providers import normalize
 
 __all__ = ["GovernedModel", "decisions", "governed"]
@@ -272,6 +273,8 @@ class GovernedModel(Model):
         """Each tool's own `needs_approval` setting (the SDK's approval flag), by tool name."""
         self._own_said: dict[str, bool] = {}
         """What the callable settings said about the current response's calls, by `_key`."""
+        self.handed_by: Controller | None = None
+        """The Controller of the governed run that handed off to this agent, for its next run."""
         self.context: RunContextWrapper[Any] | None = None
         """The run's context, as the SDK gives it to the tools: a callable setting reads it."""
         # The Controller's policy: the given one, and the tools' own approval flags beside it
@@ -304,9 +307,15 @@ class GovernedModel(Model):
             # Declared even when empty: a rule or permission naming no tool the model can call
             # is refused, and a call of a name the model was not given is never cleared.
             declared = _declared(tools, handoffs)
-            ctl = self.controller = Controller(
-                self._ruled, declared, observers=self.observers, shadow=self._shadow
+            # A run handed off to, or run as a tool of another governed run, is its child.
+            ctl = self.controller = controller_in_tree(
+                self._ruled,
+                declared,
+                caller=self.handed_by,
+                observers=self.observers,
+                shadow=self._shadow,
             )
+            self.handed_by = None
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
             self._asked, self._shown, self._stop = set(), set(), None
         return ctl
@@ -875,7 +884,9 @@ class _AskFirst:
         self.model.approved(call_id, ctx)
         if not self.model.may_run(call_id, self.name, arguments):
             return f"not executed: agentfsm did not clear call {call_id!r} of {self.name!r}"
-        return await self.invoke(ctx, arguments)
+        # A governed agent the tool runs (an agent as a tool) is a child of this run.
+        with running_tools_of(self.model.controller):
+            return await self.invoke(ctx, arguments)
 
 
 def _wrapped_by(tool: FunctionTool, model: GovernedModel) -> bool:
@@ -956,7 +967,11 @@ def _guarded(model: GovernedModel, given: Agent[Any] | Handoff[Any, Any]) -> Han
                 else "agentfsm did not clear this call, or it already ran"
             )
             raise RunError(f"handoff {guarded.tool_name!r} not run: {why}")
-        return await invoke(ctx, arguments)
+        target = await invoke(ctx, arguments)
+        taking = getattr(target, "model", None)
+        if isinstance(taking, GovernedModel):  # its run is a child of this one
+            taking.handed_by = model.controller
+        return target
 
     guarded.on_invoke_handoff = on_invoke
     return guarded

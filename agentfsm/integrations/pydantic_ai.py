@@ -81,6 +81,7 @@ from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
+from agentfsm.integrations._tree import controller_in_tree, running_tools_of
 
 __all__ = ["GovernTools", "GovernedModel", "GovernedToolset"]
 
@@ -295,7 +296,8 @@ class GovernedModel(WrapperModel):
             # Declared even when empty: a rule or permission naming no tool the model can call
             # is refused, and a call of a name the model was not given is never cleared.
             declared = _declared(params)
-            ctl = self.controller = Controller(
+            # A run started by a governed tool of another run is its child (`_tree`).
+            ctl = self.controller = controller_in_tree(
                 self.policy, declared, observers=self.observers, shadow=self.shadow
             )
             self.decisions, self._refused, self._held, self._started = [], [], [], set()
@@ -674,7 +676,9 @@ class GovernedToolset(WrapperToolset[Any]):
             return self.model._refusal(ctx.tool_call_id, name)
         if metadata.get(_EXTERNAL):
             raise CallDeferred
-        return await super().call_tool(name, tool_args, ctx, tool)
+        # A governed agent the tool runs (delegation) is a child of this run.
+        with running_tools_of(self.model.controller):
+            return await super().call_tool(name, tool_args, ctx, tool)
 
 
 class _Noting:

@@ -52,6 +52,10 @@ def enter(run: Run, step: Step) -> None:
         run.tokens += usage.input_tokens + usage.output_tokens
         run.cost += usage.cost or 0.0
         run.context_tokens = usage.input_tokens + usage.output_tokens
+        if run.tree is not None:
+            # Spent is spent, whatever becomes of this input: the tree's budgets (this run's
+            # snapshot below, the runs above it) see the turn at once.
+            run.tree.charge(usage)
     step.output, step.calls = turn, calls
     changes = {"output": turn, "notes": tuple(notes), "cost_unknown": unknown}
     step.snap = run.snapshot(step.snap, "model_output", changes)

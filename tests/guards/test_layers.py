@@ -39,6 +39,7 @@ from agentfsm.guards import (
     TokenBudget,
     ToolErrorLimit,
     ToolFailed,
+    TreeBudget,
 )
 
 P, X = Priority, ExitReason
@@ -68,6 +69,7 @@ LAYERS: list[tuple[Guard, int, Priority, ExitReason | None]] = [
     (MaxTurns(50), 5, P.P6, X.MAX_TURNS),
     (MaxToolCalls(10), 5, P.P6, X.MAX_TOOL_CALLS),
     (TokenBudget(1_000), 5, P.P6, X.TOKEN_BUDGET),
+    (TreeBudget(), 5, P.P6, X.TOKEN_BUDGET),
     (CostBudget(0.5), 5, P.P6, X.COST_BUDGET),
     (Deadline(60), 5, P.P6, X.DEADLINE),
     (ContextLimit(100_000), 5, P.P6, X.CONTEXT_EXHAUSTED),

@@ -671,3 +671,25 @@ class TestDocs:
             "completed Read it; deleting was declined.",
             'read_note {"key": "a"}',
         ]
+
+
+class TestSubAgentsWithServerTools:
+    """A handoff child given the server's tools runs under its policy narrowed by the parent's:
+    nothing the parent would stop reaches the server."""
+
+    def test_a_call_the_parent_denies_is_never_sent(self, notes: Notes) -> None:
+        """The parent denies `delete_note` (a rule for that name); the child's own policy
+        allows it: the server receives the read, never the delete."""
+        script = [
+            tool_calls(call("research", {"task": "tidy"})),
+            tool_calls(call("read_note", {"key": "a"}), call("delete_note", {"key": "a"})),
+            say("child done"),
+            say("parent done"),
+        ]
+        child_policy = notes.tools.policy(af.Policy(permissions={"delete_note": "allow"}))
+        parent = af.Policy(handoffs=frozenset({"research"}), permission_rules=["deny delete_*"])
+        agents = {"research": af.Agent(tools=notes.tools.tools, policy=child_policy)}
+        with ScriptedServer(script) as model:
+            result = scripted_run(model, TASK, tools=["research"], policy=parent, agents=agents)
+        assert [tool for tool, _ in notes.received()] == ["read_note"]
+        assert result.exit_reason is af.ExitReason.COMPLETED
