@@ -39,6 +39,7 @@ from agentfsm._model.types import (
 )
 from agentfsm._replay.trajectories import (
     ApprovalChange,
+    Charged,
     HumanReply,
     ModelOutput,
     RecordedRun,
@@ -51,7 +52,7 @@ from agentfsm._replay.trajectories._agentfsm import scope_of_record
 from agentfsm._replay.trajectories._pairing import pair_results
 from agentfsm.exceptions import AgentFSMError, DefinitionError, PolicyError, TraceError
 
-_LATER_STEPS = (ToolResults, UserMessage, HumanReply, Stopped, ApprovalChange)
+_LATER_STEPS = (ToolResults, UserMessage, HumanReply, Stopped, ApprovalChange, Charged)
 """The steps other than a model output."""
 
 __all__ = [
@@ -419,11 +420,15 @@ class _Replayer:
         elif not isinstance(step, _LATER_STEPS):
             raise TraceError(
                 f"{self.run.source}: run {self.run.id}: a step is a {type(step).__name__}, not "
-                "a ModelOutput, ToolResults, UserMessage, HumanReply, Stopped or ApprovalChange"
+                "a ModelOutput, ToolResults, UserMessage, HumanReply, Stopped, ApprovalChange "
+                "or Charged"
             )
-        elif self.stopped:
-            return
-        elif isinstance(step, ToolResults):
+        elif not self.stopped:
+            self._later(step)
+
+    def _later(self, step: Step) -> None:
+        """A step after a model output, given to the Controller as the recording did."""
+        if isinstance(step, ToolResults):
             self._results(step.results)
         elif isinstance(step, UserMessage):
             self._user(step.text)
@@ -433,6 +438,8 @@ class _Replayer:
             self._stop(step)
         elif isinstance(step, ApprovalChange):
             self._approval(step)
+        elif isinstance(step, Charged):
+            self.ctl.charge(step.usage)
 
     def _model(self, turn: ModelTurn) -> None:
         if self.stopped or not self._ready_for_model():

@@ -133,6 +133,8 @@ class _Collector:
             self.kind, self.given = "human_reply", [reply]
         elif kind == "user_message":
             self.notes.append(clip(str(event.get("text", ""))))
+        elif kind == "charged":  # spent outside a model output: a run below this one, a host
+            self._count_usage(event)
         elif kind == "transition":
             self.transitions.append(dict(event))
         elif kind == "decision":

@@ -4,12 +4,15 @@ the tree stops when a budget anywhere on the path above the spend is used up."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentfsm import Policy
 from agentfsm._model.types import Action, ExitReason
+from agentfsm._replay.engine import divergence, replay_run
+from agentfsm._replay.trajectories import read_runs
 from agentfsm._runner.loop import Agent, RunResult, run
 from agentfsm._runner.retry import ProviderRetry
 from agentfsm.exceptions import DefinitionError
@@ -77,6 +80,24 @@ class TestHandoffSpendsTheParentsBudget:
         (handoff,) = [m for m in result.messages if m["role"] == "tool"]
         assert "ended with token_budget" in handoff["content"]
         assert "run tree's spend included" in handoff["content"]
+
+    def test_the_parents_trace_replays_to_the_same_stop(self, tmp_path: Path) -> None:
+        """The parent's trace holds the child's spend as `charged` events; replay charges them
+        again, so the parent's token budget stops the replay where it stopped the run, with
+        no divergence.
+
+        Replay skipped `charged`: the replayed parent had spent 30 tokens, not 120, and asked
+        for a model output the recording did not have."""
+        trace = tmp_path / "parent.jsonl"
+        with ScriptedServer(self.script()) as server:
+            result = go(
+                server, tools=["research"], policy=self.POLICY, agents=self.AGENTS, trace=trace
+            )
+        assert result.exit_reason is ExitReason.TOKEN_BUDGET
+        parent = next(iter(read_runs(str(trace))))  # the child's run, if any, follows
+        replayed = replay_run(parent)
+        assert replayed.exit_reason == "token_budget"
+        assert divergence(parent, replayed) is None
 
     def test_the_same_from_arun(self) -> None:
         """arun's children charge the same ledger, and stop at the same turn."""

@@ -29,6 +29,7 @@ from agentfsm._replay.trajectories import (
 from agentfsm._replay.trajectories._io import Errors, head_line, load_json
 from agentfsm._replay.trajectories._model import (
     ApprovalChange,
+    Charged,
     HumanReply,
     ModelOutput,
     RecordedRun,
@@ -42,6 +43,7 @@ from agentfsm.exceptions import TraceError
 __all__ = [
     "FORMATS",
     "ApprovalChange",
+    "Charged",
     "HumanReply",
     "ModelOutput",
     "RecordedRun",

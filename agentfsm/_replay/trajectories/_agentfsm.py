@@ -13,11 +13,12 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from agentfsm._model.types import ExitReason, ModelTurn, ToolResult
+from agentfsm._model.types import ExitReason, ModelTurn, ToolResult, Usage
 from agentfsm._replay.trace import HEADER_EVENT, read_numbered
 from agentfsm._replay.trajectories._io import Errors, located, report, wrap_run_error
 from agentfsm._replay.trajectories._model import (
     ApprovalChange,
+    Charged,
     HumanReply,
     ModelOutput,
     RecordedRun,
@@ -165,6 +166,8 @@ def _convert(event: dict[str, Any], run: RecordedRun) -> Step | None:
         if type(approval) is not dict:
             raise TypeError(f"approval must be an object, not {approval!r:.60}")
         return ApprovalChange(kind == "approval_granted", approval)
+    if kind == "charged":
+        return Charged(Usage.model_validate(event["usage"]))
     if kind == "decision":
         return _decided(event, run)
     return None

@@ -12,9 +12,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfsm._model.types import ModelTurn, ToolResult
+from agentfsm._model.types import ModelTurn, ToolResult, Usage
 
 __all__ = [
+    "ApprovalChange",
+    "Charged",
     "HumanReply",
     "ModelOutput",
     "RecordedRun",
@@ -97,7 +99,16 @@ class Stopped:
     """What the host said when it stopped the run, if anything."""
 
 
-Step = ModelOutput | ToolResults | UserMessage | HumanReply | Stopped | ApprovalChange
+@dataclass(frozen=True, slots=True)
+class Charged:
+    """Spend counted outside a model output (`Controller.charge`: a host's own report, or a
+    run below this one in its run tree spending, each turn as it is counted), as an agentfsm
+    trace records it. Replay charges it again, so the run's budgets decide as they did."""
+
+    usage: Usage
+
+
+Step = ModelOutput | ToolResults | UserMessage | HumanReply | Stopped | ApprovalChange | Charged
 
 
 @dataclass(slots=True)
