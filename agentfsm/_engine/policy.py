@@ -233,26 +233,19 @@ class Policy(Checked):
     @cached_property
     def prices_turns(self) -> bool:
         """Whether a cost budget (`max_cost`, or a CostBudget among `guards`) needs turn prices."""
-        if self.max_cost is not None:
-            return True
-        todo: list[object] = list(self.guards)
-        while todo:
-            guard = todo.pop()
-            if isinstance(guard, CostBudget):
-                return True
-            todo.extend(getattr(guard, "children", ()))
-            child = getattr(guard, "child", None)
-            if child is not None:
-                todo.append(child)
-        return False
+        return self.max_cost is not None or self._has_guard(CostBudget)
 
     @cached_property
     def reads_tree(self) -> bool:
         """Whether a guard reads the run tree's ledger (`TreeBudget` among `guards`)."""
+        return self._has_guard(TreeBudget)
+
+    def _has_guard(self, kind: type) -> bool:
+        """Whether a guard of `kind` is among `guards`, inside combined guards included."""
         todo: list[object] = list(self.guards)
         while todo:
             guard = todo.pop()
-            if isinstance(guard, TreeBudget):
+            if isinstance(guard, kind):
                 return True
             todo.extend(getattr(guard, "children", ()))
             child = getattr(guard, "child", None)
