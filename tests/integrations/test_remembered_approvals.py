@@ -95,3 +95,58 @@ class TestLangGraph:
         out = graph.invoke(Command(resume=answer), config)
         assert ran == ["/tmp/a", "/tmp/b"]
         assert "__interrupt__" not in out
+
+
+class TestMiniSweAgent:
+    """`approve(calls)` answering `(True, message, remember)`."""
+
+    @staticmethod
+    def permission(call: af.ToolCall) -> str:
+        command = str((call.arguments or {}).get("command"))
+        return "deny" if "rm " in command else "ask" if "echo one" in command else "allow"
+
+    @staticmethod
+    def agent(tmp_path: Any, approve: Any) -> Any:
+        from minisweagent.environments.local import LocalEnvironment
+
+        from agentfsm.integrations.mini_swe_agent import GovernedAgent
+        from tests.integrations.test_mini_swe_agent import CONFIG, SUBMIT, LitellmShaped, bash
+        from tests.integrations.test_mini_swe_agent import output as out
+
+        (tmp_path / "victim").write_text("x")
+        echo = "echo one >> log"
+        outputs = [
+            out(bash("c1", echo)),
+            out(bash("c2", echo)),
+            out(bash("c3", "rm -f victim")),
+            out(bash("c4", echo)),
+            out(bash("c5", SUBMIT)),
+        ]
+        policy = af.Policy(permission=TestMiniSweAgent.permission)
+        env = LocalEnvironment(cwd=str(tmp_path))
+        config = CONFIG | {"step_limit": 8}
+        return GovernedAgent(
+            LitellmShaped(outputs=outputs), env, policy=policy, approve=approve, **config
+        )
+
+    def test_a_remembered_approval_covers_its_uses_and_never_a_deny(self, tmp_path: Any) -> None:
+        asked: list[str] = []
+
+        def approve(calls: list[af.ToolCall]) -> Any:
+            asked.append(calls[0].id)
+            return (True, None, "uses=1")
+
+        agent = self.agent(tmp_path, approve)
+        assert agent.run("task")["exit_status"] == "Submitted"
+        # c2 ran under the approval c1 remembered; its one use spent, c4 was asked again.
+        assert asked == ["c1", "c4"]
+        assert (tmp_path / "log").read_text().split() == ["one", "one", "one"]
+        assert (tmp_path / "victim").exists()
+        covered = [d.covered for d in agent.decisions if d.covered]
+        assert covered == [{"c2": "a1"}]
+
+    def test_a_bad_scope_raises(self, tmp_path: Any) -> None:
+        agent = self.agent(tmp_path, lambda calls: (True, None, "forever"))
+        with pytest.raises(InvalidInputError, match="remember"):
+            agent.run("task")
+        assert not (tmp_path / "log").exists()
