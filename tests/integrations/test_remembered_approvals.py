@@ -150,3 +150,72 @@ class TestMiniSweAgent:
         with pytest.raises(InvalidInputError, match="remember"):
             agent.run("task")
         assert not (tmp_path / "log").exists()
+
+
+class TestPydanticAI:
+    """`DeferredToolResults(approvals=..., metadata={call_id: {REMEMBER: SCOPE}})`."""
+
+    @staticmethod
+    def run(first_answer: Any, metadata: Any) -> tuple[Any, list[str], Any]:
+        from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+        from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+        from pydantic_ai.models.function import FunctionModel
+
+        from agentfsm.integrations.pydantic_ai import GovernedModel
+        from tests.integrations.test_pydantic_ai import Script
+
+        ran: list[str] = []
+
+        def delete_file(path: str) -> str:
+            """Delete a file."""
+            ran.append(path)
+            return f"deleted {path}"
+
+        def delete(path: str, id: str) -> ModelResponse:
+            return ModelResponse(
+                parts=[ToolCallPart("delete_file", {"path": path}, tool_call_id=id)]
+            )
+
+        script = Script(
+            [
+                delete("/tmp/a", "d1"),
+                delete("/tmp/b", "d2"),
+                delete("/etc/passwd", "d3"),
+                ModelResponse(parts=[TextPart("Done.")]),
+            ]
+        )
+        model = GovernedModel(FunctionModel(script), POLICY)
+        agent: Agent[None, str | DeferredToolRequests] = Agent(
+            model, toolsets=[model.toolset([delete_file])], output_type=[str, DeferredToolRequests]
+        )
+        first = agent.run_sync("clean up")
+        assert isinstance(first.output, DeferredToolRequests)
+        answers = DeferredToolResults(approvals={"d1": first_answer}, metadata=metadata)
+        second = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=answers)
+        return first, ran, (model, second)
+
+    def test_a_remembered_approval_covers_a_later_call_and_never_a_deny(self) -> None:
+        from agentfsm.integrations.pydantic_ai import OFFERED, REMEMBER
+
+        first, ran, (model, second) = self.run(True, {"d1": {REMEMBER: UNDER_TMP}})
+        assert first.output.metadata["d1"][OFFERED] == list(SCOPES)
+        # d2 ran under the approval without a second deferral; d3 stayed denied.
+        assert second.output == "Done."
+        assert ran == ["/tmp/a", "/tmp/b"]
+        assert [d.covered for d in model.decisions if d.covered] == [{"d2": "a1"}]
+        assert [d.action for d in model.decisions].count(A.ASK_HUMAN) == 1
+
+    def test_a_denial_remembers_nothing(self) -> None:
+        from pydantic_ai import ToolDenied
+
+        from agentfsm.integrations.pydantic_ai import REMEMBER
+
+        _, ran, (model, _) = self.run(ToolDenied("no"), {"d1": {REMEMBER: "conversation"}})
+        assert ran == []
+        assert model.controller.approvals == ()
+
+    def test_a_bad_scope_raises_and_runs_nothing(self) -> None:
+        from agentfsm.integrations.pydantic_ai import REMEMBER
+
+        with pytest.raises(InvalidInputError, match="remember"):
+            self.run(True, {"d1": {REMEMBER: "forever"}})
