@@ -219,3 +219,82 @@ class TestPydanticAI:
 
         with pytest.raises(InvalidInputError, match="remember"):
             self.run(True, {"d1": {REMEMBER: "forever"}})
+
+
+class TestOpenAIAgents:
+    """`state.approve(item)` with `remember(result, item, SCOPE)` beside it."""
+
+    @staticmethod
+    def first() -> tuple[Any, Any, Any]:
+        import asyncio
+
+        from agents import Runner
+        from agents.testing import assistant_message, function_call
+
+        from agentfsm.integrations.openai_agents import governed
+        from tests.integrations.test_openai_agents import CONFIG, Tools, native
+
+        def delete(path: str, call_id: str) -> list[Any]:
+            return [function_call("delete_file", {"path": path}, call_id=call_id)]
+
+        script = [
+            delete("/tmp/a", "c1"),
+            delete("/tmp/b", "c2"),
+            delete("/etc/passwd", "c3"),
+            [assistant_message("Done.")],
+        ]
+        tools = Tools()
+        agent = governed(native(script, tools), POLICY)
+        result = asyncio.run(Runner.run(agent, "clean up", run_config=CONFIG))
+        return agent, result, tools
+
+    @staticmethod
+    def resume(agent: Any, state: Any) -> Any:
+        import asyncio
+
+        from agents import Runner
+
+        from tests.integrations.test_openai_agents import CONFIG
+
+        return asyncio.run(Runner.run(agent, state, run_config=CONFIG))
+
+    def test_a_remembered_approval_covers_a_later_call_and_never_a_deny(self) -> None:
+        from agentfsm.integrations.openai_agents import decisions, remember
+
+        agent, first, tools = self.first()
+        item = first.interruptions[0]
+        state = first.to_state()
+        state.approve(item)
+        remember(first, item, UNDER_TMP)
+        result = self.resume(agent, state)
+        # c2 ran under the approval, without an interruption; c3 stayed denied.
+        assert result.interruptions == []
+        assert tools.ran == [("delete_file", "/tmp/a"), ("delete_file", "/tmp/b")]
+        assert [d.covered for d in decisions(result) if d.covered] == [{"c2": "a1"}]
+
+    def test_a_standing_yes_is_still_no_scope(self) -> None:
+        """`always_approve=True` alone remembers nothing: c2 is asked again."""
+        from agentfsm.integrations.openai_agents import decisions
+
+        agent, first, tools = self.first()
+        state = first.to_state()
+        state.approve(first.interruptions[0], always_approve=True)
+        result = self.resume(agent, state)
+        assert not any(d.covered for d in decisions(result))
+        assert tools.ran == [("delete_file", "/tmp/a")]
+
+    def test_a_rejected_item_remembers_nothing_and_a_bad_scope_raises(self) -> None:
+        from agentfsm.integrations.openai_agents import decisions, remember
+
+        agent, first, tools = self.first()
+        item = first.interruptions[0]
+        with pytest.raises(InvalidInputError, match="remember"):
+            remember(first, item, "forever")
+        with pytest.raises(InvalidInputError, match="not a call agentfsm asks about"):
+            remember(first, "c9", "run")
+        state = first.to_state()
+        state.reject(item, rejection_message="no")
+        remember(first, item, "conversation")
+        result = self.resume(agent, state)
+        assert tools.ran == []
+        assert not any(d.covered for d in decisions(result))
