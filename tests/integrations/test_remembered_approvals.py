@@ -298,3 +298,17 @@ class TestOpenAIAgents:
         result = self.resume(agent, state)
         assert tools.ran == []
         assert not any(d.covered for d in decisions(result))
+
+
+def test_the_integration_examples_of_the_docs_page_read() -> None:
+    """docs/approvals.md's integration examples are Python that compiles (each is a part of
+    the flows the tests above run whole)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "approvals.md").read_text("utf-8")
+    section = text.partition("## The integrations")[2].partition("\n## ")[0]
+    examples = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(examples) == 4
+    for example in examples:
+        compile(example.replace("await ", ""), "approvals.md", "exec")
