@@ -103,9 +103,11 @@ class Ledger:
 
 
 def _uses(scope: Any) -> int | None:
+    """The uses a scope grants; None for a scope not counted in uses."""
     if isinstance(scope, str):
         return int(scope.partition("=")[2]) if scope.startswith("uses=") else None
-    return scope.get("uses")
+    uses = scope.get("uses")
+    return uses if isinstance(uses, int) else None
 
 
 def _policy(table: dict[str, str]) -> af.Policy:
