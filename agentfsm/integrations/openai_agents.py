@@ -1018,10 +1018,12 @@ def governed(
 
 
 def remember(result: RunResultBase, item: object, scope: str | Mapping[str, Any]) -> None:
-    """Remember the approval of `item` (an item of `result.interruptions`, or its call id)
-    for `scope` (`"uses=N"`, `"seconds=T"`, `"run"`, `"conversation"`, `"deployment"`, or
-    `{"scope": ..., "pattern": ...}`; docs/approvals.md) when `state.approve(item)` approves
-    it: later calls the scope covers run without an interruption.
+    """Remember the approval `state.approve(item)` gives for `scope`, covering later calls.
+
+    `item` is an item of `result.interruptions`, or its call id; `scope` is `"uses=N"`,
+    `"seconds=T"`, `"run"`, `"conversation"`, `"deployment"`, or `{"scope": ...,
+    "pattern": ...}` (docs/approvals.md). Once `state.approve(item)` approved it, later
+    calls the scope covers run without an interruption.
 
     The SDK's approval carries no scope of its own, and its `always_approve=True` is not one
     (agentfsm keeps it a yes for its own item only); this is the agentfsm-side way to give one.
