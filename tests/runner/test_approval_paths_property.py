@@ -1,10 +1,11 @@
 """A property across two paths a remembered approval takes (docs/approvals.md): the runner
 (`af.run`, whose `on_ask` answers with a scope, against the local scripted server) and the
 Controller answered by hand and reloaded from `dump()` before every input, now and then with
-a tool redefined. On both, whatever the policy, calls and answers: an approval never covers
-a denied call, a call of another tool or of a tool changed since, nor more calls than the
-uses it was given; an asked call runs only covered or approved; and without redefinitions
-both paths decide alike."""
+a tool redefined; LangGraph's prebuilt graph, resumed with `remember`, is held to the same
+decisions. Whatever the policy, calls and answers: an approval never covers a denied call, a
+call of another tool or of a tool changed since, nor more calls than the uses it was given;
+an asked call runs only covered or approved; and without redefinitions the paths decide
+alike."""
 
 from __future__ import annotations
 
@@ -76,12 +77,16 @@ class Ledger:
     def answer(self, decision: af.Decision) -> tuple[bool, str | None, Any]:
         """The next answer; the approvals it makes are numbered as the Controller numbers
         them (one per approved asked call whose scope remembers something)."""
+        return self.answer_calls([(c.id, c.name) for c in decision.tool_calls])
+
+    def answer_calls(self, calls: list[tuple[str, str]]) -> tuple[bool, str | None, Any]:
+        """`answer`, given the asked calls' ids and names."""
         approved, scope = self.answers.pop(0) if self.answers else (False, "once")
         if approved:
-            for c in decision.tool_calls:
-                self.approved.add(c.id)
+            for call_id, name in calls:
+                self.approved.add(call_id)
                 if scope != "once":
-                    self.made[f"a{len(self.made) + 1}"] = (c.name, scope, self.epoch)
+                    self.made[f"a{len(self.made) + 1}"] = (name, scope, self.epoch)
         return approved, None if approved else "no", scope
 
     def check(self, decision: af.Decision) -> None:
@@ -182,6 +187,55 @@ def by_controller(
     return [(d.action.value, dict(d.covered)) for d in seen]
 
 
+def by_langgraph(
+    policy: af.Policy, calls: list[tuple[str, str]], answers: list[tuple[bool, Any]]
+) -> tuple[list[str], list[str]]:
+    """The same calls through LangGraph's prebuilt graph, each interrupt resumed with the
+    answer and its scope (`remember`): the actions and the calls that ran."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from agentfsm.integrations.langgraph import create_agent
+
+    ledger, ran = Ledger(policy, answers), []
+
+    @tool
+    def write_file(path: str) -> str:
+        """write a file"""
+        ran.append(f"write_file {path}")
+        return "ok"
+
+    @tool
+    def read_file(path: str) -> str:
+        """read a file"""
+        ran.append(f"read_file {path}")
+        return "ok"
+
+    script = [
+        AIMessage(
+            content="",
+            tool_calls=[{"name": n, "args": {"path": p}, "id": f"c{i}", "type": "tool_call"}],
+        )
+        for i, (n, p) in enumerate(calls)
+    ]
+    script.append(AIMessage(content="done", response_metadata={"finish_reason": "stop"}))
+    fake = GenericFakeChatModel(messages=iter(script))
+    graph = create_agent(fake, [write_file, read_file], policy, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+    out = graph.invoke({"messages": [("user", "go")]}, config)
+    while "__interrupt__" in out:
+        asked = out["__interrupt__"][0].value["tool_calls"]
+        approved, message, scope = ledger.answer_calls([(c["id"], c["name"]) for c in asked])
+        answer = {"approved": approved, "message": message}
+        if approved:
+            answer["remember"] = scope
+        out = graph.invoke(Command(resume=answer), config)
+    return [d["action"] for d in out["decisions"]], ran
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=_table, calls=_calls, answers=_answers)
 def test_both_paths_keep_approvals_within_their_grant(
@@ -191,6 +245,9 @@ def test_both_paths_keep_approvals_within_their_grant(
     ran = by_runner(policy, calls, answers)
     held = by_controller(policy, calls, answers, [False] * len(calls))
     assert ran == held
+    graphed, executed = by_langgraph(policy, calls, answers)
+    assert graphed == [action for action, _ in held]
+    assert not any(c.startswith("write_file /etc/") for c in executed)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
