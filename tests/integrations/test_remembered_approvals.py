@@ -156,7 +156,9 @@ class TestPydanticAI:
     """`DeferredToolResults(approvals=..., metadata={call_id: {REMEMBER: SCOPE}})`."""
 
     @staticmethod
-    def run(first_answer: Any, metadata: Any) -> tuple[Any, list[str], Any]:
+    def run(
+        first_answer: Any, metadata: Any, ran: list[str] | None = None
+    ) -> tuple[Any, list[str], Any]:
         from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
         from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
         from pydantic_ai.models.function import FunctionModel
@@ -164,7 +166,7 @@ class TestPydanticAI:
         from agentfsm.integrations.pydantic_ai import GovernedModel
         from tests.integrations.test_pydantic_ai import Script
 
-        ran: list[str] = []
+        ran = [] if ran is None else ran
 
         def delete_file(path: str) -> str:
             """Delete a file."""
@@ -217,8 +219,10 @@ class TestPydanticAI:
     def test_a_bad_scope_raises_and_runs_nothing(self) -> None:
         from agentfsm.integrations.pydantic_ai import REMEMBER
 
+        ran: list[str] = []
         with pytest.raises(InvalidInputError, match="remember"):
-            self.run(True, {"d1": {REMEMBER: "forever"}})
+            self.run(True, {"d1": {REMEMBER: "forever"}}, ran)
+        assert ran == []
 
 
 class TestOpenAIAgents:
