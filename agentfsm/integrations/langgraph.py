@@ -15,8 +15,9 @@ action maps onto LangGraph's own mechanisms:
 - ASK_HUMAN: the `human` node calls `interrupt()`; resume with `Command(resume=True)`,
   `Command(resume=False)` or `Command(resume={"approved": ..., "message": ...})`, or call by
   call with `{"approved": {call_id: bool}, "messages": {...}, "arguments": {...}}` (edited
-  arguments are checked as a new call); a decline without a message ends the run unless
-  `on_decline="feedback"` (docs/integrations/README.md);
+  arguments are checked as a new call); `"remember"` remembers the approval for a scope
+  (docs/approvals.md), which the interrupt offers in its `scopes`; a decline without a
+  message ends the run unless `on_decline="feedback"` (docs/integrations/README.md);
 - FINAL / STOP: the graph ends; every call the model made has exactly one `ToolMessage`;
 - the controller's own error results (undeclared tool, bad arguments, denied, declined)
   become `ToolMessage`s with `status="error"`, and ids the controller issued are written back
@@ -59,6 +60,7 @@ from agentfsm._engine.controller import Controller
 from agentfsm._engine.events import Observer, as_observers
 from agentfsm._engine.policy import Policy, as_policy, as_shadow
 from agentfsm._model._checked import read
+from agentfsm._model.approvals import SCOPES
 from agentfsm._model.tools import ToolSpec
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, InvalidInputError, RunError, ToolDefinitionError
@@ -130,7 +132,7 @@ def _record(decision: Decision) -> dict[str, Any]:
     return data
 
 
-_RESUME_KEYS = ("approved", "message", "messages", "arguments")
+_RESUME_KEYS = ("approved", "message", "messages", "arguments", "remember")
 """The keys a `Command(resume={...})` value may hold; any other is refused."""
 
 
@@ -169,6 +171,16 @@ def human_reply(answer: object) -> tuple[bool, str | None]:
         approved, message = answer.get("approved"), answer.get("message")
         return approved is True, message if isinstance(message, str) else None
     return False, None
+
+
+def _remembered(ctl: Controller, answer: Mapping[str, Any]) -> Any:
+    """A resume value's `remember` as `on_human_reply(remember=)` takes it: `{call_id: scope}`
+    as given beside a per-call `approved`, else the one scope for each asked call. The
+    Controller checks it (a bad scope raises, and the run is left as it was)."""
+    given = answer.get("remember")
+    if given is None or isinstance(answer.get("approved"), dict):
+        return given
+    return {c.id: given for c in ctl.pending_calls}
 
 
 def _after_tools(messages: Sequence[BaseMessage], pending: set[str]) -> list[ToolMessage]:
@@ -518,16 +530,25 @@ class Decide:
         bool `approved` too (one answer for every asked call). A dict holding any other key
         raises InvalidInputError, the run unchanged: what agentfsm would not read never
         approves.
+
+        `"remember"` remembers the approval for a scope (docs/approvals.md): one scope for
+        every approved call with a bool `approved`, `{call_id: scope}` with a per-call one.
+        The interrupt's value lists the scopes a host may offer (`scopes`); a scope that does
+        not read raises InvalidInputError and nothing is answered.
         """
         ctl = self.controller(state)
         asked = _last_decision(state)
-        answer = interrupt({"reason": asked["reason"], "tool_calls": asked["tool_calls"]})
+        ask = {"reason": asked["reason"], "tool_calls": asked["tool_calls"]}
+        if asked["tool_calls"]:  # what `remember` takes for them, for a host to offer
+            ask["scopes"] = list(SCOPES)
+        answer = interrupt(ask)
         if isinstance(answer, dict):
             _checked_resume(answer)
         if isinstance(answer, dict) and (
             isinstance(answer.get("approved"), dict)
             or "messages" in answer
             or "arguments" in answer
+            or ("remember" in answer and ctl.pending_calls)
         ):
             decision = self._per_call(ctl, answer)
             answered = [_tool_message(r) for r in decision.results]
@@ -572,7 +593,11 @@ class Decide:
                     if text:
                         texts[call_id] = text
         return ctl.on_human_reply(
-            approved, message, messages=texts, arguments=answer.get("arguments")
+            approved,
+            message,
+            messages=texts,
+            arguments=answer.get("arguments"),
+            remember=_remembered(ctl, answer),
         )
 
     def route(self, state: AgentState) -> str | list[Send]:

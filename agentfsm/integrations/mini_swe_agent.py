@@ -15,7 +15,8 @@ own `action_regex` finds, each a `bash` call):
   valid calls run, a cut output is retried;
 - RETRY: the broken message is dropped and the model is asked again;
 - ASK_HUMAN: `approve(calls)` answers: True approves, False declines, a string declines with
-  that message; a decline without a message ends the run (`on_decline="stop"`) or is told to
+  that message, `(approved, message, remember)` also remembers an approval for a scope
+  (docs/approvals.md); a decline without a message ends the run (`on_decline="stop"`) or is told to
   the model (`"feedback"`); without `approve` no human can be asked, so the run ends
   PERMISSION_DENIED and nothing asked about runs (fail closed, no decline is claimed);
 - the submit command (`COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`): its output answers the call,
@@ -60,8 +61,25 @@ from agentfsm.providers import normalize
 
 __all__ = ["Approver", "GovernedAgent"]
 
-Approver = Callable[[list[ToolCall]], bool | str]
-"""Answers an ASK_HUMAN: True approves, False declines, a string declines with that message."""
+Approver = Callable[[list[ToolCall]], bool | str | tuple[bool, str | None, Any]]
+"""Answers an ASK_HUMAN: True approves, False declines, a string declines with that message;
+`(approved, message, remember)` with `remember` a scope (`"uses=N"`, `"run"`, `{"scope": ...,
+"pattern": ...}`, docs/approvals.md) remembers the approval for each asked call."""
+
+
+def _answer(answer: object) -> tuple[bool, str | None, Any]:
+    """An approver's answer as (approved, message, remember); anything else declines with its
+    text, as a string does (fail closed: only True approves)."""
+    if isinstance(answer, bool):
+        return answer, None, None
+    if (
+        isinstance(answer, tuple)
+        and len(answer) == 3
+        and isinstance(answer[0], bool)
+        and (answer[1] is None or isinstance(answer[1], str))
+    ):
+        return answer
+    return False, str(answer), None
 
 
 def _action_regex(model: Any) -> str | None:
@@ -285,10 +303,13 @@ class GovernedAgent(DefaultAgent):
             return refused + self._act(stop, message)
         # Copies: an approver that edits a call must not change the call that runs.
         answer = self.approve([c.model_copy(deep=True) for c in decision.tool_calls])
-        approved, note = (answer, None) if isinstance(answer, bool) else (False, str(answer))
+        approved, note, scope = _answer(answer)
         if not approved:
             note = _decline.message(self.on_decline, note)
-        reply = self._decide(self.controller.on_human_reply(approved, note))
+        # The scope holds for each asked call; the Controller checks it (a bad one raises
+        # InvalidInputError, the run unchanged).
+        remember = {c.id: scope for c in decision.tool_calls} if scope is not None else None
+        reply = self._decide(self.controller.on_human_reply(approved, note, remember=remember))
         return refused + self._act(reply, message)
 
     def _execute(self, decision: Decision) -> list[dict[str, Any]]:

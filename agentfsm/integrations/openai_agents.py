@@ -17,7 +17,9 @@ Controller and maps its decision onto what the SDK already does:
 - ASK_HUMAN: the SDK's own approval flow: the call's tool reports `needs_approval`, the run
   returns with `result.interruptions`, and `state.approve(...)` / `state.reject(...)` resume it,
   each item its own answer (a rejection without a `rejection_message` ends the run unless
-  `on_decline="feedback"`);
+  `on_decline="feedback"`); `remember(result, item, scope)` beside `state.approve(item)`
+  remembers that approval for a scope (docs/approvals.md; the SDK's `always_approve=True`
+  is not one: it stays a yes for its own item only);
   the allowed calls of the same turn are held, then handed to the SDK once approved (a response
   of their own, no model call) or answered with the decline's error;
 - CONTINUE after an answer that fails the completion checks: the model is called again;
@@ -79,8 +81,9 @@ from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputErro
 from agentfsm.integrations import _decline
 from agentfsm.integrations._tree import controller_in_tree, running_tools_of
 from agentfsm.providers import normalize
+from agentfsm.states._approvals import scope_of
 
-__all__ = ["GovernedModel", "decisions", "governed"]
+__all__ = ["GovernedModel", "decisions", "governed", "remember"]
 
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _TEXT_ONLY = frozenset(
@@ -261,6 +264,8 @@ class GovernedModel(Model):
         self.observers = as_observers(observers, "GovernedModel")
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
+        self._scopes: dict[str, Any] = {}
+        """The scopes `remember` gave the asked calls' approvals, by call id."""
         self._carry: list[dict[str, Any]] = []
         self._held: list[ToolCall] = []
         self._started: set[str] = set()
@@ -318,6 +323,7 @@ class GovernedModel(Model):
             self.handed_by = None
             self.decisions, self._carry, self._held, self._started = [], [], [], set()
             self._asked, self._shown, self._stop = set(), set(), None
+            self._scopes = {}
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -456,7 +462,10 @@ class GovernedModel(Model):
             text = _decline.message(self.on_decline, said, (DEFAULT_APPROVAL_REJECTION_MESSAGE,))
             if text:
                 messages[call.id] = text
-        self._decide(ctl.on_human_reply(approved, messages=messages))
+        # What `remember` gave an approved call holds for it; a rejected one remembers nothing.
+        scopes, self._scopes = self._scopes, {}
+        remember = {i: v for i, v in scopes.items() if approved.get(i)} or None
+        self._decide(ctl.on_human_reply(approved, messages=messages, remember=remember))
 
     def _given_on(
         self, call: ToolCall, ctl: Controller, answers: Mapping[str, bool | str | None]
@@ -1021,6 +1030,47 @@ def governed(
     clone = agent.clone(model=model, tools=tools, handoffs=handoffs)
     fields = {f.name: getattr(clone, f.name) for f in dataclasses.fields(clone) if f.init}
     return _governed_class(type(agent))(**fields)
+
+
+def remember(result: RunResultBase, item: object, scope: str | Mapping[str, Any]) -> None:
+    """Remember the approval `state.approve(item)` gives for `scope`, covering later calls.
+
+    `item` is an item of `result.interruptions`, or its call id; `scope` is `"uses=N"`,
+    `"seconds=T"`, `"run"`, `"conversation"`, `"deployment"`, or `{"scope": ...,
+    "pattern": ...}` (docs/approvals.md). Once `state.approve(item)` approved it, later
+    calls the scope covers run without an interruption.
+
+    The SDK's approval carries no scope of its own, and its `always_approve=True` is not one
+    (agentfsm keeps it a yes for its own item only); this is the agentfsm-side way to give one.
+    A rejected item remembers nothing.
+
+    Raises:
+        InvalidInputError: a scope that does not read, or an item agentfsm is not asking
+            about; nothing is remembered.
+    """
+    model = _model_of(result, "remember")
+    raw = getattr(item, "raw_item", None)
+    call_id = item if isinstance(item, str) else getattr(raw, "call_id", None)
+    if not isinstance(call_id, str) or not model.needs_approval(call_id):
+        asked = [c.id for c in model.controller.pending_calls] if model.controller else []
+        raise InvalidInputError(
+            f"remember: {call_id!r:.60} is not a call agentfsm asks about (asked: "
+            f"{', '.join(asked) or 'none'})"
+        )
+    scope_of(scope, f"remember({call_id!r})")
+    model._scopes[call_id] = scope
+
+
+def _model_of(result: object, what: str) -> GovernedModel:
+    """The GovernedModel of the run that produced `result`."""
+    if not isinstance(result, RunResultBase):
+        raise InvalidInputError(
+            f"{what} takes the result of Runner.run, not {type(result).__name__}"
+        )
+    model = result.last_agent.model
+    if not isinstance(model, GovernedModel):
+        raise AgentFSMError("this result did not come from an agent made by governed()")
+    return model
 
 
 def decisions(result: RunResultBase) -> list[Decision]:

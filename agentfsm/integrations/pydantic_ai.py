@@ -21,8 +21,9 @@ decides, and:
   `DeferredToolResults(approvals={call_id: True | False | ToolDenied(...)})`, each asked call
   its own answer (a denial without a message of its own ends the run unless
   `on_decline="feedback"`); `ToolApproved(override_args=...)` edits a call, which the
-  Controller checks as a new call, and a tool runs only with the arguments it cleared; the
-  allowed calls
+  Controller checks as a new call, and a tool runs only with the arguments it cleared;
+  `metadata={call_id: {"agentfsm_remember": SCOPE}}` remembers an approval for a scope
+  (docs/approvals.md); the allowed calls
   of the same turn are held, then run once approved (a response of their own, no model call)
   or answered with the decline's error;
 - FINAL: the response goes on unchanged (after a final tool's result, the run ends with that
@@ -77,13 +78,21 @@ from pydantic_core import to_jsonable_python
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.events import Observer, as_observers
 from agentfsm._engine.policy import Policy, as_policy, as_shadow
+from agentfsm._model.approvals import SCOPES
 from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
 from agentfsm.integrations._tree import controller_in_tree, running_tools_of
 
-__all__ = ["GovernTools", "GovernedModel", "GovernedToolset"]
+__all__ = ["OFFERED", "REMEMBER", "GovernTools", "GovernedModel", "GovernedToolset"]
+
+REMEMBER = "agentfsm_remember"
+"""The key of an approval's `DeferredToolResults.metadata[call_id]` holding the scope to
+remember it for (docs/approvals.md): `metadata={call_id: {REMEMBER: "uses=5"}}`."""
+OFFERED = "agentfsm_scopes"
+"""The key of an asked call's `DeferredToolRequests.metadata[call_id]` listing the scopes a
+host may offer with its approval."""
 
 
 _CLEARING = frozenset({Action.EXECUTE_TOOLS, Action.HANDOFF, Action.ASK_HUMAN})
@@ -253,6 +262,8 @@ class GovernedModel(WrapperModel):
         self._started: set[str] = set()
         self._approving: dict[str, dict[str, Any] | None] = {}
         """The asked calls pydantic-ai validated as approved, with their edited arguments."""
+        self._scopes: dict[str, Any] = {}
+        """The scopes the approvals of those calls carry (`DeferredToolResults.metadata`)."""
         self._edits: dict[str, dict[str, Any]] = {}
         """The edited arguments of approved calls, as the Controller cleared them, by call id."""
         self._stop: Decision | None = None
@@ -302,6 +313,7 @@ class GovernedModel(WrapperModel):
             )
             self.decisions, self._refused, self._held, self._started = [], [], [], set()
             self._stop, self._approving, self._edits = None, {}, {}
+            self._scopes = {}
         return ctl
 
     def _decide(self, decision: Decision) -> Decision:
@@ -319,17 +331,27 @@ class GovernedModel(WrapperModel):
             and any(c.id == call_id for c in ctl.pending_calls)
         )
 
-    def _note_approved(self, call_id: str | None, edited: dict[str, Any] | None) -> None:
+    def _note_approved(
+        self, call_id: str | None, edited: dict[str, Any] | None, metadata: object = None
+    ) -> None:
         """pydantic-ai validated an approved call (`edited`: its arguments, when the approval
-        changed them): note it for the Controller's reply.
+        changed them; `metadata`: the approval's `DeferredToolResults.metadata`, which may
+        carry a scope to remember it for): note it for the Controller's reply.
 
         pydantic-ai validates every approved call of a response before it runs any, so when
         the first one runs the human's answer on each asked call is known.
         """
         if self.awaits_approval(call_id) and call_id is not None:
             self._approving[call_id] = edited
+            self._note_scope(call_id, metadata)
 
-    def approved(self, call_id: str | None) -> None:
+    def _note_scope(self, call_id: str, metadata: object) -> None:
+        """The scope an approval's metadata carries under `REMEMBER`, noted for the reply (the
+        Controller checks it: a bad one raises InvalidInputError, the run unchanged)."""
+        if isinstance(metadata, Mapping) and metadata.get(REMEMBER) is not None:
+            self._scopes[call_id] = metadata[REMEMBER]
+
+    def approved(self, call_id: str | None, metadata: object = None) -> None:
         """pydantic-ai runs an approved call: give the Controller the human's answer on each
         asked call.
 
@@ -340,10 +362,15 @@ class GovernedModel(WrapperModel):
         ctl = self.controller
         if ctl is None or call_id is None or not self.awaits_approval(call_id):
             return
+        self._note_scope(call_id, metadata)
         noted, self._approving = self._approving, {}
+        scopes, self._scopes = self._scopes, {}
         answers = {c.id: c.id == call_id or c.id in noted for c in ctl.pending_calls}
         edits = {i: e for i, e in noted.items() if e is not None and answers.get(i)}
-        decision = self._decide(ctl.on_human_reply(answers, arguments=edits or None))
+        remember = {i: v for i, v in scopes.items() if answers.get(i)} or None
+        decision = self._decide(
+            ctl.on_human_reply(answers, arguments=edits or None, remember=remember)
+        )
         cleared = {c.id: c for c in decision.tool_calls}
         self._edits = {i: dict(cleared[i].arguments or {}) for i in edits if i in cleared}
 
@@ -669,8 +696,9 @@ class GovernedToolset(WrapperToolset[Any]):
             return await super().call_tool(name, tool_args, ctx, tool)
         if self.model.awaits_approval(ctx.tool_call_id):
             if not ctx.tool_call_approved:
-                raise ApprovalRequired
-            self.model.approved(ctx.tool_call_id)
+                # The ask offers the scopes an approval may be remembered for (REMEMBER).
+                raise ApprovalRequired(metadata={OFFERED: list(SCOPES)})
+            self.model.approved(ctx.tool_call_id, ctx.tool_call_metadata)
         ran = self.model._runs_as_cleared(ctx, tool, tool_args)
         if not ran or not self.model.may_run(ctx.tool_call_id, ctx.messages):
             return self.model._refusal(ctx.tool_call_id, name)
@@ -695,7 +723,8 @@ class _Noting:
         # The context comes first, by position: a tool may take an argument named `ctx`.
         ctx = given[0]
         if isinstance(ctx, RunContext) and ctx.tool_call_approved:
-            self.model._note_approved(ctx.tool_call_id, self._edited(ctx, args))
+            edited = self._edited(ctx, args)
+            self.model._note_approved(ctx.tool_call_id, edited, ctx.tool_call_metadata)
         return self.inner(*given, **args) if self.inner is not None else None
 
     def _edited(self, ctx: RunContext[Any], args: dict[str, Any]) -> dict[str, Any] | None:
