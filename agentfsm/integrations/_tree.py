@@ -10,16 +10,27 @@ tasks, so a sub-agent run from the tool's code, awaited or not, finds its caller
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from agentfsm._engine.controller import Controller
 from agentfsm._engine.policy import Policy
-from agentfsm._model.ledger import Ledger
+from agentfsm._model.ledger import Ledger, Left
+from agentfsm.exceptions import DefinitionError
 
-__all__ = ["controller_in_tree", "running_tools_of"]
+__all__ = [
+    "ShowBudget",
+    "budget_text",
+    "checked_show_budget",
+    "controller_in_tree",
+    "running_tools_of",
+]
+
+ShowBudget = bool | Callable[[Left], str | None]
+"""What a wrapper shows the model of its run tree's budget before each model call: nothing
+(False), `Left.text()` (True), or what the function makes of what is left (None: nothing)."""
 
 _CALLER: ContextVar[Controller | None] = ContextVar("agentfsm_integration_caller", default=None)
 
@@ -49,3 +60,24 @@ def controller_in_tree(
     else:
         account = above.ledger.open(policy, run_id=run_id, parent=above)
     return Controller(policy, tools, run_id=run_id, ledger=account, **given)
+
+
+def checked_show_budget(show: object, where: str) -> ShowBudget:
+    """`show` when it is a ShowBudget; DefinitionError naming `where` otherwise."""
+    if isinstance(show, bool) or callable(show):
+        return show
+    raise DefinitionError(
+        f"{where}: show_budget must be True, False or a function of what is left, not {show!r:.60}"
+    )
+
+
+def budget_text(controller: Controller | None, show: ShowBudget) -> str | None:
+    """The line that shows the model what its run tree has left, or None when nothing is shown
+    (the host did not ask, or the run is in no tree)."""
+    if show is False or controller is None or controller.ledger is None:
+        return None
+    left = controller.ledger.left(turns=controller.turns_left)
+    said = left.text() if show is True else show(left)
+    if said is None or isinstance(said, str):
+        return said
+    raise DefinitionError(f"show_budget returned {type(said).__name__}: it returns a str or None")

@@ -79,7 +79,13 @@ from agentfsm._model.types import Action, Decision, ModelTurn, ToolCall, ToolRes
 from agentfsm._permissions import Permission
 from agentfsm.exceptions import AgentFSMError, DefinitionError, InvalidInputError, RunError
 from agentfsm.integrations import _decline
-from agentfsm.integrations._tree import controller_in_tree, running_tools_of
+from agentfsm.integrations._tree import (
+    ShowBudget,
+    budget_text,
+    checked_show_budget,
+    controller_in_tree,
+    running_tools_of,
+)
 from agentfsm.providers import normalize
 from agentfsm.states._approvals import scope_of
 
@@ -249,6 +255,7 @@ class GovernedModel(Model):
         on_decline: _decline.OnDecline = "stop",
         observers: Iterable[Observer] = (),
         shadow: Policy | Mapping[str, Any] | None = None,
+        show_budget: ShowBudget = False,
     ) -> None:
         if stream not in ("held", "text"):
             raise DefinitionError(f"stream must be 'held' or 'text', not {stream!r}")
@@ -262,6 +269,7 @@ class GovernedModel(Model):
         self.shadow = as_shadow(shadow, None)
         self.on_decline = _decline.checked(on_decline, "GovernedModel")
         self.observers = as_observers(observers, "GovernedModel")
+        self.show_budget = checked_show_budget(show_budget, "GovernedModel")
         self.controller: Controller | None = None
         self.decisions: list[Decision] = []
         self._scopes: dict[str, Any] = {}
@@ -656,6 +664,13 @@ class GovernedModel(Model):
             return dataclasses.replace(settings, max_tokens=int(settings.max_tokens * factor))
         return settings
 
+    def _with_budget(self, instructions: str | None) -> str | None:
+        """The system instructions with what the run tree has left, when the host asked."""
+        said = budget_text(self.controller, self.show_budget)
+        if said is None:
+            return instructions
+        return f"{instructions}\n\n{said}" if instructions else said
+
     # -- the Model interface -------------------------------------------------------------
 
     async def get_response(
@@ -680,7 +695,7 @@ class GovernedModel(Model):
             return ModelResponse(output=early, usage=usage, response_id=None)
         while True:
             response = await self.inner.get_response(
-                system_instructions,
+                self._with_budget(system_instructions),
                 self._next_input(input),
                 model_settings,
                 tools,
@@ -743,7 +758,7 @@ class GovernedModel(Model):
             seen: list[Any] = []  # the attempt's every event, for the decision
             held: list[Any] = []  # those not passed on yet
             async for event in self.inner.stream_response(
-                system_instructions,
+                self._with_budget(system_instructions),
                 self._next_input(input),
                 model_settings,
                 tools,
@@ -994,6 +1009,7 @@ def governed(
     on_decline: _decline.OnDecline = "stop",
     observers: Iterable[Observer] = (),
     shadow: Policy | Mapping[str, Any] | None = None,
+    show_budget: ShowBudget = False,
 ) -> Agent[Any]:
     """A clone of `agent` whose every turn agentfsm decides (see the module's docstring).
 
@@ -1007,6 +1023,10 @@ def governed(
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
         shadow: A candidate policy judged beside `policy` on every call and recorded
             (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
+        show_budget: Show the model what its run tree has left before each model call: True
+            adds `Left.text()` ("Budget left: 3 model turns, 100 tokens.") to the system
+            instructions; a function of `af.Left` returns the text (None: nothing); False,
+            the default, shows nothing (docs/budgets.md).
     """
     if not isinstance(agent, Agent):
         raise DefinitionError(f"governed takes an agents.Agent, not {type(agent).__name__}")
@@ -1023,7 +1043,13 @@ def governed(
             raise DefinitionError(_unsupported(tool))
         given.append(tool)
     model = GovernedModel(
-        inner, policy, stream, on_decline=on_decline, observers=observers, shadow=shadow
+        inner,
+        policy,
+        stream,
+        on_decline=on_decline,
+        observers=observers,
+        shadow=shadow,
+        show_budget=show_budget,
     )
     tools = [_approval(model, t) for t in given]
     handoffs: list[Any] = [_guarded(model, h) for h in agent.handoffs]

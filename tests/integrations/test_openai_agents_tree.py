@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from agents import Agent, Runner, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.usage import Usage
 
 import agentfsm as af
+from agentfsm.exceptions import DefinitionError
 from agentfsm.integrations.openai_agents import GovernedModel, governed
 
 A, X = af.Action, af.ExitReason
@@ -99,3 +101,47 @@ class TestHandoff:
         result = parent_run(parent)
         assert child.ran == ["k0", "k1"]
         assert str(result.final_output).startswith("[agentfsm stop: token_budget]")
+
+
+class TestShowBudget:
+    """`governed(..., show_budget=True)` adds what the run tree has left to the system
+    instructions of each model call; without it the instructions are the agent's own."""
+
+    @staticmethod
+    def run(**given: Any) -> ScriptedModel:
+        @function_tool
+        def lookup(key: str) -> str:
+            """Look a key up."""
+            return "nothing"
+
+        model = ScriptedModel(
+            [
+                [function_call("lookup", {"key": "a"}, call_id="l1")],
+                [assistant_message("done")],
+            ],
+            default_usage=USAGE,
+        )
+        agent = Agent(name="brief", instructions="Be brief.", tools=[lookup], model=model)
+        result = parent_run(governed(agent, af.Policy(max_tokens=100, max_turns=5), **given))
+        assert result.final_output == "done"
+        return model
+
+    def test_each_call_sees_what_is_left(self) -> None:
+        first, second = self.run(show_budget=True).calls
+        assert first.system_instructions == "Be brief.\n\nBudget left: 5 model turns, 100 tokens."
+        assert second.system_instructions == "Be brief.\n\nBudget left: 4 model turns, 85 tokens."
+
+    def test_a_function_chooses_the_words(self) -> None:
+        said = self.run(show_budget=lambda left: f"{left.tokens} tokens to go").calls
+        assert [c.system_instructions for c in said] == [
+            "Be brief.\n\n100 tokens to go",
+            "Be brief.\n\n85 tokens to go",
+        ]
+
+    def test_nothing_is_shown_unless_asked(self) -> None:
+        assert [c.system_instructions for c in self.run().calls] == ["Be brief.", "Be brief."]
+
+    def test_a_bad_show_budget_is_refused_where_given(self) -> None:
+        agent = Agent(name="x", model=ScriptedModel([]))
+        with pytest.raises(DefinitionError, match="show_budget must be True, False or a function"):
+            governed(agent, show_budget="yes")  # type: ignore[arg-type]
