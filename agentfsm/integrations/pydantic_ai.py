@@ -83,7 +83,13 @@ from agentfsm._model.types import Action, Decision, ToolCall, ToolResult
 from agentfsm.exceptions import DefinitionError, RunError, ToolDefinitionError
 from agentfsm.integrations import _decline
 from agentfsm.integrations._pydantic_stream import Attempt, TextFirstStream
-from agentfsm.integrations._tree import controller_in_tree, running_tools_of
+from agentfsm.integrations._tree import (
+    ShowBudget,
+    budget_text,
+    checked_show_budget,
+    controller_in_tree,
+    running_tools_of,
+)
 
 __all__ = ["OFFERED", "REMEMBER", "GovernTools", "GovernedModel", "GovernedToolset"]
 
@@ -229,6 +235,10 @@ class GovernedModel(WrapperModel):
         observers: Receive every event of each run's Controller (e.g. `DecisionSpans`).
         shadow: A candidate policy judged beside `policy` on every call and recorded
             (`Decision.shadow`, the trace), never enforced; see docs/shadow.md.
+        show_budget: Show the model what its run tree has left with each request: True adds
+            `Left.text()` ("Budget left: 3 model turns, 100 tokens.") to the request's
+            instructions; a function of `af.Left` returns the text (None: nothing); False,
+            the default, shows nothing (docs/budgets.md).
     """
 
     def __init__(
@@ -239,11 +249,13 @@ class GovernedModel(WrapperModel):
         on_decline: _decline.OnDecline = "stop",
         observers: Iterable[Observer] = (),
         shadow: Policy | Mapping[str, Any] | None = None,
+        show_budget: ShowBudget = False,
     ) -> None:
         self.policy = as_policy(policy, "GovernedModel: policy")
         self.shadow = as_shadow(shadow, None)
         self.on_decline = _decline.checked(on_decline, "GovernedModel")
         self.observers = as_observers(observers, "GovernedModel")
+        self.show_budget = checked_show_budget(show_budget, "GovernedModel")
         if not isinstance(wrapped, Model | str):
             raise DefinitionError(
                 f"GovernedModel wraps a pydantic-ai Model or a model name, not "
@@ -592,9 +604,21 @@ class GovernedModel(WrapperModel):
             return ctl, self._shape(ModelResponse(parts=[]), self._stop), messages
         if fed is not None and fed.action is Action.FINAL:  # a final tool's result ends the run
             return ctl, ModelResponse(parts=[TextPart(content=_final_text(fed))]), messages
-        history = self._with_notes(self._with_refused(messages))
+        history = self._with_budget(ctl, self._with_notes(self._with_refused(messages)))
         self._refused = []
         return ctl, None, history
+
+    def _with_budget(self, ctl: Controller, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """The history with what the run tree has left added to the last request's
+        instructions, when the host asked (`show_budget`); the history pydantic-ai keeps is
+        not changed."""
+        said = budget_text(ctl, self.show_budget)
+        if said is None or not messages or not isinstance(messages[-1], ModelRequest):
+            return messages
+        request = messages[-1]
+        given = request.instructions
+        instructions = f"{given}\n\n{said}" if given else said
+        return [*messages[:-1], dataclasses.replace(request, instructions=instructions)]
 
     def _judge(
         self,

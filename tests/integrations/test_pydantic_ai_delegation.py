@@ -83,3 +83,42 @@ class TestDelegationSharesTheLedger:
         refused = [r for d in tree.child_model.decisions for r in d.results]
         assert refused
         assert all("denied" in str(r.content) for r in refused)
+
+
+class TestShowBudget:
+    """`GovernedModel(..., show_budget=True)` adds what the run tree has left to each
+    request's instructions; pydantic-ai's own history is not changed."""
+
+    @staticmethod
+    def run(**given: Any) -> tuple[list[str | None], Any]:
+        seen: list[str | None] = []
+
+        def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            last = messages[-1]
+            seen.append(getattr(last, "instructions", None))
+            if len(seen) == 1:
+                return spent([ToolCallPart("lookup", {"key": "a"}, tool_call_id="l1")])
+            return spent([TextPart("done")])
+
+        model = GovernedModel(FunctionModel(reply), af.Policy(max_tokens=100, max_turns=5), **given)
+
+        def lookup(key: str) -> str:
+            """Look a key up."""
+            return "nothing"
+
+        agent = Agent(model, instructions="Be brief.", toolsets=[model.toolset([lookup])])
+        result = agent.run_sync("find a")
+        assert result.output == "done"
+        return seen, result
+
+    def test_each_request_sees_what_is_left(self) -> None:
+        seen, result = self.run(show_budget=True)
+        assert seen == [
+            "Be brief.\n\nBudget left: 5 model turns, 100 tokens.",
+            "Be brief.\n\nBudget left: 4 model turns, 70 tokens.",
+        ]
+        kept = [getattr(m, "instructions", None) for m in result.all_messages()]
+        assert not any(k and "Budget left" in k for k in kept)
+
+    def test_nothing_is_shown_unless_asked(self) -> None:
+        assert self.run()[0] == ["Be brief.", "Be brief."]
