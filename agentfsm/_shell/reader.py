@@ -157,13 +157,24 @@ _KEYED = re.compile(r"\[(.*)\]\+?=", re.DOTALL)
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]$`'\"\\]*\])?")
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _LISTS_NAMES = re.compile(r"(?:\[[@*]\]|[@*])\}$")
-_SETS_BUILTINS = frozenset(
-    {"cd", "pushd", "popd", "unset", "export", "declare", "typeset", "local", "readonly"}
-    | {"source", "."}
+_INERT_BUILTINS = frozenset(
+    {":", "true", "false", "echo", "printf", "test", "[", "pwd", "type", "help", "times"}
+    | {"jobs", "wait", "kill", "return", "exit", "break", "continue", "logout", "caller"}
+    | {"dirs", "bg", "fg", "disown", "suspend", "shift", "eval", "trap", "builtin"}
+    | {"command", "exec", "let", "read", "mapfile", "readarray", "getopts"}
 )
-"""Builtins that change what the commands after them see, besides an assignment: the
-directory (and `PWD`), which variables are set or exported, or anything (`source` runs a
-file's text, not known here)."""
+"""The builtins known to leave the variables, the directory and the way names are found as
+they were for the commands after them. Their own ways of setting a variable are recorded
+where they are read (`printf -v`, `read`, `mapfile`, `getopts` name one; `let` is arithmetic;
+`eval` and `trap` text is read as a script; `builtin`, `command` and `exec` are wrappers of
+the command they run). Any other builtin (`cd`, `export`, `unset`, `source`, `hash -p`,
+`umask`, `alias`, `shopt`, ...) may change what later commands do: a closed list, so a
+builtin not on it is never taken as inert. `set` is inert only with `_INERT_SET_*` options."""
+_INERT_SET_FLAGS = re.compile(r"[-+][eux]*")
+_INERT_SET_NAMES = frozenset({"errexit", "nounset", "xtrace", "pipefail"})
+"""`set` options that change only how the script itself runs (`set -eu`, `set -o pipefail`):
+not `-a` (every later assignment exported), `-k` (assignments anywhere in a command's words
+go to its environment) or the others."""
 _ASSIGNS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 """A wrapper's word that sets a variable for the command it runs (`sudo X=1 cmd`)."""
 _COPROC = re.compile(rb"\bcoproc\b")
@@ -734,7 +745,7 @@ class Reader:
         entry in `BUILTINS`, or the script is unsure when it has none.
         """
         name = words[0] or ""
-        if "/" not in name and name in _SETS_BUILTINS:
+        if "/" not in name and name in BASH_BUILTINS and not _inert(words):
             self.sets.append(f"what `{name}` changes")
         if "/" not in name and name in BASH_BUILTINS:
             handler = BUILTINS.get(name)
@@ -1151,6 +1162,24 @@ def _only_options(allowed: str) -> Handler:
                 return
 
     return handler
+
+
+def _inert(words: list[Word]) -> bool:
+    """Whether the builtin `words` leaves what later commands see as it was (`_INERT_BUILTINS`,
+    or `set` with only the options of `_INERT_SET_FLAGS` and `_INERT_SET_NAMES`)."""
+    if words[0] in _INERT_BUILTINS:
+        return True
+    if words[0] != "set":
+        return False
+    given = iter(words[1:])
+    for word in given:
+        if word is not None and _INERT_SET_FLAGS.fullmatch(word[:-1] or "-") and word[-1] == "o":
+            word = next(given, None)  # `-o NAME`, or a cluster ending in it (`-euo pipefail`)
+            if word not in _INERT_SET_NAMES:
+                return False
+        elif word is None or len(word) < 2 or not _INERT_SET_FLAGS.fullmatch(word):
+            return False
+    return True
 
 
 BUILTINS: dict[str, Handler] = {

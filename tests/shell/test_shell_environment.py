@@ -28,6 +28,8 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from agentfsm._shell.closed import BASH_BUILTINS
+from agentfsm._shell.reader import _INERT_BUILTINS
 from tests.shell.rm_scripts import verdict
 from tests.shell.test_shell_grammar import FORMS, NESTING, Form
 
@@ -210,3 +212,30 @@ def test_every_form_name_is_known() -> None:
     """The forms come from the grammar test: a rename there must not empty this sweep."""
     assert len(NESTING) > 30
     assert {f.name for f in FORMS} >= {"for", "function", "$( )", "bash -c", "subshell"}
+
+
+@pytest.mark.parametrize("builtin", sorted(BASH_BUILTINS - _INERT_BUILTINS - {"set"}))
+def test_a_builtin_not_known_to_be_inert_is_never_covered(builtin: str) -> None:
+    """The builtins are a closed list the other way round: only those known to leave later
+    commands as they were are inert; every other one (`hash -p`, `umask`, `shopt`, `alias`,
+    `ulimit`, `cd`, ...) keeps allow rules from covering the script."""
+    assert verdict(ALLOW_ALL, f"{builtin} x\nls") != "allow"
+
+
+@pytest.mark.parametrize(
+    ("script", "allowed"),
+    [
+        ("set -e; ls", True),
+        ("set -euo pipefail; ls", True),
+        ("set +o nounset -x; ls", True),
+        ("set -k; ls X=1", False),  # an assignment among a command's words goes to its env
+        ("set -a; ls", False),
+        ("set -o posix; ls", False),
+        ("set -o; ls", False),
+        ("hash -p /tmp/x git; git fetch", False),
+    ],
+)
+def test_set_is_inert_only_with_options_that_change_the_script_alone(
+    script: str, allowed: bool
+) -> None:
+    assert (verdict(ALLOW_ALL, script) == "allow") is allowed
