@@ -22,6 +22,18 @@ from tests.cli.test_mcp_proxy import ENV, Proxy, last_decision, python, replayed
 from tests.cli.test_mcp_proxy_http import RAW_HEADERS, HttpProxy, _open_session
 
 
+def _start(proc: subprocess.Popen[bytes]) -> None:
+    """Initialize the session as a host that cannot elicit, and say initialized."""
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    }
+    _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+    assert "result" in _answer(proc, 1)
+    _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
 def _send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
     assert proc.stdin is not None
     proc.stdin.write((json.dumps(message) + "\n").encode())
@@ -57,14 +69,7 @@ def test_sigterm_answers_the_call_in_flight_and_ends_the_trace(tmp_path: Path) -
         ) as proc,
     ):
         try:
-            init = {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            }
-            _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
-            assert "result" in _answer(proc, 1)
-            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            _start(proc)
             _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
             assert "result" in _answer(proc, 2)
             call = {"name": "hang", "arguments": {}}
@@ -203,14 +208,7 @@ def test_the_trace_of_a_killed_proxy_does_not_replay_as_a_good_run(tmp_path: Pat
         env=ENV,
     ) as proc:
         try:
-            init = {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            }
-            _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
-            assert "result" in _answer(proc, 1)
-            _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            _start(proc)
             call = {"name": "read_row", "arguments": {"key": "a"}}
             _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
             assert "result" in _answer(proc, 2)
